@@ -1,0 +1,1 @@
+"""``scrapy dedup``: inspect what the dedup store knows."""

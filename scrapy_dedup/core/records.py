@@ -1,0 +1,98 @@
+"""Value types shared by the core, the store and the reports.
+
+A :class:`UrlRecord` is what the store knows about one URL key: how it was
+found, what it served and where its content went.  A :class:`Cluster` is a
+set of documents with the same (or nearly the same) text and one
+representative.  Both serialise to plain JSON so that a person can read a
+record with ``scrapy dedup provenance`` and a later version can migrate it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+#: Statuses a document takes in the content layer (the item's ``dedup.status``).
+DOC_STATUSES = ("new", "exact_duplicate", "near_duplicate", "unchanged", "updated")
+
+#: Reasons a URL is not the canonical URL of its document (``aliases`` records).
+ALIAS_REASONS = ("url_variant", "redirect", "rel_canonical", "exact_content", "near_duplicate")
+
+
+@dataclass(slots=True)
+class UrlRecord:
+    """Everything the store keeps about one URL key."""
+
+    key: str
+    url: str
+    #: last outcome: a DOC_STATUSES value, or ``hub``, ``redirect``, ``deleted``,
+    #: ``not_modified``, ``skipped_empty``, ``error``
+    status: str = "seen"
+    #: why this URL is not its document's canonical URL (ALIAS_REASONS), or None
+    reason: str | None = None
+    #: key of the URL this one duplicates or redirects to
+    duplicate_of: str | None = None
+    cluster_id: str | None = None
+    scope: str = ""
+    content_hash: str | None = None
+    raw_hash: str | None = None
+    simhash: int | None = None
+    distance: int | None = None
+    jaccard: float | None = None
+    tokens: int | None = None
+    text_length: int | None = None
+    http_status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    #: ``document`` (produced an item) or ``hub`` (only links)
+    kind: str | None = None
+    #: the rel=canonical target this page declared, when it did not match
+    canonical_mismatch: str | None = None
+    #: declared a canonical that it matched: it never represents its cluster
+    canonical_alias: bool = False
+    first_seen: float = 0.0
+    last_seen: float = 0.0
+    fetched_at: float | None = None
+    fetch_count: int = 0
+    #: crawl run in which the URL was first seen (representative tie-break)
+    first_run: int = 0
+
+    def to_json(self) -> bytes:
+        data = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, False, "")}
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> UrlRecord:
+        data = json.loads(raw)
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def has_content(self) -> bool:
+        return self.cluster_id is not None
+
+
+@dataclass(slots=True)
+class Cluster:
+    """A group of documents that share their text, exactly or nearly."""
+
+    cluster_id: str
+    #: URL key of the representative, and what decides its place (see core.representative)
+    representative: str
+    rep_url: str
+    rep_text_length: int
+    rep_first_run: int
+    rep_canonical_alias: bool = False
+    scope: str = ""
+    size: int = 1
+    #: largest Hamming distance of a member to the representative
+    max_distance: int = 0
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Cluster:
+        return cls(**json.loads(raw))

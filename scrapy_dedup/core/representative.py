@@ -1,0 +1,74 @@
+"""Which member of a cluster represents it.
+
+The choice is a pure function of the members, so two crawls that end with the
+same members end with the same representative, whatever order the pages were
+fetched in.  Order of preference:
+
+1. not a page that declared another page of the cluster as its rel=canonical;
+2. the longest canonical text (the most complete copy);
+3. the most authoritative host (``DEDUP_AUTHORITY``, an ordered list of host patterns);
+4. the earliest crawl run it was first seen in (an established URL keeps its place);
+5. the smallest URL (a stable last resort).
+
+First-seen counts in crawl runs, not seconds: within one run, fetch order
+depends on concurrency and must not decide anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    key: str
+    url: str
+    text_length: int
+    first_run: int
+    canonical_alias: bool = False
+
+
+def authority_rank(url: str, authority: Sequence[str]) -> int:
+    """Position of the first host pattern that matches ``url``'s host.
+
+    >>> authority_rank("https://docs.example.com/a", ["docs.example.com", "*.example.com"])
+    0
+    >>> authority_rank("https://www.example.com/a", ["docs.example.com", "*.example.com"])
+    1
+    >>> authority_rank("https://mirror.org/a", ["docs.example.com"])
+    1
+    """
+    host = (urlsplit(url).hostname or "").lower()
+    for rank, pattern in enumerate(authority):
+        pattern = pattern.lower()
+        if host == pattern or (pattern.startswith("*.") and fnmatchcase(host, pattern)):
+            return rank
+    return len(authority)
+
+
+def representative_order(candidate: Candidate, authority: Sequence[str] = ()) -> tuple:
+    """Sort key: the smallest key is the representative."""
+    return (
+        candidate.canonical_alias,
+        -candidate.text_length,
+        authority_rank(candidate.url, authority),
+        candidate.first_run,
+        candidate.url,
+    )
+
+
+def choose_representative(candidates: Iterable[Candidate], authority: Sequence[str] = ()) -> Candidate:
+    """The member that represents the cluster.
+
+    >>> a = Candidate("k1", "http://h/b", 100, 1)
+    >>> b = Candidate("k2", "http://h/a", 100, 1)
+    >>> c = Candidate("k3", "http://h/c", 120, 2)
+    >>> choose_representative([a, b]).url
+    'http://h/a'
+    >>> choose_representative([a, b, c]).url
+    'http://h/c'
+    """
+    return min(candidates, key=lambda c: representative_order(c, authority))

@@ -1,0 +1,130 @@
+"""The URL layer's memory: which URL keys were scheduled, fetched or aliased.
+
+Scrapy-free: the dupefilter and the middlewares call it with plain values.
+The seen-set lives in the store, not in a Python set, so memory stays flat
+and the frontier survives between runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.store.base import DedupStore
+
+#: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
+DROP_SEEN = "seen"  # the key was already scheduled in this run
+DROP_ALIAS = "alias"  # the key is known to redirect to another URL
+DROP_FRESH = "fresh"  # fetched in an earlier run, not yet due for a revisit
+
+
+class Frontier:
+    def __init__(
+        self,
+        store: DedupStore,
+        run: int,
+        *,
+        revisit_after: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.run = run
+        self.revisit_after = revisit_after
+        self.clock = clock
+
+    def check(self, url: str, key: str) -> str | None:
+        """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it."""
+        previous = self.store.frontier_mark(key, self.run, url)
+        reason = self._drop_reason(key, previous)
+        if reason is not None and previous is not None and url != previous[1]:
+            self._record_variant(url, key)
+        return reason
+
+    def _drop_reason(self, key: str, previous: tuple[int, str] | None) -> str | None:
+        if previous is None:
+            return None
+        if previous[0] == self.run:
+            return DROP_SEEN
+        record = self.store.get_url(key)
+        if record is None or record.fetched_at is None or record.kind == "hub":
+            # hubs are always fetched again: that is where new links appear
+            return None
+        if self.revisit_due(record):
+            return None
+        return DROP_ALIAS if record.status == "redirect" else DROP_FRESH
+
+    def revisit_due(self, record: UrlRecord) -> bool:
+        if self.revisit_after is None or record.fetched_at is None:
+            return False
+        return self.clock() - record.fetched_at >= self.revisit_after
+
+    def conditional_headers(self, key: str) -> dict[str, str]:
+        """Validators for a conditional GET of a document fetched in an earlier run."""
+        record = self.store.get_url(key)
+        if record is None or record.kind != "document" or record.fetch_count == 0:
+            return {}
+        headers = {}
+        if record.etag:
+            headers["If-None-Match"] = record.etag
+        if record.last_modified:
+            headers["If-Modified-Since"] = record.last_modified
+        return headers
+
+    def _record_variant(self, url: str, key: str) -> None:
+        previous = self.store.get_variant(url)
+        with self.store.batch() as batch:
+            batch.put_variant(url, key, self.clock(), previous)
+
+    def record_redirect(self, sources: Iterable[tuple[str, str]], target_key: str, statuses: Iterable) -> int:
+        """Record each (url, key) in ``sources`` as an alias of ``target_key``."""
+        now = self.clock()
+        count = 0
+        status_list = list(statuses)
+        with self.store.batch() as batch:
+            for i, (url, key) in enumerate(sources):
+                if key == target_key:
+                    continue
+                record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.run)
+                if record.status == "redirect" and record.duplicate_of == target_key and record.last_seen >= now - 1:
+                    continue  # already recorded for this hop
+                record.status, record.reason, record.duplicate_of = "redirect", "redirect", target_key
+                record.kind = "redirect"
+                code = status_list[i] if i < len(status_list) else None
+                record.http_status = code if isinstance(code, int) else record.http_status
+                record.fetched_at = record.last_seen = now
+                record.fetch_count += 1
+                batch.put_url(record)
+                count += 1
+        return count
+
+    def record_fetch(
+        self,
+        url: str,
+        key: str,
+        http_status: int,
+        etag: str | None,
+        last_modified: str | None,
+    ) -> UrlRecord:
+        """Record a response; returns the updated record."""
+        now = self.clock()
+        record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.run)
+        record.http_status = http_status
+        if http_status != 304:
+            record.etag, record.last_modified = etag, last_modified
+        record.fetched_at = record.last_seen = now
+        record.fetch_count += 1
+        if record.status == "seen":
+            record.status = "fetched"
+        with self.store.batch() as batch:
+            batch.put_url(record)
+        return record
+
+    def mark_hub(self, url: str, key: str) -> None:
+        """A fetched page that produced no document: always re-fetched later."""
+        record = self.store.get_url(key)
+        if record is None or record.kind == "hub" or record.has_content:
+            return
+        record.kind, record.status = "hub", "hub"
+        with self.store.batch() as batch:
+            batch.put_url(record)

@@ -1,0 +1,1 @@
+"""Reports read the store through its interface and render it for people."""

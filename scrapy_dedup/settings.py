@@ -1,0 +1,176 @@
+"""The ``DEDUP_*`` settings: defaults, reading and validation.
+
+Settings are read once, when the crawl starts; a bad value fails there with a
+message that names the setting, never halfway through a crawl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
+
+from scrapy_dedup.core.canonical import SCOPES
+from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS
+from scrapy_dedup.core.hostrules import HostRules
+from scrapy_dedup.core.urls import DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS
+
+EXTRACT_MODES = ("balanced", "precision", "recall")
+
+
+def _default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+#: Every setting with its default (the README's settings table lists them all).
+DEFAULTS: dict[str, Any] = {
+    "DEDUP_ENABLED": True,
+    "DEDUP_STORE": None,  # directory; None: <project>/.scrapy/dedup/<spider name>
+    "DEDUP_STORE_BACKEND": "scrapy_dedup.store.leveldb.LevelDBStore",
+    "DEDUP_HOST_RULES": {},
+    "DEDUP_TRACKING_PARAMS": list(DEFAULT_TRACKING_PARAMS),
+    "DEDUP_SESSION_PARAMS": list(DEFAULT_SESSION_PARAMS),
+    "DEDUP_REVISIT_AFTER": None,  # seconds; None: documents are never fetched again
+    "DEDUP_CANONICAL_SCOPE": "host",
+    "DEDUP_CANONICAL_TIMEOUT": 30.0,
+    "DEDUP_CANONICAL_MAX_DEPTH": 5,
+    "DEDUP_URL_FIELD": "url",
+    "DEDUP_TEXT_FIELD": "text",
+    "DEDUP_HTML_FIELD": "html",
+    "DEDUP_SCOPE_FIELD": None,
+    "DEDUP_DROP_DUPLICATES": True,
+    "DEDUP_WORKERS": None,  # None: the CPU count; 0: extract in a thread of the crawl process
+    "DEDUP_MAX_DISTANCE": DEFAULT_MAX_DISTANCE,
+    "DEDUP_MIN_JACCARD": DEFAULT_MIN_JACCARD,
+    "DEDUP_MIN_TOKENS": DEFAULT_MIN_TOKENS,
+    "DEDUP_AUTHORITY": [],
+    "DEDUP_MAX_BODY_BYTES": 10 * 1024 * 1024,
+    "DEDUP_MAX_TEXT_CHARS": 1_000_000,
+    "DEDUP_EXTRACT_MODE": "balanced",
+    "DEDUP_EXTRACT_TABLES": True,
+    "DEDUP_EXTRACT_COMMENTS": False,
+    "DEDUP_DEBUG": False,
+    "DEDUP_LOGSTATS_INTERVAL": 60.0,
+}
+
+
+def _list(settings: dict[str, Any], name: str) -> list[str]:
+    value = settings[name]
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip().startswith("[") else [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name} must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def _choice(settings: dict[str, Any], name: str, choices: tuple[str, ...]) -> str:
+    value = settings[name]
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def _bool(settings: dict[str, Any], name: str) -> bool:
+    value = settings[name]
+    if isinstance(value, str):
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _number(settings: dict[str, Any], name: str, *, minimum: float = 0, optional: bool = False) -> float | None:
+    value = settings[name]
+    if value is None and optional:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    store: str | None
+    store_backend: str
+    host_rules: HostRules
+    tracking_params: tuple[str, ...]
+    session_params: tuple[str, ...]
+    revisit_after: float | None
+    canonical_scope: str
+    canonical_timeout: float
+    canonical_max_depth: int
+    url_field: str
+    text_field: str
+    html_field: str
+    scope_field: str | None
+    drop_duplicates: bool
+    workers: int
+    max_distance: int
+    min_jaccard: float
+    min_tokens: int
+    authority: tuple[str, ...]
+    max_body_bytes: int
+    max_text_chars: int
+    extract_mode: str
+    extract_tables: bool
+    extract_comments: bool
+    debug: bool
+    logstats_interval: float
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> DedupConfig:
+        if not settings.getbool("DEDUP_ENABLED", True):
+            raise NotConfigured("DEDUP_ENABLED is False")
+        debug = settings.getbool("DEDUP_DEBUG") or settings.getbool("DUPEFILTER_DEBUG")
+        # explicit None keeps its meaning only where None is the default
+        settings = {
+            name: default if settings.get(name) is None else settings.get(name) for name, default in DEFAULTS.items()
+        }
+        max_distance = int(_number(settings, "DEDUP_MAX_DISTANCE"))
+        if max_distance > 3:
+            raise ValueError(
+                f"DEDUP_MAX_DISTANCE must be 0..3 (the 16-bit-block tables find every fingerprint "
+                f"within distance 3); got {max_distance}. Larger edits are caught by DEDUP_MIN_JACCARD."
+            )
+        min_jaccard = _number(settings, "DEDUP_MIN_JACCARD")
+        if min_jaccard > 1:
+            raise ValueError(f"DEDUP_MIN_JACCARD must be between 0 and 1, got {min_jaccard}")
+        workers = settings["DEDUP_WORKERS"]
+        return cls(
+            store=settings["DEDUP_STORE"] or None,
+            store_backend=settings["DEDUP_STORE_BACKEND"],
+            host_rules=HostRules.from_mapping(settings["DEDUP_HOST_RULES"] or {}, setting="DEDUP_HOST_RULES"),
+            tracking_params=tuple(_list(settings, "DEDUP_TRACKING_PARAMS")),
+            session_params=tuple(_list(settings, "DEDUP_SESSION_PARAMS")),
+            revisit_after=_number(settings, "DEDUP_REVISIT_AFTER", optional=True),
+            canonical_scope=_choice(settings, "DEDUP_CANONICAL_SCOPE", SCOPES),
+            canonical_timeout=_number(settings, "DEDUP_CANONICAL_TIMEOUT"),
+            canonical_max_depth=int(_number(settings, "DEDUP_CANONICAL_MAX_DEPTH")),
+            url_field=settings["DEDUP_URL_FIELD"],
+            text_field=settings["DEDUP_TEXT_FIELD"],
+            html_field=settings["DEDUP_HTML_FIELD"],
+            scope_field=settings["DEDUP_SCOPE_FIELD"] or None,
+            drop_duplicates=_bool(settings, "DEDUP_DROP_DUPLICATES"),
+            workers=_default_workers() if workers is None else int(_number(settings, "DEDUP_WORKERS")),
+            max_distance=max_distance,
+            min_jaccard=min_jaccard,
+            min_tokens=int(_number(settings, "DEDUP_MIN_TOKENS")),
+            authority=tuple(_list(settings, "DEDUP_AUTHORITY")),
+            max_body_bytes=int(_number(settings, "DEDUP_MAX_BODY_BYTES", minimum=1)),
+            max_text_chars=int(_number(settings, "DEDUP_MAX_TEXT_CHARS", minimum=1)),
+            extract_mode=_choice(settings, "DEDUP_EXTRACT_MODE", EXTRACT_MODES),
+            extract_tables=_bool(settings, "DEDUP_EXTRACT_TABLES"),
+            extract_comments=_bool(settings, "DEDUP_EXTRACT_COMMENTS"),
+            debug=debug,
+            logstats_interval=_number(settings, "DEDUP_LOGSTATS_INTERVAL"),
+        )

@@ -1,0 +1,19 @@
+"""Store backends behind one interface (:class:`DedupStore`)."""
+
+from scrapy_dedup.store.base import (
+    STORE_FORMAT,
+    DedupStore,
+    IncompatibleStore,
+    StoreBatch,
+    StoreError,
+    StoreLocked,
+)
+
+__all__ = [
+    "STORE_FORMAT",
+    "DedupStore",
+    "IncompatibleStore",
+    "StoreBatch",
+    "StoreError",
+    "StoreLocked",
+]

@@ -1,0 +1,297 @@
+"""The embedded LevelDB backend (through plyvel).
+
+LevelDB allows one process per database: the crawl that holds the store is
+the only one that can open it.  ``scrapy dedup`` commands read a store that
+no crawl holds (or a copy of one).
+
+Key layout (format 1, recorded as ``store_format`` in the store parameters)::
+
+    m:params                      JSON parameters (fingerprints, tables, format)
+    m:run                         current crawl run number
+    f:<url key>                   frontier: run the key was last scheduled in (4 bytes), first URL
+    u:<url key>                   UrlRecord (JSON)
+    v:<url>                       URL variant dropped before fetch (JSON)
+    c:<cluster id>                Cluster (JSON)
+    k:<cluster id>:<url key>      cluster membership
+    h:<scope id>:<content hash>   exact index -> cluster id
+    r:<raw hash>                  raw body hash -> url key (skips extraction)
+    n:<url key>                   MinHash signature (bytes)
+    t<table><scope><block><simhash><cluster>   permutation table entry (binary, 1+8+2+8+8 bytes)
+    b<band><scope><band hash><cluster>          LSH band entry (binary, 1+8+8+8 bytes)
+
+A table entry carries the whole fingerprint in its key, so a lookup reads keys
+only: one prefix scan per table over the entries that share a 16-bit block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import plyvel
+import xxhash
+
+from scrapy_dedup.core.bands import simhash_blocks
+from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.store.base import (
+    STORE_FORMAT,
+    DedupStore,
+    IncompatibleStore,
+    StoreBatch,
+    StoreError,
+    StoreLocked,
+)
+
+_U64 = struct.Struct(">Q")
+_RUN = struct.Struct(">I")
+
+
+def scope_id(scope: str) -> bytes:
+    """8 bytes that stand for a dedup scope in binary keys."""
+    return xxhash.xxh64_digest(scope.encode("utf-8"))
+
+
+def _cid_bytes(cluster_id: str) -> bytes:
+    return bytes.fromhex(cluster_id)
+
+
+def _table_prefix(table: int, scope: bytes, block: int) -> bytes:
+    return b"t" + bytes((table,)) + scope + block.to_bytes(2, "big")
+
+
+def _band_prefix(band: int, scope: bytes, band_hash: int) -> bytes:
+    return b"b" + bytes((band,)) + scope + _U64.pack(band_hash)
+
+
+class LevelDBBatch(StoreBatch):
+    def __init__(self, wb: Any) -> None:
+        self._wb = wb
+
+    def put_url(self, record: UrlRecord) -> None:
+        self._wb.put(b"u:" + record.key.encode(), record.to_json())
+
+    def put_variant(self, url: str, key: str, seen_at: float, previous: dict | None = None) -> None:
+        data = previous or {"key": key, "first_seen": seen_at, "count": 0}
+        data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1)
+        self._wb.put(b"v:" + url.encode(), json.dumps(data, separators=(",", ":")).encode())
+
+    def put_cluster(self, cluster: Cluster) -> None:
+        self._wb.put(b"c:" + cluster.cluster_id.encode(), cluster.to_json())
+
+    def delete_cluster(self, cluster_id: str) -> None:
+        self._wb.delete(b"c:" + cluster_id.encode())
+
+    def add_member(self, cluster_id: str, key: str) -> None:
+        self._wb.put(b"k:" + cluster_id.encode() + b":" + key.encode(), b"")
+
+    def remove_member(self, cluster_id: str, key: str) -> None:
+        self._wb.delete(b"k:" + cluster_id.encode() + b":" + key.encode())
+
+    def index_exact(self, scope: str, content_hash: str, cluster_id: str) -> None:
+        self._wb.put(_exact_key(scope, content_hash), cluster_id.encode())
+
+    def unindex_exact(self, scope: str, content_hash: str) -> None:
+        self._wb.delete(_exact_key(scope, content_hash))
+
+    def index_raw(self, raw_hash: str, key: str) -> None:
+        self._wb.put(b"r:" + raw_hash.encode(), key.encode())
+
+    def put_minhash(self, key: str, minhash: bytes) -> None:
+        self._wb.put(b"n:" + key.encode(), minhash)
+
+    def delete_minhash(self, key: str) -> None:
+        self._wb.delete(b"n:" + key.encode())
+
+    def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
+        for entry in _near_entries(scope, simhash, bands, cluster_id):
+            self._wb.put(entry, b"")
+
+    def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
+        for entry in _near_entries(scope, simhash, bands, cluster_id):
+            self._wb.delete(entry)
+
+
+def _exact_key(scope: str, content_hash: str) -> bytes:
+    return b"h:" + scope_id(scope).hex().encode() + b":" + content_hash.encode()
+
+
+def _near_entries(scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> Iterator[bytes]:
+    sid, cid, fp = scope_id(scope), _cid_bytes(cluster_id), _U64.pack(simhash)
+    for table, block in enumerate(simhash_blocks(simhash)):
+        yield _table_prefix(table, sid, block) + fp + cid
+    for band, band_hash in enumerate(bands):
+        yield _band_prefix(band, sid, band_hash) + cid
+
+
+class LevelDBStore(DedupStore):
+    """A store in one LevelDB directory, owned by one process."""
+
+    def __init__(self, path: str, params: dict[str, Any], *, cache_mb: int = 64) -> None:
+        self.path = path
+        os.makedirs(path, exist_ok=True)
+        try:
+            self._db = plyvel.DB(
+                path,
+                create_if_missing=True,
+                lru_cache_size=cache_mb * 1024 * 1024,
+                write_buffer_size=16 * 1024 * 1024,
+                bloom_filter_bits=10,
+            )
+        except plyvel.IOError as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(
+                    f"the dedup store {path!r} is in use by another process "
+                    "(LevelDB allows one process per store: wait for the crawl to finish, "
+                    "or read a copy)"
+                ) from exc
+            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+        except plyvel.Error as exc:
+            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+        self.params = self._check_params({**params, "store_format": STORE_FORMAT})
+        raw_run = self._db.get(b"m:run")
+        self._run = int(raw_run) if raw_run else 0
+
+    @classmethod
+    def open_existing(cls, path: str) -> LevelDBStore:
+        """Open a store for reading with the parameters it was written with."""
+        if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "CURRENT")):
+            raise StoreError(f"no dedup store at {path!r}")
+        store = cls.__new__(cls)
+        store.path = path
+        try:
+            store._db = plyvel.DB(path, create_if_missing=False)
+        except plyvel.IOError as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(
+                    f"the dedup store {path!r} is in use by a running crawl "
+                    "(LevelDB allows one process per store); try again when it ends"
+                ) from exc
+            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+        raw = store._db.get(b"m:params")
+        store.params = json.loads(raw) if raw else {}
+        raw_run = store._db.get(b"m:run")
+        store._run = int(raw_run) if raw_run else 0
+        return store
+
+    def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        # JSON round trip so that tuples and lists compare equal
+        params = json.loads(json.dumps(params, sort_keys=True))
+        raw = self._db.get(b"m:params")
+        if raw is None:
+            self._db.put(b"m:params", json.dumps(params, sort_keys=True).encode())
+            return params
+        stored = json.loads(raw)
+        if stored != params:
+            diff = ", ".join(
+                f"{k}: store has {stored.get(k)!r}, this crawl uses {params.get(k)!r}"
+                for k in sorted(set(stored) | set(params))
+                if stored.get(k) != params.get(k)
+            )
+            self._db.close()
+            raise IncompatibleStore(
+                f"the dedup store {self.path!r} was built with other parameters ({diff}); "
+                "use a new DEDUP_STORE directory, or the parameters it was built with"
+            )
+        return stored
+
+    # -- life cycle ---------------------------------------------------------
+    def close(self) -> None:
+        if not self._db.closed:
+            self._db.close()
+
+    def begin_run(self) -> int:
+        self._run += 1
+        self._db.put(b"m:run", str(self._run).encode())
+        return self._run
+
+    @property
+    def run(self) -> int:
+        return self._run
+
+    @contextmanager
+    def batch(self) -> Iterator[LevelDBBatch]:
+        with self._db.write_batch(transaction=True) as wb:
+            yield LevelDBBatch(wb)
+
+    # -- frontier -----------------------------------------------------------
+    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+        k = b"f:" + key.encode()
+        previous = self._db.get(k)
+        if previous is None:
+            self._db.put(k, _RUN.pack(run) + url.encode())
+            return None
+        last_run, first_url = _RUN.unpack(previous[:4])[0], previous[4:].decode()
+        if last_run != run:
+            self._db.put(k, _RUN.pack(run) + previous[4:])
+        return last_run, first_url
+
+    def frontier_size(self) -> int:
+        return sum(1 for _ in self._db.iterator(prefix=b"f:", include_value=False))
+
+    # -- URL records --------------------------------------------------------
+    def get_url(self, key: str) -> UrlRecord | None:
+        raw = self._db.get(b"u:" + key.encode())
+        return UrlRecord.from_json(raw) if raw is not None else None
+
+    def iter_urls(self) -> Iterator[UrlRecord]:
+        for _, raw in self._db.iterator(prefix=b"u:"):
+            yield UrlRecord.from_json(raw)
+
+    def get_variant(self, url: str) -> dict[str, Any] | None:
+        raw = self._db.get(b"v:" + url.encode())
+        return json.loads(raw) if raw is not None else None
+
+    def iter_variants(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for k, raw in self._db.iterator(prefix=b"v:"):
+            yield k[2:].decode(), json.loads(raw)
+
+    # -- content index ------------------------------------------------------
+    def find_exact(self, scope: str, content_hash: str) -> str | None:
+        raw = self._db.get(_exact_key(scope, content_hash))
+        return raw.decode() if raw is not None else None
+
+    def find_raw(self, raw_hash: str) -> str | None:
+        raw = self._db.get(b"r:" + raw_hash.encode())
+        return raw.decode() if raw is not None else None
+
+    def get_minhash(self, key: str) -> bytes | None:
+        return self._db.get(b"n:" + key.encode())
+
+    def simhash_candidates(self, scope: str, simhash: int) -> Iterator[tuple[int, str]]:
+        sid = scope_id(scope)
+        seen: set[bytes] = set()
+        for table, block in enumerate(simhash_blocks(simhash)):
+            prefix = _table_prefix(table, sid, block)
+            start = len(prefix)
+            for k in self._db.iterator(prefix=prefix, include_value=False):
+                tail = k[start:]
+                if tail in seen:
+                    continue
+                seen.add(tail)
+                yield _U64.unpack(tail[:8])[0], tail[8:].hex()
+
+    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
+        sid = scope_id(scope)
+        found: set[str] = set()
+        for band, band_hash in enumerate(bands):
+            prefix = _band_prefix(band, sid, band_hash)
+            start = len(prefix)
+            for k in self._db.iterator(prefix=prefix, include_value=False):
+                found.add(k[start:].hex())
+        return found
+
+    def get_cluster(self, cluster_id: str) -> Cluster | None:
+        raw = self._db.get(b"c:" + cluster_id.encode())
+        return Cluster.from_json(raw) if raw is not None else None
+
+    def cluster_members(self, cluster_id: str) -> list[str]:
+        prefix = b"k:" + cluster_id.encode() + b":"
+        return [k[len(prefix):].decode() for k in self._db.iterator(prefix=prefix, include_value=False)]
+
+    def iter_clusters(self) -> Iterator[Cluster]:
+        for _, raw in self._db.iterator(prefix=b"c:"):
+            yield Cluster.from_json(raw)

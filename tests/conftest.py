@@ -1,0 +1,14 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "example_project"
+if str(EXAMPLE) not in sys.path:
+    sys.path.insert(0, str(EXAMPLE))
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    return str(tmp_path / "store")

@@ -1,0 +1,159 @@
+"""Content-layer decisions against the real LevelDB store."""
+
+import random
+
+import pytest
+
+from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
+from scrapy_dedup.index import ContentIndex, Document
+from scrapy_dedup.store.leveldb import LevelDBStore
+
+WORDS = (
+    "crawler index page query token shingle server client cache header body anchor link table column row "
+    "release version manual chapter section figure example note warning option setting value default "
+    "function method class module package import export buffer stream socket thread process memory disk"
+).split()
+
+
+def prose(seed: int, n: int = 300) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) + ("." if rng.random() < 0.1 else "") for _ in range(n))
+
+
+def doc(url: str, text: str, **kw) -> Document:
+    return Document(key=url, url=url, fingerprint=fingerprint(text), raw_hash=raw_hash(text.encode()), **kw)
+
+
+@pytest.fixture
+def store(store_path):
+    with LevelDBStore(store_path, {"v": 1}) as s:
+        s.begin_run()
+        yield s
+
+
+def make_index(store, run=1, **kw):
+    return ContentIndex(store, run, max_distance=3, min_jaccard=0.8, min_tokens=50, **kw)
+
+
+def test_new_then_exact_duplicate(store):
+    index = make_index(store)
+    text = prose(1)
+    first = index.ingest(doc("http://h/b", text))
+    assert first.status == "new" and first.is_representative
+    second = index.ingest(doc("http://h/c", "  " + text.upper().replace(" ", "\u00a0 ") + "\r\n"))
+    assert second.status == "exact_duplicate"
+    assert not second.is_representative
+    assert second.canonical_url == "http://h/b"
+    assert second.cluster_id == first.cluster_id
+    assert store.get_url("http://h/c").reason == "exact_content"
+
+
+def test_smaller_url_takes_over_with_supersedes(store):
+    index = make_index(store)
+    text = prose(2)
+    index.ingest(doc("http://h/z", text))
+    decision = index.ingest(doc("http://h/a", text))
+    assert decision.is_representative
+    assert decision.supersedes == ["http://h/z"]
+    assert store.get_url("http://h/z").duplicate_of == "http://h/a"
+    assert store.get_cluster(decision.cluster_id).representative == "http://h/a"
+
+
+def test_near_duplicate_added_sentence(store):
+    index = make_index(store)
+    text = prose(3)
+    index.ingest(doc("http://h/a", text))
+    decision = index.ingest(doc("http://h/b", text + " one more sentence about the release date."))
+    assert decision.status == "near_duplicate"
+    # the longer copy is the more complete one and represents the cluster
+    assert decision.is_representative and decision.supersedes == ["http://h/a"]
+
+
+def test_distinct_pages_stay_apart(store):
+    index = make_index(store)
+    statuses = [index.ingest(doc(f"http://h/{i}", prose(100 + i))).status for i in range(20)]
+    assert statuses == ["new"] * 20
+    assert len(list(store.iter_clusters())) == 20
+
+
+def test_short_pages_are_exact_only(store):
+    index = make_index(store)
+    index.ingest(doc("http://h/a", "contact us at the front desk"))
+    decision = index.ingest(doc("http://h/b", "contact us at the back desk"))
+    assert decision.status == "new"
+
+
+def test_empty_text_is_skipped(store):
+    decision = make_index(store).ingest(doc("http://h/a", " \u200b\n "))
+    assert decision.status == "skipped_empty"
+    assert store.get_url("http://h/a").status == "skipped_empty"
+
+
+def test_recrawl_unchanged_updated_and_forgotten(store):
+    index = make_index(store)
+    a, b = prose(5), prose(6)
+    index.ingest(doc("http://h/a", a))
+    index.ingest(doc("http://h/b", b))
+    index.ingest(doc("http://h/c", b))  # exact duplicate of b
+    store.begin_run()
+    index = make_index(store, run=2)
+    assert index.ingest(doc("http://h/a", a)).status == "unchanged"
+    updated = index.ingest(doc("http://h/a", prose(7)))
+    assert updated.status == "updated" and updated.is_representative
+    assert store.find_exact("", fingerprint(a).content_hash) is None
+    promoted = index.forget("http://h/b", 404)
+    assert promoted == "http://h/c"
+    assert store.get_url("http://h/b").status == "deleted"
+    cluster = store.get_cluster(store.get_url("http://h/c").cluster_id)
+    assert cluster.representative == "http://h/c" and cluster.size == 1
+    assert index.forget("http://h/c", 410) is None
+    assert list(store.iter_clusters()) == [store.get_cluster(updated.cluster_id)]
+
+
+def test_scopes_never_merge(store):
+    index = make_index(store)
+    text = prose(8)
+    index.ingest(doc("http://h/public", text, scope="public"))
+    decision = index.ingest(doc("http://h/private", text, scope="acl:staff"))
+    assert decision.status == "new"
+
+
+def test_canonical_honored_and_mismatch(store):
+    index = make_index(store)
+    text = prose(9)
+    index.ingest(doc("http://h/target", text))
+    honored = index.ingest(
+        doc("http://h/p", text + " printed", canonical_key="http://h/target", canonical_url="http://h/target")
+    )
+    assert honored.canonical == "honored" and honored.reason == "rel_canonical"
+    assert not honored.is_representative  # a page that names its canonical never represents it
+    index.ingest(doc("http://h/page1", prose(10)))
+    mismatch = index.ingest(
+        doc("http://h/page2", prose(11), canonical_key="http://h/page1", canonical_url="http://h/page1")
+    )
+    assert mismatch.canonical == "mismatch" and mismatch.status == "new"
+    assert store.get_url("http://h/page2").canonical_mismatch == "http://h/page1"
+
+
+def test_representative_independent_of_order(store_path, tmp_path):
+    texts = {f"http://h/{c}": prose(12) + (" extra words here" if c == "m" else "") for c in "qmaz"}
+    reps = set()
+    for order in (sorted(texts), sorted(texts, reverse=True)):
+        with LevelDBStore(str(tmp_path / "-".join(o[-1] for o in order)), {"v": 1}) as s:
+            s.begin_run()
+            index = make_index(s)
+            for url in order:
+                index.ingest(doc(url, texts[url]))
+            reps.add(tuple(sorted(c.rep_url for c in s.iter_clusters())))
+    assert reps == {("http://h/m",)}
+
+
+def test_recall_skips_extraction_for_known_bodies(store):
+    index = make_index(store)
+    text = prose(13)
+    d = doc("http://h/a", text)
+    index.ingest(d)
+    recalled = index.recall(d.raw_hash)
+    assert recalled is not None and recalled.content_hash == d.fingerprint.content_hash
+    assert recalled.minhash == d.fingerprint.minhash
+    assert index.recall(raw_hash(b"never seen")) is None
