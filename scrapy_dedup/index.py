@@ -35,6 +35,8 @@ class Document:
     #: url key and URL of an in-scope rel=canonical the page declared
     canonical_key: str | None = None
     canonical_url: str | None = None
+    #: the text to keep for reports (None: keep nothing)
+    text: str | None = None
 
 
 @dataclass(slots=True)
@@ -297,6 +299,8 @@ class ContentIndex:
         batch.index_raw(doc.raw_hash, record.key)
         if doc.fingerprint is not None and doc.fingerprint.minhash:
             batch.put_minhash(record.key, doc.fingerprint.minhash)
+        if doc.text is not None:
+            batch.put_text(record.key, doc.text)
 
     def _join(self, record: UrlRecord, doc: Document, match: _Match) -> Decision:
         cluster = self.store.get_cluster(match.cluster_id)
@@ -418,6 +422,7 @@ class ContentIndex:
                     promoted = new_rep.url
                 batch.put_cluster(cluster)
             batch.delete_minhash(record.key)
+            batch.delete_text(record.key)
         record.cluster_id = None
         record.reason = record.duplicate_of = record.distance = record.jaccard = None
         return promoted

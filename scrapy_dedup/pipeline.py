@@ -94,11 +94,18 @@ class DedupPipeline:
             return item
         try:
             decision, text = await self._decide(adapter, str(url), source)
+            self._count(decision)
+            self._settle(decision, response)
+            if text is None and self._wants_text(item, adapter) and isinstance(response, TextResponse):
+                # a body recalled by its raw hash skipped extraction; the item still wants its text
+                text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
+        except DropItem:
+            raise
         except Exception:
             self.runtime.inc("error/pipeline")
             logger.exception("scrapy-dedup could not process the item of %s; passing it through", url)
             return item
-        return self._finish(item, adapter, decision, text, response)
+        return self._annotate(item, adapter, decision, text)
 
     async def _decide(self, adapter: ItemAdapter, url: str, source: Any) -> tuple[Decision, str | None]:
         runtime, config = self.runtime, self.runtime.config
@@ -109,6 +116,8 @@ class DedupPipeline:
             scope = str(adapter.get(config.scope_field))
         text, fp, body_hash = await self._content(adapter, url, response)
         doc = Document(key=key, url=url, fingerprint=fp, raw_hash=body_hash, scope=scope)
+        if config.keep_text and text is not None:
+            doc.text = text[: config.max_text_chars]
         if source is not None and source.canonical_key is not None:
             doc.canonical_key, doc.canonical_url = source.canonical_key, source.canonical_url
             await self._await_canonical(key, source.canonical_key)
@@ -158,14 +167,16 @@ class DedupPipeline:
             runtime.inc("canonical/timeout")
 
     # -- the outcome --------------------------------------------------------
-    def _finish(self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None, response: Any) -> Any:
-        runtime, config = self.runtime, self.runtime.config
-        runtime.inc(f"doc/{decision.status}")
+    def _count(self, decision: Decision) -> None:
+        self.runtime.inc(f"doc/{decision.status}")
         if decision.canonical is not None:
-            runtime.inc(f"canonical/{'honored' if decision.canonical == 'honored' else decision.canonical}")
+            self.runtime.inc(f"canonical/{decision.canonical}")
+
+    def _settle(self, decision: Decision, response: Any) -> None:
+        """Raise DropItem unless the item goes on."""
         supersedes = response.meta.get("dedup_supersedes") if response is not None else None
         if supersedes and decision.status == "unchanged":
-            # a member that took over from a deleted representative
+            # a member fetched again because the representative it replaces is gone
             decision.status, decision.is_representative = "new", True
             decision.supersedes = list(supersedes)
             decision.canonical_url = decision.url
@@ -173,16 +184,19 @@ class DedupPipeline:
             raise _drop(f"no text to deduplicate in {decision.url}")
         if decision.status == "unchanged":
             raise _drop(f"unchanged since the last crawl: {decision.url}")
-        emitted = decision.is_representative or not config.drop_duplicates
-        if not emitted:
-            runtime.inc("doc/dropped")
+        if not decision.is_representative and self.runtime.config.drop_duplicates:
+            self.runtime.inc("doc/dropped")
             raise _drop(f"{decision.status} of {decision.duplicate_of} ({decision.reason}): {decision.url}")
-        if DEDUP_FIELD in adapter.field_names() or isinstance(item, dict):
+
+    def _wants_text(self, item: Any, adapter: ItemAdapter) -> bool:
+        field = self.runtime.config.text_field
+        return field not in adapter and (isinstance(item, dict) or field in adapter.field_names())
+
+    def _annotate(self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None) -> Any:
+        if isinstance(item, dict) or DEDUP_FIELD in adapter.field_names():
             adapter[DEDUP_FIELD] = decision.as_item_field()
-        if text is not None and config.text_field not in adapter and (
-            isinstance(item, dict) or config.text_field in adapter.field_names()
-        ):
-            adapter[config.text_field] = text
+        if text is not None and self._wants_text(item, adapter):
+            adapter[self.runtime.config.text_field] = text
         return item
 
 

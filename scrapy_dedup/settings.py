@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_EXTRACT_MODE": "balanced",
     "DEDUP_EXTRACT_TABLES": True,
     "DEDUP_EXTRACT_COMMENTS": False,
+    "DEDUP_KEEP_TEXT": True,
     "DEDUP_DEBUG": False,
     "DEDUP_LOGSTATS_INTERVAL": 60.0,
 }
@@ -124,6 +125,7 @@ class DedupConfig:
     extract_mode: str
     extract_tables: bool
     extract_comments: bool
+    keep_text: bool
     debug: bool
     logstats_interval: float
 
@@ -171,6 +173,7 @@ class DedupConfig:
             extract_mode=_choice(settings, "DEDUP_EXTRACT_MODE", EXTRACT_MODES),
             extract_tables=_bool(settings, "DEDUP_EXTRACT_TABLES"),
             extract_comments=_bool(settings, "DEDUP_EXTRACT_COMMENTS"),
+            keep_text=_bool(settings, "DEDUP_KEEP_TEXT"),
             debug=debug,
             logstats_interval=_number(settings, "DEDUP_LOGSTATS_INTERVAL"),
         )

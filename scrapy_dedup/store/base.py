@@ -71,6 +71,13 @@ class StoreBatch(abc.ABC):
     def put_minhash(self, key: str, minhash: bytes) -> None: ...
 
     @abc.abstractmethod
+    def put_text(self, key: str, text: str) -> None:
+        """Keep a document's text (for diffs in reports); replaces the previous one."""
+
+    @abc.abstractmethod
+    def delete_text(self, key: str) -> None: ...
+
+    @abc.abstractmethod
     def delete_minhash(self, key: str) -> None: ...
 
     @abc.abstractmethod
@@ -138,6 +145,10 @@ class DedupStore(abc.ABC):
 
     @abc.abstractmethod
     def get_minhash(self, key: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    def get_text(self, key: str) -> str | None:
+        """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
 
     @abc.abstractmethod
     def simhash_candidates(self, scope: str, simhash: int) -> Iterator[tuple[int, str]]:

@@ -16,6 +16,7 @@ Key layout (format 1, recorded as ``store_format`` in the store parameters)::
     h:<scope id>:<content hash>   exact index -> cluster id
     r:<raw hash>                  raw body hash -> url key (skips extraction)
     n:<url key>                   MinHash signature (bytes)
+    x:<url key>                   document text, zlib-compressed (DEDUP_KEEP_TEXT)
     t<table><scope><block><simhash><cluster>   permutation table entry (binary, 1+8+2+8+8 bytes)
     b<band><scope><band hash><cluster>          LSH band entry (binary, 1+8+8+8 bytes)
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -105,6 +107,12 @@ class LevelDBBatch(StoreBatch):
 
     def delete_minhash(self, key: str) -> None:
         self._wb.delete(b"n:" + key.encode())
+
+    def put_text(self, key: str, text: str) -> None:
+        self._wb.put(b"x:" + key.encode(), zlib.compress(text.encode("utf-8", "surrogatepass"), 6))
+
+    def delete_text(self, key: str) -> None:
+        self._wb.delete(b"x:" + key.encode())
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
         for entry in _near_entries(scope, simhash, bands, cluster_id):
@@ -260,6 +268,10 @@ class LevelDBStore(DedupStore):
 
     def get_minhash(self, key: str) -> bytes | None:
         return self._db.get(b"n:" + key.encode())
+
+    def get_text(self, key: str) -> str | None:
+        raw = self._db.get(b"x:" + key.encode())
+        return zlib.decompress(raw).decode("utf-8", "surrogatepass") if raw is not None else None
 
     def simhash_candidates(self, scope: str, simhash: int) -> Iterator[tuple[int, str]]:
         sid = scope_id(scope)
