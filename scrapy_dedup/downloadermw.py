@@ -42,8 +42,11 @@ class DedupDownloaderMiddleware:
         if request.meta.get("dont_dedup"):
             return None
         try:
-            if request.dont_filter and request.meta.get("redirect_urls"):
-                record_redirect(self.runtime, request)
+            if request.dont_filter:
+                # the dupefilter never saw it: mark it seen so that links back to it are dropped
+                self.runtime.frontier.mark(request.url, self.runtime.key(request.url))
+                if request.meta.get("redirect_urls"):
+                    record_redirect(self.runtime, request)
             meta = request.meta
             if meta.get("dedup_start") or meta.get("dedup_supersedes") or "If-None-Match" in request.headers:
                 return None

@@ -41,6 +41,10 @@ class Frontier:
             self._record_variant(url, key)
         return reason
 
+    def mark(self, url: str, key: str) -> None:
+        """Mark ``key`` scheduled in this run without deciding anything."""
+        self.store.frontier_mark(key, self.run, url)
+
     def _drop_reason(self, key: str, previous: tuple[int, str] | None) -> str | None:
         if previous is None:
             return None

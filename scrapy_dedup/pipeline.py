@@ -171,6 +171,8 @@ class DedupPipeline:
         self.runtime.inc(f"doc/{decision.status}")
         if decision.canonical is not None:
             self.runtime.inc(f"canonical/{decision.canonical}")
+        if decision.supersedes:
+            self.runtime.inc("doc/superseded", len(decision.supersedes))
 
     def _settle(self, decision: Decision, response: Any) -> None:
         """Raise DropItem unless the item goes on."""

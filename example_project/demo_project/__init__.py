@@ -1,0 +1,1 @@
+"""Example Scrapy project for scrapy-dedup (see ../run_demo.py)."""

@@ -1,0 +1,317 @@
+"""Fingerprints of extracted text: exact content hash, 64-bit SimHash, MinHash signature.
+
+Pure and vectorised (numpy + xxhash, no I/O). All three are computed from the same canonical
+text and token list (:mod:`scrapy_dedup.core.text`); :func:`fingerprint` does it in one pass.
+Every constant that changes a fingerprint is listed in :data:`FINGERPRINT_PARAMS`; a store
+refuses to mix fingerprints made with different params, so bump ``version`` on any change.
+Parameter choices are measured in benchmarks/quality.py (results in benchmarks/results/).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+
+from .text import TOKENIZER_VERSION, _canonical_token_bytes, _token_bytes, canonical_text
+
+__all__ = [
+    "DEFAULT_MAX_DISTANCE",
+    "DEFAULT_MIN_JACCARD",
+    "DEFAULT_MIN_TOKENS",
+    "DISTANCE_JACCARD_SLACK",
+    "FINGERPRINT_PARAMS",
+    "MINHASH_SHINGLE",
+    "NUM_PERM",
+    "SIMHASH_BITS",
+    "SIMHASH_SHINGLE",
+    "Fingerprint",
+    "content_hash",
+    "fingerprint",
+    "hamming",
+    "jaccard_estimate",
+    "minhash",
+    "near_match",
+    "raw_hash",
+    "simhash",
+]
+
+SIMHASH_BITS = 64
+#: Tokens per SimHash feature (4 measured best with term-frequency weights: as precise as
+#: log-weighted 3-shingles, without the sort that weighting needs).
+SIMHASH_SHINGLE = 4
+#: Tokens per MinHash shingle; word 5-shingle Jaccard is the similarity we define duplicates by.
+MINHASH_SHINGLE = 5
+#: MinHash signature length (uint32 each, so 4 * NUM_PERM bytes per page). 256 rather than 128:
+#: the estimate's error at J=0.8 drops from 0.035 to 0.025, which is what decides the pairs near
+#: the threshold (measured: 0.8<=J<0.9 found 0.86 -> 0.91 at the same false-flag rate).
+NUM_PERM = 256
+
+#: A candidate is a near duplicate when its MinHash estimate of 5-shingle Jaccard is at least
+#: DEFAULT_MIN_JACCARD, or when its SimHash is within DEFAULT_MAX_DISTANCE bits (what the
+#: block index guarantees to find) and the estimate is at least DEFAULT_MIN_JACCARD minus
+#: DISTANCE_JACCARD_SLACK. The distance alone is not enough: with frequency weights one very
+#: repeated shingle ("| | | |" in tables) can decide every bit, and unrelated pages then collide.
+DEFAULT_MAX_DISTANCE = 3
+DEFAULT_MIN_JACCARD = 0.8
+DISTANCE_JACCARD_SLACK = 0.1
+#: Pages with fewer tokens are exact-match only: a one-word edit moves their Jaccard too far.
+DEFAULT_MIN_TOKENS = 50
+
+_VERSION = 1
+_MASK64 = (1 << 64) - 1
+# Odd 64-bit constants for combining token hashes into shingle hashes (golden ratio, and the
+# two multipliers of the murmur3 finaliser, which also serves as the mixing step).
+_COMBINE = np.uint64(0x9E3779B97F4A7C15)
+_FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_S32 = np.uint64(32)
+# Rows of shingles per MinHash block: bounds the temporary (rows x NUM_PERM) matrix to ~2 MB.
+_MINHASH_CHUNK = 2048
+_EMPTY_U64 = np.empty(0, dtype=np.uint64)
+
+
+def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    # Derived from xxhash rather than a numpy RNG, whose streams may change between numpy
+    # releases: the permutations are part of the on-disk format.
+    a = [xxhash.xxh3_64_intdigest(b"scrapy-dedup/minhash/a", seed=i) | 1 for i in range(num_perm)]
+    b = [xxhash.xxh3_64_intdigest(b"scrapy-dedup/minhash/b", seed=i) for i in range(num_perm)]
+    return np.array(a, dtype=np.uint64), np.array(b, dtype=np.uint64)
+
+
+_PERM_A, _PERM_B = _permutations(NUM_PERM)
+_SEEDS_ID = xxhash.xxh3_64_hexdigest(_PERM_A.tobytes() + _PERM_B.tobytes())
+
+#: Everything that makes two fingerprints comparable. Stores record it and refuse to open
+#: with different values.
+FINGERPRINT_PARAMS: dict[str, object] = {
+    "version": _VERSION,
+    "tokenizer_version": TOKENIZER_VERSION,
+    "content_hash": "xxh3_128(utf8(canonical_text))",
+    "token_hash": "xxh3_64(utf8(token))",
+    "shingle_combine": "poly-0x9e3779b97f4a7c15+fmix64",
+    "bits": SIMHASH_BITS,
+    "simhash_shingle": SIMHASH_SHINGLE,
+    "simhash_weight": "tf",
+    "minhash_shingle": MINHASH_SHINGLE,
+    "num_perm": NUM_PERM,
+    "minhash_perm": "((a*x+b) mod 2**64) >> 32",
+    "near_match": f"J>={DEFAULT_MIN_JACCARD} or (d<={DEFAULT_MAX_DISTANCE} and J>={DEFAULT_MIN_JACCARD}-{DISTANCE_JACCARD_SLACK})",
+    "seeds_id": _SEEDS_ID,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """All fingerprints of one text, computed by :func:`fingerprint`."""
+
+    content_hash: str  #: 32 hex digits, see :func:`content_hash`
+    simhash: int  #: unsigned 64-bit, see :func:`simhash`
+    minhash: bytes  #: NUM_PERM little-endian uint32, see :func:`minhash`
+    tokens: int  #: number of tokens of the canonical text
+    length: int  #: len() of the canonical text
+
+
+# -- exact hashes -------------------------------------------------------------------------
+
+
+def content_hash(text: str) -> str:
+    """128-bit xxh3 of the UTF-8 canonical text, as 32 hex digits.
+
+    >>> content_hash("Hello,\\u00a0 WORLD\\r\\n") == content_hash("hello, world")
+    True
+    >>> content_hash("price: 10.00") == content_hash("price: 1000")
+    False
+    >>> len(content_hash(""))
+    32
+    """
+    return xxhash.xxh3_128_hexdigest(canonical_text(text).encode("utf-8"))
+
+
+def raw_hash(body: bytes) -> str:
+    """128-bit xxh3 of raw bytes, as 32 hex digits (byte-identical bodies, PDFs, images).
+
+    >>> raw_hash(b"")
+    '99aa06d3014798d86001c324468d497f'
+    """
+    return xxhash.xxh3_128_hexdigest(body)
+
+
+# -- vectorised feature hashing -----------------------------------------------------------
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    # murmur3 finaliser: every input bit affects every output bit, so shingle hashes
+    # built from a cheap polynomial combination are still uniformly spread.
+    x = x ^ (x >> _S33)
+    x = x * _FMIX1
+    x = x ^ (x >> _S33)
+    x = x * _FMIX2
+    return x ^ (x >> _S33)
+
+
+def _token_hashes(tokens: list[bytes]) -> np.ndarray:
+    # The only per-token work, done once and shared by SimHash and MinHash; map() keeps the
+    # loop in C.
+    hashes = map(xxhash.xxh3_64_intdigest, tokens)
+    return np.fromiter(hashes, dtype=np.uint64, count=len(tokens))
+
+
+def _shingle_hashes(token_hashes: np.ndarray, size: int) -> np.ndarray:
+    """Hashes of every run of ``size`` consecutive tokens (order-sensitive); a text shorter
+    than ``size`` tokens is one shingle, an empty text none."""
+    n = len(token_hashes)
+    if n == 0:
+        return _EMPTY_U64
+    width = min(size, n)
+    count = n - width + 1
+    acc = token_hashes[:count].copy()
+    with np.errstate(over="ignore"):  # wrap-around multiplication is intended
+        for j in range(1, width):
+            acc *= _COMBINE
+            acc += token_hashes[j : j + count]
+        # the width is mixed in so a 2-token page and a 2-token shingle of a longer page differ
+        acc += np.uint64(width)
+        return _fmix64(acc)
+
+
+def _simhash_features(features: np.ndarray) -> int:
+    if len(features) == 0:
+        return 0
+    # bits[i, j] = bit j of feature i (little-endian bytes + little bit order = bit j of the int)
+    bits = np.unpackbits(features.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    # Summing over every occurrence (not over distinct features) is the term-frequency weight,
+    # without the sort np.unique would need. einsum, not a BLAS matrix product: OpenBLAS
+    # threads made that 3x slower and noisy when several workers share the cores.
+    ones = np.einsum("ij->j", bits, dtype=np.uint32 if len(features) < 1 << 32 else np.uint64)
+    # Bit j is set when more occurrences vote 1 than 0 (ties vote 0).
+    vote = 2 * ones.astype(np.int64) > len(features)
+    return int.from_bytes(np.packbits(vote, bitorder="little").tobytes(), "little")
+
+
+def _minhash_signature(shingles: np.ndarray, perm_a: np.ndarray, perm_b: np.ndarray) -> np.ndarray:
+    sig = np.full(len(perm_a), np.iinfo(np.uint32).max, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for start in range(0, len(shingles), _MINHASH_CHUNK):
+            block = shingles[start : start + _MINHASH_CHUNK, None] * perm_a
+            block += perm_b
+            block >>= _S32  # the high half of a multiply-add is the well-mixed part
+            np.minimum(sig, block.min(axis=0), out=sig)
+    return sig.astype("<u4")
+
+
+# -- public fingerprints -------------------------------------------------------------------
+
+
+def simhash(text: str) -> int:
+    """64-bit SimHash of the text's token ``SIMHASH_SHINGLE``-shingles, weighted by frequency.
+
+    Near-identical texts get fingerprints a few bits apart; unrelated ones about 32 apart.
+    Empty text gives 0.
+
+    >>> simhash("")
+    0
+    >>> a = simhash("the quick brown fox jumps over the lazy dog " * 20 + "and runs away")
+    >>> b = simhash("the quick brown fox jumps over the lazy dog " * 20 + "and walks away")
+    >>> hamming(a, b) <= 3
+    True
+    """
+    return _simhash_features(_shingle_hashes(_token_hashes(_token_bytes(text)), SIMHASH_SHINGLE))
+
+
+def hamming(a: int, b: int) -> int:
+    """Number of differing bits of two fingerprints.
+
+    >>> hamming(0b1011, 0b0001)
+    2
+    """
+    return (a ^ b).bit_count()
+
+
+def minhash(text: str) -> bytes:
+    """MinHash signature of the set of word ``MINHASH_SHINGLE``-shingles: ``NUM_PERM``
+    little-endian uint32 (the compact form the store keeps).
+
+    >>> sig = minhash("VACUUM reclaims storage occupied by dead tuples")
+    >>> len(sig) == 4 * NUM_PERM
+    True
+    >>> jaccard_estimate(sig, minhash("vacuum  RECLAIMS storage occupied by dead tuples"))
+    1.0
+    """
+    shingles = _shingle_hashes(_token_hashes(_token_bytes(text)), MINHASH_SHINGLE)
+    return _minhash_signature(shingles, _PERM_A, _PERM_B).tobytes()
+
+
+def jaccard_estimate(a: bytes, b: bytes) -> float:
+    """Estimate of the Jaccard similarity of two shingle sets: the share of equal MinHash
+    slots (standard error sqrt(J(1-J)/NUM_PERM), 0.025 at J=0.8 with 256 slots). A missing signature
+    (empty bytes) estimates 0.0; two non-empty signatures of different sizes raise ValueError.
+
+    >>> jaccard_estimate(bytes(8), bytes(4) + b"\\x01\\x00\\x00\\x00")
+    0.5
+    >>> jaccard_estimate(b"", minhash("anything"))
+    0.0
+    """
+    if not a or not b:
+        return 0.0
+    if len(a) != len(b) or len(a) % 4:
+        raise ValueError(f"MinHash signatures of different or invalid sizes: {len(a)} and {len(b)}")
+    x = np.frombuffer(a, dtype="<u4")
+    y = np.frombuffer(b, dtype="<u4")
+    return float(np.count_nonzero(x == y)) / len(x)
+
+
+def fingerprint(text: str) -> Fingerprint:
+    """Every fingerprint of ``text`` in one pass (canonicalised and tokenized once).
+
+    >>> fp = fingerprint("Hello  World")
+    >>> fp.content_hash == content_hash("hello world"), fp.simhash == simhash("hello world")
+    (True, True)
+    >>> fp.tokens, fp.length
+    (2, 11)
+    """
+    canonical, tokens, length = _canonical_token_bytes(text)
+    token_hashes = _token_hashes(tokens)
+    if SIMHASH_SHINGLE == MINHASH_SHINGLE:  # pragma: no cover -- depends on chosen params
+        sim_features = min_shingles = _shingle_hashes(token_hashes, MINHASH_SHINGLE)
+    else:
+        sim_features = _shingle_hashes(token_hashes, SIMHASH_SHINGLE)
+        min_shingles = _shingle_hashes(token_hashes, MINHASH_SHINGLE)
+    return Fingerprint(
+        content_hash=xxhash.xxh3_128_hexdigest(canonical),
+        simhash=_simhash_features(sim_features),
+        minhash=_minhash_signature(min_shingles, _PERM_A, _PERM_B).tobytes(),
+        tokens=len(token_hashes),
+        length=length,
+    )
+
+
+def near_match(
+    a: Fingerprint,
+    b: Fingerprint,
+    *,
+    max_distance: int = DEFAULT_MAX_DISTANCE,
+    min_jaccard: float = DEFAULT_MIN_JACCARD,
+    min_tokens: int = DEFAULT_MIN_TOKENS,
+) -> tuple[bool, int, float]:
+    """Confirm a candidate pair: ``(is near duplicate, SimHash distance, Jaccard estimate)``.
+
+    A pair matches when the MinHash estimate is at least ``min_jaccard``, or when the SimHash
+    distance is at most ``max_distance`` and the estimate is at least ``min_jaccard -
+    DISTANCE_JACCARD_SLACK`` (two independent signals agreeing on a borderline pair). Pages
+    shorter than ``min_tokens`` never match: they are exact-only.
+
+    >>> base = " ".join(f"w{i}" for i in range(300))
+    >>> near_match(fingerprint(base), fingerprint(base.replace("w150", "changed")))
+    (True, 8, 0.96484375)
+    >>> near_match(fingerprint(base), fingerprint(" ".join(f"v{i}" for i in range(300))))[0]
+    False
+    """
+    distance = hamming(a.simhash, b.simhash)
+    estimate = jaccard_estimate(a.minhash, b.minhash)
+    if a.tokens < min_tokens or b.tokens < min_tokens:
+        return False, distance, estimate
+    close = distance <= max_distance and estimate >= min_jaccard - DISTANCE_JACCARD_SLACK
+    return (estimate >= min_jaccard or close), distance, estimate

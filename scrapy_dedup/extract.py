@@ -1,0 +1,104 @@
+"""Main-text extraction: the one impure piece of fingerprinting (wraps trafilatura).
+
+Everything downstream hashes what this returns, so the options below are part of what makes
+two crawls comparable; they are recorded as ``EXTRACT_PARAMS``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trafilatura
+from w3lib.encoding import html_to_unicode
+
+__all__ = ["EXTRACT_PARAMS", "extract_text"]
+
+# trafilatura logs every page it finds no main text in at WARNING/ERROR; for a crawler those are
+# expected outcomes (we return ""), not problems, so keep them out of the crawl log unless the
+# application configured that logger itself.
+_TRAFILATURA_LOGGER = logging.getLogger("trafilatura")
+if _TRAFILATURA_LOGGER.level == logging.NOTSET:
+    _TRAFILATURA_LOGGER.setLevel(logging.CRITICAL)
+
+#: Options fixed by this wrapper; a change here changes extracted text, hence fingerprints.
+EXTRACT_PARAMS: dict[str, object] = {
+    "trafilatura": trafilatura.__version__,
+    # fast=True skips the readability/jusText fallback: measured on postgresql-doc-15
+    # (benchmarks/quality.py) it is ~2x faster and the fallback changed almost no page's text.
+    "fast": True,
+    "deduplicate": False,
+    "output_format": "txt",
+}
+
+# Share of control characters / U+FFFD in the first _SNIFF chars above which a body is binary.
+_SNIFF = 4096
+_MAX_JUNK_RATIO = 0.05
+_JUNK = frozenset(chr(c) for c in range(32) if chr(c) not in "\t\n\r\f") | {"\ufffd", "\x7f"}
+
+
+def _decode(html: bytes | bytearray | memoryview) -> str:
+    # BOM, then <meta charset>, then UTF-8 with replacement: deterministic and never raises,
+    # unlike statistical guessing, which can pick different encodings for two copies of a page.
+    _encoding, text = html_to_unicode(None, bytes(html))
+    return text
+
+
+def _looks_binary(text: str) -> bool:
+    head = text[:_SNIFF]
+    if not head.strip():
+        return True
+    junk = sum(1 for ch in head if ch in _JUNK)
+    return junk > _MAX_JUNK_RATIO * len(head)
+
+
+def extract_text(
+    html: bytes | str,
+    url: str | None = None,
+    *,
+    favor_precision: bool = False,
+    favor_recall: bool = False,
+    include_tables: bool = True,
+    include_comments: bool = False,
+) -> str:
+    """Return the boilerplate-free main text of an HTML page, or "" when there is none.
+
+    Never raises and never returns None: binary bodies served as text/html, undecodable
+    bytes, empty or non-HTML input all give "". ``bytes`` are decoded from their BOM or
+    ``<meta charset>``, defaulting to UTF-8 with replacement characters; pass ``str`` when the
+    HTTP Content-Type already told you the encoding (e.g. Scrapy's ``response.text``).
+    There is no size limit here: the caller caps the body size before calling (parsing
+    time and memory grow with it).
+
+    >>> page = (b"<html><body><nav><a href='/'>Home</a> | <a href='/about'>About</a></nav>"
+    ...         b"<article><h1>Vacuum</h1><p>" + b"VACUUM reclaims storage occupied by dead tuples. " * 8
+    ...         + b"</p></article><footer>Copyright 2024 Example Corp</footer></body></html>")
+    >>> text = extract_text(page, "https://example.org/vacuum")
+    >>> text.startswith("Vacuum") and "dead tuples" in text and "Copyright" not in text
+    True
+    >>> extract_text(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR" * 50)
+    ''
+    >>> extract_text("")
+    ''
+    """
+    try:
+        text = _decode(html) if isinstance(html, (bytes, bytearray, memoryview)) else html
+        if not isinstance(text, str) or _looks_binary(text):
+            return ""
+        result = trafilatura.extract(
+            text,
+            url=url,
+            fast=True,
+            favor_precision=favor_precision,
+            favor_recall=favor_recall,
+            include_tables=include_tables,
+            include_comments=include_comments,
+            deduplicate=False,
+            output_format="txt",
+            with_metadata=False,
+            include_images=False,
+            include_links=False,
+            include_formatting=False,
+        )
+    except Exception:  # noqa: BLE001 -- a crawl must survive any page; "" means "no text"
+        return ""
+    return result or ""
