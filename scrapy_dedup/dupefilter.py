@@ -55,7 +55,7 @@ class DedupDupeFilter(BaseDupeFilter):
         runtime = self.runtime
         key = runtime.key(request.url)
         record_redirect(runtime, request)
-        reason = runtime.frontier.check(request.url, key)
+        reason = runtime.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
         if reason is None:
             return False
         runtime.inc(f"url/dropped/{reason}")

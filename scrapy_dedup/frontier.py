@@ -33,12 +33,18 @@ class Frontier:
         self.revisit_after = revisit_after
         self.clock = clock
 
-    def check(self, url: str, key: str) -> str | None:
-        """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it."""
+    def check(self, url: str, key: str, original: str | None = None) -> str | None:
+        """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it.
+
+        ``original`` is the URL as the page wrote it, before normalization: when
+        it differs from the URL fetched for ``key`` it is recorded as a variant.
+        """
         previous = self.store.frontier_mark(key, self.run, url)
         reason = self._drop_reason(key, previous)
-        if reason is not None and previous is not None and url != previous[1]:
-            self._record_variant(url, key)
+        fetched = url if previous is None else previous[1]
+        for variant in {url, original or url}:
+            if variant != fetched:
+                self._record_variant(variant, key)
         return reason
 
     def mark(self, url: str, key: str) -> None:
@@ -124,11 +130,15 @@ class Frontier:
             batch.put_url(record)
         return record
 
-    def mark_hub(self, url: str, key: str) -> None:
-        """A fetched page that produced no document: always re-fetched later."""
+    def mark_without_document(self, url: str, key: str, kind: str) -> None:
+        """A fetched response that produced no item.
+
+        ``hub`` (an HTML page: fetched again on every run, where new links
+        appear) or ``asset`` (an image or other file: fresh like a document).
+        """
         record = self.store.get_url(key)
-        if record is None or record.kind == "hub" or record.has_content:
+        if record is None or record.kind == kind or record.has_content:
             return
-        record.kind, record.status = "hub", "hub"
+        record.kind, record.status = kind, kind
         with self.store.batch() as batch:
             batch.put_url(record)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import DropItem
-from scrapy.http import TextResponse
 from twisted.internet import task
 
 from scrapy_dedup.analysis import ExtractOptions, analyse_html, analyse_text
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.index import Decision, Document
+from scrapy_dedup.responses import content_kind
 from scrapy_dedup.runtime import DedupRuntime
 from scrapy_dedup.workers import ExtractionPool
 
@@ -96,7 +96,7 @@ class DedupPipeline:
             decision, text = await self._decide(adapter, str(url), source)
             self._count(decision)
             self._settle(decision, response)
-            if text is None and self._wants_text(item, adapter) and isinstance(response, TextResponse):
+            if text is None and self._wants_text(item, adapter) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
         except DropItem:
@@ -143,13 +143,17 @@ class DedupPipeline:
             raise ValueError(f"no {config.text_field!r}, {config.html_field!r} or response for {url}")
         body = body[: config.max_body_bytes]
         body_hash = raw_hash(body)
-        if html is None and not isinstance(response, TextResponse):
+        kind = "html" if html is not None else content_kind(response)
+        if kind == "binary":
             self.runtime.inc("doc/binary")
             return None, None, body_hash
         known = self.runtime.index.recall(body_hash)
         if known is not None:
             self.runtime.inc("doc/extraction_skipped")
             return None, known, body_hash
+        if kind == "text":
+            text, fp = await self.pool.run(analyse_text, response.text, self.options)
+            return text, fp, body_hash
         markup = html if html is not None else response.text
         self.runtime.inc("doc/extracted")
         text, fp = await self.pool.run(analyse_html, markup[: config.max_body_bytes], url, self.options)
@@ -200,6 +204,10 @@ class DedupPipeline:
         if text is not None and self._wants_text(item, adapter):
             adapter[self.runtime.config.text_field] = text
         return item
+
+
+def _kind(response: Any) -> str | None:
+    return content_kind(response) if response is not None else None
 
 
 def _drop(message: str) -> DropItem:

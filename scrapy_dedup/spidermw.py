@@ -23,6 +23,7 @@ from scrapy.http import TextResponse
 
 from scrapy_dedup.core.canonical import canonical_scope_check, resolve_canonical
 from scrapy_dedup.core.urls import InvalidURL, normalize_url
+from scrapy_dedup.responses import content_kind
 from scrapy_dedup.runtime import DedupRuntime
 
 if TYPE_CHECKING:
@@ -103,7 +104,10 @@ class DedupSpiderMiddleware:
         if url == request.url:
             return request
         self.runtime.inc("url/normalized")
-        return request.replace(url=url)
+        normalized = request.replace(url=url)
+        # the URL as the page wrote it, for the aliases report
+        normalized.meta.setdefault("dedup_original_url", request.url)
+        return normalized
 
     # -- canonical ----------------------------------------------------------
     def canonical_of(self, response: Response) -> ItemSource:
@@ -173,7 +177,9 @@ class _Page:
         runtime = self.mw.runtime
         try:
             key = runtime.key(self.response.url)
-            runtime.frontier.mark_hub(self.response.url, key)
+            # an HTML page without items is a hub (links); anything else is an asset
+            kind = "hub" if content_kind(self.response) == "html" else "asset"
+            runtime.frontier.mark_without_document(self.response.url, key, kind)
             runtime.release_canonical(key)
         except Exception:
             runtime.inc("error/hub")

@@ -1,0 +1,39 @@
+"""Shared helpers for the crawl tests: what a finished crawl left in the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.store.leveldb import LevelDBStore
+
+
+def final_documents(items: list[dict]) -> list[dict]:
+    """Items still standing once every ``supersedes`` has been applied."""
+    superseded = {url for item in items for url in item.get("dedup", {}).get("supersedes", [])}
+    return [item for item in items if item["url"] not in superseded]
+
+
+class StoreView:
+    """The records of a crawl's store, by URL key."""
+
+    def __init__(self, path: Path, host_rules: dict | None = None) -> None:
+        self.host_rules = host_rules
+        with LevelDBStore.open_existing(str(path)) as store:
+            self.records = {r.key: r for r in store.iter_urls()}
+            self.clusters = {c.cluster_id: c for c in store.iter_clusters()}
+            self.members = {cid: store.cluster_members(cid) for cid in self.clusters}
+            self.variants = dict(store.iter_variants())
+
+    def key(self, url: str) -> str:
+        return url_key(url, self.host_rules)
+
+    def record(self, url: str):
+        return self.records[self.key(url)]
+
+    def representative_url(self, url: str) -> str:
+        return self.clusters[self.record(url).cluster_id].rep_url
+
+    def partition(self) -> dict[frozenset, str]:
+        """Each cluster as (its members' keys) -> its representative's URL."""
+        return {frozenset(members): self.clusters[cid].rep_url for cid, members in self.members.items()}

@@ -1,0 +1,126 @@
+"""The content layer on real crawls of the demo site (issue: content layer)."""
+
+from __future__ import annotations
+
+import pytest
+from crawl_helpers import StoreView, final_documents
+from testing import DemoServer, load_manifest, run_crawl
+
+MANIFEST = load_manifest()
+GROUPS = {g["name"]: g for g in MANIFEST["groups"]}
+HOST_RULES = MANIFEST["host_rules"]
+SETTINGS = {"DEDUP_HOST_RULES": HOST_RULES, "DEDUP_WORKERS": 2}
+MERGED = [g["name"] for g in MANIFEST["groups"] if g["kind"] in ("exact_content", "near_duplicate", "binary_exact")]
+SEPARATE = [g["name"] for g in MANIFEST["groups"] if g["expect"] == "separate_documents"]
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory):
+    out = tmp_path_factory.mktemp("content-layer")
+    with DemoServer() as server:
+        result = run_crawl(server.url + "/", out, SETTINGS)
+        yield server, result, StoreView(out / "store", HOST_RULES)
+
+
+@pytest.mark.parametrize("name", MERGED)
+def test_planted_duplicates_are_caught(crawl, name):
+    server, result, store = crawl
+    group = GROUPS[name]
+    canonical = server.url_for(group["canonical"])
+    cluster = store.record(canonical).cluster_id
+    # a near copy whose only difference was boilerplate is exact once the text is extracted
+    expected = {"near_duplicate", "exact_content"} if group.get("match") == "near" else {"exact_content"}
+    for variant in group["variants"]:
+        record = store.record(server.url_for(variant))
+        assert record.cluster_id == cluster, variant
+        if record.reason is not None:  # the representative has no reason
+            assert record.reason in expected, variant
+    urls = {server.url_for(u) for u in [group["canonical"], *group["variants"]]}
+    standing = [item for item in final_documents(result.items) if item["url"] in urls]
+    assert len(standing) == 1, [i["url"] for i in standing]
+
+
+def test_near_duplicates_report_their_distance(crawl):
+    server, _, store = crawl
+    group = GROUPS["near_duplicates"]
+    records = [store.record(server.url_for(u)) for u in [group["canonical"], *group["variants"]]]
+    assert {r.status for r in records} <= {"new", "near_duplicate", "exact_duplicate"}
+    assert any(r.reason == "near_duplicate" for r in records)
+    for record in records:
+        if record.reason == "near_duplicate":
+            assert record.distance is not None
+
+
+@pytest.mark.parametrize("name", SEPARATE)
+def test_distinct_pages_are_kept_apart(crawl, name):
+    server, result, store = crawl
+    pages = [server.url_for(p) for p in GROUPS[name]["pages"]]
+    clusters = {store.record(p).cluster_id for p in pages}
+    assert len(clusters) == len(pages), name
+    standing = {item["url"] for item in final_documents(result.items)}
+    for page in pages:
+        assert store.representative_url(page) in standing
+
+
+def test_items_carry_text_and_the_dedup_field(crawl):
+    _, result, _ = crawl
+    html_items = [i for i in result.items if "content_type" not in i]
+    assert html_items
+    for item in html_items:
+        assert item["text"].strip()
+        field = item["dedup"]
+        assert set(field) == {
+            "status", "content_hash", "simhash", "cluster_id", "canonical_url", "duplicate_of", "distance", "supersedes",
+        }
+        assert len(field["simhash"]) == 16 and len(field["content_hash"]) == 32
+        assert field["canonical_url"] == item["url"]  # only representatives are emitted by default
+
+
+def test_every_fetched_url_is_kept_in_the_store(crawl):
+    server, result, store = crawl
+    assert result.stat("dedup/doc/exact_duplicate") > 0
+    assert result.stat("dedup/doc/near_duplicate") > 0
+    dropped = result.stat("dedup/doc/dropped")
+    assert dropped == result.stat("item_dropped_count")
+    members = sum(len(m) for m in store.members.values())
+    assert members == len([r for r in store.records.values() if r.cluster_id])
+
+
+def test_flagged_instead_of_dropped(tmp_path):
+    with DemoServer() as server:
+        result = run_crawl(server.url + "/", tmp_path, {**SETTINGS, "DEDUP_DROP_DUPLICATES": False})
+    statuses = {item["dedup"]["status"] for item in result.items}
+    assert {"exact_duplicate", "near_duplicate"} <= statuses
+    assert result.stat("item_dropped_count") == 0
+
+
+def test_same_representatives_at_any_concurrency(tmp_path):
+    partitions = []
+    with DemoServer() as server:
+        for concurrency in (1, 16):
+            out = tmp_path / f"c{concurrency}"
+            run_crawl(server.url + "/", out, {**SETTINGS, "CONCURRENT_REQUESTS": concurrency})
+            partitions.append(StoreView(out / "store", HOST_RULES).partition())
+    assert partitions[0] == partitions[1]
+
+
+def test_recrawl_gives_unchanged_updated_and_deleted(tmp_path):
+    recrawl = MANIFEST["recrawl"]
+    with DemoServer() as server:
+        run_crawl(server.url + "/", tmp_path, SETTINGS)
+        server.variant = recrawl["variant"]
+        result = run_crawl(server.url + "/", tmp_path, {**SETTINGS, "DEDUP_REVISIT_AFTER": 0})
+        store = StoreView(tmp_path / "store", HOST_RULES)
+        url = server.url_for
+    by_url = {item["url"]: item for item in result.items}
+    for page in recrawl["changed"]:
+        assert by_url[url(page)]["dedup"]["status"] == "updated"
+    for page in recrawl["unchanged"]:
+        assert url(page) not in by_url
+        assert store.record(url(page)).status == "unchanged"
+    for page in recrawl["deleted_404"] + recrawl["gone_410"]:
+        record = store.record(url(page))
+        assert record.status == "deleted" and record.cluster_id is None
+    assert result.stat("dedup/doc/deleted") == 2
+    assert result.stat("dedup/doc/updated") == len(recrawl["changed"])
+    assert result.stat("dedup/doc/unchanged") > 0

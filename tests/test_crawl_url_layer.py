@@ -1,0 +1,145 @@
+"""The URL layer on real crawls of the demo site (issue: URL layer)."""
+
+from __future__ import annotations
+
+import pytest
+from crawl_helpers import StoreView, final_documents
+from testing import DemoServer, load_manifest, run_crawl
+
+from scrapy_dedup.core.urls import url_key
+
+MANIFEST = load_manifest()
+GROUPS = {g["name"]: g for g in MANIFEST["groups"]}
+HOST_RULES = MANIFEST["host_rules"]
+URL_VARIANT_GROUPS = [g["name"] for g in MANIFEST["groups"] if g["kind"] == "url_variant"]
+
+
+@pytest.fixture(scope="module")
+def first_crawl(tmp_path_factory):
+    """One crawl of the demo site with the add-on, then a second one on the same store."""
+    out = tmp_path_factory.mktemp("url-layer")
+    with DemoServer() as server:
+        first = run_crawl(server.url + "/", out, {"DEDUP_HOST_RULES": HOST_RULES})
+        first_requests = server.requests
+        store = StoreView(out / "store", HOST_RULES)
+        server.clear()
+        second = run_crawl(server.url + "/", out, {"DEDUP_HOST_RULES": HOST_RULES})
+        yield server, first, first_requests, store, second, server.requests
+
+
+def fetch_counts(server, requests):
+    """How many times each url_key reached the server."""
+    counts = {}
+    for target in requests:
+        key = url_key(server.url_for(target), HOST_RULES)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("name", URL_VARIANT_GROUPS)
+def test_each_group_of_url_variants_is_fetched_once(first_crawl, name):
+    server, _, requests, _, _, _ = first_crawl
+    group = GROUPS[name]
+    counts = fetch_counts(server, requests)
+    keys = {url_key(server.url_for(href), HOST_RULES) for href in [group["canonical"], *group["variants"]]}
+    assert len(keys) == 1, f"{name}: the variants must share one url_key"
+    assert counts[keys.pop()] == 1
+
+
+def test_no_url_is_fetched_twice(first_crawl):
+    server, _, requests, _, _, _ = first_crawl
+    repeated = {key: n for key, n in fetch_counts(server, requests).items() if n > 1}
+    assert repeated == {}
+
+
+def test_variants_dropped_before_fetch_are_recorded(first_crawl):
+    server, result, _, store, _, _ = first_crawl
+    assert result.stat("dedup/url/dropped/seen") > 0
+    variant = server.url_for(GROUPS["tracking_params"]["variants"][0])
+
+    recorded = store.variants[variant]
+    assert recorded["key"] == url_key(server.url_for(GROUPS["tracking_params"]["canonical"]))
+
+
+def test_facets_fetched_once_per_allowlisted_combination(first_crawl):
+    server, _, requests, _, _, _ = first_crawl
+    shop = GROUPS["shop_facets"]
+    fetched = [t for t in requests if t.startswith("/shop/")]
+    expected = [server.url_for(u) for u in shop["expected_fetch"]]
+    assert sorted(url_key(server.url_for(t), HOST_RULES) for t in fetched) == sorted(
+        url_key(u, HOST_RULES) for u in expected
+    )
+
+
+def test_without_host_rules_facets_multiply(tmp_path):
+    with DemoServer() as server:
+        run_crawl(server.url + "/", tmp_path)
+        shop_fetches = [t for t in server.requests if t.startswith("/shop/")]
+    assert len(shop_fetches) > 2 * len(GROUPS["shop_facets"]["expected_fetch"])
+
+
+def test_redirect_source_is_an_alias_of_its_target(first_crawl):
+    server, result, requests, store, _, _ = first_crawl
+    group = GROUPS["redirect"]
+    source = store.record(server.url_for(group["variants"][0]))
+    assert source.status == "redirect" and source.reason == "redirect"
+    assert source.duplicate_of == store.key(server.url_for(group["canonical"]))
+    assert source.http_status == group["status"]
+    assert result.stat("dedup/url/redirect") >= 1
+    assert requests.count(group["canonical"]) == 1
+
+
+def test_canonical_targets_fetched_once_though_nothing_links_to_them(first_crawl):
+    server, result, requests, store, _, _ = first_crawl
+    for name in ("rel_canonical_html", "rel_canonical_header"):
+        group = GROUPS[name]
+        assert group["target_linked"] is False
+        assert requests.count(group["canonical"]) == 1, name
+        for variant in group["variants"]:
+            record = store.record(server.url_for(variant))
+            assert record.reason == "rel_canonical", (name, variant)
+            assert store.representative_url(server.url_for(variant)) == server.url_for(group["canonical"])
+    assert result.stat("dedup/canonical/declared/html") >= 1
+    assert result.stat("dedup/canonical/declared/header") >= 1
+    assert result.stat("dedup/canonical/honored") == 2
+
+
+def test_off_host_and_file_canonicals_are_ignored(first_crawl):
+    server, result, requests, store, _, _ = first_crawl
+    assert result.stat("dedup/canonical/ignored/off_scope") >= 1
+    assert result.stat("dedup/canonical/ignored/scheme") >= 1
+    emitted = {item["url"] for item in final_documents(result.items)}
+    for name in ("canonical_off_scope", "canonical_bad_scheme"):
+        page = server.url_for(GROUPS[name]["pages"][0])
+        assert page in emitted, name
+        assert store.record(page).reason is None
+    assert not any("other.example.com" in hit.host for hit in server.hits())
+
+
+def test_canonical_mismatch_keeps_both_pages(first_crawl):
+    server, result, _, store, _, _ = first_crawl
+    group = GROUPS["canonical_mismatch"]
+    emitted = {item["url"] for item in final_documents(result.items)}
+    assert {server.url_for(p) for p in group["pages"]} <= emitted
+    assert store.record(server.url_for(group["page"])).canonical_mismatch == server.url_for(group["canonical_href"])
+    assert result.stat("dedup/canonical/mismatch") == 1
+
+
+def test_second_crawl_fetches_only_hub_pages(first_crawl):
+    server, _, _, store, second, second_requests = first_crawl
+    assert second_requests, "the start page is fetched again"
+    for target in second_requests:
+        record = store.records.get(url_key(server.url_for(target), HOST_RULES))
+        assert target == "/" or (record is not None and record.kind == "hub"), target
+    assert second.stat("dedup/url/dropped/fresh") > 0
+    assert second.items == [] or all(i["dedup"]["status"] != "new" for i in second.items)
+
+
+def test_dont_dedup_and_plain_scrapy_fetch_everything(tmp_path):
+    with DemoServer() as server:
+        run_crawl(server.url + "/", tmp_path / "plain", dedup=False)
+        plain = len(server.requests)
+        server.clear()
+        run_crawl(server.url + "/", tmp_path / "dedup", {"DEDUP_HOST_RULES": HOST_RULES})
+        deduped = len(server.requests)
+    assert deduped < plain
