@@ -49,6 +49,7 @@ class DedupSpiderMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.runtime = DedupRuntime.of(crawler)
+        self._warned_invalid = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupSpiderMiddleware:
@@ -94,8 +95,15 @@ class DedupSpiderMiddleware:
         config = self.runtime.config
         try:
             url = normalize_url(request.url, tracking_params=config.tracking_params, strict=True)
-        except InvalidURL:
+        except InvalidURL as exc:
             self.runtime.inc("url/invalid")
+            if not self._warned_invalid:
+                self._warned_invalid = True
+                logger.warning(
+                    "URL left as it is (%s): %s; further ones are only counted in dedup/url/invalid",
+                    exc,
+                    request.url,
+                )
             return request
         except Exception:
             self.runtime.inc("error/normalize")

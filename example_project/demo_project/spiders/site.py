@@ -60,6 +60,10 @@ class SiteSpider(scrapy.Spider):
         title = response.css("title::text").get(default="")
         yield {"url": response.url, "title": " ".join(title.split()), "status": response.status}
         for href in response.css("a::attr(href), area::attr(href)").getall():
-            url = response.urljoin(href.strip())
+            try:
+                url = response.urljoin(href.strip())
+            except ValueError:  # e.g. "http://[::1": a broken link is not a reason to stop
+                self.logger.debug("skipping unparsable link %r on %s", href, response.url)
+                continue
             if self.in_scope(url):
                 yield response.follow(url, callback=self.parse)
