@@ -90,7 +90,7 @@ class DedupPipeline:
         config = self.runtime.config
         url = adapter.get(config.url_field) or (response.url if response is not None else None)
         if not url:
-            self.runtime.inc("doc/skipped/no_url")
+            self.runtime.inc("doc/no_url")
             return item
         try:
             decision, text = await self._decide(adapter, str(url), source)
