@@ -143,3 +143,26 @@ def test_dont_dedup_and_plain_scrapy_fetch_everything(tmp_path):
         run_crawl(server.url + "/", tmp_path / "dedup", {"DEDUP_HOST_RULES": HOST_RULES})
         deduped = len(server.requests)
     assert deduped < plain
+
+
+def test_components_listed_by_hand_work_without_the_addon(tmp_path):
+    settings = {
+        "ADDONS": {},
+        "DEDUP_HOST_RULES": HOST_RULES,
+        "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
+        "SPIDER_MIDDLEWARES": {"scrapy_dedup.spidermw.DedupSpiderMiddleware": 950},
+        "DOWNLOADER_MIDDLEWARES": {"scrapy_dedup.downloadermw.DedupDownloaderMiddleware": 590},
+        "ITEM_PIPELINES": {"scrapy_dedup.pipeline.DedupPipeline": 200},
+    }
+    with DemoServer() as server:
+        result = run_crawl(server.url + "/", tmp_path, settings)
+    assert result.stat("dedup/url/dropped/seen") > 0
+    assert result.stat("dedup/doc/exact_duplicate") > 0
+    assert all("dedup" in item for item in result.items)
+
+
+def test_disabled_extension_leaves_scrapy_alone(tmp_path):
+    with DemoServer() as server:
+        result = run_crawl(server.url + "/", tmp_path, {"DEDUP_ENABLED": False})
+    assert not result.stats_with_prefix("dedup/")
+    assert result.items and all("dedup" not in item for item in result.items)
