@@ -1,18 +1,64 @@
-"""The ``scrapy dedup`` command (registered through the ``scrapy.commands`` entry point)."""
+"""The ``scrapy dedup`` command (registered through the ``scrapy.commands`` entry point).
+
+It parses the arguments, opens the store and hands over to one module of
+:mod:`scrapy_dedup.reports` per subcommand.  Exit status: 0 on success, 2 on
+a usage error (Scrapy's own handling of UsageError), 1 when the store cannot
+be read, each with a one-line reason on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import UsageError
+from scrapy.exceptions import NotConfigured, UsageError
 
-from scrapy_dedup.store.base import StoreError
+from scrapy_dedup.core.records import ALIAS_REASONS
+from scrapy_dedup.store.base import DedupStore, StoreError
 
 SUBCOMMANDS = {
     "summary": "counts by kind and the duplicate rate per host",
+    "aliases": "every URL that is not its document's canonical, and why",
+    "provenance": "every URL the store knows, with all it knows about it",
+    "lookup": "what the store knows about one URL (lookup URL)",
+    "clusters": "documents with several URLs: members, representative, distances",
+    "calibrate": "stored pairs around the near-duplicate threshold, to choose it",
+    "report": "one self-contained HTML page (report --html FILE)",
 }
+
+#: options that belong to some subcommands only (dest -> subcommands)
+SCOPED = {
+    "host": ("aliases", "provenance"),
+    "reason": ("aliases",),
+    "min_size": ("clusters",),
+    "top": ("clusters", "report"),
+    "sample": ("calibrate", "report"),
+    "fetch_text": ("calibrate", "report"),
+    "html": ("report",),
+    "url": ("lookup",),
+}
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def _reason(exc: BaseException) -> str:
+    """One line that says what went wrong (LevelDB's messages come as bytes)."""
+    detail = exc.args[0] if len(exc.args) == 1 else str(exc)
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8", "replace")
+    return " ".join(f"{type(exc).__name__}: {detail}".split())
 
 
 class Command(ScrapyCommand):
@@ -21,34 +67,209 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "<subcommand> [options]"
+        return "<subcommand> [URL] [options]"
 
     def short_desc(self) -> str:
         return "Inspect the dedup store: aliases, provenance, clusters, reports"
 
     def long_desc(self) -> str:
-        lines = ["Inspect the dedup store of a crawl. Subcommands:", ""]
-        lines += [f"  {name:<12} {desc}" for name, desc in SUBCOMMANDS.items()]
-        return "\n".join(lines)
+        # argparse rewraps this text: one sentence per subcommand reads well either way
+        names = "; ".join(f"{name}: {desc}" for name, desc in SUBCOMMANDS.items())
+        return (
+            f"Inspect the dedup store of a crawl. Subcommands: {names}. Inside a Scrapy project the store "
+            "comes from the settings and --spider NAME; outside one, from --store PATH."
+        )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("subcommand", nargs="?", choices=sorted(SUBCOMMANDS), help="what to show")
-        parser.add_argument("--store", metavar="PATH", help="the store directory (outside a project)")
-        parser.add_argument("--spider", metavar="NAME", help="the spider whose store to read (inside a project)")
+        parser.add_argument("subcommand", nargs="?", choices=list(SUBCOMMANDS), help="what to show")
+        parser.add_argument("url", nargs="?", help="the URL to look up (lookup)")
+        where = parser.add_argument_group("Store")
+        where.add_argument("--store", metavar="PATH", help="the store directory (outside a project)")
+        where.add_argument("--spider", metavar="NAME", help="the spider whose store to read (inside a project)")
+        where.add_argument(
+            "--no-snapshot",
+            dest="snapshot",
+            action="store_false",
+            help="fail instead of reading a copy when a running crawl holds the store",
+        )
+        out = parser.add_argument_group("Output")
+        out.add_argument(
+            "--format", choices=("table", "jsonl", "csv"), default="table", help="output format (default: table)"
+        )
+        sub = parser.add_argument_group("Subcommand options")
+        sub.add_argument("--host", help="aliases, provenance: only URLs of this host (host or host:port)")
+        sub.add_argument(
+            "--reason",
+            action="append",
+            choices=ALIAS_REASONS,
+            help="aliases: only this reason (repeatable)",
+        )
+        sub.add_argument("--min-size", type=_positive, metavar="N", help="clusters: at least N URLs (default 2)")
+        sub.add_argument("--top", type=_positive, metavar="N", help="clusters, report: only the N largest clusters")
+        sub.add_argument("--sample", type=_positive, metavar="N", help="calibrate, report: pairs per distance")
+        sub.add_argument(
+            "--fetch-text",
+            action="store_true",
+            default=None,
+            help="calibrate, report: fetch again the pages whose text the store did not keep, to diff them",
+        )
+        sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if not opts.subcommand:
-            raise UsageError("a subcommand is required: " + ", ".join(SUBCOMMANDS))
-        from scrapy_dedup.reports.store import open_report_store
+        self._check(args, opts)
+        handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{opts.subcommand}")
+        from scrapy_dedup.reports.store import opened_store
 
         try:
-            store = open_report_store(self.settings, opts.store, opts.spider)
+            with opened_store(self.settings, opts.store, opts.spider, snapshot=opts.snapshot) as store:
+                handler(store, opts)
+                sys.stdout.flush()
+        except UsageError:
+            raise
         except StoreError as exc:
-            print(f"scrapy dedup: {exc}", file=sys.stderr)
-            self.exitcode = 1
-            return
-        with store:
-            from scrapy_dedup.reports import summary
+            self._fail(" ".join(str(exc).split()))
+        except BrokenPipeError:
+            # the reader went away (`| head`): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except KeyboardInterrupt:
+            self._fail("interrupted", code=130)
+        except Exception as exc:  # noqa: BLE001 - a store that cannot be read is a one-line error
+            if opts.pdb:
+                raise
+            self._fail(f"cannot read the store: {_reason(exc)}")
 
-            summary.render(store, sys.stdout)
+    def _fail(self, reason: str, code: int = 1) -> None:
+        print(f"scrapy dedup: {reason}", file=sys.stderr)
+        self.exitcode = code
+
+    def _check(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError(f"unrecognized arguments: {' '.join(args)}")
+        if not opts.subcommand:
+            raise UsageError("a subcommand is required: " + ", ".join(SUBCOMMANDS))
+        for dest, allowed in SCOPED.items():
+            if getattr(opts, dest) is not None and opts.subcommand not in allowed:
+                option = "URL" if dest == "url" else "--" + dest.replace("_", "-")
+                raise UsageError(f"{option} does not apply to {opts.subcommand} (only to {', '.join(allowed)})")
+        if not (opts.store or opts.spider or self.settings.get("DEDUP_STORE")):
+            raise UsageError(
+                "say which store to read: --store PATH, or --spider NAME inside a Scrapy project, "
+                "or -s DEDUP_STORE=PATH"
+            )
+        if opts.subcommand == "lookup" and not opts.url:
+            raise UsageError("lookup needs a URL: scrapy dedup lookup URL")
+        if opts.subcommand == "report" and not opts.html:
+            raise UsageError("report needs --html FILE")
+        if opts.subcommand == "report" and opts.format != "table":
+            raise UsageError("report writes HTML only (--html FILE); --format does not apply")
+
+    # -- settings the reports need ------------------------------------------
+    def _config(self, opts: argparse.Namespace) -> Any:
+        from scrapy_dedup.reports.store import spider_settings
+        from scrapy_dedup.settings import DedupConfig
+
+        settings = spider_settings(self.settings, opts.spider) if opts.spider else self.settings
+        settings = settings.copy()
+        settings.set("DEDUP_ENABLED", True, priority="cmdline")
+        try:
+            return DedupConfig.from_settings(settings)
+        except (ValueError, NotConfigured) as exc:
+            raise UsageError(str(exc)) from None
+
+    def _texts(self, store: DedupStore, opts: argparse.Namespace) -> Any:
+        from scrapy_dedup.reports.texts import Texts
+
+        return Texts(store, fetch=bool(opts.fetch_text), user_agent=self.settings.get("USER_AGENT"))
+
+    # -- subcommands --------------------------------------------------------
+    def _summary(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import summary
+
+        summary.render(summary.collect(store), opts.format, sys.stdout)
+
+    def _aliases(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import aliases
+        from scrapy_dedup.reports.formats import write_rows
+
+        rows = aliases.rows(store, host=opts.host, reasons=opts.reason or ())
+        write_rows(
+            rows, aliases.FIELDS, opts.format, sys.stdout, shrink=aliases.SHRINK, optional=aliases.OPTIONAL
+        )
+
+    def _provenance(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import provenance
+        from scrapy_dedup.reports.formats import write_rows
+
+        rows = provenance.rows(store, host=opts.host)
+        write_rows(
+            rows,
+            provenance.FIELDS,
+            opts.format,
+            sys.stdout,
+            table_fields=provenance.TABLE_FIELDS,
+            shrink=provenance.SHRINK,
+            optional=provenance.OPTIONAL,
+        )
+
+    def _lookup(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.core.urls import InvalidURL, normalize_url, url_key
+        from scrapy_dedup.reports import lookup
+
+        config = self._config(opts)
+
+        def normalize(url: str) -> str:
+            try:
+                normalized = normalize_url(url.strip(), tracking_params=config.tracking_params, strict=True)
+            except InvalidURL as exc:
+                raise UsageError(f"not a valid URL: {exc}") from None
+            if "://" not in normalized:
+                raise UsageError(f"not an absolute http(s) URL: {url!r}")
+            return normalized
+
+        def key_of(url: str) -> str:
+            return url_key(
+                url,
+                config.host_rules,
+                tracking_params=config.tracking_params,
+                session_params=config.session_params,
+            )
+
+        answer = lookup.lookup(store, opts.url, normalize, key_of)
+        lookup.render(answer, opts.format, sys.stdout)
+
+    def _clusters(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import clusters
+
+        rows = clusters.rows(store, min_size=opts.min_size or 2, top=opts.top, authority=self._config(opts).authority)
+        clusters.render(rows, opts.format, sys.stdout)
+
+    def _calibrate(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import calibrate
+
+        cal = calibrate.sample(
+            store,
+            per_distance=opts.sample or 5,
+            min_tokens=self._config(opts).min_tokens,
+            texts=self._texts(store, opts),
+        )
+        calibrate.render(cal, opts.format, sys.stdout)
+
+    def _report(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import html
+
+        config = self._config(opts)
+        page = html.build(
+            store,
+            texts=self._texts(store, opts),
+            top=opts.top or 10,
+            per_distance=opts.sample or 3,
+            min_tokens=config.min_tokens,
+            authority=config.authority,
+        )
+        try:
+            with open(opts.html, "w", encoding="utf-8") as f:
+                f.write(page)
+        except OSError as exc:
+            raise StoreError(f"cannot write {opts.html}: {exc.strerror or exc}") from None
+        print(f"wrote {opts.html} ({len(page.encode('utf-8')):,} bytes)", file=sys.stderr)

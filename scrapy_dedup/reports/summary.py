@@ -1,26 +1,192 @@
-"""``scrapy dedup summary``: counts by kind."""
+"""``scrapy dedup summary``: counts by kind and the duplicate rate per host.
+
+One pass over the URL records, the URL variants and the clusters; memory
+grows with the number of hosts, not of URLs.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from typing import TextIO
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
+from scrapy_dedup.core.records import ALIAS_REASONS
+from scrapy_dedup.reports.formats import Progress, write_rows
+from scrapy_dedup.reports.resolve import Resolver, host_of
 from scrapy_dedup.store.base import DedupStore
 
-
-def collect(store: DedupStore) -> dict[str, int]:
-    counts: Counter[str] = Counter()
-    for record in store.iter_urls():
-        counts[f"status/{record.status}"] += 1
-        counts["urls"] += 1
-        if record.reason:
-            counts[f"alias/{record.reason}"] += 1
-    for _url, _variant in store.iter_variants():
-        counts["alias/url_variant"] += 1
-    counts["clusters"] = sum(1 for _ in store.iter_clusters())
-    return dict(counts)
+#: statuses of URL records that hold no document
+NOT_DOCUMENTS = ("hub", "skipped_empty", "deleted", "fetched", "seen", "error", "not_modified")
 
 
-def render(store: DedupStore, out: TextIO) -> None:
-    for name, value in sorted(collect(store).items()):
-        out.write(f"{name:<32} {value}\n")
+@dataclass
+class HostCounts:
+    urls: int = 0
+    documents: int = 0
+    duplicates: int = 0
+
+    @property
+    def rate(self) -> float:
+        """Share of the host's URLs with content that are not their document's canonical."""
+        total = self.documents + self.duplicates
+        return self.duplicates / total if total else 0.0
+
+
+@dataclass
+class Summary:
+    path: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    runs: int = 0
+    url_records: int = 0
+    frontier_keys: int = 0
+    variants: int = 0
+    #: requests dropped before fetch, by drop reason (a variant counts each time it was dropped)
+    dropped_requests: Counter[str] = field(default_factory=Counter)
+    #: URLs dropped before fetch, by drop reason
+    dropped_urls: Counter[str] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)
+    #: aliases (URLs that are not their document's canonical) by reason
+    aliases: Counter[str] = field(default_factory=Counter)
+    documents: int = 0
+    canonical_mismatches: int = 0
+    hosts: dict[str, HostCounts] = field(default_factory=dict)
+    #: Hamming distance of each near duplicate to its canonical
+    near_distances: Counter[int] = field(default_factory=Counter)
+    #: number of clusters of each size
+    cluster_sizes: Counter[int] = field(default_factory=Counter)
+
+    @property
+    def urls_known(self) -> int:
+        return self.url_records + self.variants
+
+    @property
+    def duplicates(self) -> int:
+        return sum(self.aliases.values())
+
+    def metrics(self) -> list[tuple[str, Any]]:
+        """Flat (name, value) pairs: the csv and jsonl forms."""
+        rows: list[tuple[str, Any]] = [
+            ("urls_known", self.urls_known),
+            ("url_records", self.url_records),
+            ("frontier_keys", self.frontier_keys),
+            ("dropped_before_fetch", sum(self.dropped_urls.values())),
+        ]
+        rows += [(f"dropped_before_fetch/{r}", n) for r, n in sorted(self.dropped_urls.items())]
+        rows += [(f"dropped_requests/{r}", n) for r, n in sorted(self.dropped_requests.items())]
+        rows += [("documents", self.documents), ("aliases", self.duplicates)]
+        rows += [(f"aliases/{reason}", self.aliases.get(reason, 0)) for reason in ALIAS_REASONS]
+        rows += [("exact_duplicates", self.aliases.get("exact_content", 0))]
+        rows += [("near_duplicates", self.aliases.get("near_duplicate", 0))]
+        rows += [("unchanged", self.statuses.get("unchanged", 0))]
+        rows += [("canonical_mismatches", self.canonical_mismatches)]
+        rows += [(f"status/{s}", n) for s, n in sorted(self.statuses.items())]
+        for host, counts in sorted(self.hosts.items()):
+            rows += [
+                (f"host/{host}/urls", counts.urls),
+                (f"host/{host}/documents", counts.documents),
+                (f"host/{host}/duplicates", counts.duplicates),
+                (f"host/{host}/duplicate_rate", round(counts.rate, 4)),
+            ]
+        return rows
+
+
+def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
+    progress = progress or Progress("reading the store")
+    resolver = Resolver(store)
+    summary = Summary(path=getattr(store, "path", ""), params=dict(store.params or {}), runs=store.run)
+
+    def host(url: str) -> HostCounts:
+        name = host_of(url)
+        counts = summary.hosts.get(name)
+        if counts is None:
+            counts = summary.hosts[name] = HostCounts()
+        return counts
+
+    for record in progress(store.iter_urls(), "URL records"):
+        summary.url_records += 1
+        summary.statuses[record.status] += 1
+        if record.canonical_mismatch:
+            summary.canonical_mismatches += 1
+        counts = host(record.url)
+        counts.urls += 1
+        placement = resolver.place(record)
+        if placement.reason is not None:
+            summary.aliases[placement.reason] += 1
+            counts.duplicates += 1
+            if placement.distance is not None:
+                summary.near_distances[placement.distance] += 1
+        elif placement.canonical_url is not None:
+            counts.documents += 1
+    for url, variant in progress(store.iter_variants(), "URL variants"):
+        summary.variants += 1
+        reason = variant.get("reason") or "url_variant"
+        summary.dropped_urls[reason] += 1
+        summary.dropped_requests[reason] += int(variant.get("count") or 1)
+        summary.aliases["url_variant"] += 1
+        counts = host(url)
+        counts.urls += 1
+        counts.duplicates += 1
+    for cluster in progress(store.iter_clusters(), "clusters"):
+        summary.documents += 1
+        summary.cluster_sizes[cluster.size] += 1
+    summary.frontier_keys = store.frontier_size()
+    progress.done()
+    return summary
+
+
+def render(summary: Summary, fmt: str, out: TextIO) -> None:
+    if fmt == "jsonl":
+        out.write(json.dumps(dict(summary.metrics()), ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        write_rows(({"metric": k, "value": v} for k, v in summary.metrics()), ["metric", "value"], "csv", out)
+    else:
+        render_text(summary, out)
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def render_text(s: Summary, out: TextIO) -> None:
+    k = s.params.get("max_distance", "?")
+    out.write(f"store  {s.path}\n")
+    out.write(
+        f"       format {s.params.get('store_format', '?')}, {s.runs} crawl run(s), "
+        f"near duplicates within Hamming distance {k}\n\n"
+    )
+    dropped = sum(s.dropped_urls.values())
+    by_reason = ", ".join(
+        f"{r} {_n(n)} URLs / {_n(s.dropped_requests[r])} requests" for r, n in sorted(s.dropped_urls.items())
+    )
+    not_docs = ", ".join(f"{st} {_n(s.statuses[st])}" for st in NOT_DOCUMENTS if s.statuses.get(st))
+    lines = [
+        ("URLs seen", s.urls_known, f"{_n(s.url_records)} fetched or redirected, {_n(dropped)} dropped before fetch"),
+        ("  dropped before fetch", dropped, by_reason),
+        ("Documents", s.documents, "distinct contents kept, one canonical URL each"),
+        ("Aliases", s.duplicates, "URLs that are not their document's canonical"),
+    ]
+    lines += [(f"  {reason}", s.aliases.get(reason, 0), "") for reason in ALIAS_REASONS]
+    lines += [
+        ("Exact duplicates", s.aliases.get("exact_content", 0), "same text after normalization"),
+        ("Near duplicates", s.aliases.get("near_duplicate", 0), _distances(s)),
+        ("Unchanged", s.statuses.get("unchanged", 0), "not modified at the last visit"),
+        ("Canonical mismatches", s.canonical_mismatches, "rel=canonical named a different text: both kept"),
+        ("Not documents", sum(s.statuses.get(st, 0) for st in NOT_DOCUMENTS), not_docs),
+    ]
+    width = max(len(label) for label, _, _ in lines)
+    numw = max(len(_n(v)) for _, v, _ in lines)
+    for label, value, note in lines:
+        out.write(f"{label:<{width}}  {_n(value):>{numw}}  {note}".rstrip() + "\n")
+    out.write("\nDuplicate rate per host (aliases / URLs with content)\n")
+    rows = [
+        {"host": h, "urls": c.urls, "documents": c.documents, "duplicates": c.duplicates, "rate": f"{c.rate:.1%}"}
+        for h, c in sorted(s.hosts.items(), key=lambda hc: (-hc[1].urls, hc[0]))
+    ]
+    write_rows(rows, ["host", "urls", "documents", "duplicates", "rate"], "table", out, width=0)
+
+
+def _distances(s: Summary) -> str:
+    if not s.near_distances:
+        return ""
+    return "distance " + ", ".join(f"{d}: {_n(n)}" for d, n in sorted(s.near_distances.items()))

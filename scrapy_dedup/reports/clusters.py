@@ -1,0 +1,163 @@
+"""``scrapy dedup clusters``: documents with several URLs, their members and representative.
+
+Streams clusters in store order; ``--top N`` keeps only the N largest (a heap
+of N entries, whatever the size of the store).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
+
+from scrapy_dedup.core.fingerprints import jaccard_estimate
+from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.core.representative import Candidate, representative_order
+from scrapy_dedup.reports.formats import Progress, write_rows
+from scrapy_dedup.reports.resolve import Resolver
+from scrapy_dedup.store.base import DedupStore
+
+FIELDS = ("cluster_id", "size", "representative", "max_distance", "members")
+MEMBER_FIELDS = ("url", "reason", "distance", "jaccard", "text_length")
+#: one row per member
+CSV_FIELDS = ("cluster_id", "size", "representative", "max_distance", *MEMBER_FIELDS)
+
+
+def select(
+    store: DedupStore, *, min_size: int = 2, top: int | None = None, progress: Progress | None = None
+) -> Iterator[Cluster]:
+    progress = progress or Progress("clusters", streaming=top is None)
+    clusters = (c for c in progress(store.iter_clusters()) if c.size >= min_size)
+    if top is None:
+        yield from clusters
+    else:
+        largest = heapq.nsmallest(top, ((-c.size, c.cluster_id) for c in clusters))
+        progress.done()
+        for _, cluster_id in largest:
+            cluster = store.get_cluster(cluster_id)
+            if cluster is not None:
+                yield cluster
+    progress.done()
+
+
+def describe(store: DedupStore, resolver: Resolver, cluster: Cluster, authority: Sequence[str] = ()) -> dict[str, Any]:
+    """The cluster with its members, representative first, then by distance."""
+    rep = resolver.representative(cluster)
+    rep_minhash = store.get_minhash(cluster.representative) if rep is not None else None
+    records = [r for r in (store.get_url(k) for k in store.cluster_members(cluster.cluster_id)) if r is not None]
+    members = []
+    for record in records:
+        is_rep = record.key == cluster.representative
+        reason = None if is_rep else resolver.reason_against(record, rep)
+        minhash = store.get_minhash(record.key) if rep_minhash else None
+        members.append(
+            {
+                "url": record.url,
+                "key": record.key,
+                "reason": reason,
+                "distance": 0 if is_rep else resolver.distance(record, rep),
+                "jaccard": round(jaccard_estimate(minhash, rep_minhash), 3) if minhash and rep_minhash else None,
+                "text_length": record.text_length,
+            }
+        )
+    members.sort(key=lambda m: (m["reason"] is not None, m["distance"] or 0, m["url"]))
+    return {
+        "cluster_id": cluster.cluster_id,
+        "size": len(members),
+        "representative": cluster.rep_url,
+        "max_distance": max((m["distance"] or 0 for m in members), default=0),
+        "why": why_kept(cluster, records, authority),
+        "members": members,
+    }
+
+
+def why_kept(cluster: Cluster, records: list[UrlRecord], authority: Sequence[str] = ()) -> str:
+    """Which rule of core.representative chose the representative over the runner-up."""
+    by_key = {r.key: r for r in records}
+    rep = by_key.get(cluster.representative)
+    if rep is None:
+        return "representative"
+    if len(records) == 1:
+        return "the only copy"
+
+    def order(r: UrlRecord) -> tuple:
+        candidate = Candidate(r.key, r.url, r.text_length or 0, r.first_run, r.canonical_alias)
+        return representative_order(candidate, authority)
+
+    ranked = sorted(records, key=order)
+    runner = ranked[1] if ranked[0].key == rep.key else ranked[0]
+    a, b = order(rep), order(runner)
+    if a > b:
+        return "representative (chosen under other settings)"
+    if a[0] != b[0]:
+        return "the other copies declared a rel=canonical"
+    if a[1] != b[1]:
+        return f"longest text ({rep.text_length or 0:,} characters, next {runner.text_length or 0:,})"
+    if a[2] != b[2]:
+        return "most authoritative host (DEDUP_AUTHORITY)"
+    if a[3] != b[3]:
+        return f"known since an earlier crawl run ({rep.first_run})"
+    return "same text length: the smallest URL"
+
+
+def rows(
+    store: DedupStore,
+    *,
+    min_size: int = 2,
+    top: int | None = None,
+    authority: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> Iterator[dict[str, Any]]:
+    resolver = Resolver(store)
+    for cluster in select(store, min_size=min_size, top=top, progress=progress):
+        yield describe(store, resolver, cluster, authority)
+
+
+def render(clusters: Iterator[dict[str, Any]], fmt: str, out: TextIO) -> int:
+    if fmt == "jsonl":
+        n = 0
+        for c in clusters:
+            record = {f: c[f] for f in FIELDS} | {"members": [{f: m[f] for f in MEMBER_FIELDS} for m in c["members"]]}
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            n += 1
+        return n
+    if fmt == "csv":
+        flat = ({**{f: c[f] for f in FIELDS[:-1]}, **m} for c in clusters for m in c["members"])
+        return write_rows(flat, CSV_FIELDS, "csv", out)
+    return render_text(clusters, out)
+
+
+def render_text(clusters: Iterator[dict[str, Any]], out: TextIO) -> int:
+    n = 0
+    for n, c in enumerate(clusters, 1):
+        if n > 1:
+            out.write("\n")
+        out.write(f"cluster {c['cluster_id']}  {c['size']} URLs  largest distance {c['max_distance']}\n")
+        rows = [
+            {
+                "role": m["reason"] or "canonical",
+                "url": m["url"],
+                "distance": m["distance"],
+                "jaccard": m["jaccard"],
+                "chars": m["text_length"],
+            }
+            for m in c["members"]
+        ]
+        buf = _Indented(out, "  ")
+        write_rows(rows, ["role", "url", "distance", "jaccard", "chars"], "table", buf, shrink=("url",))
+        out.write(f"  kept: {c['why']}\n")
+    if n == 0:
+        out.write("no cluster of that size\n")
+    return n
+
+
+class _Indented:
+    """A text stream that indents every line written to it."""
+
+    def __init__(self, out: TextIO, prefix: str) -> None:
+        self.out, self.prefix = out, prefix
+
+    def write(self, text: str) -> int:
+        return self.out.write("".join(self.prefix + line for line in text.splitlines(keepends=True)))
+
