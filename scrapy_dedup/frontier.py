@@ -44,7 +44,7 @@ class Frontier:
         fetched = url if previous is None else previous[1]
         for variant in {url, original or url}:
             if variant != fetched:
-                self._record_variant(variant, key)
+                self._record_variant(variant, key, reason or "normalized")
         return reason
 
     def mark(self, url: str, key: str) -> None:
@@ -81,10 +81,10 @@ class Frontier:
             headers["If-Modified-Since"] = record.last_modified
         return headers
 
-    def _record_variant(self, url: str, key: str) -> None:
+    def _record_variant(self, url: str, key: str, reason: str) -> None:
         previous = self.store.get_variant(url)
         with self.store.batch() as batch:
-            batch.put_variant(url, key, self.clock(), previous)
+            batch.put_variant(url, key, self.clock(), previous, reason)
 
     def record_redirect(self, sources: Iterable[tuple[str, str]], target_key: str, statuses: Iterable) -> int:
         """Record each (url, key) in ``sources`` as an alias of ``target_key``."""
@@ -105,6 +105,7 @@ class Frontier:
                 record.fetched_at = record.last_seen = now
                 record.fetch_count += 1
                 batch.put_url(record)
+                batch.put_alias(target_key, record.url, "redirect")
                 count += 1
         return count
 

@@ -215,7 +215,11 @@ class ContentIndex:
         target_fp = self.fingerprint_of(target)
         if doc.fingerprint is not None and target_fp is not None:
             ok, distance, jaccard = near_match(
-                doc.fingerprint, target_fp, max_distance=self.max_distance, min_jaccard=self.min_jaccard
+                doc.fingerprint,
+                target_fp,
+                max_distance=self.max_distance,
+                min_jaccard=self.min_jaccard,
+                min_tokens=self.min_tokens,
             )
             if ok:
                 return _Match(target.cluster_id, "rel_canonical", target.key, distance, jaccard), "honored"
@@ -230,32 +234,37 @@ class ContentIndex:
         fp = doc.fingerprint
         if fp is None or fp.tokens < self.min_tokens:
             return None
-        best: tuple[int, str] | None = None
-        for stored, cid in self.store.simhash_candidates(doc.scope, fp.simhash):
-            distance = hamming(stored, fp.simhash)
-            if distance <= self.max_distance and (best is None or (distance, cid) < best):
-                best = (distance, cid)
-        if best is not None:
-            cluster = self.store.get_cluster(best[1])
-            if cluster is not None:
-                return _Match(best[1], "near_duplicate", cluster.representative, best[0], None)
-        return self._match_bands(doc, fp)
+        # the SimHash tables are the cheap first probe; every candidate is confirmed by near_match
+        close = sorted(
+            (hamming(stored, fp.simhash), cid)
+            for stored, cid in self.store.simhash_candidates(doc.scope, fp.simhash)
+            if hamming(stored, fp.simhash) <= self.max_distance
+        )
+        for _, cid in close:
+            match = self._confirm(fp, cid)
+            if match is not None:
+                return match
+        return self._match_bands(doc, fp, exclude={cid for _, cid in close})
 
-    def _match_bands(self, doc: Document, fp: Fingerprint) -> _Match | None:
-        best: tuple[float, str, int] | None = None
-        for cid in sorted(self.store.band_candidates(doc.scope, band_hashes(fp.minhash))):
-            cluster = self.store.get_cluster(cid)
-            rep = self.store.get_url(cluster.representative) if cluster else None
-            rep_fp = self.fingerprint_of(rep) if rep else None
-            if rep_fp is None:
-                continue
-            ok, distance, jaccard = near_match(fp, rep_fp, max_distance=self.max_distance, min_jaccard=self.min_jaccard)
-            if ok and (best is None or jaccard > best[0]):
-                best = (jaccard, cid, distance)
-        if best is None:
+    def _confirm(self, fp: Fingerprint, cluster_id: str) -> _Match | None:
+        """A near-duplicate match with the cluster's representative, or None."""
+        cluster = self.store.get_cluster(cluster_id)
+        rep = self.store.get_url(cluster.representative) if cluster else None
+        rep_fp = self.fingerprint_of(rep) if rep else None
+        if rep_fp is None:
             return None
-        cluster = self.store.get_cluster(best[1])
-        return _Match(best[1], "near_duplicate", cluster.representative, best[2], best[0])
+        ok, distance, jaccard = near_match(
+            fp, rep_fp, max_distance=self.max_distance, min_jaccard=self.min_jaccard, min_tokens=self.min_tokens
+        )
+        return _Match(cluster_id, "near_duplicate", rep.key, distance, jaccard) if ok else None
+
+    def _match_bands(self, doc: Document, fp: Fingerprint, exclude: set[str]) -> _Match | None:
+        best: _Match | None = None
+        for cid in sorted(self.store.band_candidates(doc.scope, band_hashes(fp.minhash)) - exclude):
+            match = self._confirm(fp, cid)
+            if match is not None and (best is None or match.jaccard > best.jaccard):
+                best = match
+        return best
 
     def _indexable(self, record: UrlRecord) -> bool:
         return record.simhash is not None and (record.tokens or 0) >= self.min_tokens

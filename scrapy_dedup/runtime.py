@@ -8,6 +8,7 @@ the store opens on first use and closes when the engine stops.
 
 from __future__ import annotations
 
+import json
 import logging
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from scrapy.utils.project import data_path
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.extract import EXTRACT_PARAMS
 from scrapy_dedup.frontier import Frontier
 from scrapy_dedup.index import ContentIndex
 from scrapy_dedup.settings import DedupConfig
@@ -42,6 +44,15 @@ def store_params(config: DedupConfig) -> dict[str, Any]:
         "lsh_bands": BANDS,
         "lsh_rows": ROWS,
         "max_distance": config.max_distance,
+    }
+
+
+def url_rules(config: DedupConfig, settings: Any) -> dict[str, Any]:
+    host_rules = settings.get("DEDUP_HOST_RULES") or {}
+    return {
+        "host_rules": json.loads(host_rules) if isinstance(host_rules, str) else dict(host_rules),
+        "tracking_params": list(config.tracking_params),
+        "session_params": list(config.session_params),
     }
 
 
@@ -92,6 +103,9 @@ class DedupRuntime:
             backend = load_object(self.config.store_backend)
             self._store = backend(self.store_path, store_params(self.config))
             run = self._store.begin_run()
+            # what the URL keys were made with, so reports key a looked-up URL the same way
+            self._store.put_meta("url_rules", url_rules(self.config, self.crawler.settings))
+            self._store.put_meta("extraction", dict(EXTRACT_PARAMS))
             logger.info("dedup store %s opened, run %d", self.store_path, run)
         return self._store
 

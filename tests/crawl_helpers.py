@@ -35,5 +35,9 @@ class StoreView:
         return self.clusters[self.record(url).cluster_id].rep_url
 
     def partition(self) -> dict[frozenset, str]:
-        """Each cluster as (its members' keys) -> its representative's URL."""
-        return {frozenset(members): self.clusters[cid].rep_url for cid, members in self.members.items()}
+        """Each cluster as (its members' keys) -> its representative's URL key.
+
+        Keys, not fetched URLs: which variant of a key (``?PHPSESSID=...``) was fetched
+        first depends on the fetch order.
+        """
+        return {frozenset(members): self.clusters[cid].representative for cid, members in self.members.items()}

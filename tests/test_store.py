@@ -55,14 +55,23 @@ def test_variants_count_repeats(store):
         b.put_variant("http://h/a?utm_source=x", "http://h/a", 10.0, None)
     prev = store.get_variant("http://h/a?utm_source=x")
     with store.batch() as b:
-        b.put_variant("http://h/a?utm_source=x", "http://h/a", 20.0, prev)
+        b.put_variant("http://h/a?utm_source=x", "http://h/a", 20.0, prev, "fresh")
     assert store.get_variant("http://h/a?utm_source=x") == {
         "key": "http://h/a",
         "first_seen": 10.0,
         "last_seen": 20.0,
         "count": 2,
+        "reason": "fresh",
     }
     assert [u for u, _ in store.iter_variants()] == ["http://h/a?utm_source=x"]
+    assert list(store.iter_aliases_of("http://h/a")) == [("http://h/a?utm_source=x", "url_variant")]
+    assert list(store.iter_aliases_of("http://h/b")) == []
+
+
+def test_meta_round_trip(store):
+    assert store.get_meta("url_rules") is None
+    store.put_meta("url_rules", {"host_rules": {"h": {"allow_params": ["id"]}}})
+    assert store.get_meta("url_rules") == {"host_rules": {"h": {"allow_params": ["id"]}}}
 
 
 def test_exact_index_is_scoped(store):

@@ -17,3 +17,20 @@ from .canonical import (
     canonical_scope_check,
     resolve_canonical,
 )
+from .text import canonical_text, tokenize
+from .fingerprints import (
+    DEFAULT_MAX_DISTANCE,
+    DEFAULT_MIN_JACCARD,
+    DEFAULT_MIN_TOKENS,
+    FINGERPRINT_PARAMS,
+    Fingerprint,
+    content_hash,
+    fingerprint,
+    hamming,
+    jaccard_estimate,
+    minhash,
+    near_match,
+    raw_hash,
+    simhash,
+)
+from .bands import BANDS, BLOCK_BITS, BLOCKS, ROWS, band_hashes, candidate_probability, simhash_blocks

@@ -66,12 +66,16 @@ class UrlRecord:
     @classmethod
     def from_json(cls, raw: bytes) -> UrlRecord:
         data = json.loads(raw)
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        if not data.keys() <= _URL_FIELDS:  # a field from a newer version: keep what we know
+            data = {k: v for k, v in data.items() if k in _URL_FIELDS}
+        return cls(**data)
 
     @property
     def has_content(self) -> bool:
         return self.cluster_id is not None
+
+
+_URL_FIELDS = frozenset(f.name for f in dataclasses.fields(UrlRecord))
 
 
 @dataclass(slots=True)

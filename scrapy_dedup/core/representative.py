@@ -8,10 +8,12 @@ fetched in.  Order of preference:
 2. the longest canonical text (the most complete copy);
 3. the most authoritative host (``DEDUP_AUTHORITY``, an ordered list of host patterns);
 4. the earliest crawl run it was first seen in (an established URL keeps its place);
-5. the smallest URL (a stable last resort).
+5. the smallest URL key (a stable last resort).
 
 First-seen counts in crawl runs, not seconds: within one run, fetch order
-depends on concurrency and must not decide anything.
+depends on concurrency and must not decide anything.  For the same reason the
+last tie-break is the URL key, not the URL fetched: of several variants of a
+key (``?jsessionid=...``), which one was fetched depends on fetch order.
 """
 
 from __future__ import annotations
@@ -56,17 +58,17 @@ def representative_order(candidate: Candidate, authority: Sequence[str] = ()) ->
         -candidate.text_length,
         authority_rank(candidate.url, authority),
         candidate.first_run,
-        candidate.url,
+        candidate.key,
     )
 
 
 def choose_representative(candidates: Iterable[Candidate], authority: Sequence[str] = ()) -> Candidate:
     """The member that represents the cluster.
 
-    >>> a = Candidate("k1", "http://h/b", 100, 1)
-    >>> b = Candidate("k2", "http://h/a", 100, 1)
-    >>> c = Candidate("k3", "http://h/c", 120, 2)
-    >>> choose_representative([a, b]).url
+    >>> a = Candidate("http://h/b", "http://h/b;jsessionid=1", 100, 1)
+    >>> b = Candidate("http://h/a", "http://h/a;jsessionid=2", 100, 1)
+    >>> c = Candidate("http://h/c", "http://h/c", 120, 2)
+    >>> choose_representative([a, b]).key
     'http://h/a'
     >>> choose_representative([a, b, c]).url
     'http://h/c'

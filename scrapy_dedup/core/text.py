@@ -54,6 +54,30 @@ _NOT_SLOW_BYTES = bytes(sorted(set(range(256)) - set(_SLOW_BYTES)))
 # Whitespace after NFKC that str.split() knows and bytes.split() does not (besides U+001C..F,
 # and U+1680 whose lead byte E1 is in _SLOW_BYTES).
 _UNICODE_SPACES = ("\x85", "\u2028", "\u2029")
+# Lead bytes of the UTF-8 of every character that lower() leaves alone but casefold() changes
+# (ß ŉ ſ ǰ ς ϐ ẖ ﬀ ..., 182 code points; U+00B5 MICRO SIGN too, but NFKC has already made it
+# U+03BC). Lower-cased text without them is already casefolded, because casefold(x) ==
+# casefold(lower(x)) for every code point (checked exhaustively in tests/test_text.py).
+# C3 is the lead byte of common letters (é, ö) and of ß alone among these: checked separately.
+_CASEFOLD_BYTES = bytes([0xC3, 0xC5, 0xC7, 0xCD, 0xCE, 0xCF, 0xD6, 0xE1, 0xEA, 0xEF])
+_NOT_CASEFOLD_BYTES = bytes(sorted(set(range(256)) - set(_CASEFOLD_BYTES)))
+# Lead bytes of every character that can compose with the character before it (combining
+# marks, Hangul vowels and finals, Indic and kana signs). Case mapping can only break NFKC by
+# producing one of them (e.g. "J" + caron lower-cases to a composable "j" + caron), so without
+# them the second NFKC check is skipped. Derived from the Unicode data in tests/test_text.py.
+_COMPOSING_BYTES = bytes([0xCC, 0xCD, 0xD9, 0xE0, 0xE1, 0xE3, 0xF0])
+_NOT_COMPOSING_BYTES = bytes(sorted(set(range(256)) - set(_COMPOSING_BYTES)))
+_NOT_NOTABLE_BYTES = bytes(
+    sorted(set(range(256)) - set(_SLOW_BYTES) - set(_CASEFOLD_BYTES) - set(_COMPOSING_BYTES))
+)
+
+
+def _encode(text: str) -> tuple[str, bytes]:
+    try:
+        return text, text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates cannot be hashed as UTF-8: make them U+FFFD
+        text = _SURROGATE_RE.sub("\ufffd", text)
+        return text, text.encode("utf-8")
 
 
 def _fold(text: str) -> tuple[str, bytes, bool]:
@@ -64,7 +88,8 @@ def _fold(text: str) -> tuple[str, bytes, bool]:
 
     Shared by canonical_text and the fingerprints, and ordered so that the common cases skip
     the expensive steps: profiling a straightforward version on real pages found most of its
-    time in str.translate, NFKC of text that only needed NBSP replaced, and regex scans.
+    time in str.translate, casefold(), NFKC of text that only needed NBSP replaced, and regex
+    scans.
     """
     if text.isascii():  # O(1) flag check; ASCII is NFKC and lower() == casefold() on it
         folded = text.lower()
@@ -74,24 +99,26 @@ def _fold(text: str) -> tuple[str, bytes, bool]:
         text = text.replace("\xa0", " ")
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
-    text = text.casefold()
+    folded, encoded = _encode(text.lower())  # 2x faster than casefold(), and usually the same
+    # One scan for every lead byte any later step cares about; Latin-script text has none
+    # (its accents, dashes and quotes use other lead bytes), and then every step is skipped.
+    notable = encoded.translate(None, _NOT_NOTABLE_BYTES)
+    if notable:
+        special = notable.translate(None, _NOT_CASEFOLD_BYTES)
+        if special.strip(b"\xc3") or (special and b"\xc3\x9f" in encoded):
+            folded, encoded = _encode(text.casefold())
+            notable = encoded.translate(None, _NOT_NOTABLE_BYTES)
+    recheck = bool(notable.translate(None, _NOT_COMPOSING_BYTES))
     for ch in _INVISIBLE_CHARS:
-        if ch in text:
-            text = _INVISIBLE_RE.sub("", text)
+        if ch in folded:  # removing them can bring a mark next to its base, or out of order
+            folded, encoded = _encode(_INVISIBLE_RE.sub("", folded))
+            recheck = True
             break
-    # casefold() and the removal can both leave text that is no longer NFKC (U+0345 becomes
-    # U+03B9; "e<ZWSP><U+0301>" becomes a decomposed é); the quick check makes this cheap.
-    if not unicodedata.is_normalized("NFKC", text):
-        text = unicodedata.normalize("NFKC", text)
-    try:
-        encoded = text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates cannot be hashed as UTF-8: make them U+FFFD
-        text = _SURROGATE_RE.sub("\ufffd", text)
-        encoded = text.encode("utf-8")
-    simple = not encoded.translate(None, _NOT_SLOW_BYTES) and not any(
-        ch in text for ch in _UNICODE_SPACES
-    )
-    return text, encoded, simple
+    if recheck and not unicodedata.is_normalized("NFKC", folded):
+        folded, encoded = _encode(unicodedata.normalize("NFKC", folded))
+        notable = encoded.translate(None, _NOT_NOTABLE_BYTES)
+    simple = not notable.translate(None, _NOT_SLOW_BYTES) and not any(ch in folded for ch in _UNICODE_SPACES)
+    return folded, encoded, simple
 
 
 def _token_bytes(text: str) -> list[bytes]:
@@ -118,11 +145,13 @@ def _canonical_token_bytes(text: str) -> tuple[bytes, list[bytes], int]:
 def canonical_text(text: str) -> str:
     """Return the form of ``text`` that exact hashes and shingles are computed from.
 
-    Steps: drop zero-width characters and soft hyphens; NFKC (folds NFD/NFC, ligatures,
-    full-width forms, NBSP to space); casefold; collapse every whitespace run, line breaks
-    included, into one space and strip. Line breaks do not survive on purpose: extractors
+    Zero-width characters (U+200B..U+200D, U+2060, U+FEFF incl. a BOM) and soft hyphens are
+    dropped; NFKC folds NFD/NFC, ligatures, full-width forms and NBSP; case is folded
+    (casefold, so "Straße" == "STRASSE"); every whitespace run, line breaks included, becomes
+    one space, and the ends are stripped. Line breaks do not survive on purpose: extractors
     disagree on paragraph breaks between versions, and the words are what make a page.
-    Digits and punctuation are kept, so two price tables never become one. Idempotent.
+    Digits and punctuation are kept, so two price tables never become one. Lone surrogates
+    become U+FFFD, so the result always encodes as UTF-8. Idempotent; never raises.
 
     >>> canonical_text("  Caf\\u0065\\u0301 \\u00a0 MENU\\r\\n\\r\\nPrix:\\u200b 4,50\\u00a0€ ")
     'café menu prix: 4,50 €'

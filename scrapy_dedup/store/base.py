@@ -43,8 +43,14 @@ class StoreBatch(abc.ABC):
     def put_url(self, record: UrlRecord) -> None: ...
 
     @abc.abstractmethod
-    def put_variant(self, url: str, key: str, seen_at: float, previous: dict | None = None) -> None:
-        """Record that ``url`` (normalized) was dropped as a variant of ``key``."""
+    def put_variant(
+        self, url: str, key: str, seen_at: float, previous: dict | None = None, reason: str = "seen"
+    ) -> None:
+        """Record that ``url`` was dropped before fetch as a variant of ``key`` (and why)."""
+
+    @abc.abstractmethod
+    def put_alias(self, target_key: str, url: str, reason: str) -> None:
+        """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
 
     @abc.abstractmethod
     def put_cluster(self, cluster: Cluster) -> None: ...
@@ -131,6 +137,18 @@ class DedupStore(abc.ABC):
 
     @abc.abstractmethod
     def get_variant(self, url: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    def iter_aliases_of(self, key: str) -> Iterator[tuple[str, str]]:
+        """(url, reason) of every redirect and URL variant that points to ``key``."""
+
+    # -- free-form metadata (not checked on open) -------------------------
+    @abc.abstractmethod
+    def get_meta(self, name: str) -> Any: ...
+
+    @abc.abstractmethod
+    def put_meta(self, name: str, value: Any) -> None:
+        """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with."""
 
     @abc.abstractmethod
     def iter_variants(self) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -8,9 +8,11 @@ Key layout (format 1, recorded as ``store_format`` in the store parameters)::
 
     m:params                      JSON parameters (fingerprints, tables, format)
     m:run                         current crawl run number
+    m:<name>                      other metadata (JSON), e.g. m:url_rules
     f:<url key>                   frontier: run the key was last scheduled in (4 bytes), first URL
     u:<url key>                   UrlRecord (JSON)
     v:<url>                       URL variant dropped before fetch (JSON)
+    a:<target key>\0<url>         redirect or URL variant pointing to a key -> reason
     c:<cluster id>                Cluster (JSON)
     k:<cluster id>:<url key>      cluster membership
     h:<scope id>:<content hash>   exact index -> cluster id
@@ -76,10 +78,17 @@ class LevelDBBatch(StoreBatch):
     def put_url(self, record: UrlRecord) -> None:
         self._wb.put(b"u:" + record.key.encode(), record.to_json())
 
-    def put_variant(self, url: str, key: str, seen_at: float, previous: dict | None = None) -> None:
+    def put_variant(
+        self, url: str, key: str, seen_at: float, previous: dict | None = None, reason: str = "seen"
+    ) -> None:
         data = previous or {"key": key, "first_seen": seen_at, "count": 0}
-        data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1)
+        data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
         self._wb.put(b"v:" + url.encode(), json.dumps(data, separators=(",", ":")).encode())
+        if previous is None or previous.get("key") != key:
+            self.put_alias(key, url, "url_variant")
+
+    def put_alias(self, target_key: str, url: str, reason: str) -> None:
+        self._wb.put(b"a:" + target_key.encode() + b"\0" + url.encode(), reason.encode())
 
     def put_cluster(self, cluster: Cluster) -> None:
         self._wb.put(b"c:" + cluster.cluster_id.encode(), cluster.to_json())
@@ -179,6 +188,8 @@ class LevelDBStore(DedupStore):
                     "(LevelDB allows one process per store); try again when it ends"
                 ) from exc
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+        except plyvel.Error as exc:
+            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
         raw = store._db.get(b"m:params")
         store.params = json.loads(raw) if raw else {}
         raw_run = store._db.get(b"m:run")
@@ -248,6 +259,18 @@ class LevelDBStore(DedupStore):
     def iter_urls(self) -> Iterator[UrlRecord]:
         for _, raw in self._db.iterator(prefix=b"u:"):
             yield UrlRecord.from_json(raw)
+
+    def iter_aliases_of(self, key: str) -> Iterator[tuple[str, str]]:
+        prefix = b"a:" + key.encode() + b"\0"
+        for k, reason in self._db.iterator(prefix=prefix):
+            yield k[len(prefix):].decode(), reason.decode()
+
+    def get_meta(self, name: str) -> Any:
+        raw = self._db.get(b"m:" + name.encode())
+        return json.loads(raw) if raw is not None else None
+
+    def put_meta(self, name: str, value: Any) -> None:
+        self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
 
     def get_variant(self, url: str) -> dict[str, Any] | None:
         raw = self._db.get(b"v:" + url.encode())

@@ -1,0 +1,95 @@
+"""extract_text: the main text of a page without its chrome, and "" for junk (never None,
+never an exception)."""
+
+from __future__ import annotations
+
+import gzip
+import random
+
+import pytest
+
+from scrapy_dedup.extract import EXTRACT_PARAMS, extract_text
+
+PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Vacuuming | Example Docs</title></head>
+<body>
+<header><div class="logo">Example Docs</div><nav><ul><li><a href="/">Home</a></li><li><a href="/guide">Guide</a></li>
+<li><a href="/api">API reference</a></li><li><a href="/blog">Blog</a></li></ul></nav></header>
+<main><article>
+<h1>Routine Vacuuming</h1>
+<p>PostgreSQL databases require periodic maintenance known as vacuuming. For many installations, it is
+sufficient to let vacuuming be performed by the autovacuum daemon.</p>
+<p>VACUUM reclaims storage occupied by dead tuples. In normal operation, tuples that are deleted or obsoleted by
+an update are not physically removed from their table; they remain present until a VACUUM is done.</p>
+<p>Therefore it is necessary to do VACUUM periodically, especially on frequently-updated tables.</p>
+</article></main>
+<footer><p>Copyright 2024 Example Corp. All rights reserved.</p>
+<p><a href="/privacy">Privacy policy</a> | <a href="/terms">Terms of use</a></p></footer>
+</body></html>"""
+
+
+def test_article_without_navigation_and_footer():
+    text = extract_text(PAGE.encode(), "https://docs.example.org/vacuum")
+    assert text.startswith("Routine Vacuuming")
+    assert "VACUUM reclaims storage occupied by dead tuples." in text
+    assert text.rstrip().endswith("especially on frequently-updated tables.")
+    for chrome in ("Home", "API reference", "Copyright", "Privacy policy", "Example Docs"):
+        assert chrome not in text
+
+
+def test_str_bytes_bytearray_and_memoryview_agree():
+    expected = extract_text(PAGE.encode())
+    assert extract_text(PAGE) == expected
+    assert extract_text(bytearray(PAGE.encode())) == expected
+    assert extract_text(memoryview(PAGE.encode())) == expected
+
+
+def test_same_page_twice_gives_the_same_text():
+    # trafilatura's own duplicate cache is off: it would blank segments it saw on earlier pages
+    assert extract_text(PAGE) == extract_text(PAGE) != ""
+    assert EXTRACT_PARAMS["deduplicate"] is False
+
+
+def test_declared_encoding_is_honoured():
+    latin = PAGE.replace('charset="utf-8"', 'charset="iso-8859-1"').replace("Routine Vacuuming", "Café crème")
+    assert extract_text(latin.encode("latin-1")).startswith("Café crème")
+
+
+def test_bom_decides_the_encoding():
+    assert extract_text(b"\xff\xfe" + PAGE.encode("utf-16-le")).startswith("Routine Vacuuming")
+
+
+def test_invalid_bytes_and_unknown_charsets_do_not_raise():
+    broken = PAGE.encode().replace(b"Routine", b"Rout\xff\xfeine")
+    assert extract_text(broken).startswith("Rout\ufffd\ufffdine Vacuuming")
+    bogus = PAGE.replace('charset="utf-8"', 'charset="x-no-such-charset"').encode()
+    assert extract_text(bogus).startswith("Routine Vacuuming")
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"",
+        "",
+        b"   \n ",
+        b"\x00" * 100,
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(random.Random(1).randrange(256) for _ in range(4000)),
+        b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\nstream\n" + bytes(random.Random(2).randrange(256) for _ in range(4000)),
+        gzip.compress(PAGE.encode()),  # Scrapy decompresses; a still-compressed body is junk
+        b"<html><body></body></html>",
+        "just some plain text, not html at all " * 20,
+        None,
+        12345,
+    ],
+    ids=["empty-bytes", "empty-str", "blank", "nul", "png", "pdf", "gzip", "empty-html", "plain-text", "none", "int"],
+)
+def test_junk_gives_empty_string(junk):
+    assert extract_text(junk) == ""  # type: ignore[arg-type]
+
+
+def test_options_are_passed_through():
+    table_page = PAGE.replace(
+        "<p>Therefore",
+        "<table><tr><th>Setting</th><th>Default</th></tr><tr><td>autovacuum_naptime</td><td>1min</td></tr></table><p>Therefore",
+    )
+    assert "autovacuum_naptime" in extract_text(table_page)
+    assert "autovacuum_naptime" not in extract_text(table_page, include_tables=False)

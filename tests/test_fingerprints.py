@@ -1,0 +1,204 @@
+"""Fingerprints: pinned values (a silent algorithm change must fail here and bump
+FINGERPRINT_PARAMS["version"]), SimHash and MinHash behaviour, and the near_match rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+
+import pytest
+import xxhash
+
+from scrapy_dedup.core import fingerprints as F
+from scrapy_dedup.core.fingerprints import (
+    DEFAULT_MIN_JACCARD,
+    DEFAULT_MIN_TOKENS,
+    DISTANCE_JACCARD_SLACK,
+    FINGERPRINT_PARAMS,
+    NUM_PERM,
+    Fingerprint,
+    content_hash,
+    fingerprint,
+    hamming,
+    jaccard_estimate,
+    minhash,
+    near_match,
+    raw_hash,
+    simhash,
+)
+from scrapy_dedup.core.text import canonical_text, tokenize
+
+EN = (
+    "VACUUM reclaims storage occupied by dead tuples. In normal PostgreSQL operation, tuples that are "
+    "deleted or obsoleted by an update are not physically removed from their table."
+)
+ZH = "RAG 结果去重算法：MinHash 和 SimHash 在检索结果去重中的实战对比。多路召回的一个经典场景是向量召回了文章 A 的版本。"
+JA = "東京タワーは、東京都港区芝公園にある総合電波塔です。高さは333メートルで、1958年に完成しました。"
+
+# (content_hash, simhash, xxh3_64 of the MinHash bytes, tokens, length), pinned after implementing
+PINNED = {
+    EN: ("e1fd5bc962633e11db5f08bab80d3268", 0x8BC7235894F0B0A4, "79f662409270dcf5", 27, 175),
+    ZH: ("4592525f68085da0cc80472a48b67683", 0x5CF4D75F78389AB9, "34b3c12892401360", 48, 69),
+    JA: ("48cd95dfa5c24ab6c86bc0841067d205", 0x2915DD872F58D17D, "bc8f96f44ebdf913", 45, 51),
+}
+
+
+@pytest.mark.parametrize("text", list(PINNED), ids=["english", "chinese", "japanese"])
+def test_pinned_fingerprints(text):
+    fp = fingerprint(text)
+    assert (fp.content_hash, fp.simhash, xxhash.xxh3_64_hexdigest(fp.minhash), fp.tokens, fp.length) == PINNED[text]
+    assert FINGERPRINT_PARAMS["version"] == 1, "pinned values belong to version 1"
+
+
+def test_pinned_raw_hash():
+    assert raw_hash(b"<html>hello</html>") == "de593c660e812a516b1490ac42598d50"
+    assert raw_hash(b"<html>hello</html> ") != raw_hash(b"<html>hello</html>")
+
+
+def test_fingerprint_agrees_with_the_single_functions():
+    for text in [*PINNED, "", "   ", "one", "Straße\u00a0\u200bcafe\u0301 " * 40]:
+        fp = fingerprint(text)
+        canonical = canonical_text(text)
+        assert fp.content_hash == content_hash(text) == xxhash.xxh3_128_hexdigest(canonical.encode())
+        assert fp.simhash == simhash(text)
+        assert fp.minhash == minhash(text)
+        assert fp.tokens == len(tokenize(canonical))
+        assert fp.length == len(canonical)
+
+
+def test_fingerprint_is_frozen_and_slotted():
+    fp = fingerprint(EN)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fp.simhash = 0  # type: ignore[misc]
+    assert not hasattr(fp, "__dict__")
+
+
+def test_content_hash_ignores_presentation_only():
+    assert content_hash("Hello,\u00a0World\r\n") == content_hash("hello, world")
+    assert len(content_hash("x")) == 32
+
+
+def test_params_are_plain_json_and_match_the_constants():
+    params = json.loads(json.dumps(FINGERPRINT_PARAMS))
+    assert params["bits"] == 64
+    assert params["num_perm"] == NUM_PERM
+    assert params["simhash_shingle"] == F.SIMHASH_SHINGLE
+    assert params["minhash_shingle"] == F.MINHASH_SHINGLE == 5
+    assert {"version", "tokenizer_version", "seeds_id"} <= params.keys()
+
+
+# -- SimHash ------------------------------------------------------------------------------------
+
+
+def _words(seed: int, n: int = 300) -> list[str]:
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(400)]
+    return rng.choices(vocab, [1 / (i + 1) for i in range(400)], k=n)  # Zipf-like, like prose
+
+
+def test_simhash_of_empty_text_is_zero():
+    assert simhash("") == 0
+    assert simhash(" \n\u200b ") == 0
+
+
+def test_simhash_one_word_edit_is_close_and_unrelated_text_is_far():
+    for seed in range(20):
+        words = _words(seed)
+        edited = list(words)
+        edited[150] = "replaced"
+        a, b = simhash(" ".join(words)), simhash(" ".join(edited))
+        assert hamming(a, b) <= 8
+        assert hamming(a, simhash(" ".join(_words(seed + 1000)))) >= 16
+
+
+def test_simhash_is_order_sensitive_through_shingles():
+    words = [f"t{i}" for i in range(200)]
+    assert simhash(" ".join(words)) != simhash(" ".join(reversed(words)))
+
+
+def test_hamming():
+    assert hamming(0, 0) == 0
+    assert hamming(0, (1 << 64) - 1) == 64
+
+
+# -- MinHash ------------------------------------------------------------------------------------
+
+
+def _shingles(tokens: list[str], k: int = 5) -> set[tuple[str, ...]]:
+    return {tuple(tokens[i : i + k]) for i in range(len(tokens) - k + 1)}
+
+
+@pytest.mark.parametrize("replaced", [10, 60, 150, 300, 600])
+def test_jaccard_estimate_is_within_tolerance_of_exact_jaccard(replaced):
+    base = [f"tok{i}" for i in range(1200)]
+    other = base[:300] + [f"new{i}" for i in range(replaced)] + base[300 + replaced :]
+    a, b = _shingles(base), _shingles(other)
+    exact = len(a & b) / len(a | b)
+    estimate = jaccard_estimate(minhash(" ".join(base)), minhash(" ".join(other)))
+    assert abs(estimate - exact) <= 4 * math.sqrt(exact * (1 - exact) / NUM_PERM) + 0.01
+
+
+def test_minhash_serialises_compactly():
+    sig = minhash(EN)
+    assert isinstance(sig, bytes) and len(sig) == 4 * NUM_PERM
+    assert minhash(EN.upper()) == sig
+
+
+def test_jaccard_estimate_edge_cases():
+    assert jaccard_estimate(minhash(EN), minhash(EN)) == 1.0
+    assert jaccard_estimate(b"", minhash(EN)) == 0.0
+    with pytest.raises(ValueError):
+        jaccard_estimate(bytes(8), bytes(12))
+
+
+# -- near_match ---------------------------------------------------------------------------------
+
+
+def _fp(simhash_value: int, equal_slots: int, tokens: int = 500) -> Fingerprint:
+    # a signature sharing `equal_slots` of NUM_PERM slots with _REFERENCE
+    sig = bytes(4 * equal_slots) + b"\x01\x00\x00\x00" * (NUM_PERM - equal_slots)
+    return Fingerprint(content_hash="x", simhash=simhash_value, minhash=sig, tokens=tokens, length=5 * tokens)
+
+
+_REFERENCE = Fingerprint(content_hash="y", simhash=0, minhash=bytes(4 * NUM_PERM), tokens=500, length=2500)
+
+
+def test_near_match_on_real_texts():
+    words = _words(7, 600)
+    edited = list(words)
+    edited[100:103] = ["x", "y", "z"]
+    a, b = fingerprint(" ".join(words)), fingerprint(" ".join(edited))
+    ok, distance, estimate = near_match(a, b)
+    assert ok and distance == hamming(a.simhash, b.simhash) and estimate == jaccard_estimate(a.minhash, b.minhash)
+    assert not near_match(a, fingerprint(" ".join(_words(8, 600))))[0]
+
+
+def test_near_match_estimate_alone_decides_at_the_threshold():
+    slots = math.ceil(DEFAULT_MIN_JACCARD * NUM_PERM)
+    assert near_match(_REFERENCE, _fp(0xFFFF << 48, slots))[0]  # far in SimHash, J_est >= 0.8
+    assert not near_match(_REFERENCE, _fp(0xFFFF << 48, slots - 1))[0]
+
+
+def test_near_match_close_simhash_lowers_the_bar_by_the_slack_only():
+    floor_slots = math.ceil((DEFAULT_MIN_JACCARD - DISTANCE_JACCARD_SLACK) * NUM_PERM)
+    assert near_match(_REFERENCE, _fp(0b111, floor_slots)) == (True, 3, floor_slots / NUM_PERM)
+    assert not near_match(_REFERENCE, _fp(0b1111, floor_slots))[0]  # distance 4
+    # identical SimHash with unrelated MinHash: the frequent-shingle collision the floor guards against
+    assert not near_match(_REFERENCE, _fp(0, 0))[0]
+
+
+def test_near_match_parameters():
+    fp = _fp(0b11111, 200)  # distance 5, J_est 0.78
+    assert not near_match(_REFERENCE, fp)[0]
+    assert near_match(_REFERENCE, fp, max_distance=5)[0]
+    assert near_match(_REFERENCE, fp, min_jaccard=0.75)[0]
+
+
+def test_short_pages_are_exact_only():
+    short = fingerprint(" ".join(_words(3, DEFAULT_MIN_TOKENS - 1)))
+    assert short.tokens == DEFAULT_MIN_TOKENS - 1
+    ok, distance, estimate = near_match(short, short)
+    assert (ok, distance, estimate) == (False, 0, 1.0)
+    assert near_match(short, short, min_tokens=10)[0]
