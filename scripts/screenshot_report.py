@@ -46,7 +46,7 @@ def crawl_demo(work: Path) -> Path:
 
 def render_report(store: Path, html: Path) -> None:
     html.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "scrapy", "dedup", "report", "--store", str(store), "--html", str(html)]
+    cmd = [sys.executable, "-m", "scrapy", "dedup", "report", "--store", str(store.resolve()), "--html", str(html)]
     subprocess.run(cmd, check=True, cwd=tempfile.gettempdir())
 
 
