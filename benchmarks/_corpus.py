@@ -85,6 +85,19 @@ def package_dir(spec: str) -> Path:
     return target
 
 
+#: A directory of HTML pages to use instead of the PostgreSQL docs (the tests point it at the
+#: demo site, so that they never depend on a download).
+PAGES_ENV = "SCRAPY_DEDUP_BENCH_PAGES"
+
+
+def docs_root() -> Path:
+    """The pages the speed benchmarks run on: ``$SCRAPY_DEDUP_BENCH_PAGES``, else PostgreSQL 15.20's docs."""
+    override = os.environ.get(PAGES_ENV)
+    if override:
+        return Path(override)
+    return package_dir(POSTGRES_RELEASES["15.20"]) / POSTGRES_HTML
+
+
 def html_pages(root: Path) -> list[str]:
     """Relative paths of the *.html files under ``root`` (symlinks included), sorted."""
     return sorted(str(p.relative_to(root)) for p in root.rglob("*.html") if p.is_file())

@@ -101,7 +101,7 @@ class DedupRuntime:
     def store(self) -> DedupStore:
         if self._store is None:
             backend = load_object(self.config.store_backend)
-            self._store = backend(self.store_path, store_params(self.config))
+            self._store = backend(self.store_path, store_params(self.config), cache_mb=self.config.store_cache_mb)
             run = self._store.begin_run()
             # what the URL keys were made with, so reports key a looked-up URL the same way
             self._store.put_meta("url_rules", url_rules(self.config, self.crawler.settings))

@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_ENABLED": True,
     "DEDUP_STORE": None,  # directory; None: <project>/.scrapy/dedup/<spider name>
     "DEDUP_STORE_BACKEND": "scrapy_dedup.store.leveldb.LevelDBStore",
+    "DEDUP_STORE_CACHE_MB": 16,
     "DEDUP_HOST_RULES": {},
     "DEDUP_TRACKING_PARAMS": list(DEFAULT_TRACKING_PARAMS),
     "DEDUP_SESSION_PARAMS": list(DEFAULT_SESSION_PARAMS),
@@ -103,6 +104,7 @@ def _number(settings: dict[str, Any], name: str, *, minimum: float = 0, optional
 class DedupConfig:
     store: str | None
     store_backend: str
+    store_cache_mb: int
     host_rules: HostRules
     tracking_params: tuple[str, ...]
     session_params: tuple[str, ...]
@@ -151,6 +153,7 @@ class DedupConfig:
         return cls(
             store=settings["DEDUP_STORE"] or None,
             store_backend=settings["DEDUP_STORE_BACKEND"],
+            store_cache_mb=int(_number(settings, "DEDUP_STORE_CACHE_MB", minimum=1)),
             host_rules=HostRules.from_mapping(settings["DEDUP_HOST_RULES"] or {}, setting="DEDUP_HOST_RULES"),
             tracking_params=tuple(_list(settings, "DEDUP_TRACKING_PARAMS")),
             session_params=tuple(_list(settings, "DEDUP_SESSION_PARAMS")),

@@ -147,15 +147,17 @@ def _near_entries(scope: str, simhash: int, bands: Iterable[int], cluster_id: st
 class LevelDBStore(DedupStore):
     """A store in one LevelDB directory, owned by one process."""
 
-    def __init__(self, path: str, params: dict[str, Any], *, cache_mb: int = 64) -> None:
+    def __init__(self, path: str, params: dict[str, Any], *, cache_mb: int = 16) -> None:
         self.path = path
         os.makedirs(path, exist_ok=True)
         try:
+            # Memory is bounded by the block cache and two write buffers, whatever the size of
+            # the store: a crawl of millions of URLs stays flat.
             self._db = plyvel.DB(
                 path,
                 create_if_missing=True,
                 lru_cache_size=cache_mb * 1024 * 1024,
-                write_buffer_size=16 * 1024 * 1024,
+                write_buffer_size=max(1, min(cache_mb // 2, 16)) * 1024 * 1024,
                 bloom_filter_bits=10,
             )
         except plyvel.IOError as exc:

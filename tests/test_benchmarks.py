@@ -1,0 +1,167 @@
+"""The benchmark scripts keep working: each runs at ``--size tiny`` in a subprocess and writes
+well-formed JSON with sane values. No timing is asserted (timings are the scripts' output, and
+noise on a shared machine)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+ROW_KEYS = {"benchmark", "measure", "scrapy_dedup", "alternatives", "ratio", "target", "met"}
+
+sys.path.insert(0, str(BENCH))
+
+
+def run(script: str, out: Path, *args: str, timeout: float = 300) -> dict:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--size", "tiny", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    name = script.removeprefix("bench_").removesuffix(".py")
+    data = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+    assert data["benchmark"] == name
+    assert data["machine"]["cores"] >= 1 and data["machine"]["python"]
+    assert data["rows"], "no table rows"
+    for r in data["rows"]:
+        assert set(r) == ROW_KEYS
+        assert r["met"] in (True, False, None)
+    return data
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """Real pages for the speed scripts: the demo site's, so that no test depends on a download."""
+    import _corpus
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(_corpus.PAGES_ENV, str(ROOT / "example_project" / "demo_site"))
+        yield _corpus.docs_root()
+
+
+def test_fingerprints(tmp_path, corpus):
+    data = run("bench_fingerprints.py", tmp_path)
+    res = data["results"]
+    assert res["docs_compared"] > 0 and res["mb_compared"] > 0
+    for impl in ("scrapy_dedup", "reference", "trafilatura"):
+        assert res["simhash"][impl]["docs_per_s"] > 0
+        assert res["simhash"][impl]["mb_per_s"] > 0
+    assert res["exact_hash"]["mb_per_s"] > 0
+    assert res["ratio_vs_reference"] > 0 and res["ratio_vs_trafilatura"] > 0
+
+
+def test_reference_simhash_is_a_simhash():
+    from bench_fingerprints import reference_simhash
+
+    from scrapy_dedup.core.fingerprints import hamming
+
+    base = " ".join(f"w{i}" for i in range(400))
+    near = base.replace("w200", "changed")
+    other = " ".join(f"v{i}" for i in range(400))
+    assert hamming(reference_simhash(base), reference_simhash(near)) <= 6
+    assert hamming(reference_simhash(base), reference_simhash(other)) > 10
+
+
+def test_index(tmp_path):
+    # a small L1 makes the packed prototype flush to LevelDB at this size
+    data = run("bench_index.py", tmp_path, "--n", "3000", "--packed-l1", "1024")
+    runs = data["runs"]
+    configs = {r["config"] for r in runs}
+    assert {"store", "packed", "probe", "linear"} <= configs
+    for r in runs:
+        assert r["n"] == 3000
+        # the tables guarantee every planted near duplicate within distance 3
+        assert all(r["recall"][str(d)] == 1.0 for d in range(4)), (r["config"], r["recall"])
+        assert r["random_query_hits"] == 0
+        assert r["insert_docs_per_s"] > 0 and r["lookups"] > 0
+        assert 0 < r["lookup_ms"]["p50"] <= r["lookup_ms"]["p99"]
+        assert (r["disk_bytes"] > 0) == (r["config"] in ("store", "packed", "probe"))
+
+
+def test_packed_prototype_survives_a_restart(tmp_path):
+    """Layout A keeps its newest documents in memory: the write-ahead keys must rebuild them."""
+    import numpy as np
+    from bench_index import PackedIndex, fingerprints
+
+    class Small(PackedIndex):
+        L0_MAX, L1_MAX = 64, 512
+
+    fps = fingerprints(3050)  # 5 flushes of 600, then 50 documents in memory
+    path = str(tmp_path / "db")
+    index = Small(path, batch=100)
+    for start in range(0, len(fps), 100):
+        index.insert(fps[start : start + 100], start)
+    assert index.gen > 0 and index.l1_n + index.l0_n > 0  # some flushed, some in memory
+    index.close()
+    index = Small(path, batch=100)
+    assert all(index.near(int(fps[i])) == [i] for i in range(0, len(fps), 11))
+    assert index.near(int(fps[5] ^ np.uint64(0b111))) == [5]
+    index.close()
+
+
+def test_crawl(tmp_path, corpus):
+    data = run("bench_crawl.py", tmp_path, timeout=600)
+    over = data["results"]["overhead"]["summary"]
+    for mode in ("raw", "extract", "dedup", "dedup_workers"):
+        assert over[mode]["pages"] > 0 and over[mode]["pages_per_s"] > 0
+        assert over[mode]["items"] > 0
+    fetches = data["results"]["fetches"]
+    runs = fetches["runs"]
+    assert 0 < runs["dedup_workers"]["fetches"] < runs["raw"]["fetches"]
+    assert runs["raw"]["fetches"] == runs["extract"]["fetches"]
+    assert len(runs["raw"]["distinct_docs"]) == fetches["layout"]["distinct_documents"]
+    assert fetches["lost_documents"] == []
+    for mode in ("raw", "extract", "dedup_workers"):
+        assert not runs[mode]["errors"], runs[mode]["errors"]
+
+
+def test_frontier(tmp_path):
+    data = run("bench_frontier.py", tmp_path)
+    for config in ("rfp", "dedup"):
+        r = data["runs"][f"{config}/3000"]
+        assert r["dropped"] == r["expected_dropped"] > 0
+        assert r["memory"]["peak_rss"] > 0
+    assert data["runs"]["dedup/3000"]["dupefilter"] == "DedupDupeFilter"
+    assert data["runs"]["rfp/3000"]["dupefilter"] == "RFPDupeFilter"
+
+
+def test_run_all_merges_and_renders(tmp_path):
+    """run_all.py over one cheap script: latest.json, latest.md, and the README left alone."""
+    readme_before = (BENCH / "README.md").read_text(encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run_all.py"), "--size", "tiny", "--only", "frontier", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    latest = json.loads((tmp_path / "latest.json").read_text(encoding="utf-8"))
+    assert latest["size"] == "tiny" and "frontier" in latest["benchmarks"]
+    table = (tmp_path / "latest.md").read_text(encoding="utf-8")
+    assert "| benchmark | measure | scrapy-dedup |" in table and "frontier" in table
+    assert "| benchmark | measure |" in proc.stdout
+    assert (BENCH / "README.md").read_text(encoding="utf-8") == readme_before
+
+
+def test_missing_comparison_package_is_reported(tmp_path, monkeypatch):
+    import run_all
+
+    monkeypatch.setitem(run_all.COMPARISON_PACKAGES, "surely-not-installed", "surely_not_installed_module")
+    assert "surely-not-installed" in run_all.missing_packages()
+
+
+def test_markdown_table_escapes_cells():
+    import run_all
+
+    md = run_all.markdown_table([run_all.row("b", "a|b", "1", "2", "3x", "t", False)])
+    assert "a\\|b" in md and "**no**" in md
