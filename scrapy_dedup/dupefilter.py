@@ -83,5 +83,9 @@ class DedupDupeFilter(BaseDupeFilter):
                 extra={"spider": self.runtime.crawler.spider},
             )
 
+    def open(self) -> None:
+        # open the store now, so that a store another crawl holds fails the crawl at start
+        self.runtime.open()
+
     def close(self, reason: str) -> None:
         pass

@@ -58,6 +58,7 @@ class DedupPipeline:
         return cls(crawler)
 
     def open_spider(self, spider=None) -> None:
+        self.runtime.open()
         self.pool.start()
         interval = self.runtime.config.logstats_interval
         if interval > 0:

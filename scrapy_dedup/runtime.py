@@ -26,7 +26,7 @@ from scrapy_dedup.extract import EXTRACT_PARAMS
 from scrapy_dedup.frontier import Frontier
 from scrapy_dedup.index import ContentIndex
 from scrapy_dedup.settings import DedupConfig
-from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.base import DedupStore, StoreError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -127,6 +127,14 @@ class DedupRuntime:
                 authority=self.config.authority,
             )
         return self._index
+
+    def open(self) -> None:
+        """Open the store (raises StoreError, e.g. StoreLocked, when it cannot be used)."""
+        try:
+            self.store
+        except StoreError as exc:
+            logger.error("scrapy-dedup cannot start: %s", exc)
+            raise
 
     def release_canonical(self, key: str) -> None:
         self.canonical_waits.release(key)

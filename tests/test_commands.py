@@ -480,3 +480,15 @@ def test_reading_during_a_crawl(demo, outside, tmp_path):
             assert list(row) == ALIAS_FIELDS and row["canonical_url"]
     final = jsonl(ok("aliases", "--store", str(tmp_path / "store"), "--format", "jsonl", cwd=outside))
     assert len(final) >= max(len(jsonl(r.stdout)) for r in reads)
+
+
+def test_help_lists_the_command_inside_and_outside_a_project(outside):
+    example = Path(__file__).resolve().parent.parent / "example_project"
+    for cwd in (outside, example):
+        listing = subprocess.run(
+            [sys.executable, "-m", "scrapy"], cwd=cwd, capture_output=True, text=True, timeout=60
+        ).stdout
+        assert re.search(r"^\s+dedup\s+Inspect the dedup store", listing, re.M), cwd
+        help_text = ok("--help", cwd=cwd)
+        for subcommand in ("summary", "aliases", "provenance", "lookup", "clusters", "calibrate", "report"):
+            assert subcommand in help_text

@@ -166,3 +166,14 @@ def test_disabled_extension_leaves_scrapy_alone(tmp_path):
         result = run_crawl(server.url + "/", tmp_path, {"DEDUP_ENABLED": False})
     assert not result.stats_with_prefix("dedup/")
     assert result.items and all("dedup" not in item for item in result.items)
+
+
+def test_a_store_held_by_another_process_fails_the_crawl_at_start(tmp_path):
+    from scrapy_dedup.store.leveldb import LevelDBStore
+
+    with DemoServer() as server, LevelDBStore(str(tmp_path / "store"), {"held": True}):
+        result = run_crawl(server.url + "/", tmp_path, check=False)
+        requests = server.requests
+    assert "in use by another process" in result.log
+    assert requests == []
+    assert result.items == []
