@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 
 from scrapy_dedup.dupefilter import record_redirect
 from scrapy_dedup.runtime import DedupRuntime
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -48,7 +48,7 @@ class DedupDownloaderMiddleware:
                 if request.meta.get("redirect_urls"):
                     record_redirect(self.runtime, request)
             meta = request.meta
-            if meta.get("dedup_start") or meta.get("dedup_supersedes") or "If-None-Match" in request.headers:
+            if meta.get("dedup_start") or meta.get("dedup_promoted") or "If-None-Match" in request.headers:
                 return None
             headers = self.runtime.frontier.conditional_headers(self.runtime.key(request.url))
             for name, value in headers.items():
@@ -92,16 +92,7 @@ class DedupDownloaderMiddleware:
         self.runtime.inc("doc/deleted")
         logger.info("%s is gone (%d): removed from its cluster", response.url, response.status)
         if promoted:
-            self.runtime.inc("doc/promoted")
-            self.crawler.engine.crawl(
-                Request(
-                    promoted,
-                    callback=request.callback,
-                    errback=request.errback,
-                    dont_filter=True,
-                    meta={"dedup_supersedes": [response.url]},
-                )
-            )
+            self.runtime.refetch_promoted(promoted, [response.url], like=request)
 
     def _failed(self, where: str, url: str) -> None:
         # one bad page or URL never stops a crawl

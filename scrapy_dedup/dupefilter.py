@@ -32,12 +32,18 @@ def record_redirect(runtime: DedupRuntime, request: Request) -> None:
     if not sources:
         return
     target_key = runtime.key(request.url)
-    recorded = runtime.frontier.record_redirect(
-        [(url, runtime.key(url)) for url in sources],
-        target_key,
-        request.meta.get("redirect_reasons", ()),
-    )
+    keyed = [(url, runtime.key(url)) for url in sources]
+    for url, key in keyed:
+        if key != target_key and runtime.index.known_content(key) is not None:
+            # a document that now redirects: its content moves to the target, not kept twice
+            promoted = runtime.index.forget(key, 301)
+            runtime.inc("doc/redirected")
+            if promoted:
+                runtime.refetch_promoted(promoted, [url], like=request)
+    recorded = runtime.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
     runtime.inc("url/redirect", recorded)
+    for url, key in keyed:
+        runtime.release_canonical(key)
 
 
 class DedupDupeFilter(BaseDupeFilter):

@@ -60,6 +60,8 @@ class Frontier:
         if record is None or record.fetched_at is None or record.kind == "hub":
             # hubs are always fetched again: that is where new links appear
             return None
+        if record.http_status is not None and record.http_status >= 500:
+            return None  # a server error is no answer: ask again
         if self.revisit_due(record):
             return None
         return DROP_ALIAS if record.status == "redirect" else DROP_FRESH
@@ -87,26 +89,35 @@ class Frontier:
             batch.put_variant(url, key, self.clock(), previous, reason)
 
     def record_redirect(self, sources: Iterable[tuple[str, str]], target_key: str, statuses: Iterable) -> int:
-        """Record each (url, key) in ``sources`` as an alias of ``target_key``."""
+        """Record each (url, key) in ``sources`` as an alias of ``target_key``.
+
+        Returns how many sources became redirects (a hop already recorded, or a
+        source re-pointed to the end of a longer chain, is not counted again).
+        """
         now = self.clock()
-        count = 0
         status_list = list(statuses)
+        touched: dict[str, UrlRecord] = {}
+        count = 0
         with self.store.batch() as batch:
             for i, (url, key) in enumerate(sources):
-                if key == target_key:
+                if key == target_key or key in touched:
                     continue
                 record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.run)
-                if record.status == "redirect" and record.duplicate_of == target_key and record.last_seen >= now - 1:
-                    continue  # already recorded for this hop
+                touched[key] = record
+                if record.status == "redirect" and record.duplicate_of == target_key:
+                    continue
+                if record.status != "redirect":
+                    count += 1
+                    record.fetch_count += 1
+                elif record.duplicate_of is not None:
+                    batch.delete_alias(record.duplicate_of, record.url)
                 record.status, record.reason, record.duplicate_of = "redirect", "redirect", target_key
                 record.kind = "redirect"
                 code = status_list[i] if i < len(status_list) else None
                 record.http_status = code if isinstance(code, int) else record.http_status
                 record.fetched_at = record.last_seen = now
-                record.fetch_count += 1
                 batch.put_url(record)
                 batch.put_alias(target_key, record.url, "redirect")
-                count += 1
         return count
 
     def record_fetch(

@@ -58,6 +58,9 @@ class Decision:
     canonical: str | None = None
     #: the item should go on to the next pipeline (representative or flagged)
     is_representative: bool = False
+    #: a member that now represents the cluster this URL's old content left
+    #: (to be fetched again and emitted, or its content is lost downstream)
+    promoted: str | None = None
 
     def as_item_field(self) -> dict:
         return {
@@ -128,8 +131,8 @@ class ContentIndex:
         """Fingerprints of a byte-identical body seen before (skips extraction)."""
         key = self.store.find_raw(raw_hash)
         record = self.store.get_url(key) if key else None
-        if record is None or record.raw_hash != raw_hash or record.content_hash is None:
-            return None
+        if record is None or record.raw_hash != raw_hash or not record.has_content:
+            return None  # a gone or emptied page keeps its hashes but no longer its MinHash
         return self.fingerprint_of(record)
 
     # -- deciding -----------------------------------------------------------
@@ -142,19 +145,16 @@ class ContentIndex:
         content_hash = fp.content_hash if fp is not None else doc.raw_hash
 
         if fp is not None and fp.tokens == 0:
-            self._forget_content(record)
             # a page without text is no document: like a hub, it is fetched again
             record.status, record.raw_hash, record.kind = "skipped_empty", doc.raw_hash, "hub"
-            with self.store.batch() as batch:
-                batch.put_url(record)
-            return Decision(status="skipped_empty", url=doc.url)
+            promoted = self._forget_content(record)
+            return Decision(status="skipped_empty", url=doc.url, promoted=promoted)
 
         if record.has_content and record.content_hash == content_hash:
             return self._unchanged(record, doc)
 
         updated = record.has_content
-        if updated:
-            self._forget_content(record)
+        promoted = self._forget_content(record) if updated else None
 
         canonical_outcome = None
         match = None
@@ -178,6 +178,7 @@ class ContentIndex:
             if updated and decision.is_representative and decision.status not in ("exact_duplicate", "near_duplicate"):
                 decision.status = "updated"
         decision.canonical = canonical_outcome
+        decision.promoted = promoted
         return decision
 
     def _unchanged(self, record: UrlRecord, doc: Document) -> Decision:
@@ -206,10 +207,23 @@ class ContentIndex:
         record = self.store.get_url(key)
         return record.url if record is not None else key
 
+    def resolve(self, key: str, max_hops: int = 5) -> str:
+        """Follow recorded redirects from ``key`` (a bounded number of hops)."""
+        seen = {key}
+        for _ in range(max_hops):
+            record = self.store.get_url(key)
+            if record is None or record.status != "redirect" or record.duplicate_of in (None, *seen):
+                break
+            key = record.duplicate_of
+            seen.add(key)
+        return key
+
     def _match_canonical(self, doc: Document, content_hash: str) -> tuple[_Match | None, str]:
-        target = self.known_content(doc.canonical_key)
+        target = self.known_content(self.resolve(doc.canonical_key))
         if target is None:
             return None, "unverified"
+        if target.scope != doc.scope:
+            return None, "mismatch"  # restricted text never collapses into another scope
         if target.content_hash == content_hash:
             return _Match(target.cluster_id, "rel_canonical", target.key, 0, 1.0), "honored"
         target_fp = self.fingerprint_of(target)
@@ -275,6 +289,12 @@ class ContentIndex:
 
     def _found_cluster(self, record: UrlRecord, doc: Document) -> Decision:
         cid = cluster_id_for(doc.scope, record.content_hash)
+        # a cluster outlives the content it was named after (its founder may have changed
+        # or gone): never take over a live cluster's id
+        salt = 0
+        while self.store.get_cluster(cid) is not None:
+            salt += 1
+            cid = cluster_id_for(doc.scope, f"{record.content_hash}/{record.key}/{salt}")
         cluster = Cluster(
             cluster_id=cid,
             representative=record.key,
@@ -388,7 +408,7 @@ class ContentIndex:
 
     # -- lifecycle ----------------------------------------------------------
     def forget(self, key: str, http_status: int) -> str | None:
-        """The URL is gone (404/410): take it out of its cluster.
+        """The URL is gone (404/410) or now redirects: take it out of its cluster.
 
         Returns the URL of the member that now represents the cluster when the
         gone URL was its representative, so that it can be fetched and emitted
@@ -397,43 +417,45 @@ class ContentIndex:
         record = self.store.get_url(key)
         if record is None:
             return None
-        promoted = self._forget_content(record)
         record.status, record.http_status, record.last_seen = "deleted", http_status, self.clock()
-        with self.store.batch() as batch:
-            batch.put_url(record)
-        return promoted
+        return self._forget_content(record)
 
     def _forget_content(self, record: UrlRecord) -> str | None:
-        """Take ``record`` out of its cluster (content changed or gone).
+        """Take ``record`` out of its cluster (content changed or gone), in one batch.
 
-        Returns the promoted representative's URL when there is one.
+        The record is written in the same batch, without its cluster. Returns the
+        promoted representative's URL when there is one.
         """
         cid = record.cluster_id
         if cid is None:
+            with self.store.batch() as batch:
+                batch.put_url(record)
             return None
         cluster = self.store.get_cluster(cid)
         others = [k for k in self.store.cluster_members(cid) if k != record.key]
         other_records = [r for r in (self.store.get_url(k) for k in others) if r is not None]
+        is_rep = cluster is not None and cluster.representative == record.key
+        bands = self._bands_of(record.key) if is_rep and self._indexable(record) else ()
+        content_hash = record.content_hash
+        record.cluster_id = None
+        record.reason = record.duplicate_of = record.distance = record.jaccard = None
         promoted = None
         with self.store.batch() as batch:
             batch.remove_member(cid, record.key)
-            if not any(r.content_hash == record.content_hash for r in other_records):
-                batch.unindex_exact(record.scope, record.content_hash)
-            is_rep = cluster is not None and cluster.representative == record.key
+            if not any(r.content_hash == content_hash for r in other_records):
+                batch.unindex_exact(record.scope, content_hash)
             if is_rep and self._indexable(record):
-                batch.unindex_near(record.scope, record.simhash, self._bands_of(record.key), cid)
+                batch.unindex_near(record.scope, record.simhash, bands, cid)
             if not other_records:
                 batch.delete_cluster(cid)
             elif cluster is not None:
                 cluster.size = len(other_records)
                 if is_rep:
-                    new_rep = self._promote(batch, cluster, other_records)
-                    promoted = new_rep.url
+                    promoted = self._promote(batch, cluster, other_records).url
                 batch.put_cluster(cluster)
             batch.delete_minhash(record.key)
             batch.delete_text(record.key)
-        record.cluster_id = None
-        record.reason = record.duplicate_of = record.distance = record.jaccard = None
+            batch.put_url(record)
         return promoted
 
     def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:

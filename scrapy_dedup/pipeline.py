@@ -95,8 +95,13 @@ class DedupPipeline:
             return item
         try:
             decision, text = await self._decide(adapter, str(url), source)
+            self._take_over(decision, response)
             self._count(decision)
-            self._settle(decision, response)
+            if decision.promoted:
+                # this URL's old content now lives on in another member: emit that one too
+                gone = [] if decision.status == "updated" else [decision.url]
+                self.runtime.refetch_promoted(decision.promoted, gone, like=getattr(response, "request", None))
+            self._settle(decision)
             if text is None and self._wants_text(item, adapter) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
@@ -153,7 +158,7 @@ class DedupPipeline:
             self.runtime.inc("doc/extraction_skipped")
             return None, known, body_hash
         if kind == "text":
-            text, fp = await self.pool.run(analyse_text, response.text, self.options)
+            text, fp = await self.pool.run(analyse_text, response.text[: config.max_body_bytes], self.options)
             return text, fp, body_hash
         markup = html if html is not None else response.text
         self.runtime.inc("doc/extracted")
@@ -161,15 +166,21 @@ class DedupPipeline:
         return text, fp, body_hash
 
     async def _await_canonical(self, key: str, target: str) -> None:
+        """Wait until the canonical target (through recorded redirects) has been decided."""
         runtime = self.runtime
-        if runtime.index.known_content(target) is not None:
-            return
-        blocked = runtime.canonical_waits.blocked(key, target)
-        if blocked is not None:
-            runtime.inc(f"canonical/ignored/{blocked}")
-            return
-        if not await runtime.canonical_waits.wait(key, target):
-            runtime.inc("canonical/timeout")
+        for _ in range(runtime.config.canonical_max_depth):
+            resolved = runtime.index.resolve(target)
+            if runtime.index.known_content(resolved) is not None:
+                return
+            blocked = runtime.canonical_waits.blocked(key, resolved)
+            if blocked is not None:
+                runtime.inc(f"canonical/ignored/{blocked}")
+                return
+            if not await runtime.canonical_waits.wait(key, resolved):
+                runtime.inc("canonical/timeout")
+                return
+            if runtime.index.resolve(target) == resolved:
+                return  # decided (or a hub, or failed): no redirect to follow
 
     # -- the outcome --------------------------------------------------------
     def _count(self, decision: Decision) -> None:
@@ -179,14 +190,20 @@ class DedupPipeline:
         if decision.supersedes:
             self.runtime.inc("doc/superseded", len(decision.supersedes))
 
-    def _settle(self, decision: Decision, response: Any) -> None:
-        """Raise DropItem unless the item goes on."""
-        supersedes = response.meta.get("dedup_supersedes") if response is not None else None
-        if supersedes and decision.status == "unchanged":
-            # a member fetched again because the representative it replaces is gone
+    @staticmethod
+    def _take_over(decision: Decision, response: Any) -> None:
+        """A member fetched again because it now represents a cluster: it is emitted."""
+        meta = response.meta if response is not None else {}
+        if not meta.get("dedup_promoted"):
+            return
+        if decision.status == "unchanged":
             decision.status, decision.is_representative = "new", True
-            decision.supersedes = list(supersedes)
             decision.canonical_url = decision.url
+        if decision.is_representative:
+            decision.supersedes = [*decision.supersedes, *meta.get("dedup_supersedes", ())]
+
+    def _settle(self, decision: Decision) -> None:
+        """Raise DropItem unless the item goes on."""
         if decision.status == "skipped_empty":
             raise _drop(f"no text to deduplicate in {decision.url}")
         if decision.status == "unchanged":

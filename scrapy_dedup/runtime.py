@@ -136,6 +136,25 @@ class DedupRuntime:
             logger.error("scrapy-dedup cannot start: %s", exc)
             raise
 
+    def refetch_promoted(self, url: str, supersedes: list[str], like: Any = None) -> None:
+        """Fetch a member that now represents its cluster, to emit it.
+
+        ``supersedes`` lists the URLs it replaces downstream; ``like`` is a request
+        whose callback and errback it reuses.
+        """
+        from scrapy import Request
+
+        self.inc("doc/promoted")
+        self.crawler.engine.crawl(
+            Request(
+                url,
+                callback=getattr(like, "callback", None),
+                errback=getattr(like, "errback", None),
+                dont_filter=True,
+                meta={"dedup_promoted": True, "dedup_supersedes": list(supersedes)},
+            )
+        )
+
     def release_canonical(self, key: str) -> None:
         self.canonical_waits.release(key)
 

@@ -157,3 +157,79 @@ def test_recall_skips_extraction_for_known_bodies(store):
     assert recalled is not None and recalled.content_hash == d.fingerprint.content_hash
     assert recalled.minhash == d.fingerprint.minhash
     assert index.recall(raw_hash(b"never seen")) is None
+
+
+# -- regressions: lifecycle edge cases --------------------------------------------------
+
+
+def test_a_returning_text_never_takes_over_a_live_cluster(store):
+    """A cluster is named after its founder's text; the founder may leave while the cluster lives."""
+    index = make_index(store)
+    a = prose(20)
+    b = a + " " + prose(21, 55)
+    c = b + " " + prose(22, 55)
+    index.ingest(doc("http://h/a", a))
+    index.ingest(doc("http://h/b", b))
+    first = index.ingest(doc("http://h/c", c))
+    index.forget("http://h/a", 404)
+    back = index.ingest(doc("http://h/d", a))
+    assert back.status == "new"
+    assert back.cluster_id != first.cluster_id
+    assert store.get_cluster(first.cluster_id).representative == "http://h/c"
+    assert store.get_cluster(back.cluster_id).representative == "http://h/d"
+    for cid in {first.cluster_id, back.cluster_id}:
+        cluster = store.get_cluster(cid)
+        assert cluster.representative in store.cluster_members(cid)
+        assert cluster.size == len(store.cluster_members(cid))
+
+
+def test_a_gone_body_is_not_recalled(store):
+    index = make_index(store)
+    text = prose(23)
+    d = doc("http://h/a", text)
+    index.ingest(d)
+    index.forget("http://h/a", 404)
+    assert index.recall(d.raw_hash) is None
+    assert index.ingest(doc("http://h/a", text)).status == "new"
+
+
+def test_forgetting_writes_the_record_with_its_cluster_change(store):
+    index = make_index(store)
+    index.ingest(doc("http://h/a", prose(24)))
+    index.forget("http://h/a", 410)
+    record = store.get_url("http://h/a")
+    assert record.status == "deleted" and record.cluster_id is None
+    assert list(store.iter_clusters()) == []
+    assert store.get_minhash("http://h/a") is None and store.get_text("http://h/a") is None
+
+
+def test_an_updated_representative_hands_its_old_text_to_a_member(store):
+    index = make_index(store)
+    text = prose(25)
+    index.ingest(doc("http://h/b", text))
+    index.ingest(doc("http://h/a", text + " extra words here to be longer than b"))
+    updated = index.ingest(doc("http://h/a", prose(26)))
+    assert updated.status == "updated" and updated.promoted == "http://h/b"
+    cluster = store.get_cluster(store.get_url("http://h/b").cluster_id)
+    assert cluster.representative == "http://h/b"
+
+
+def test_canonical_never_crosses_scopes(store):
+    index = make_index(store)
+    text = prose(27)
+    index.ingest(doc("http://h/public", text, scope="public"))
+    decision = index.ingest(
+        doc("http://h/members", text, scope="acl:members", canonical_key="http://h/public", canonical_url="http://h/public")
+    )
+    assert decision.canonical == "mismatch" and decision.status == "new"
+
+
+def test_canonical_followed_through_a_recorded_redirect(store):
+    from scrapy_dedup.frontier import Frontier
+
+    index = make_index(store)
+    text = prose(28)
+    index.ingest(doc("https://h/a", text))
+    Frontier(store, 1).record_redirect([("http://h/a", "http://h/a")], "https://h/a", [301])
+    decision = index.ingest(doc("https://h/p", text, canonical_key="http://h/a", canonical_url="http://h/a"))
+    assert decision.canonical == "honored" and decision.reason == "rel_canonical"

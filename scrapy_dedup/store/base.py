@@ -53,6 +53,9 @@ class StoreBatch(abc.ABC):
         """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
 
     @abc.abstractmethod
+    def delete_alias(self, target_key: str, url: str) -> None: ...
+
+    @abc.abstractmethod
     def put_cluster(self, cluster: Cluster) -> None: ...
 
     @abc.abstractmethod

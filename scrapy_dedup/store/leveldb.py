@@ -88,7 +88,10 @@ class LevelDBBatch(StoreBatch):
             self.put_alias(key, url, "url_variant")
 
     def put_alias(self, target_key: str, url: str, reason: str) -> None:
-        self._wb.put(b"a:" + target_key.encode() + b"\0" + url.encode(), reason.encode())
+        self._wb.put(_alias_key(target_key, url), reason.encode())
+
+    def delete_alias(self, target_key: str, url: str) -> None:
+        self._wb.delete(_alias_key(target_key, url))
 
     def put_cluster(self, cluster: Cluster) -> None:
         self._wb.put(b"c:" + cluster.cluster_id.encode(), cluster.to_json())
@@ -130,6 +133,10 @@ class LevelDBBatch(StoreBatch):
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
         for entry in _near_entries(scope, simhash, bands, cluster_id):
             self._wb.delete(entry)
+
+
+def _alias_key(target_key: str, url: str) -> bytes:
+    return b"a:" + target_key.encode() + b"\0" + url.encode()
 
 
 def _exact_key(scope: str, content_hash: str) -> bytes:

@@ -1,0 +1,64 @@
+"""The frontier's decisions against the real LevelDB store."""
+
+import pytest
+
+from scrapy_dedup.frontier import Frontier
+from scrapy_dedup.store.leveldb import LevelDBStore
+
+
+@pytest.fixture
+def store(store_path):
+    with LevelDBStore(store_path, {"v": 1}) as s:
+        s.begin_run()
+        yield s
+
+
+def test_seen_fresh_revisit_and_hub(store):
+    clock = [1000.0]
+    frontier = Frontier(store, 1, revisit_after=60, clock=lambda: clock[0])
+    assert frontier.check("http://h/doc", "http://h/doc") is None
+    assert frontier.check("http://h/doc", "http://h/doc") == "seen"
+    frontier.record_fetch("http://h/doc", "http://h/doc", 200, '"e1"', None)
+    frontier.mark_without_document("http://h/hub", "http://h/hub", "hub")
+    frontier.check("http://h/hub", "http://h/hub")
+    frontier.record_fetch("http://h/hub", "http://h/hub", 200, None, None)
+    frontier.mark_without_document("http://h/hub", "http://h/hub", "hub")
+    store.begin_run()
+    frontier = Frontier(store, 2, revisit_after=60, clock=lambda: clock[0])
+    record = store.get_url("http://h/doc")
+    record.kind = "document"
+    with store.batch() as b:
+        b.put_url(record)
+    assert frontier.check("http://h/doc", "http://h/doc") == "fresh"
+    assert frontier.check("http://h/hub", "http://h/hub") is None
+    assert frontier.conditional_headers("http://h/doc") == {"If-None-Match": '"e1"'}
+    store.begin_run()
+    clock[0] += 61
+    assert Frontier(store, 3, revisit_after=60, clock=lambda: clock[0]).check("http://h/doc", "http://h/doc") is None
+
+
+def test_a_server_error_is_asked_again(store):
+    frontier = Frontier(store, 1)
+    frontier.check("http://h/p", "http://h/p")
+    frontier.record_fetch("http://h/p", "http://h/p", 503, None, None)
+    store.begin_run()
+    assert Frontier(store, 2).check("http://h/p", "http://h/p") is None
+
+
+def test_redirect_hops_are_counted_once_and_repointed(store):
+    frontier = Frontier(store, 1)
+    assert frontier.record_redirect([("http://h/x/", "http://h/x"), ("http://h/x", "http://h/x")], "http://h/y", [301, 301]) == 1
+    assert frontier.record_redirect([("http://h/a", "http://h/a")], "http://h/b", [301]) == 1
+    assert frontier.record_redirect([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b")], "http://h/c", [301, 302]) == 1
+    assert store.get_url("http://h/a").duplicate_of == "http://h/c"
+    assert list(store.iter_aliases_of("http://h/b")) == []
+    assert sorted(u for u, _ in store.iter_aliases_of("http://h/c")) == ["http://h/a", "http://h/b"]
+    assert store.get_url("http://h/b").http_status == 302
+
+
+def test_variants_are_recorded_with_their_reason(store):
+    frontier = Frontier(store, 1)
+    frontier.check("http://h/a", "http://h/a", original="http://h/a?utm_source=x")
+    assert frontier.check("http://h/a", "http://h/a", original="http://h/a?gclid=1") == "seen"
+    assert store.get_variant("http://h/a?utm_source=x")["reason"] == "normalized"
+    assert store.get_variant("http://h/a?gclid=1")["reason"] == "seen"
