@@ -1,0 +1,86 @@
+"""Re-crawl lifecycle on a small site of its own: a representative disappears or moves."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from crawl_helpers import StoreView, final_documents
+from testing import run_crawl
+
+ARTICLE = " ".join(f"lifecycle{i % 71} chapter{i % 17} note{i % 5}." for i in range(300))
+OTHER = " ".join(f"unrelated{i % 61} section{i % 19} remark{i % 7}." for i in range(300))
+
+
+def page(body: str) -> bytes:
+    return f"<html><head><title>t</title></head><body><article><p>{body}</p></article></body></html>".encode()
+
+
+class Site:
+    """/a and /b serve the same article (/a represents it); version 2 changes /a."""
+
+    def __init__(self) -> None:
+        self.version = 1
+
+    def reply(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        if path == "/":
+            links = "".join(f'<a href="{p}">{p}</a>' for p in ("/a", "/b", "/c"))
+            return 200, {}, page(links)
+        if path == "/b":
+            return 200, {}, page(ARTICLE)
+        if path == "/c":
+            return 200, {}, page(OTHER)
+        if path == "/a":
+            if self.version == 1:
+                return 200, {}, page(ARTICLE)
+            if self.version == 2:
+                return 404, {}, page("gone")
+            return 301, {"Location": "/c"}, b""
+        return 404, {}, page("not found")
+
+
+@pytest.fixture
+def site():
+    state = Site()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, headers, body = state.reply(self.path.split("?")[0])
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+
+
+SETTINGS = {"DEDUP_REVISIT_AFTER": 0, "DEDUP_WORKERS": 1}
+
+
+@pytest.mark.parametrize("version, event", [(2, "deleted"), (3, "redirected")])
+def test_the_next_member_takes_over_and_supersedes_the_lost_representative(site, tmp_path, version, event):
+    first = run_crawl(site.url + "/", tmp_path, SETTINGS)
+    standing = {i["url"] for i in final_documents(first.items)}
+    assert site.url + "/a" in standing and site.url + "/b" not in standing  # /b duplicates /a
+    site.version = version
+    second = run_crawl(site.url + "/", tmp_path, SETTINGS)
+    taken_over = [i for i in second.items if i["url"] == site.url + "/b"]
+    assert len(taken_over) == 1
+    assert taken_over[0]["dedup"]["status"] == "new"
+    assert taken_over[0]["dedup"]["supersedes"] == [site.url + "/a"]
+    assert second.stat(f"dedup/doc/{event}") == 1
+    assert second.stat("dedup/doc/promoted") == 1
+    store = StoreView(tmp_path / "store")
+    assert store.clusters[store.record(site.url + "/b").cluster_id].representative == site.url + "/b"
+    assert store.record(site.url + "/a").cluster_id is None
