@@ -8,6 +8,7 @@ the store opens on first use and closes when the engine stops.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import weakref
@@ -71,6 +72,7 @@ class DedupRuntime:
         #: item id -> the response it came from (filled by the spider middleware)
         self.item_sources: dict[int, Any] = {}
         self.canonical_waits = CanonicalWaits(self.config.canonical_timeout, self.config.canonical_max_depth)
+        self._key = functools.lru_cache(maxsize=4096)(self._make_key)
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 
     @classmethod
@@ -82,6 +84,10 @@ class DedupRuntime:
 
     # -- URL keys -----------------------------------------------------------
     def key(self, url: str) -> str:
+        """The URL key under this crawl's rules (a page's URL is keyed by several components)."""
+        return self._key(url)
+
+    def _make_key(self, url: str) -> str:
         return url_key(
             url,
             self.config.host_rules,
