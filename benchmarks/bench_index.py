@@ -27,7 +27,7 @@ bytes on disk per document, peak RSS (VmHWM, which counts the store's files Leve
 into memory) and peak private memory (RssAnon), each also above the process's baseline
 after the fingerprints were generated. Writes results/index.json.
 
-Prototype layouts (the store's layout is the lead's to change; these are measured to choose):
+Prototype layouts, measured side by side to choose the store's next layout:
 
 A. packed (4 tables x 65536 buckets, appended in large flushes)::
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Name of the field added to each item.
-DEDUP_FIELD = "dedup"
+ITEM_FIELD = "dedup"
 
 #: Counts shown in the periodic log line.
 LOGGED_STATS = ("new", "updated", "unchanged", "exact_duplicate", "near_duplicate")
@@ -217,8 +217,8 @@ class DedupPipeline:
         return field not in adapter and (isinstance(item, dict) or field in adapter.field_names())
 
     def _annotate(self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None) -> Any:
-        if isinstance(item, dict) or DEDUP_FIELD in adapter.field_names():
-            adapter[DEDUP_FIELD] = decision.as_item_field()
+        if isinstance(item, dict) or ITEM_FIELD in adapter.field_names():
+            adapter[ITEM_FIELD] = decision.as_item_field()
         if text is not None and self._wants_text(item, adapter):
             adapter[self.runtime.config.text_field] = text
         return item
