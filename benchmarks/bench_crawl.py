@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import os
 import posixpath
 import re
 import resource

@@ -42,7 +42,7 @@ def record_redirect(runtime: DedupRuntime, request: Request) -> None:
                 runtime.refetch_promoted(promoted, [url], like=request)
     recorded = runtime.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
     runtime.inc("url/redirect", recorded)
-    for url, key in keyed:
+    for _, key in keyed:
         runtime.release_canonical(key)
 
 

@@ -137,7 +137,7 @@ class DedupRuntime:
     def open(self) -> None:
         """Open the store (raises StoreError, e.g. StoreLocked, when it cannot be used)."""
         try:
-            self.store
+            _ = self.store  # the property opens it
         except StoreError as exc:
             logger.error("scrapy-dedup cannot start: %s", exc)
             raise

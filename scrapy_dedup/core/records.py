@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
 
 #: Statuses a document takes in the content layer (the item's ``dedup.status``).
 DOC_STATUSES = ("new", "exact_duplicate", "near_duplicate", "unchanged", "updated")
