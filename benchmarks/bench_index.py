@@ -7,8 +7,8 @@ fingerprints (seeded), inserted one document at a time and committed every ``--b
 
 - ``store``: scrapy-dedup's LevelDBStore through its interface, as the content index uses it
   (``store.batch()`` + ``index_near(scope, simhash, (), cluster_id)``; lookup =
-  ``simhash_candidates`` + ``hamming``). Layout: one key per table entry, 4 tables of 16-bit
-  blocks, one prefix iteration per table.
+  ``simhash_candidates(scope, simhash, k)``). Layout ``packed-1``
+  (:mod:`scrapy_dedup.store.simhash_tables`), which grew out of prototype A.
 - ``packed``: prototype layout A (below): one LevelDB key per (table, 16-bit block, flush)
   holding a packed array of (simhash, cluster) records; the newest documents in memory
   (bounded) and in a write-ahead key per document.
@@ -130,11 +130,9 @@ class StoreIndex:
     on_disk = True
 
     def __init__(self, path: str) -> None:
-        from scrapy_dedup.core.fingerprints import hamming
         from scrapy_dedup.store.leveldb import LevelDBStore
 
         self.store = LevelDBStore(path, {"benchmark": "index"})
-        self.hamming = hamming
 
     def insert(self, fps: np.ndarray, start: int) -> None:
         with self.store.batch() as batch:
@@ -142,8 +140,7 @@ class StoreIndex:
                 batch.index_near("", fp, (), f"{i:016x}")
 
     def near(self, q: int) -> list[int]:
-        h = self.hamming
-        return [int(cid, 16) for s, cid in self.store.simhash_candidates("", q) if h(s, q) <= K]
+        return [int(cid, 16) for _, cid in self.store.simhash_candidates("", q, K)]
 
     def close(self) -> None:
         self.store.close()

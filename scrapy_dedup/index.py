@@ -251,8 +251,7 @@ class ContentIndex:
         # the SimHash tables are the cheap first probe; every candidate is confirmed by near_match
         close = sorted(
             (hamming(stored, fp.simhash), cid)
-            for stored, cid in self.store.simhash_candidates(doc.scope, fp.simhash)
-            if hamming(stored, fp.simhash) <= self.max_distance
+            for stored, cid in self.store.simhash_candidates(doc.scope, fp.simhash, self.max_distance)
         )
         for _, cid in close:
             match = self._confirm(fp, cid)

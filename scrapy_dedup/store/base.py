@@ -21,7 +21,7 @@ from typing import Any
 from scrapy_dedup.core.records import Cluster, UrlRecord
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
-STORE_FORMAT = 1
+STORE_FORMAT = 2
 
 
 class StoreError(Exception):
@@ -172,8 +172,13 @@ class DedupStore(abc.ABC):
         """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
 
     @abc.abstractmethod
-    def simhash_candidates(self, scope: str, simhash: int) -> Iterator[tuple[int, str]]:
-        """(stored simhash, cluster id) sharing at least one 16-bit block with ``simhash``."""
+    def simhash_candidates(
+        self, scope: str, simhash: int, max_distance: int | None = None
+    ) -> Iterator[tuple[int, str]]:
+        """(stored simhash, cluster id) sharing at least one 16-bit block with ``simhash``.
+
+        With ``max_distance``, only those within that Hamming distance.
+        """
 
     @abc.abstractmethod
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:

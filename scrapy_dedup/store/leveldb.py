@@ -19,11 +19,13 @@ Key layout (format 1, recorded as ``store_format`` in the store parameters)::
     r:<raw hash>                  raw body hash -> url key (skips extraction)
     n:<url key>                   MinHash signature (bytes)
     x:<url key>                   document text, zlib-compressed (DEDUP_KEEP_TEXT)
-    t<table><scope><block><simhash><cluster>   permutation table entry (binary, 1+8+2+8+8 bytes)
+    w<seq>                        SimHash table entry not yet packed (write-ahead)
+    p<table><scope><block><gen>   packed SimHash table run: (simhash, cluster) pairs
+    z<scope><simhash><cluster>    removed SimHash table entry (tombstone)
+    m:tables_gen                  next packed run generation
     b<band><scope><band hash><cluster>          LSH band entry (binary, 1+8+8+8 bytes)
 
-A table entry carries the whole fingerprint in its key, so a lookup reads keys
-only: one prefix scan per table over the entries that share a 16-bit block.
+The SimHash tables are described in :mod:`scrapy_dedup.store.simhash_tables`.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from typing import Any
 import plyvel
 import xxhash
 
-from scrapy_dedup.core.bands import simhash_blocks
 from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.store.simhash_tables import LAYOUT, PackedSimhashTables
 from scrapy_dedup.store.base import (
     STORE_FORMAT,
     DedupStore,
@@ -63,17 +65,15 @@ def _cid_bytes(cluster_id: str) -> bytes:
     return bytes.fromhex(cluster_id)
 
 
-def _table_prefix(table: int, scope: bytes, block: int) -> bytes:
-    return b"t" + bytes((table,)) + scope + block.to_bytes(2, "big")
-
-
 def _band_prefix(band: int, scope: bytes, band_hash: int) -> bytes:
     return b"b" + bytes((band,)) + scope + _U64.pack(band_hash)
 
 
 class LevelDBBatch(StoreBatch):
-    def __init__(self, wb: Any) -> None:
+    def __init__(self, wb: Any, tables: PackedSimhashTables, pending: list) -> None:
         self._wb = wb
+        self._tables = tables
+        self._pending = pending
 
     def put_url(self, record: UrlRecord) -> None:
         self._wb.put(b"u:" + record.key.encode(), record.to_json())
@@ -127,11 +127,15 @@ class LevelDBBatch(StoreBatch):
         self._wb.delete(b"x:" + key.encode())
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        for entry in _near_entries(scope, simhash, bands, cluster_id):
+        sid, cid = scope_id(scope), _cid_bytes(cluster_id)
+        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending)
+        for entry in _band_entries(sid, bands, cid):
             self._wb.put(entry, b"")
 
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        for entry in _near_entries(scope, simhash, bands, cluster_id):
+        sid, cid = scope_id(scope), _cid_bytes(cluster_id)
+        self._tables.stage_remove(self._wb, sid, simhash, cid)
+        for entry in _band_entries(sid, bands, cid):
             self._wb.delete(entry)
 
 
@@ -143,10 +147,7 @@ def _exact_key(scope: str, content_hash: str) -> bytes:
     return b"h:" + scope_id(scope).hex().encode() + b":" + content_hash.encode()
 
 
-def _near_entries(scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> Iterator[bytes]:
-    sid, cid, fp = scope_id(scope), _cid_bytes(cluster_id), _U64.pack(simhash)
-    for table, block in enumerate(simhash_blocks(simhash)):
-        yield _table_prefix(table, sid, block) + fp + cid
+def _band_entries(sid: bytes, bands: Iterable[int], cid: bytes) -> Iterator[bytes]:
     for band, band_hash in enumerate(bands):
         yield _band_prefix(band, sid, band_hash) + cid
 
@@ -177,9 +178,10 @@ class LevelDBStore(DedupStore):
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
         except plyvel.Error as exc:
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
-        self.params = self._check_params({**params, "store_format": STORE_FORMAT})
+        self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
         raw_run = self._db.get(b"m:run")
         self._run = int(raw_run) if raw_run else 0
+        self._tables = PackedSimhashTables(self._db)
 
     @classmethod
     def open_existing(cls, path: str) -> LevelDBStore:
@@ -201,8 +203,15 @@ class LevelDBStore(DedupStore):
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
         raw = store._db.get(b"m:params")
         store.params = json.loads(raw) if raw else {}
+        if store.params.get("simhash_layout") != LAYOUT:
+            store._db.close()
+            raise StoreError(
+                f"the dedup store {path!r} has store format {store.params.get('store_format')!r}; "
+                f"this version reads format {STORE_FORMAT} ({LAYOUT} SimHash tables)"
+            )
         raw_run = store._db.get(b"m:run")
         store._run = int(raw_run) if raw_run else 0
+        store._tables = PackedSimhashTables(store._db)
         return store
 
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -242,8 +251,11 @@ class LevelDBStore(DedupStore):
 
     @contextmanager
     def batch(self) -> Iterator[LevelDBBatch]:
+        pending: list = []
         with self._db.write_batch(transaction=True) as wb:
-            yield LevelDBBatch(wb)
+            yield LevelDBBatch(wb, self._tables, pending)
+        # only what was written reaches the tables' memory
+        self._tables.apply(pending)
 
     # -- frontier -----------------------------------------------------------
     def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
@@ -305,18 +317,11 @@ class LevelDBStore(DedupStore):
         raw = self._db.get(b"x:" + key.encode())
         return zlib.decompress(raw).decode("utf-8", "surrogatepass") if raw is not None else None
 
-    def simhash_candidates(self, scope: str, simhash: int) -> Iterator[tuple[int, str]]:
-        sid = scope_id(scope)
-        seen: set[bytes] = set()
-        for table, block in enumerate(simhash_blocks(simhash)):
-            prefix = _table_prefix(table, sid, block)
-            start = len(prefix)
-            for k in self._db.iterator(prefix=prefix, include_value=False):
-                tail = k[start:]
-                if tail in seen:
-                    continue
-                seen.add(tail)
-                yield _U64.unpack(tail[:8])[0], tail[8:].hex()
+    def simhash_candidates(
+        self, scope: str, simhash: int, max_distance: int | None = None
+    ) -> Iterator[tuple[int, str]]:
+        for fp, cid in self._tables.near(scope_id(scope), simhash, max_distance):
+            yield fp, cid.hex()
 
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
         sid = scope_id(scope)

@@ -1,0 +1,219 @@
+"""The SimHash permutation tables of the LevelDB backend, packed (layout ``packed-1``).
+
+One key per table entry (the straightforward layout) makes a lookup read
+4 x N/65,536 keys and an insert write 4: too slow at tens of millions of
+documents.  Here entries are written in packed runs instead:
+
+- a new entry goes to a write-ahead key ``w<seq>`` in the decision's own atomic
+  batch, and to memory: level 0, unsorted, scanned with numpy;
+- full level 0s merge into level 1, kept sorted by block per table, so a lookup
+  reads one slice per table;
+- a full level 1 is written out as one key per (table, scope, block) and
+  generation, ``p<table><scope><block><gen>``, holding packed
+  (simhash, cluster id) pairs; then its write-ahead keys are deleted.  A crash
+  in between replays them: the same pairs may then be on disk twice, which a
+  lookup folds together;
+- removing an entry writes a tombstone ``z<scope><simhash><cluster id>`` that
+  lookups check for the few candidates within the distance asked for; adding
+  the same entry again deletes it.
+
+Memory is bounded by the two levels (about 40 MB at the default sizes),
+whatever the number of documents; a lookup reads at most one key per table and
+generation of level 1 written out.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
+
+LAYOUT = "packed-1"
+
+_SEQ = struct.Struct(">Q")
+_ENTRY = struct.Struct("<QQQ")  # scope id, simhash, cluster id
+_BLOCK_MASK = np.uint64((1 << BLOCK_BITS) - 1)
+_GEN_KEY = b"m:tables_gen"
+
+
+def _u64(raw: bytes) -> int:
+    return int.from_bytes(raw, "little")
+
+
+class _Level:
+    """Entries in memory: (scope id, simhash, cluster id) as three uint64 arrays."""
+
+    def __init__(self, capacity: int) -> None:
+        self.sid = np.empty(capacity, np.uint64)
+        self.fp = np.empty(capacity, np.uint64)
+        self.cid = np.empty(capacity, np.uint64)
+        self.seq = np.empty(capacity, np.uint64)
+        self.n = 0
+
+    def append(self, sid: int, fp: int, cid: int, seq: int) -> None:
+        if self.n == len(self.fp):
+            for name in ("sid", "fp", "cid", "seq"):
+                old = getattr(self, name)
+                grown = np.empty(2 * len(old), np.uint64)
+                grown[: self.n] = old[: self.n]
+                setattr(self, name, grown)
+        i = self.n
+        self.sid[i], self.fp[i], self.cid[i], self.seq[i] = sid, fp, cid, seq
+        self.n += 1
+
+
+class PackedSimhashTables:
+    """The four 16-bit-block tables of one store."""
+
+    def __init__(self, db: Any, *, l0_max: int = 8192, l1_max: int = 1 << 19) -> None:
+        self.db = db
+        self.l0_max, self.l1_max = l0_max, l1_max
+        raw_gen = db.get(_GEN_KEY)
+        self.gen = int(raw_gen) if raw_gen else 0
+        self.l0 = _Level(l0_max)
+        self._reset_l1()
+        self.seq = 0
+        self._replay()
+
+    # -- writing ------------------------------------------------------------
+    def stage_add(self, wb: Any, sid: bytes, fp: int, cid: bytes, pending: list) -> None:
+        """Write-ahead an entry in the batch; memory is updated by ``apply`` after it commits."""
+        self.seq += 1
+        entry = _ENTRY.pack(_u64(sid), fp, _u64(cid))
+        wb.put(b"w" + _SEQ.pack(self.seq), entry)
+        wb.delete(_tombstone(sid, fp, cid))
+        pending.append((_u64(sid), fp, _u64(cid), self.seq))
+
+    @staticmethod
+    def stage_remove(wb: Any, sid: bytes, fp: int, cid: bytes) -> None:
+        wb.put(_tombstone(sid, fp, cid), b"")
+
+    def apply(self, pending: Iterable[tuple[int, int, int, int]]) -> None:
+        for sid, fp, cid, seq in pending:
+            self.l0.append(sid, fp, cid, seq)
+            if self.l0.n >= self.l0_max:
+                self._merge_l0()
+
+    def _merge_l0(self) -> None:
+        l0, n0, base = self.l0, self.l0.n, len(self.l1_fp)
+        new_fp = l0.fp[:n0].copy()
+        self.l1_sid = np.concatenate([self.l1_sid, l0.sid[:n0]])
+        self.l1_fp = np.concatenate([self.l1_fp, new_fp])
+        self.l1_cid = np.concatenate([self.l1_cid, l0.cid[:n0]])
+        self.l1_seq = np.concatenate([self.l1_seq, l0.seq[:n0]])
+        self.l0 = _Level(self.l0_max)
+        if len(self.l1_fp) >= self.l1_max:
+            self._flush_l1()
+            return
+        for table in range(BLOCKS):
+            # merge the new entries into the table's block order: O(n), not a full sort
+            blocks = _blocks(new_fp, table).astype(np.uint16)
+            order = np.argsort(blocks, kind="stable")
+            blocks = blocks[order]
+            at = np.searchsorted(self.l1_blocks[table], blocks, side="right")
+            self.l1_blocks[table] = np.insert(self.l1_blocks[table], at, blocks)
+            self.l1_order[table] = np.insert(self.l1_order[table], at, (order + base).astype(np.uint32))
+            self.l1_starts[table][1:] = np.cumsum(np.bincount(self.l1_blocks[table], minlength=1 << BLOCK_BITS))
+
+    def _reset_l1(self) -> None:
+        empty = np.empty(0, np.uint64)
+        self.l1_sid, self.l1_fp, self.l1_cid, self.l1_seq = empty, empty, empty, empty
+        # per table: block of each entry in block order, the entry indices in that order,
+        # and where each block's run starts
+        self.l1_blocks = [np.empty(0, np.uint16) for _ in range(BLOCKS)]
+        self.l1_order = [np.empty(0, np.uint32) for _ in range(BLOCKS)]
+        self.l1_starts = [np.zeros((1 << BLOCK_BITS) + 1, np.int64) for _ in range(BLOCKS)]
+
+    def _flush_l1(self) -> None:
+        gen = self.gen.to_bytes(4, "big")
+        packed = np.empty((len(self.l1_fp), 2), np.uint64)
+        for table in range(BLOCKS):
+            blocks = _blocks(self.l1_fp, table)
+            order = np.lexsort((blocks, self.l1_sid))
+            sids, blks = self.l1_sid[order], blocks[order]
+            packed[:, 0], packed[:, 1] = self.l1_fp[order], self.l1_cid[order]
+            raw = packed.astype("<u8").tobytes()
+            cuts = np.flatnonzero((np.diff(sids) != 0) | (np.diff(blks) != 0)) + 1
+            starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(order)]
+            for part in range(0, len(starts), 16384):
+                with self.db.write_batch() as wb:
+                    for i in range(part, min(part + 16384, len(starts))):
+                        s, e = starts[i], ends[i]
+                        key = _chunk_prefix(table, int(sids[s]).to_bytes(8, "little"), int(blks[s])) + gen
+                        wb.put(key, raw[16 * s : 16 * e])
+        # the run is on disk: its write-ahead keys go, and the generation moves on, together
+        with self.db.write_batch(transaction=True) as wb:
+            for seq in self.l1_seq.tolist():
+                wb.delete(b"w" + _SEQ.pack(seq))
+            wb.put(_GEN_KEY, str(self.gen + 1).encode())
+        self.gen += 1
+        self._reset_l1()
+
+    def _replay(self) -> None:
+        pending = []
+        for key, value in self.db.iterator(prefix=b"w"):
+            sid, fp, cid = _ENTRY.unpack(value)
+            seq = _SEQ.unpack(key[1:])[0]
+            pending.append((sid, fp, cid, seq))
+            self.seq = max(self.seq, seq)
+        self.apply(pending)
+
+    # -- reading ------------------------------------------------------------
+    def near(self, sid: bytes, fp: int, max_distance: int | None) -> Iterator[tuple[int, bytes]]:
+        """(simhash, cluster id) of live entries sharing a block with ``fp`` (within ``max_distance``)."""
+        sid_n, q = np.uint64(_u64(sid)), np.uint64(fp)
+        q_blocks = [(fp >> (BLOCK_BITS * t)) & ((1 << BLOCK_BITS) - 1) for t in range(BLOCKS)]
+        found_fp: list[np.ndarray] = []
+        found_cid: list[np.ndarray] = []
+
+        l0 = self.l0
+        if l0.n:
+            fps = l0.fp[: l0.n]
+            shares = np.zeros(l0.n, bool)
+            for table, block in enumerate(q_blocks):
+                shares |= _blocks(fps, table) == block
+            keep = shares & (l0.sid[: l0.n] == sid_n)
+            found_fp.append(fps[keep])
+            found_cid.append(l0.cid[: l0.n][keep])
+        for table, block in enumerate(q_blocks):
+            lo, hi = int(self.l1_starts[table][block]), int(self.l1_starts[table][block + 1])
+            if hi > lo:
+                idx = self.l1_order[table][lo:hi]
+                idx = idx[self.l1_sid[idx] == sid_n]
+                found_fp.append(self.l1_fp[idx])
+                found_cid.append(self.l1_cid[idx])
+            chunks = b"".join(self.db.iterator(prefix=_chunk_prefix(table, sid, block), include_key=False))
+            if chunks:
+                pairs = np.frombuffer(chunks, dtype="<u8").reshape(-1, 2)
+                found_fp.append(pairs[:, 0].astype(np.uint64))
+                found_cid.append(pairs[:, 1].astype(np.uint64))
+        if not found_fp:
+            return
+        fps, cids = np.concatenate(found_fp), np.concatenate(found_cid)
+        if max_distance is not None:
+            close = np.bitwise_count(fps ^ q) <= max_distance
+            fps, cids = fps[close], cids[close]
+        seen: set[tuple[int, int]] = set()
+        for f, c in zip(fps.tolist(), cids.tolist()):
+            if (f, c) in seen:
+                continue
+            seen.add((f, c))
+            cid = c.to_bytes(8, "little")
+            if self.db.get(_tombstone(sid, f, cid)) is None:
+                yield f, cid
+
+
+def _blocks(fps: np.ndarray, table: int) -> np.ndarray:
+    return ((fps >> np.uint64(BLOCK_BITS * table)) & _BLOCK_MASK).astype(np.int64)
+
+
+def _chunk_prefix(table: int, sid: bytes, block: int) -> bytes:
+    return b"p" + bytes((table,)) + sid + block.to_bytes(2, "big")
+
+
+def _tombstone(sid: bytes, fp: int, cid: bytes) -> bytes:
+    return b"z" + sid + fp.to_bytes(8, "big") + cid
