@@ -28,13 +28,13 @@ class Model:
     def add(self, sid: bytes, fp: int, cid: bytes) -> None:
         pending: list = []
         with self.db.write_batch(transaction=True) as wb:
-            self.tables.stage_add(wb, sid, fp, cid, pending)
+            self.tables.stage_add(wb, sid, fp, cid, pending, set())
         self.tables.apply(pending)
         self.live.add((sid, fp, cid))
 
     def remove(self, sid: bytes, fp: int, cid: bytes) -> None:
         with self.db.write_batch(transaction=True) as wb:
-            self.tables.stage_remove(wb, sid, fp, cid)
+            self.tables.stage_remove(wb, sid, fp, cid, set())
         self.live.discard((sid, fp, cid))
 
     def restart(self) -> None:
@@ -93,6 +93,20 @@ def test_a_crash_after_a_flush_wrote_its_runs_loses_nothing(tmp_path):
     model.restart()
     for fp in fps:
         model.check(bytes(8), fp, 0)
+
+
+def test_remove_then_add_in_one_batch_keeps_the_entry(tmp_path):
+    model = Model(str(tmp_path), 2, 4)
+    entry = (bytes(8), 0x0F0F_0F0F_0F0F_0F0F, b"\x00" * 7 + b"\x02")
+    model.add(*entry)
+    pending: list = []
+    removed: set = set()
+    with model.db.write_batch(transaction=True) as wb:
+        model.tables.stage_remove(wb, *entry, removed)
+        model.tables.stage_add(wb, *entry, pending, removed)
+    model.tables.apply(pending)
+    model.check(bytes(8), entry[1], 0)
+    model.db.close()
 
 
 def test_readding_a_removed_entry_revives_it(tmp_path):

@@ -74,6 +74,7 @@ class LevelDBBatch(StoreBatch):
         self._wb = wb
         self._tables = tables
         self._pending = pending
+        self._removed: set[bytes] = set()
 
     def put_url(self, record: UrlRecord) -> None:
         self._wb.put(b"u:" + record.key.encode(), record.to_json())
@@ -128,13 +129,13 @@ class LevelDBBatch(StoreBatch):
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
         sid, cid = scope_id(scope), _cid_bytes(cluster_id)
-        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending)
+        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending, self._removed)
         for entry in _band_entries(sid, bands, cid):
             self._wb.put(entry, b"")
 
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
         sid, cid = scope_id(scope), _cid_bytes(cluster_id)
-        self._tables.stage_remove(self._wb, sid, simhash, cid)
+        self._tables.stage_remove(self._wb, sid, simhash, cid, self._removed)
         for entry in _band_entries(sid, bands, cid):
             self._wb.delete(entry)
 

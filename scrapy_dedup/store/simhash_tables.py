@@ -80,17 +80,27 @@ class PackedSimhashTables:
         self._replay()
 
     # -- writing ------------------------------------------------------------
-    def stage_add(self, wb: Any, sid: bytes, fp: int, cid: bytes, pending: list) -> None:
-        """Write-ahead an entry in the batch; memory is updated by ``apply`` after it commits."""
+    def stage_add(self, wb: Any, sid: bytes, fp: int, cid: bytes, pending: list, removed: set) -> None:
+        """Write-ahead an entry in the batch; memory is updated by ``apply`` after it commits.
+
+        ``removed`` holds the tombstones staged earlier in the same batch (a batch
+        cannot read its own writes).
+        """
         self.seq += 1
         entry = _ENTRY.pack(_u64(sid), fp, _u64(cid))
         wb.put(b"w" + _SEQ.pack(self.seq), entry)
-        wb.delete(_tombstone(sid, fp, cid))
+        tombstone = _tombstone(sid, fp, cid)
+        # a read is cheaper than a write for the usual case, no tombstone (bloom filter)
+        if tombstone in removed or self.db.get(tombstone) is not None:
+            wb.delete(tombstone)
+            removed.discard(tombstone)
         pending.append((_u64(sid), fp, _u64(cid), self.seq))
 
     @staticmethod
-    def stage_remove(wb: Any, sid: bytes, fp: int, cid: bytes) -> None:
-        wb.put(_tombstone(sid, fp, cid), b"")
+    def stage_remove(wb: Any, sid: bytes, fp: int, cid: bytes, removed: set) -> None:
+        tombstone = _tombstone(sid, fp, cid)
+        wb.put(tombstone, b"")
+        removed.add(tombstone)
 
     def apply(self, pending: Iterable[tuple[int, int, int, int]]) -> None:
         for sid, fp, cid, seq in pending:
