@@ -98,12 +98,22 @@ class StoreBatch(abc.ABC):
 
 
 class DedupStore(abc.ABC):
-    """One store of one crawl (by default one per spider)."""
+    """One store of one crawl (by default one per spider).
+
+    ``DEDUP_STORE_BACKEND`` names the class; the crawl builds it as
+    ``Backend(path, params, cache_mb=DEDUP_STORE_CACHE_MB)`` and reports open an
+    existing one with ``Backend.open_existing(path)``.
+    """
 
     #: parameters recorded at creation; opening with others raises IncompatibleStore
     params: dict[str, Any]
 
     # -- life cycle ---------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def open_existing(cls, path: str) -> DedupStore:
+        """Open a store for reading, with the parameters it was written with."""
+
     @abc.abstractmethod
     def close(self) -> None: ...
 
