@@ -77,6 +77,8 @@ class PackedSimhashTables:
         self.l0 = _Level(l0_max)
         self._reset_l1()
         self.seq = 0
+        # until something is removed, an insert need not look for a tombstone to lift
+        self.any_removed = next(db.iterator(prefix=b"z", include_value=False), None) is not None
         self._replay()
 
     # -- writing ------------------------------------------------------------
@@ -91,13 +93,13 @@ class PackedSimhashTables:
         wb.put(b"w" + _SEQ.pack(self.seq), entry)
         tombstone = _tombstone(sid, fp, cid)
         # a read is cheaper than a write for the usual case, no tombstone (bloom filter)
-        if tombstone in removed or self.db.get(tombstone) is not None:
+        if tombstone in removed or (self.any_removed and self.db.get(tombstone) is not None):
             wb.delete(tombstone)
             removed.discard(tombstone)
         pending.append((_u64(sid), fp, _u64(cid), self.seq))
 
-    @staticmethod
-    def stage_remove(wb: Any, sid: bytes, fp: int, cid: bytes, removed: set) -> None:
+    def stage_remove(self, wb: Any, sid: bytes, fp: int, cid: bytes, removed: set) -> None:
+        self.any_removed = True
         tombstone = _tombstone(sid, fp, cid)
         wb.put(tombstone, b"")
         removed.add(tombstone)
