@@ -471,7 +471,7 @@ def make_rows(runs: list[dict], ns: list[int], skipped: list[str]) -> list[dict]
     also counts time spent waiting for a core (both are shown)."""
     rows = []
     by = {(r["config"], r["n"]): r for r in runs}
-    labels = {"store": "LevelDBStore (current layout)", "packed": "prototype A packed", "probe": "prototype B probe"}
+    labels = {"store": "LevelDBStore (packed-1)", "packed": "prototype A packed", "probe": "prototype B probe"}
     layouts = [c for c in labels if any(r["config"] == c for r in runs)]
     for n in ns:
         lin, sh = by.get(("linear", n)), by.get(("simhash", n))
