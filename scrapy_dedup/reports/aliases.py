@@ -47,10 +47,7 @@ def rows(
                 "last_seen": iso(record.last_seen),
             }
     if not reasons or "url_variant" in reasons:
-        for url, variant in progress(store.iter_variants(), "URL variants"):
-            if not wanted(url):
-                continue
-            placement = resolver.place_variant(url, variant)
+        for url, variant, placement in resolver.variants(wanted, progress):
             yield {
                 "url": url,
                 "canonical_url": placement.canonical_url,

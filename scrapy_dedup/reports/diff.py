@@ -56,31 +56,19 @@ def word_diff(a: str, b: str, *, context: int = 6) -> list[tuple[str, str]]:
 SAME = "no difference in the words (case, spacing and Unicode form do not count)"
 
 
+#: how each kind of diff run is marked, per output format
+_TEXT_MARKS = {"delete": "[-{}-]", "insert": "{{+{}+}}", "skip": "[…{}…]", "equal": "{}"}
+_HTML_MARKS = {"delete": "<del>{}</del>", "insert": "<ins>{}</ins>", "skip": '<span class="skip">…{}…</span>', "equal": "{}"}
+
+
+def _render(ops: list[tuple[str, str]], marks: dict[str, str], escape=lambda t: t) -> str:
+    return " ".join(marks.get(op, "{}").format(escape(text)) for op, text in ops)
+
+
 def as_text(ops: list[tuple[str, str]]) -> str:
     """``[-removed-]`` and ``{+added+}``, as ``git diff --word-diff`` writes them."""
-    parts = []
-    for op, text in ops:
-        if op == "delete":
-            parts.append(f"[-{text}-]")
-        elif op == "insert":
-            parts.append(f"{{+{text}+}}")
-        elif op == "skip":
-            parts.append(f"[…{text}…]")
-        else:
-            parts.append(text)
-    return " ".join(parts)
+    return _render(ops, _TEXT_MARKS)
 
 
 def as_html(ops: list[tuple[str, str]]) -> str:
-    parts = []
-    for op, text in ops:
-        text = html.escape(text)
-        if op == "delete":
-            parts.append(f"<del>{text}</del>")
-        elif op == "insert":
-            parts.append(f"<ins>{text}</ins>")
-        elif op == "skip":
-            parts.append(f'<span class="skip">…{text}…</span>')
-        else:
-            parts.append(text)
-    return " ".join(parts)
+    return _render(ops, _HTML_MARKS, html.escape)

@@ -58,10 +58,7 @@ def rows(store: DedupStore, *, host: str | None = None, progress: Progress | Non
             "fetch_count": record.fetch_count,
             "text_length": record.text_length,
         }
-    for url, variant in progress(store.iter_variants(), "URL variants"):
-        if not wanted(url):
-            continue
-        placement = resolver.place_variant(url, variant)
+    for url, variant, placement in resolver.variants(wanted, progress):
         yield {
             "url": url,
             "key": variant.get("key"),

@@ -15,9 +15,9 @@ its canonical stays ``rel_canonical``.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from scrapy_dedup.core.fingerprints import hamming
@@ -125,6 +125,12 @@ class Resolver:
             placement = self.place(target)
             return Placement(placement.canonical_url or target.url, "redirect", None, placement.cluster_id)
         return Placement(current.url if current is not record else None, "redirect")
+
+    def variants(self, wanted: Callable[[str], bool], progress: Any) -> Iterator[tuple[str, dict, Placement]]:
+        """(url, variant record, placement) of every URL dropped before fetch that ``wanted`` keeps."""
+        for url, variant in progress(self.store.iter_variants(), "URL variants"):
+            if wanted(url):
+                yield url, variant, self.place_variant(url, variant)
 
     def place_variant(self, url: str, variant: dict) -> Placement:
         """A URL dropped before fetch because its URL key was already scheduled."""
