@@ -13,6 +13,11 @@ SPIDER_MIDDLEWARE = ("scrapy_dedup.spidermw.DedupSpiderMiddleware", 950)
 DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.downloadermw.DedupDownloaderMiddleware", 590)
 PIPELINE = ("scrapy_dedup.pipeline.DedupPipeline", 200)
 DUPEFILTER = "scrapy_dedup.dupefilter.DedupDupeFilter"
+#: The resumable frontier's hooks sit at the engine end of each chain: the spider
+#: middleware sees exactly what reaches the engine (after HttpErrorMiddleware, 50, and
+#: the start middleware, 25); the downloader middleware sees only final exceptions.
+PENDING_SPIDER_MIDDLEWARE = ("scrapy_dedup.pending.PendingSpiderMiddleware", 10)
+PENDING_DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.pending.PendingDownloaderMiddleware", 10)
 
 
 class Addon:
@@ -22,7 +27,9 @@ class Addon:
         settings.set("DUPEFILTER_CLASS", DUPEFILTER, "addon")
         for name, (path, priority) in (
             ("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE),
+            ("SPIDER_MIDDLEWARES", PENDING_SPIDER_MIDDLEWARE),
             ("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE),
+            ("DOWNLOADER_MIDDLEWARES", PENDING_DOWNLOADER_MIDDLEWARE),
             ("ITEM_PIPELINES", PIPELINE),
         ):
             components = settings[name]

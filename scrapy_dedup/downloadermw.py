@@ -76,6 +76,7 @@ class DedupDownloaderMiddleware:
                 self.runtime.index.mark_unchanged(key)
                 self.runtime.inc("url/not_modified")
                 self.runtime.inc("doc/unchanged")
+                self.runtime.pending.settle(request)  # the outcome (unchanged) is recorded
                 raise IgnoreRequest(f"not modified since the last run: {response.url}")
             if response.status in GONE_STATUSES:
                 self._gone(request, response, key)

@@ -46,6 +46,15 @@ def record_redirect(runtime: DedupRuntime, request: Request) -> None:
         runtime.release_canonical(key)
 
 
+def _redirect_source(runtime: DedupRuntime, request: Request) -> str | None:
+    """The pending id of the request this one is a redirect of, if any."""
+    owed = request.meta.get("dedup_pending")
+    sources = request.meta.get("redirect_urls")
+    if owed is None or not sources or runtime.key(sources[-1]) != owed:
+        return None  # not a redirect of an owed request (meta copied from a parent, say)
+    return owed
+
+
 class DedupDupeFilter(BaseDupeFilter):
     def __init__(self, runtime: DedupRuntime) -> None:
         self.runtime = runtime
@@ -62,8 +71,13 @@ class DedupDupeFilter(BaseDupeFilter):
         key = runtime.key(request.url)
         record_redirect(runtime, request)
         reason = runtime.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        source = _redirect_source(runtime, request)
         if reason is None:
+            # owed until its outcome is durable; a redirect's source is settled with it
+            runtime.pending.owe(request, key, settles=source)
             return False
+        if source is not None:
+            runtime.pending.settle_id(source)  # redirected to a URL already known: recorded
         runtime.inc(f"url/dropped/{reason}")
         request.meta["dedup_dropped"] = reason
         return True

@@ -69,6 +69,12 @@ class DedupRuntime:
         self._store: DedupStore | None = None
         self._frontier: Frontier | None = None
         self._index: ContentIndex | None = None
+        self._pending: Any = None
+        #: requests an interrupted run left owed, counted when the store opened
+        self.pending_at_start = 0
+        #: the run the current crawl started in: a run that resumes an interrupted one
+        #: continues it, so that pages count as first seen in the same run
+        self.first_run = 0
         #: item id -> the response it came from (filled by the spider middleware)
         self.item_sources: dict[int, Any] = {}
         self.canonical_waits = CanonicalWaits(self.config.canonical_timeout, self.config.canonical_max_depth)
@@ -109,6 +115,10 @@ class DedupRuntime:
             backend = load_object(self.config.store_backend)
             self._store = backend(self.store_path, store_params(self.config), cache_mb=self.config.store_cache_mb)
             run = self._store.begin_run()
+            self.pending_at_start = self._store.pending_count()
+            job = self._store.get_meta("job") or {}
+            self.first_run = int(job.get("first_run", run)) if self.pending_at_start else run
+            self._store.put_meta("job", {"first_run": self.first_run, "run": run, "state": "running"})
             # what the URL keys were made with, so reports key a looked-up URL the same way
             self._store.put_meta("url_rules", url_rules(self.config, self.crawler.settings))
             self._store.put_meta("extraction", dict(EXTRACT_PARAMS))
@@ -118,21 +128,34 @@ class DedupRuntime:
     @property
     def frontier(self) -> Frontier:
         if self._frontier is None:
-            self._frontier = Frontier(self.store, self.store.run, revisit_after=self.config.revisit_after)
+            store = self.store
+            self._frontier = Frontier(
+                store, store.run, revisit_after=self.config.revisit_after, first_run=self.first_run
+            )
         return self._frontier
 
     @property
     def index(self) -> ContentIndex:
         if self._index is None:
+            store = self.store
             self._index = ContentIndex(
-                self.store,
-                self.store.run,
+                store,
+                self.first_run,
                 max_distance=self.config.max_distance,
                 min_jaccard=self.config.min_jaccard,
                 min_tokens=self.config.min_tokens,
                 authority=self.config.authority,
             )
         return self._index
+
+    @property
+    def pending(self) -> Any:
+        """The requests the store owes (:mod:`scrapy_dedup.pending`)."""
+        if self._pending is None:
+            from scrapy_dedup.pending import PendingRequests
+
+            self._pending = PendingRequests(self)
+        return self._pending
 
     def open(self) -> None:
         """Open the store (raises StoreError, e.g. StoreLocked, when it cannot be used)."""
@@ -150,16 +173,19 @@ class DedupRuntime:
         """
         from scrapy import Request
 
+        from scrapy_dedup.pending import promoted_id
+
         self.inc("doc/promoted")
-        self.crawler.engine.crawl(
-            Request(
-                url,
-                callback=getattr(like, "callback", None),
-                errback=getattr(like, "errback", None),
-                dont_filter=True,
-                meta={"dedup_promoted": True, "dedup_supersedes": list(supersedes)},
-            )
+        request = Request(
+            url,
+            callback=getattr(like, "callback", None),
+            errback=getattr(like, "errback", None),
+            dont_filter=True,
+            meta={"dedup_promoted": True, "dedup_supersedes": list(supersedes)},
         )
+        # owed like any request: an interruption must not lose the take-over
+        self.pending.owe(request, promoted_id(self.key(url)))
+        self.crawler.engine.crawl(request)
 
     def release_canonical(self, key: str) -> None:
         self.canonical_waits.release(key)
@@ -171,9 +197,22 @@ class DedupRuntime:
     def close(self) -> None:
         self.canonical_waits.release_all()
         if self._store is not None:
-            self._store.close()
-            logger.info("dedup store %s closed", self.store_path)
-            self._store = self._frontier = self._index = None
+            store = self._store
+            owed = store.pending_count()
+            state = "complete" if not owed else f"interrupted: {owed:,} pending"
+            store.put_meta(
+                "job",
+                {"first_run": self.first_run, "run": store.run, "state": "complete" if not owed else "interrupted"},
+            )
+            store.close()
+            logger.info(
+                "dedup store %s closed, run %d: %s%s",
+                self.store_path,
+                store.run,
+                state,
+                "" if not owed else " (run the crawl again to resume)",
+            )
+            self._store = self._frontier = self._index = self._pending = None
 
 
 class CanonicalWaits:

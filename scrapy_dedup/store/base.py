@@ -94,6 +94,14 @@ class StoreBatch(abc.ABC):
         """Enter a representative's fingerprints in the permutation tables and bands."""
 
     @abc.abstractmethod
+    def put_pending(self, pending_id: str, request: bytes) -> None:
+        """Owe a request: it passed the frontier and its outcome is not durable yet."""
+
+    @abc.abstractmethod
+    def settle_pending(self, pending_id: str) -> None:
+        """The request's outcome is recorded: it is owed no more."""
+
+    @abc.abstractmethod
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None: ...
 
 
@@ -140,6 +148,16 @@ class DedupStore(abc.ABC):
 
     @abc.abstractmethod
     def frontier_size(self) -> int: ...
+
+    @abc.abstractmethod
+    def has_pending(self, pending_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    def iter_pending(self) -> Iterator[tuple[str, bytes]]:
+        """(id, serialized request) of every request still owed, as of the call."""
+
+    @abc.abstractmethod
+    def pending_count(self) -> int: ...
 
     # -- URL records --------------------------------------------------------
     @abc.abstractmethod

@@ -10,6 +10,7 @@ Key layout (format 1, recorded as ``store_format`` in the store parameters)::
     m:run                         current crawl run number
     m:<name>                      other metadata (JSON), e.g. m:url_rules
     f:<url key>                   frontier: run the key was last scheduled in (4 bytes), first URL
+    q:<pending id>                request still owed (pickled request dict); the id is its URL key
     u:<url key>                   UrlRecord (JSON)
     v:<url>                       URL variant dropped before fetch (JSON)
     a:<target key>\0<url>         redirect or URL variant pointing to a key -> reason
@@ -138,6 +139,12 @@ class LevelDBBatch(StoreBatch):
         self._tables.stage_remove(self._wb, sid, simhash, cid, self._removed)
         for entry in _band_entries(sid, bands, cid):
             self._wb.delete(entry)
+
+    def put_pending(self, pending_id: str, request: bytes) -> None:
+        self._wb.put(b"q:" + pending_id.encode(), request)
+
+    def settle_pending(self, pending_id: str) -> None:
+        self._wb.delete(b"q:" + pending_id.encode())
 
 
 def _alias_key(target_key: str, url: str) -> bytes:
@@ -272,6 +279,17 @@ class LevelDBStore(DedupStore):
 
     def frontier_size(self) -> int:
         return sum(1 for _ in self._db.iterator(prefix=b"f:", include_value=False))
+
+    def has_pending(self, pending_id: str) -> bool:
+        return self._db.get(b"q:" + pending_id.encode()) is not None
+
+    def iter_pending(self) -> Iterator[tuple[str, bytes]]:
+        # a LevelDB iterator reads a snapshot: what is owed and settled meanwhile is not seen
+        for k, raw in self._db.iterator(prefix=b"q:"):
+            yield k[2:].decode(), raw
+
+    def pending_count(self) -> int:
+        return sum(1 for _ in self._db.iterator(prefix=b"q:", include_value=False))
 
     # -- URL records --------------------------------------------------------
     def get_url(self, key: str) -> UrlRecord | None:

@@ -1,0 +1,358 @@
+"""The resumable frontier: requests the crawl still owes, kept in the store.
+
+A request that passes the frontier is *owed* (stored with what it takes to issue it
+again, as JOBDIR does: Scrapy's request dict, callbacks by name) until its outcome is
+durable: its response went through the spider, every request the callback yielded was
+recorded (owed in turn, or dropped as known), and every item it yielded was decided.
+A request that fails for good, a redirect whose target is recorded and a 304 settle too.
+A run that starts on a store with requests still owed issues them again, next to the
+start requests: a crawl killed at any moment loses nothing.
+
+Two components of the add-on carry the hooks:
+
+- :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
+  owed requests after the start requests, counts the items of each response and settles
+  the response's request once its output is exhausted and every item has left the
+  pipelines (``item_scraped``, ``item_dropped``, ``item_error``);
+- :class:`PendingDownloaderMiddleware`, innermost of the engine side: it settles a
+  request whose download failed for good (retries exhausted), and drops a request that
+  a persisted queue (JOBDIR) issued again although the store resumes it itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy import Request, signals
+from scrapy.exceptions import DropItem, IgnoreRequest
+from scrapy.utils.request import request_from_dict
+
+from scrapy_dedup.runtime import DedupRuntime
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: the item field the pipeline adds (see pipeline.ITEM_FIELD)
+ITEM_FIELD = "dedup"
+
+#: request meta: the id the request is owed under, the run that owed it, and whether
+#: it was issued again from the store
+META_PENDING = "dedup_pending"
+META_RUN = "dedup_run"
+META_RESUMED = "dedup_resumed"
+
+_PICKLE_PROTOCOL = 4
+
+
+class _StaleRequest(IgnoreRequest):
+    """A copy of an owed request that the store issues itself."""
+
+
+class LeftPending(DropItem):
+    """An item that could not be decided because the crawl is stopping.
+
+    It is not passed on, and its request stays owed: the next run decides it.
+    """
+
+
+def promoted_id(key: str) -> str:
+    """The id a take-over fetch is owed under (its URL key may be owed as well)."""
+    return key + "\0promoted"
+
+
+class PendingRequests:
+    """What the store owes, seen from the crawl."""
+
+    def __init__(self, runtime: DedupRuntime) -> None:
+        self.runtime = runtime
+        self._warned_unserializable = False
+        self._warned_unresumable = False
+        self._method_names: dict[Any, str] = {}
+
+    @property
+    def store(self):
+        return self.runtime.store
+
+    # -- owing and settling -------------------------------------------------
+    def owe(self, request: Request, pending_id: str, settles: str | None = None) -> None:
+        """``request`` passed the frontier: keep it until its outcome is durable.
+
+        ``settles``: the id of a request this one replaces (a redirect's source), settled
+        in the same batch.
+        """
+        meta = request.meta
+        run = self.runtime.store.run
+        blob = None
+        if not (meta.get(META_RESUMED) and meta.get(META_PENDING) == pending_id):
+            meta[META_PENDING], meta[META_RUN] = pending_id, run
+            blob = self._serialize(request)
+            if blob is None:
+                del meta[META_PENDING], meta[META_RUN]
+        else:
+            meta[META_RUN] = run  # already in the store
+        if blob is None and (settles is None or settles == pending_id):
+            return
+        with self.store.batch() as batch:
+            if blob is not None:
+                batch.put_pending(pending_id, blob)
+            if settles is not None and settles != pending_id:
+                batch.settle_pending(settles)
+
+    def settle(self, request: Request | None) -> None:
+        pending_id = request.meta.get(META_PENDING) if request is not None else None
+        if pending_id is None:
+            return
+        with self.store.batch() as batch:
+            batch.settle_pending(pending_id)
+
+    def settle_id(self, pending_id: str) -> None:
+        with self.store.batch() as batch:
+            batch.settle_pending(pending_id)
+
+    def _serialize(self, request: Request) -> bytes | None:
+        try:
+            return pickle.dumps(self._request_dict(request), protocol=_PICKLE_PROTOCOL)
+        except Exception as exc:
+            self.runtime.inc("frontier/unserializable")
+            if not self._warned_unserializable:
+                self._warned_unserializable = True
+                logger.warning(
+                    "Unable to keep request %s in the dedup store for a resumed run (%s: %s); "
+                    "it is crawled, but an interrupted run would not issue it again. "
+                    "Further ones are only counted in dedup/frontier/unserializable",
+                    request,
+                    type(exc).__name__,
+                    exc,
+                )
+            return None
+
+    def _request_dict(self, request: Request) -> dict[str, Any]:
+        """``Request.to_dict(spider=...)``, with the callback names looked up once per method.
+
+        ``to_dict`` scans the spider's members for each callback (about 150 µs a request);
+        the name of a spider's bound method is checked directly instead.
+        """
+        spider = self.runtime.crawler.spider
+        callback, errback = request.callback, request.errback
+        if callable(callback) or callable(errback):
+            d = request.replace(callback=None, errback=None).to_dict()
+            d["callback"] = self._method_name(spider, callback) if callable(callback) else callback
+            d["errback"] = self._method_name(spider, errback) if callable(errback) else errback
+            return d
+        return request.to_dict()
+
+    def _method_name(self, spider: Any, func: Any) -> str:
+        method = getattr(func, "__func__", None)
+        if method is None or getattr(func, "__self__", None) is not spider:
+            raise ValueError(f"{func!r} is not a method of the spider")
+        name = self._method_names.get(method)
+        if name is None:
+            name = method.__name__
+            if getattr(getattr(spider, name, None), "__func__", None) is not method:
+                raise ValueError(f"{func!r} is not reachable by name on the spider")
+            self._method_names[method] = name
+        return name
+
+    # -- emissions ----------------------------------------------------------
+    def record_emission(self, item: Any) -> None:
+        adapter = ItemAdapter(item)
+        dedup = adapter.get(ITEM_FIELD) if ITEM_FIELD in adapter else None
+        url = adapter.get(self.runtime.config.url_field)
+        if not isinstance(dedup, dict) or not dedup.get("content_hash") or not url:
+            return
+        key = self.runtime.key(str(url))
+        record = self.store.get_url(key)
+        if record is None or record.emitted == dedup["content_hash"]:
+            return
+        record.emitted = dedup["content_hash"]
+        with self.store.batch() as batch:
+            batch.put_url(record)
+
+    def replay(self, decision: Any, key: str) -> None:
+        """A document decided in this crawl, before an interruption, and fetched again.
+
+        Its decision is durable but its emission may have been cut off (between the two
+        lie a few turns of the event loop, a sizeable fraction of a second under load): a
+        representative first seen in this crawl and not emitted with this content goes on
+        as ``new``, once.  A document of an earlier, finished crawl stays ``unchanged``.
+        """
+        if decision.status != "unchanged":
+            return
+        record = self.store.get_url(key)
+        if record is None or record.first_run != self.runtime.first_run or record.emitted == record.content_hash:
+            return
+        cluster = self.store.get_cluster(record.cluster_id) if record.cluster_id else None
+        if cluster is None or cluster.representative != key:
+            return
+        self.runtime.inc("frontier/replayed")
+        decision.status, decision.is_representative = "new", True
+        decision.canonical_url = decision.url
+
+    # -- resuming -----------------------------------------------------------
+    def resume(self) -> Iterator[Request]:
+        """The requests owed by an earlier run, issued again."""
+        runtime = self.runtime
+        spider = runtime.crawler.spider
+        count = runtime.pending_at_start
+        if not count:
+            return
+        logger.info("resuming %s pending requests from an interrupted run", f"{count:,}")
+        for pending_id, blob in self.store.iter_pending():
+            try:
+                request = request_from_dict(pickle.loads(blob), spider=spider)
+            except Exception as exc:
+                runtime.inc("frontier/unresumable")
+                if not self._warned_unresumable:
+                    self._warned_unresumable = True
+                    logger.warning(
+                        "A pending request of an interrupted run cannot be issued again (%s: %s); "
+                        "it is dropped from the store. Further ones are only counted in "
+                        "dedup/frontier/unresumable",
+                        type(exc).__name__,
+                        exc,
+                    )
+                self.settle_id(pending_id)
+                continue
+            request.meta[META_PENDING] = pending_id
+            request.meta[META_RESUMED] = True
+            request.meta[META_RUN] = runtime.store.run
+            runtime.inc("frontier/resumed")
+            yield request
+
+
+class PendingSpiderMiddleware:
+    """Issues owed requests after the start requests; settles a response's request."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.runtime = DedupRuntime.of(crawler)
+        self.pending = self.runtime.pending
+        #: id(response) -> [response, outputs still running, items in the pipelines, keep owed]
+        self._open: dict[int, list] = {}
+        crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(self._item_error, signal=signals.item_error)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PendingSpiderMiddleware:
+        return cls(crawler)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for element in start:
+            yield element
+        try:
+            resumed = self.pending.resume()
+            for request in resumed:
+                yield request
+        except Exception:
+            self.runtime.inc("error/resume")
+            logger.exception("scrapy-dedup could not read the pending requests of the store")
+
+    def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
+        state = self._begin(response)
+        try:
+            for element in result:
+                if element is not None and not isinstance(element, Request):
+                    state[2] += 1
+                yield element
+        finally:
+            state[1] -= 1
+            self._maybe_settle(response, state)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider=None
+    ) -> AsyncIterator[Any]:
+        state = self._begin(response)
+        try:
+            async for element in result:
+                if element is not None and not isinstance(element, Request):
+                    state[2] += 1
+                yield element
+        finally:
+            state[1] -= 1
+            self._maybe_settle(response, state)
+
+    def _begin(self, response: Response) -> list:
+        state = self._open.get(id(response))
+        if state is None:
+            state = self._open[id(response)] = [response, 0, 0, False]
+        state[1] += 1
+        return state
+
+    def _item_scraped(self, item: Any, response: Any = None, spider=None) -> None:
+        self._record_emission(item)
+        self._item_done(response, keep=False)
+
+    def _item_dropped(self, item: Any, response: Any = None, exception: Any = None, spider=None) -> None:
+        self._item_done(response, keep=isinstance(exception, LeftPending))
+
+    def _item_error(self, item: Any, response: Any = None, spider=None, failure: Any = None) -> None:
+        self._item_done(response, keep=False)
+
+    def _item_done(self, response: Any, keep: bool) -> None:
+        state = self._open.get(id(response)) if response is not None else None
+        if state is None or state[0] is not response:
+            return
+        state[2] -= 1
+        state[3] = state[3] or keep
+        self._maybe_settle(response, state)
+
+    def _maybe_settle(self, response: Response, state: list) -> None:
+        if state[1] > 0 or state[2] > 0:
+            return
+        self._open.pop(id(response), None)
+        if state[3]:
+            return  # an item was left undecided by a stop: the next run decides it
+        try:
+            self.pending.settle(response.request)
+        except Exception:
+            self.runtime.inc("error/settle")
+            logger.exception("scrapy-dedup could not settle the request of %s", response.url)
+
+    def _record_emission(self, item: Any) -> None:
+        """Remember what was emitted, so that a resumed run re-emits only what was cut off."""
+        try:
+            self.pending.record_emission(item)
+        except Exception:
+            self.runtime.inc("error/settle")
+            logger.exception("scrapy-dedup could not record an emitted item")
+
+
+class PendingDownloaderMiddleware:
+    """Settles requests that failed for good; drops stale copies from a persisted queue."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.runtime = DedupRuntime.of(crawler)
+        self.pending = self.runtime.pending
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PendingDownloaderMiddleware:
+        return cls(crawler)
+
+    def process_request(self, request: Request, spider=None) -> None:
+        meta = request.meta
+        owed_in = meta.get(META_RUN)
+        if owed_in is None or meta.get(META_RESUMED) or owed_in == self.runtime.store.run:
+            return None
+        # Owed by an earlier run and issued again by a persisted queue (JOBDIR): the store
+        # issues every request still owed itself, and what is not owed any more is done.
+        self.runtime.inc("frontier/stale")
+        raise _StaleRequest(f"issued again from the store instead: {request.url}")
+
+    def process_exception(self, request: Request, exception: BaseException, spider=None) -> None:
+        # innermost on the engine side: an exception that reaches this point is final
+        # (RetryMiddleware has given up or was not asked)
+        if isinstance(exception, _StaleRequest):
+            return None  # the copy the store issued is still owed
+        try:
+            self.pending.settle(request)
+        except Exception:
+            self.runtime.inc("error/settle")
+            logger.exception("scrapy-dedup could not settle the failed request %s", request.url)
+        return None
