@@ -42,8 +42,8 @@ logger = logging.getLogger(__name__)
 #: the item field the pipeline adds (see pipeline.ITEM_FIELD)
 ITEM_FIELD = "dedup"
 
-#: request meta: the id the request is owed under, the run that owed it, and whether
-#: it was issued again from the store
+#: request meta: the id the request is owed under, the run that owed it (or issued it
+#: again), and the run that issued it again from the store
 META_PENDING = "dedup_pending"
 META_RUN = "dedup_run"
 META_RESUMED = "dedup_resumed"
@@ -90,7 +90,7 @@ class PendingRequests:
         meta = request.meta
         run = self.runtime.store.run
         blob = None
-        if not (meta.get(META_RESUMED) and meta.get(META_PENDING) == pending_id):
+        if not (meta.get(META_RESUMED) == run and meta.get(META_PENDING) == pending_id):
             meta[META_PENDING], meta[META_RUN] = pending_id, run
             blob = self._serialize(request)
             if blob is None:
@@ -221,8 +221,7 @@ class PendingRequests:
                 self.settle_id(pending_id)
                 continue
             request.meta[META_PENDING] = pending_id
-            request.meta[META_RESUMED] = True
-            request.meta[META_RUN] = runtime.store.run
+            request.meta[META_RESUMED] = request.meta[META_RUN] = runtime.store.run
             runtime.inc("frontier/resumed")
             yield request
 
@@ -245,6 +244,9 @@ class PendingSpiderMiddleware:
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for element in start:
+            if isinstance(element, Request):
+                # tagged with the run: a copy a persisted queue issues in a later run is stale
+                element.meta.setdefault(META_RUN, self.runtime.store.run)
             yield element
         try:
             resumed = self.pending.resume()
@@ -337,8 +339,8 @@ class PendingDownloaderMiddleware:
 
     def process_request(self, request: Request, spider=None) -> None:
         meta = request.meta
-        owed_in = meta.get(META_RUN)
-        if owed_in is None or meta.get(META_RESUMED) or owed_in == self.runtime.store.run:
+        owed_in, run = meta.get(META_RUN), self.runtime.store.run
+        if owed_in is None or owed_in == run:
             return None
         # Owed by an earlier run and issued again by a persisted queue (JOBDIR): the store
         # issues every request still owed itself, and what is not owed any more is done.
