@@ -9,10 +9,10 @@ from scrapy.settings import BaseSettings
 #: normalized URLs; the downloader middleware sits just inside
 #: RedirectMiddleware (600) so it sees final responses, 304s and 404s; the
 #: pipeline runs early so that later pipelines only see kept documents.
-SPIDER_MIDDLEWARE = ("scrapy_dedup.spidermw.DedupSpiderMiddleware", 950)
-DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.downloadermw.DedupDownloaderMiddleware", 590)
-PIPELINE = ("scrapy_dedup.pipeline.DedupPipeline", 200)
-DUPEFILTER = "scrapy_dedup.dupefilter.DedupDupeFilter"
+SPIDER_MIDDLEWARE = ("scrapy_dedup.crawl.spidermw.DedupSpiderMiddleware", 950)
+DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.crawl.downloadermw.DedupDownloaderMiddleware", 590)
+PIPELINE = ("scrapy_dedup.crawl.pipeline.DedupPipeline", 200)
+DUPEFILTER = "scrapy_dedup.crawl.dupefilter.DedupDupeFilter"
 
 
 class Addon:

@@ -23,8 +23,8 @@ from scrapy.http import TextResponse
 
 from scrapy_dedup.core.canonical import canonical_scope_check, resolve_canonical
 from scrapy_dedup.core.urls import InvalidURL, normalize_url
-from scrapy_dedup.responses import content_kind
-from scrapy_dedup.runtime import DedupRuntime
+from scrapy_dedup.crawl.responses import content_kind
+from scrapy_dedup.crawl.runtime import DedupRuntime
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

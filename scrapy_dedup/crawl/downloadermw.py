@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 
-from scrapy_dedup.dupefilter import record_redirect
-from scrapy_dedup.runtime import DedupRuntime
+from scrapy_dedup.crawl.dupefilter import record_redirect
+from scrapy_dedup.crawl.runtime import DedupRuntime
 
 if TYPE_CHECKING:
     from scrapy import Request

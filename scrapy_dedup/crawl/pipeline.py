@@ -17,12 +17,12 @@ from scrapy import signals
 from scrapy.exceptions import DropItem
 from twisted.internet import task
 
-from scrapy_dedup.analysis import ExtractOptions, analyse_html, analyse_text
+from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
-from scrapy_dedup.index import Decision, Document
-from scrapy_dedup.responses import content_kind
-from scrapy_dedup.runtime import DedupRuntime
-from scrapy_dedup.workers import ExtractionPool
+from scrapy_dedup.decide.index import Decision, Document
+from scrapy_dedup.crawl.responses import content_kind
+from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.crawl.workers import ExtractionPool
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

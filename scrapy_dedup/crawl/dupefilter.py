@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
-from scrapy_dedup.runtime import DedupRuntime
+from scrapy_dedup.crawl.runtime import DedupRuntime
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
