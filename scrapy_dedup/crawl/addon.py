@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scrapy.settings import BaseSettings
+from scrapy.utils.misc import load_object
 
 #: Components and their priorities.  The spider middleware sits next to the
 #: spider (after DepthMiddleware, 900) so that every later component sees
@@ -26,5 +29,22 @@ class Addon:
             ("ITEM_PIPELINES", PIPELINE),
         ):
             components = settings[name]
-            if path not in components:
+            if not _listed(components, load_object(path)):
                 components[path] = priority
+
+
+def _listed(components: Any, cls: type) -> bool:
+    """Whether ``cls`` (or a subclass) is already listed, as a class or under any dotted path.
+
+    Scrapy keys components by what the user wrote, so ``{DedupPipeline: 300}`` and
+    the path ``"scrapy_dedup.pipeline.DedupPipeline"`` would be two components and
+    every item would be decided twice.  A listing with priority None (disabled) counts too.
+    """
+    for component in components:
+        try:
+            obj = load_object(component)
+        except (ImportError, NameError, ValueError, AttributeError):
+            continue  # not ours; Scrapy reports it when it builds the component
+        if isinstance(obj, type) and issubclass(obj, cls):
+            return True
+    return False
