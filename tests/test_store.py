@@ -6,7 +6,7 @@ The behaviour every backend shares is in test_store_contract.py.
 import pytest
 
 from scrapy_dedup.core.records import UrlRecord
-from scrapy_dedup.store import StoreLocked
+from scrapy_dedup.store import IncompatibleStore, StoreLocked
 from scrapy_dedup.store.leveldb import LevelDBStore
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
@@ -38,3 +38,19 @@ def test_the_key_layout_is_the_documented_one(store):
     assert store._db.get(b"m:run") is None
     store.begin_run()
     assert store._db.get(b"m:run") == b"1"
+
+
+def test_a_store_in_an_older_format_is_refused_with_a_clear_message(store_path):
+    import json
+
+    import plyvel
+
+    LevelDBStore(store_path, PARAMS).close()
+    db = plyvel.DB(store_path)
+    params = json.loads(db.get(b"m:params"))
+    db.put(b"m:params", json.dumps({**params, "store_format": 2}, sort_keys=True).encode())
+    db.close()
+    for open_store in (lambda: LevelDBStore(store_path, PARAMS), lambda: LevelDBStore.open_existing(store_path)):
+        with pytest.raises(IncompatibleStore, match="is in store format 2; this version reads store format 3"):
+            open_store()
+    plyvel.DB(store_path).close()  # each refusal closed the database behind it

@@ -24,7 +24,8 @@ by one process gets that for free:
 - ``put_if_absent``: insert-if-absent, returns what was there (claiming an
   exact content hash for a cluster, recording the store's parameters);
 - ``increment_meta``: a counter (the run number);
-- ``batch()``: every write of one decision is applied together or not at all.
+- ``batch()``: every write of one decision is applied, or after a crash none is
+  (a shared backend may let readers see part of a batch while it is applied).
   A batch does not read its own writes; reads go straight to the store.
 
 Everything else is a plain read or a last-writer-wins write.  Read-then-write
@@ -44,10 +45,12 @@ from typing import Any
 
 import xxhash
 
+from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
-STORE_FORMAT = 2
+#: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
+STORE_FORMAT = 3
 
 #: Record tables (``get``/``put``/``delete``/``scan``) and what they hold.
 URL = "url"  # url key -> UrlRecord (JSON)
@@ -84,6 +87,14 @@ def scope_id(scope: str) -> bytes:
 
 def exact_key(scope: str, content_hash: str) -> str:
     return f"{scope_id(scope).hex()}:{content_hash}"
+
+
+def band_tuple(bands: Iterable[int]) -> tuple[int, ...]:
+    """The band hashes of one entry: all BANDS of them, or none (a document too short for bands)."""
+    bands = tuple(bands)
+    if bands and len(bands) != BANDS:
+        raise ValueError(f"expected {BANDS} band hashes (or none), got {len(bands)}")
+    return bands
 
 
 def _json(value: Any) -> bytes:
@@ -207,7 +218,7 @@ class DedupStore(abc.ABC):
 
     @abc.abstractmethod
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
-        """Every (key, value) of a table, in key order."""
+        """Every (key, value) of a table, in no particular order (a report sorts what it shows)."""
 
     @abc.abstractmethod
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
@@ -215,7 +226,7 @@ class DedupStore(abc.ABC):
 
     @abc.abstractmethod
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
-        """(member, value) of an owned set, in member order."""
+        """(member, value) of an owned set, in no particular order."""
 
     # -- primitives: metadata -----------------------------------------------
     @abc.abstractmethod
@@ -267,6 +278,7 @@ class DedupStore(abc.ABC):
         stored = self.put_meta_if_absent("params", params)
         if stored is None:
             return params
+        self._check_format(stored)
         if stored != params:
             diff = ", ".join(
                 f"{k}: store has {stored.get(k)!r}, this crawl uses {params.get(k)!r}"
@@ -279,6 +291,16 @@ class DedupStore(abc.ABC):
                 "use a new DEDUP_STORE directory, or the parameters it was built with"
             )
         return stored
+
+    def _check_format(self, stored: dict[str, Any]) -> None:
+        """Refuse a store written in another layout (reading it would give wrong answers)."""
+        found = stored.get("store_format")
+        if found != STORE_FORMAT:
+            self.close()
+            raise IncompatibleStore(
+                f"the dedup store {self.path!r} is in store format {found!r}; this version reads "
+                f"store format {STORE_FORMAT} only: migrate the store, or use a new DEDUP_STORE directory"
+            )
 
     # -- runs ---------------------------------------------------------------
     def begin_run(self) -> int:

@@ -6,7 +6,7 @@ atomic (see :mod:`scrapy_dedup.store.base`) is, and batches are LevelDB write
 batches.  ``scrapy dedup`` commands read a store that no crawl holds (or a
 copy of one).
 
-Key layout (format 2, recorded as ``store_format`` in the store parameters)::
+Key layout (format 3, recorded as ``store_format`` in the store parameters)::
 
     m:params                      JSON parameters (fingerprints, tables, format)
     m:run                         current crawl run number
@@ -24,10 +24,14 @@ Key layout (format 2, recorded as ``store_format`` in the store parameters)::
     w<seq>                        SimHash table entry not yet packed (write-ahead)
     p<table><scope><block><gen>   packed SimHash table run: (simhash, cluster) pairs
     z<scope><simhash><cluster>    removed SimHash table entry (tombstone)
-    m:tables_gen                  next packed run generation
-    b<band><scope><band hash><cluster>          LSH band entry (binary, 1+8+8+8 bytes)
+    m:tables_gen                  next packed SimHash run generation
+    l<seq>                        LSH band entry not yet packed: scope, 32 band hashes, cluster
+    q<band><scope><block><gen>    packed band run: (band hash, cluster) pairs; block = top 12 bits
+    t<band><scope><hash><cluster> removed band entry (tombstone)
+    m:bands_gen                   next packed band run generation
 
-The SimHash tables are described in :mod:`scrapy_dedup.store.simhash_tables`.
+Both packed indexes are described in :mod:`scrapy_dedup.store.packed_tables`.
+Format 2 kept one key per band per representative (``b<band><scope><hash><cluster>``).
 """
 
 from __future__ import annotations
@@ -56,12 +60,15 @@ from scrapy_dedup.store.base import (
     StoreBatch,
     StoreError,
     StoreLocked,
+    band_tuple,
     scope_id,
 )
-from scrapy_dedup.store.simhash_tables import LAYOUT, PackedSimhashTables
+from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
 
-_U64 = struct.Struct(">Q")
 _RUN = struct.Struct(">I")
+
+#: what this backend records in the store parameters about its layout
+LAYOUT = {"store_format": STORE_FORMAT, "simhash_layout": SIMHASH_SPEC.layout, "band_layout": BANDS_SPEC.layout}
 
 #: record table -> key prefix
 _TABLE_PREFIX = {
@@ -90,19 +97,11 @@ def _cid_bytes(cluster_id: str) -> bytes:
     return bytes.fromhex(cluster_id)
 
 
-def _band_prefix(band: int, scope: bytes, band_hash: int) -> bytes:
-    return b"b" + bytes((band,)) + scope + _U64.pack(band_hash)
-
-
-def _band_entries(sid: bytes, bands: Iterable[int], cid: bytes) -> Iterator[bytes]:
-    for band, band_hash in enumerate(bands):
-        yield _band_prefix(band, sid, band_hash) + cid
-
-
 class LevelDBBatch(StoreBatch):
-    def __init__(self, wb: Any, tables: PackedSimhashTables, pending: list) -> None:
+    def __init__(self, wb: Any, tables: PackedSimhashTables, bands: PackedBands, pending: tuple[list, list]) -> None:
         self._wb = wb
         self._tables = tables
+        self._bands = bands
         self._pending = pending
         self._removed: set[bytes] = set()
 
@@ -119,16 +118,16 @@ class LevelDBBatch(StoreBatch):
         self._wb.delete(_set_prefix(name, owner) + member.encode())
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        sid, cid = scope_id(scope), _cid_bytes(cluster_id)
-        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending, self._removed)
-        for entry in _band_entries(sid, bands, cid):
-            self._wb.put(entry, b"")
+        sid, cid, bands = scope_id(scope), _cid_bytes(cluster_id), band_tuple(bands)
+        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending[0], self._removed)
+        if bands:
+            self._bands.stage_add(self._wb, sid, bands, cid, self._pending[1], self._removed)
 
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        sid, cid = scope_id(scope), _cid_bytes(cluster_id)
+        sid, cid, bands = scope_id(scope), _cid_bytes(cluster_id), band_tuple(bands)
         self._tables.stage_remove(self._wb, sid, simhash, cid, self._removed)
-        for entry in _band_entries(sid, bands, cid):
-            self._wb.delete(entry)
+        if bands:
+            self._bands.stage_remove(self._wb, sid, bands, cid, self._removed)
 
 
 def _open_db(path: str, locked_message: str, **options: Any) -> Any:
@@ -159,9 +158,9 @@ class LevelDBStore(DedupStore):
             write_buffer_size=max(1, min(cache_mb // 2, 16)) * 1024 * 1024,
             bloom_filter_bits=10,
         )
-        self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
+        self.params = self._check_params({**params, **LAYOUT})
         self._read_run()
-        self._tables = PackedSimhashTables(self._db)
+        self._open_indexes()
 
     @classmethod
     def open_existing(cls, path: str) -> LevelDBStore:
@@ -176,15 +175,14 @@ class LevelDBStore(DedupStore):
             create_if_missing=False,
         )
         store.params = store.get_meta("params") or {}
-        if store.params.get("simhash_layout") != LAYOUT:
-            store._db.close()
-            raise StoreError(
-                f"the dedup store {path!r} has store format {store.params.get('store_format')!r}; "
-                f"this version reads format {STORE_FORMAT} ({LAYOUT} SimHash tables)"
-            )
+        store._check_format(store.params)
         store._read_run()
-        store._tables = PackedSimhashTables(store._db)
+        store._open_indexes()
         return store
+
+    def _open_indexes(self) -> None:
+        self._tables = PackedSimhashTables(self._db)
+        self._bands = PackedBands(self._db)
 
     # -- life cycle ---------------------------------------------------------
     def close(self) -> None:
@@ -193,11 +191,12 @@ class LevelDBStore(DedupStore):
 
     @contextmanager
     def batch(self) -> Iterator[LevelDBBatch]:
-        pending: list = []
+        pending: tuple[list, list] = ([], [])
         with self._db.write_batch(transaction=True) as wb:
-            yield LevelDBBatch(wb, self._tables, pending)
-        # only what was written reaches the tables' memory
-        self._tables.apply(pending)
+            yield LevelDBBatch(wb, self._tables, self._bands, pending)
+        # only what was written reaches the indexes' memory
+        self._tables.apply(pending[0])
+        self._bands.apply(pending[1])
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
@@ -262,11 +261,7 @@ class LevelDBStore(DedupStore):
             yield fp, cid.hex()
 
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        sid = scope_id(scope)
-        found: set[str] = set()
-        for band, band_hash in enumerate(bands):
-            prefix = _band_prefix(band, sid, band_hash)
-            start = len(prefix)
-            for k in self._db.iterator(prefix=prefix, include_value=False):
-                found.add(k[start:].hex())
-        return found
+        bands = band_tuple(bands)
+        if not bands:
+            return set()
+        return {cid.hex() for cid in self._bands.colliding(scope_id(scope), bands)}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
-from scrapy_dedup.store.base import SETS, STORE_FORMAT, TABLES, DedupStore, StoreBatch, StoreError
+from scrapy_dedup.store.base import SETS, STORE_FORMAT, TABLES, DedupStore, StoreBatch, StoreError, band_tuple
 
 LAYOUT = "memory-1"
 
@@ -59,10 +59,10 @@ class MemoryBatch(StoreBatch):
         self.ops.append(("remove", (name, owner, member)))
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        self.ops.append(("index", (scope, simhash, tuple(bands), cluster_id)))
+        self.ops.append(("index", (scope, simhash, band_tuple(bands), cluster_id)))
 
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        self.ops.append(("unindex", (scope, simhash, tuple(bands), cluster_id)))
+        self.ops.append(("unindex", (scope, simhash, band_tuple(bands), cluster_id)))
 
     def apply(self, data: _Data) -> None:
         for op, args in self.ops:
@@ -100,7 +100,7 @@ class MemoryStore(DedupStore):
         self.path = str(path)
         with _STORES_LOCK:
             self._data = _STORES.setdefault(self.path, _Data())
-        self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
+        self.params = self._check_params({**params, "store_format": STORE_FORMAT, "layout": LAYOUT})
         self._read_run()
 
     @classmethod
@@ -111,6 +111,7 @@ class MemoryStore(DedupStore):
         store = cls.__new__(cls)
         store.path, store._data = str(path), data
         store.params = store.get_meta("params")
+        store._check_format(store.params)
         store._read_run()
         return store
 
@@ -198,6 +199,6 @@ class MemoryStore(DedupStore):
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
         found: set[str] = set()
         with self._data.lock:
-            for band, band_hash in enumerate(bands):
+            for band, band_hash in enumerate(band_tuple(bands)):
                 found |= self._data.bands.get((scope, band, band_hash), set())
         return found
