@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 from twisted.internet.defer import CancelledError, Deferred
 
-from scrapy_dedup.analysis import warm_up
+from scrapy_dedup.extraction.analysis import warm_up
 
 
 class PoolClosed(RuntimeError):

@@ -23,10 +23,10 @@ from scrapy.utils.project import data_path
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.core.urls import url_key
-from scrapy_dedup.extract import EXTRACT_PARAMS
-from scrapy_dedup.frontier import Frontier
-from scrapy_dedup.index import ContentIndex
-from scrapy_dedup.settings import DedupConfig
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
+from scrapy_dedup.decide.frontier import Frontier
+from scrapy_dedup.decide.index import ContentIndex
+from scrapy_dedup.crawl.settings import DedupConfig
 from scrapy_dedup.store.base import DedupStore, StoreError
 
 if TYPE_CHECKING:
@@ -150,9 +150,9 @@ class DedupRuntime:
 
     @property
     def pending(self) -> Any:
-        """The requests the store owes (:mod:`scrapy_dedup.pending`)."""
+        """The requests the store owes (:mod:`scrapy_dedup.crawl.pending`)."""
         if self._pending is None:
-            from scrapy_dedup.pending import PendingRequests
+            from scrapy_dedup.crawl.pending import PendingRequests
 
             self._pending = PendingRequests(self)
         return self._pending
@@ -173,7 +173,7 @@ class DedupRuntime:
         """
         from scrapy import Request
 
-        from scrapy_dedup.pending import promoted_id
+        from scrapy_dedup.crawl.pending import promoted_id
 
         self.inc("doc/promoted")
         request = Request(

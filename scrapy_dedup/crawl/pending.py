@@ -31,7 +31,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import DropItem, IgnoreRequest
 from scrapy.utils.request import request_from_dict
 
-from scrapy_dedup.runtime import DedupRuntime
+from scrapy_dedup.crawl.runtime import DedupRuntime
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
