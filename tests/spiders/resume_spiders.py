@@ -22,10 +22,12 @@ from scrapy.http import HtmlResponse
 class DocsSpider(scrapy.Spider):
     name = "docs"
 
-    def __init__(self, start_url: str, **kwargs):
+    def __init__(self, start_url: str, lambdas: str = "", **kwargs):
         super().__init__(**kwargs)
         self.start_url = start_url
         self.netloc = urlsplit(start_url).netloc
+        #: links under this path get a lambda callback, which no queue can store
+        self.lambdas = lambdas
 
     async def start(self):
         yield scrapy.Request(self.start_url, dont_filter=True)
@@ -38,7 +40,11 @@ class DocsSpider(scrapy.Spider):
             yield {"url": response.url, "title": title}
         for href in response.css("a::attr(href)").getall():
             url = response.urljoin(href)
-            if urlsplit(url).netloc == self.netloc:
+            if urlsplit(url).netloc != self.netloc:
+                continue
+            if self.lambdas and urlsplit(url).path.startswith(self.lambdas):
+                yield scrapy.Request(url, callback=lambda r: self.parse(r))
+            else:
                 yield scrapy.Request(url, callback=self.parse)
 
 
