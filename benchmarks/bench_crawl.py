@@ -314,6 +314,8 @@ def overhead(args, workdir: Path) -> dict:
     modes = [("raw", 0), ("extract", 0), ("dedup", 0), ("dedup_workers", 2)]
     if args.baseline is not None:
         modes.append(("dedup_baseline", 2))  # another version, DEDUP_WORKERS=2, interleaved
+    if args.modes:
+        modes = [(m, w) for m, w in modes if m in args.modes.split(",")]
     runs: dict[str, list[dict]] = {m: [] for m, _ in modes}
     empty: dict[str, list[dict]] = {m: [] for m, _ in modes}
     try:
@@ -490,7 +492,7 @@ def make_rows(result: dict) -> list[dict]:
     from run_all import fmt, row
 
     rows = []
-    if "overhead" in result:
+    if "overhead" in result and {"raw", "extract", "dedup", "dedup_workers"} <= set(result["overhead"]["summary"]):
         s = result["overhead"]["summary"]
         n = result["overhead"]["pages"]
         ex, d0, d2, raw = s["extract"], s["dedup"], s["dedup_workers"], s["raw"]
@@ -556,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--baseline", type=Path, help="directory holding another version's scrapy_dedup package: "
                         "its DEDUP_WORKERS=2 crawl runs interleaved with this one's (e.g. git archive of a commit)")
+    parser.add_argument("--modes", help="overhead configurations to run, comma-separated (default: all)")
     parser.add_argument("--baseline-name", help="how the results name the baseline (default: its path)")
     args = parser.parse_args(argv)
     args.pages = args.pages or PAGES[args.size]

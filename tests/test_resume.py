@@ -1,6 +1,6 @@
 """Interrupted crawls resume and lose nothing.
 
-A generated documentation site of 544 pages (320 articles, exact copies, near copies,
+A generated documentation site of 549 pages (320 articles, exact copies, near copies,
 syndicated copies with rel=canonical, redirects, URL variants, hubs) is crawled once without
 interruption, then into fresh stores that are interrupted again and again: SIGKILL of the crawl
 process and its extraction workers, SIGINT to the whole process group (a terminal's Ctrl-C),
