@@ -58,9 +58,6 @@ class UrlRecord:
     #: crawl run in which the URL was first seen (representative tie-break); a run that
     #: resumes an interrupted one counts as the run it resumes
     first_run: int = 0
-    #: content hash of the last item emitted for this URL (a resumed crawl re-emits a
-    #: decided document whose emission an interruption cut off)
-    emitted: str | None = None
 
     def to_json(self) -> bytes:
         data = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, False, "")}

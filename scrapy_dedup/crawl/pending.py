@@ -105,12 +105,17 @@ class PendingRequests:
             if settles is not None and settles != pending_id:
                 batch.settle_pending(settles)
 
-    def settle(self, request: Request | None) -> None:
+    def settle(self, request: Request | None, emitted: Iterable[tuple[str, str]] = ()) -> None:
+        """``request`` is done; ``emitted``: (url key, content hash) of the items it emitted."""
         pending_id = request.meta.get(META_PENDING) if request is not None else None
-        if pending_id is None:
+        emitted = list(emitted)
+        if pending_id is None and not emitted:
             return
         with self.store.batch() as batch:
-            batch.settle_pending(pending_id)
+            for key, content_hash in emitted:
+                batch.put_emitted(key, content_hash)
+            if pending_id is not None:
+                batch.settle_pending(pending_id)
 
     def settle_id(self, pending_id: str) -> None:
         with self.store.batch() as batch:
@@ -134,19 +139,24 @@ class PendingRequests:
             return None
 
     def _request_dict(self, request: Request) -> dict[str, Any]:
-        """``Request.to_dict(spider=...)``, with the callback names looked up once per method.
+        """What ``Request.to_dict(spider=...)`` returns, with callback names looked up once.
 
         ``to_dict`` scans the spider's members for each callback (about 150 µs a request);
-        the name of a spider's bound method is checked directly instead.
+        the name of a bound method of the spider is checked directly instead.
         """
         spider = self.runtime.crawler.spider
         callback, errback = request.callback, request.errback
-        if callable(callback) or callable(errback):
-            d = request.replace(callback=None, errback=None).to_dict()
-            d["callback"] = self._method_name(spider, callback) if callable(callback) else callback
-            d["errback"] = self._method_name(spider, errback) if callable(errback) else errback
-            return d
-        return request.to_dict()
+        d: dict[str, Any] = {
+            "url": request.url,
+            "callback": self._method_name(spider, callback) if callable(callback) else callback,
+            "errback": self._method_name(spider, errback) if callable(errback) else errback,
+            "headers": dict(request.headers),
+        }
+        for attr in request.attributes:
+            d.setdefault(attr, getattr(request, attr))
+        if type(request) is not Request:
+            d["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+        return d
 
     def _method_name(self, spider: Any, func: Any) -> str:
         method = getattr(func, "__func__", None)
@@ -161,19 +171,14 @@ class PendingRequests:
         return name
 
     # -- emissions ----------------------------------------------------------
-    def record_emission(self, item: Any) -> None:
+    def emission(self, item: Any) -> tuple[str, str] | None:
+        """(url key, content hash) of a decided item that left the pipelines, or None."""
         adapter = ItemAdapter(item)
         dedup = adapter.get(ITEM_FIELD) if ITEM_FIELD in adapter else None
         url = adapter.get(self.runtime.config.url_field)
         if not isinstance(dedup, dict) or not dedup.get("content_hash") or not url:
-            return
-        key = self.runtime.key(str(url))
-        record = self.store.get_url(key)
-        if record is None or record.emitted == dedup["content_hash"]:
-            return
-        record.emitted = dedup["content_hash"]
-        with self.store.batch() as batch:
-            batch.put_url(record)
+            return None
+        return self.runtime.key(str(url)), dedup["content_hash"]
 
     def replay(self, decision: Any, key: str) -> None:
         """A document decided in this crawl, before an interruption, and fetched again.
@@ -186,7 +191,9 @@ class PendingRequests:
         if decision.status != "unchanged":
             return
         record = self.store.get_url(key)
-        if record is None or record.first_run != self.runtime.first_run or record.emitted == record.content_hash:
+        if record is None or record.first_run != self.runtime.first_run:
+            return
+        if self.store.get_emitted(key) == record.content_hash:
             return
         cluster = self.store.get_cluster(record.cluster_id) if record.cluster_id else None
         if cluster is None or cluster.representative != key:
@@ -232,7 +239,8 @@ class PendingSpiderMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.runtime = DedupRuntime.of(crawler)
         self.pending = self.runtime.pending
-        #: id(response) -> [response, outputs still running, items in the pipelines, keep owed]
+        #: id(response) -> [response, outputs still running, items in the pipelines, keep owed,
+        #: (url key, content hash) of the items emitted]
         self._open: dict[int, list] = {}
         crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
@@ -283,13 +291,20 @@ class PendingSpiderMiddleware:
     def _begin(self, response: Response) -> list:
         state = self._open.get(id(response))
         if state is None:
-            state = self._open[id(response)] = [response, 0, 0, False]
+            state = self._open[id(response)] = [response, 0, 0, False, []]
         state[1] += 1
         return state
 
     def _item_scraped(self, item: Any, response: Any = None, spider=None) -> None:
-        self._record_emission(item)
-        self._item_done(response, keep=False)
+        # Remember what was emitted, so that a resumed run re-emits only what was cut off;
+        # written with the settlement when this is the response's last item.
+        try:
+            emitted = self.pending.emission(item)
+        except Exception:
+            self.runtime.inc("error/settle")
+            logger.exception("scrapy-dedup could not read an emitted item")
+            emitted = None
+        self._item_done(response, keep=False, emitted=emitted)
 
     def _item_dropped(self, item: Any, response: Any = None, exception: Any = None, spider=None) -> None:
         self._item_done(response, keep=isinstance(exception, LeftPending))
@@ -297,11 +312,18 @@ class PendingSpiderMiddleware:
     def _item_error(self, item: Any, response: Any = None, spider=None, failure: Any = None) -> None:
         self._item_done(response, keep=False)
 
-    def _item_done(self, response: Any, keep: bool) -> None:
+    def _item_done(self, response: Any, keep: bool, emitted: tuple[str, str] | None = None) -> None:
         state = self._open.get(id(response)) if response is not None else None
         if state is None or state[0] is not response:
+            if emitted is not None:  # an item of no tracked response (an errback's)
+                self._settle(None, [emitted], getattr(response, "url", "an item"))
             return
         state[2] -= 1
+        if emitted is not None:
+            if state[1] > 0 or state[2] > 0:
+                self._settle(None, [emitted], response.url)  # now: the request is not done yet
+            else:
+                state[4].append(emitted)  # with the settlement, in one batch
         state[3] = state[3] or keep
         self._maybe_settle(response, state)
 
@@ -309,21 +331,15 @@ class PendingSpiderMiddleware:
         if state[1] > 0 or state[2] > 0:
             return
         self._open.pop(id(response), None)
-        if state[3]:
-            return  # an item was left undecided by a stop: the next run decides it
-        try:
-            self.pending.settle(response.request)
-        except Exception:
-            self.runtime.inc("error/settle")
-            logger.exception("scrapy-dedup could not settle the request of %s", response.url)
+        # an item left undecided by a stop keeps the request owed: the next run decides it
+        self._settle(None if state[3] else response.request, state[4], response.url)
 
-    def _record_emission(self, item: Any) -> None:
-        """Remember what was emitted, so that a resumed run re-emits only what was cut off."""
+    def _settle(self, request: Request | None, emitted: list, url: str) -> None:
         try:
-            self.pending.record_emission(item)
+            self.pending.settle(request, emitted)
         except Exception:
             self.runtime.inc("error/settle")
-            logger.exception("scrapy-dedup could not record an emitted item")
+            logger.exception("scrapy-dedup could not settle the request of %s", url)
 
 
 class PendingDownloaderMiddleware:

@@ -61,7 +61,8 @@ RAW = "raw"  # raw body hash -> url key (a byte-identical body skips extraction)
 MINHASH = "minhash"  # url key -> MinHash signature
 TEXT = "text"  # url key -> document text, zlib-compressed (DEDUP_KEEP_TEXT)
 PENDING = "pending"  # pending id (a url key) -> request still owed: pickled request dict
-TABLES = (URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING)
+EMITTED = "emitted"  # url key -> content hash of the last item emitted for it
+TABLES = (URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED)
 
 #: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
 ALIASES = "aliases"  # target url key -> {URL of a redirect or variant: reason}
@@ -191,6 +192,10 @@ class StoreBatch(abc.ABC):
     def settle_pending(self, pending_id: str) -> None:
         """The request's outcome is recorded: it is owed no more."""
         self.delete(PENDING, pending_id)
+
+    def put_emitted(self, key: str, content_hash: str) -> None:
+        """An item with this content left the pipelines for ``key``."""
+        self.put(EMITTED, key, content_hash.encode())
 
 
 class DedupStore(abc.ABC):
@@ -358,6 +363,11 @@ class DedupStore(abc.ABC):
 
     def pending_count(self) -> int:
         return sum(1 for _ in self.scan(PENDING))
+
+    def get_emitted(self, key: str) -> str | None:
+        """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""
+        raw = self.get(EMITTED, key)
+        return raw.decode() if raw is not None else None
 
     # -- content index ------------------------------------------------------
     def find_exact(self, scope: str, content_hash: str) -> str | None:

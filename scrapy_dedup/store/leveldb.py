@@ -13,6 +13,7 @@ Key layout (format 3, recorded as ``store_format`` in the store parameters)::
     m:<name>                      other metadata (JSON), e.g. m:url_rules
     f:<url key>                   frontier: run the key was last scheduled in (4 bytes), first URL
     o:<pending id>                request still owed (pickled request dict); the id is its URL key
+    e:<url key>                   content hash of the last item emitted for the key
     u:<url key>                   UrlRecord (JSON)
     v:<url>                       URL variant dropped before fetch (JSON)
     a:<target key>\0<url>         redirect or URL variant pointing to a key -> reason
@@ -49,6 +50,7 @@ import plyvel
 from scrapy_dedup.store.base import (
     ALIASES,
     CLUSTER,
+    EMITTED,
     EXACT,
     MEMBERS,
     MINHASH,
@@ -82,6 +84,7 @@ _TABLE_PREFIX = {
     MINHASH: b"n:",
     TEXT: b"x:",
     PENDING: b"o:",
+    EMITTED: b"e:",
 }
 #: owned set -> (key prefix, separator between owner and member)
 _SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}
