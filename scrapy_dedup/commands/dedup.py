@@ -216,30 +216,22 @@ class Command(ScrapyCommand):
         )
 
     def _lookup(self, store: DedupStore, opts: argparse.Namespace) -> None:
-        from scrapy_dedup.core.hostrules import HostRules
-        from scrapy_dedup.core.urls import InvalidURL, normalize_url, url_key
+        from scrapy_dedup.core.urls import InvalidURL, UrlRules
         from scrapy_dedup.reports import lookup
 
-        config = self._config(opts)
         # key the URL with the rules the crawl used, when the store recorded them
-        rules = store.get_meta("url_rules") or {}
-        host_rules = HostRules.from_mapping(rules["host_rules"]) if "host_rules" in rules else config.host_rules
-        session_params = tuple(rules.get("session_params", config.session_params))
-        tracking_params = tuple(rules.get("tracking_params", config.tracking_params))
+        rules = UrlRules.from_json(store.get_meta("url_rules"), default=self._config(opts).url_rules)
 
         def normalize(url: str) -> str:
             try:
-                normalized = normalize_url(url.strip(), tracking_params=tracking_params, strict=True)
+                normalized = rules.normalize(url.strip(), strict=True)
             except InvalidURL as exc:
                 raise UsageError(f"not a valid URL: {exc}") from None
             if "://" not in normalized:
                 raise UsageError(f"not an absolute http(s) URL: {url!r}")
             return normalized
 
-        def key_of(url: str) -> str:
-            return url_key(url, host_rules, tracking_params=tracking_params, session_params=session_params)
-
-        answer = lookup.lookup(store, opts.url, normalize, key_of)
+        answer = lookup.lookup(store, opts.url, normalize, rules.key)
         lookup.render(answer, opts.format, sys.stdout)
 
     def _clusters(self, store: DedupStore, opts: argparse.Namespace) -> None:
