@@ -2,6 +2,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+if not is_reactor_installed():
+    # before any module imports twisted's default reactor: the in-process adapter tests
+    # await the pipeline on the asyncio loop, as a crawl does (crawls run in subprocesses)
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "example_project"
