@@ -119,77 +119,66 @@ class _Hit:
 #
 # near_match needs full fingerprints (a 256-slot MinHash, ~0.3 ms for 300 words), too slow to
 # compute for every hit of a 1 ms budget. Candidates are found first by content-defined sampling:
-# a 32-byte window of the canonical text is a feature when the 4 bytes it starts with hash into
-# 1/32 of the space, so two texts sample the same windows wherever they share text. A pair
-# whose true 5-shingle Jaccard is 0.6 (below what near_match accepts) shares ~40 features out of
-# ~60, and misses every one with probability about e^-40. Only candidate pairs are fingerprinted.
+# the 32 bytes of canonical text from the start of a token are hashed, and one window in 8 (by
+# its hash) is a feature, so two texts sample the same windows wherever they share text. A pair
+# with a 5-shingle Jaccard of 0.6 (below what near_match accepts) shares ~28 of its ~37 features
+# per 300 tokens and misses every one with probability about e^-28. Only hits that share enough
+# features with a better hit are fingerprinted and compared.
 _WINDOW = 32
-_ANCHOR_SHIFT = np.uint32(27)  # keep 4-byte prefixes whose mixed hash has its top 5 bits zero
-_ANCHOR_MIX = np.uint32(0x9E3779B1)
-_WORD_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5],
-                     dtype=np.uint64)
-_OFFSETS = np.arange(_WINDOW, dtype=np.intp)
+_SAMPLE_SHIFT = np.uint64(61)  # keep windows whose hash has its top 3 bits zero: 1 in 8
+_WORD_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
+             np.uint64(0x165667B19E3779F9), np.uint64(0x27D4EB2F165667C5))
 #: A pair is a candidate when it shares this share of the smaller feature set (and 2 features).
 _MIN_SHARED = 0.3
 
 
-def _features(texts: list[bytes]) -> list[set[int]]:
-    """The sampled window hashes of each text (empty for texts shorter than a window)."""
+def _features(texts: list[bytes]) -> tuple[list[np.ndarray], np.ndarray]:
+    """For each text, the sampled window hashes that another text has too, and the number of
+    distinct sampled hashes it has in all."""
+    n = len(texts)
+    none = [np.empty(0, dtype=np.uint64)] * n
     buf = b"".join(texts)
-    if len(buf) < _WINDOW:
-        return [set() for _ in texts]
+    size = len(buf)
+    if size < _WINDOW or n > 0xFFFF:
+        return none, np.zeros(n, dtype=np.intp)
     data = np.frombuffer(buf, dtype=np.uint8)
+    # Token starts: after a space, and every character of a script written without spaces
+    # (all of them have 3- or 4-byte UTF-8 encodings), as core.text tokenizes.
+    start = data >= 0xE0
+    start[1:] |= data[:-1] == 0x20
+    start[0] = True
+    pos = np.flatnonzero(start)
     ends = np.cumsum([len(t) for t in texts])
-    anchors = []
+    owner = np.searchsorted(ends, pos, side="right")
+    fits = pos + _WINDOW <= ends[owner]  # windows that do not run into the next text
+    pos, owner = pos[fits], owner[fits]
+    # The 8 bytes at every position, as one unaligned view (no copy).
+    words = np.ndarray((size - 7,), dtype="<u8", buffer=buf, offset=0, strides=(1,))
     with np.errstate(over="ignore"):
-        for offset in range(4):  # every position, as four zero-copy views of 4-byte words
-            words = np.frombuffer(buf, dtype="<u4", offset=offset, count=(len(buf) - offset) // 4)
-            hit = np.flatnonzero(((words * _ANCHOR_MIX) >> _ANCHOR_SHIFT) == 0)
-            anchors.append(hit * 4 + offset)
-        pos = np.concatenate(anchors)
-        owner = np.searchsorted(ends, pos, side="right")
-        inside = owner < len(texts)
-        pos, owner = pos[inside], owner[inside]
-        fits = pos + _WINDOW <= ends[owner]
-        pos, owner = pos[fits], owner[fits]
-        windows = np.ascontiguousarray(data[pos[:, None] + _OFFSETS]).view("<u8")
-        hashes = (windows * _WORD_MIX).sum(axis=1, dtype=np.uint64)
-        hashes ^= hashes >> np.uint64(29)
-    out: list[set[int]] = [set() for _ in texts]
+        a, b, c, d = _WORD_MIX
+        hashes = words[pos] * a + words[pos + 8] * b + words[pos + 16] * c + words[pos + 24] * d
+        hashes ^= hashes >> np.uint64(31)
+        hashes *= a
+    keep = (hashes >> _SAMPLE_SHIFT) == 0
+    # 48 bits of hash and 16 of owner in one key: one sort groups equal features.
+    keys = np.sort((hashes[keep] << np.uint64(16)) | owner[keep].astype(np.uint64))
+    if len(keys) == 0:
+        return none, np.zeros(n, dtype=np.intp)
+    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    owner = (keys & np.uint64(0xFFFF)).astype(np.intp)
+    hashes = keys >> np.uint64(16)
+    counts = np.bincount(owner, minlength=n)
+    same = hashes[1:] == hashes[:-1]
+    shared = np.zeros(len(hashes), dtype=bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    if not shared.any():
+        return none, counts
+    hashes, owner = hashes[shared], owner[shared]
     order = np.argsort(owner, kind="stable")
-    owner, hashes = owner[order], hashes[order]
-    cuts = np.searchsorted(owner, np.arange(len(texts) + 1))
-    for i in range(len(texts)):
-        if cuts[i + 1] > cuts[i]:
-            out[i] = set(hashes[cuts[i]:cuts[i + 1]].tolist())
-    return out
-
-
-def _candidates(features: list[set[int]]) -> dict[int, list[int]]:
-    """{later text: earlier texts it may be a near copy of}, by shared sampled features."""
-    counts: dict[int, int] = {}
-    for feats in features:
-        for f in feats:
-            counts[f] = counts.get(f, 0) + 1
-    shared = {f for f, c in counts.items() if c > 1}
-    if not shared:
-        return {}
-    posting: dict[int, list[int]] = {}
-    out: dict[int, list[int]] = {}
-    for j, feats in enumerate(features):
-        mine = feats & shared
-        if not mine:
-            continue
-        pair: dict[int, int] = {}
-        for f in mine:
-            for i in posting.get(f, ()):
-                pair[i] = pair.get(i, 0) + 1
-            posting.setdefault(f, []).append(j)
-        found = [i for i, c in pair.items()
-                 if c >= 2 and c >= _MIN_SHARED * min(len(feats), len(features[i]))]
-        if found:
-            out[j] = sorted(found)
-    return out
+    hashes, owner = hashes[order], owner[order]
+    cuts = np.searchsorted(owner, np.arange(n + 1))
+    return [hashes[cuts[i] : cuts[i + 1]] for i in range(n)], counts
 
 
 # -- the steps -------------------------------------------------------------------------------
@@ -241,7 +230,7 @@ def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
     pool = [h for h in hits if _eligible(h)]
     if len(pool) < 2:
         return hits
-    candidates = _candidates(_features([h.canonical.encode("utf-8") for h in pool]))
+    shared, counts = _features([h.canonical.encode("utf-8") for h in pool])
 
     def fp(h: _Hit) -> Fingerprint:
         found = fingerprints.get(h.key)
@@ -249,18 +238,30 @@ def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
             found = fingerprints[h.key] = fingerprint(h.canonical)
         return found
 
-    for j, earlier in sorted(candidates.items()):
-        hit = pool[j]
-        for i in earlier:  # in rank order: a near copy joins the best hit it matches
+    # In rank order, each hit is compared with the better hits still standing that share
+    # enough features with it, best first, and joins the first it matches (as in the crawl's
+    # clusters, only representatives are compared, so the posting lists stay short).
+    posting: dict[int, list[int]] = {}
+    for j, hit in enumerate(pool):
+        mine = shared[j].tolist()
+        if not mine:
+            continue
+        together: dict[int, int] = {}
+        for f in mine:
+            for i in posting.get(f, ()):
+                together[i] = together.get(i, 0) + 1
+        for i in sorted(i for i, c in together.items()
+                        if c >= 2 and c >= _MIN_SHARED * min(counts[i], counts[j])):
             rep = pool[i]
-            if rep.parent is not None:
-                continue  # only hits still standing represent a group, as in the crawl's clusters
             if rep.cluster is not None and hit.cluster is not None:
                 continue  # the crawl already decided these two are different documents
             matched, distance, jaccard = near_match(fp(rep), fp(hit))
             if matched:
                 _collapse(hit, rep, "near_duplicate", jaccard=jaccard, distance=distance)
                 break
+        else:
+            for f in mine:
+                posting.setdefault(f, []).append(j)
     return [h for h in hits if h.parent is None]
 
 
@@ -361,7 +362,9 @@ def _semantic(hits: list[_Hit], k: int | None, lambda_mult: float, threshold: fl
                 hit.reason = "not_selected"
             hits = hits[:k]
         return hits, {}
-    sims = unit @ unit.T
+    # Small products without BLAS: waking OpenBLAS's threads costs more than the product
+    # (measured 0.1 to 50 ms for 50 x 768 on a busy 2-core machine, einsum 0.4 ms).
+    sims = np.einsum("ij,kj->ik", unit, unit) if len(hits) <= 128 else unit @ unit.T
     alive = list(range(len(hits)))
     if drop:
         alive = []
