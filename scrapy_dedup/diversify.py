@@ -488,15 +488,11 @@ def _read(hits: Sequence[Any], text, score, embedding, source, cluster) -> list[
     return out
 
 
-def _rank(hits: list[_Hit]) -> tuple[list[_Hit], bool]:
-    """Best first: by score, ties by canonical-text hash, source and span, and last by the
-    hit's fields; without any score, input order is the ranking."""
-    scored = [h for h in hits if h.score is not None]
-    if scored and len(scored) != len(hits):
-        missing = next(h.index for h in hits if h.score is None)
-        raise ValueError(f"hit {missing} has no score while others have one (pass score=...)")
+def _rank(hits: list[_Hit], scored: bool) -> list[_Hit]:
+    """Best first: by score, ties by canonical-text hash, label and span, and last by the hit's
+    other fields; without any score, input order is the ranking. Sets ``rank``."""
     if not scored:
-        ordered = list(hits)
+        ordered = sorted(hits, key=lambda h: h.index)
     else:
         def key(h: _Hit) -> tuple:
             return (-h.score, h.key, str(h.label), h.span or (-1, -1))
@@ -514,7 +510,15 @@ def _rank(hits: list[_Hit]) -> tuple[list[_Hit], bool]:
             i = j
     for rank, hit in enumerate(ordered):
         hit.rank = rank
-    return ordered, bool(scored)
+    return ordered
+
+
+def _scored(hits: list[_Hit]) -> bool:
+    scored = [h for h in hits if h.score is not None]
+    if scored and len(scored) != len(hits):
+        missing = next(h.index for h in hits if h.score is None)
+        raise ValueError(f"hit {missing} has no score while others have one (pass score=...)")
+    return bool(scored)
 
 
 def _plain(hit: _Hit) -> Any:
@@ -571,7 +575,8 @@ def diversify(
         raise ValueError(f"semantic_threshold must be in (0, 1], got {semantic_threshold!r}")
 
     records = _read(hits, text, score, embedding, source, cluster)
-    ordered, scored = _rank(records)
+    scored = _scored(records)
+    ordered = _rank(records, scored)
     fingerprints: dict[str, Fingerprint] = {}
     kept = ordered
     while True:  # a merged passage may now be a copy of another hit: run the text steps again
@@ -583,6 +588,7 @@ def diversify(
         kept, changed = _merge_spans(kept)
         if not changed:
             break
+        kept = _rank(kept, scored)  # a merged passage is ranked by its new text, as a later call would
     if max_per_source is not None:
         kept = _cap(kept, max_per_source)
     kept, flags = _semantic(kept, k, lambda_mult, semantic_threshold, drop_semantic, scored)
