@@ -128,8 +128,9 @@ _WINDOW = 32
 _SAMPLE_SHIFT = np.uint64(61)  # keep windows whose hash has its top 3 bits zero: 1 in 8
 _WORD_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
              np.uint64(0x165667B19E3779F9), np.uint64(0x27D4EB2F165667C5))
-#: A pair is a candidate when it shares this share of the smaller feature set (and 2 features).
-_MIN_SHARED = 0.3
+#: A pair is a candidate when it shares this share of the smaller feature set (and 2 features):
+#: a pair near_match can accept (J >= 0.65) shares ~0.8 of it, 4 standard errors above 0.5.
+_MIN_SHARED = 0.5
 
 
 def _features(texts: list[bytes]) -> tuple[list[np.ndarray], np.ndarray]:
