@@ -243,6 +243,7 @@ def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
     # enough features with it, best first, and joins the first it matches (as in the crawl's
     # clusters, only representatives are compared, so the posting lists stay short).
     posting: dict[int, list[int]] = {}
+    counts = counts.tolist()
     for j, hit in enumerate(pool):
         mine = shared[j].tolist()
         if not mine:
@@ -251,8 +252,9 @@ def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
         for f in mine:
             for i in posting.get(f, ()):
                 together[i] = together.get(i, 0) + 1
+        mine_count = counts[j]
         for i in sorted(i for i, c in together.items()
-                        if c >= 2 and c >= _MIN_SHARED * min(counts[i], counts[j])):
+                        if c >= 2 and c >= _MIN_SHARED * min(counts[i], mine_count)):
             rep = pool[i]
             if rep.cluster is not None and hit.cluster is not None:
                 continue  # the crawl already decided these two are different documents
