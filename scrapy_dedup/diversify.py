@@ -128,9 +128,25 @@ _WINDOW = 32
 _SAMPLE_SHIFT = np.uint64(61)  # keep windows whose hash has its top 3 bits zero: 1 in 8
 _WORD_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
              np.uint64(0x165667B19E3779F9), np.uint64(0x27D4EB2F165667C5))
-#: A pair is a candidate when it shares this share of the smaller feature set (and 2 features):
-#: a pair near_match can accept (J >= 0.65) shares ~0.8 of it, 4 standard errors above 0.5.
-_MIN_SHARED = 0.5
+#: A pair is a candidate when the Jaccard similarity of its sampled features is at least this.
+#: A pair near_match can accept (J >= ~0.65) has ~45 features in the union per 300 tokens, so
+#: its estimate is 0.65 +- 0.07: 0.4 is 3.5 standard errors below. Pairs that only share
+#: passages (J ~ 0.3, common in documentation) stay below it and are never fingerprinted.
+_MIN_SAMPLED_JACCARD = 0.4
+#: Below this many features in the union (short texts) the estimate is too coarse: a pair is
+#: a candidate when it shares half of the smaller set instead.
+_MIN_UNION = 24
+
+
+def _is_candidate(shared: int, a: int, b: int) -> bool:
+    """Whether two texts with ``a`` and ``b`` sampled features, ``shared`` of them in common,
+    are compared with near_match."""
+    if shared < 2:
+        return False
+    union = a + b - shared
+    if union >= _MIN_UNION:
+        return shared >= _MIN_SAMPLED_JACCARD * union
+    return 2 * shared >= min(a, b)
 
 
 def _features(texts: list[bytes]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -253,8 +269,7 @@ def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
             for i in posting.get(f, ()):
                 together[i] = together.get(i, 0) + 1
         mine_count = counts[j]
-        for i in sorted(i for i, c in together.items()
-                        if c >= 2 and c >= _MIN_SHARED * min(counts[i], mine_count)):
+        for i in sorted(i for i, c in together.items() if _is_candidate(c, counts[i], mine_count)):
             rep = pool[i]
             if rep.cluster is not None and hit.cluster is not None:
                 continue  # the crawl already decided these two are different documents
