@@ -638,14 +638,16 @@ def _output(records: list[_Hit], kept: list[_Hit], flags: dict[int, tuple[int, f
         fields: dict[str, Any] = {}
         also_in = list(hit.also_in)
         own = {hit.label} if hit.label is not None else set()
-        stack = list(hit.absorbed)
+        absorbed, stack = [], list(hit.absorbed)
         while stack:  # everything collapsed into this hit, directly or through another
-            other = stack.pop(0)
+            other = stack.pop()
             if other.reason in _SAME_CONTENT:
-                for label in (other.label, *other.also_in):
-                    if label is not None and label not in own and label not in also_in:
-                        also_in.append(label)
+                absorbed.append(other)
             stack.extend(other.absorbed)
+        for other in sorted(absorbed, key=lambda h: h.rank):  # in score order
+            for label in (other.label, *other.also_in):
+                if label is not None and label not in own and label not in also_in:
+                    also_in.append(label)
         if also_in:
             fields[ALSO_IN] = also_in
         if pos in flags:
