@@ -137,8 +137,9 @@ def test_frontier(tmp_path):
 def test_diversify(tmp_path, corpus):
     data = run("bench_diversify.py", tmp_path)
     speed = data["results"]["speed"]
-    for case in ("50", "50+emb", "1000", "50 with 20 copies", "50, pairwise near_match"):
+    for case in ("50", "50+emb", "1000", "50 with 20 copies", "50, pairwise near_match", "50, canonical_text alone"):
         assert 0 < speed[case]["best_ms"] <= speed[case]["median_ms"] <= speed[case]["p90_ms"]
+        assert speed[case]["cpu_median_ms"] >= 0
     quality = data["results"]["quality"]
     assert quality["passages"] > 0 and quality["answered"] > 0
     before, after = quality["top5"]["before"], quality["top5"]["after"]
