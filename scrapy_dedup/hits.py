@@ -27,12 +27,21 @@ END_KEYS = ("end_index", "end_char_idx")
 Accessor = Callable[[Any], Any]
 
 
+_KEYSETS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
 def _first(meta: Mapping[str, Any] | None, keys: tuple[str, ...]) -> Any:
-    if meta:
-        for key in keys:
-            value = meta.get(key)
-            if value is not None:
-                return value
+    if not meta:
+        return None
+    keyset = _KEYSETS.get(keys)
+    if keyset is None:
+        keyset = _KEYSETS[keys] = frozenset(keys)
+    if isinstance(meta, dict) and meta.keys().isdisjoint(keyset):
+        return None  # the common case, one set operation instead of a lookup per key
+    for key in keys:
+        value = meta.get(key)
+        if value is not None:
+            return value
     return None
 
 
