@@ -360,3 +360,13 @@ def test_empty_input():
 def test_explanation_is_a_value():
     e = Explanation(2, "source_cap", None, None, "a", {"max_per_source": 1})
     assert str(e) == "hit 2 (a): over max_per_source for its source (max_per_source 1)"
+
+
+def test_doctests():
+    import doctest
+    import importlib
+
+    for name in ("scrapy_dedup.diversify", "scrapy_dedup.hits"):
+        module = importlib.import_module(name)  # the module, though the package attribute is the function
+        failures, tried = doctest.testmod(module)
+        assert tried > 0 and failures == 0, name
