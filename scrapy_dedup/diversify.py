@@ -29,7 +29,7 @@ import numpy as np
 import xxhash
 
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, Fingerprint, fingerprint, near_match
-from scrapy_dedup.core.text import canonical_text
+from scrapy_dedup.core.text import canonical_text, tokenize
 from scrapy_dedup.hits import HitKind, kind_of, resolve
 
 __all__ = ["ALSO_IN", "REASONS", "SEMANTIC_DUPLICATE_OF", "SEMANTIC_SIMILARITY",
@@ -237,10 +237,11 @@ def _clusters(hits: list[_Hit]) -> list[_Hit]:
 
 
 def _eligible(hit: _Hit) -> bool:
-    # near_match never matches texts under DEFAULT_MIN_TOKENS tokens; canonical ASCII text is
-    # one space between tokens, so they are counted without tokenizing.
+    # near_match never matches texts under DEFAULT_MIN_TOKENS tokens. Canonical text has one
+    # space between words and a word is at least one token, so long texts need no tokenizing;
+    # short ones are counted with the core's tokenizer, whatever it does with punctuation.
     canonical = hit.canonical
-    return not canonical.isascii() or canonical.count(" ") + 1 >= DEFAULT_MIN_TOKENS
+    return canonical.count(" ") + 1 >= DEFAULT_MIN_TOKENS or len(tokenize(canonical)) >= DEFAULT_MIN_TOKENS
 
 
 def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
