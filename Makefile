@@ -12,7 +12,7 @@ $(BIN)/python:
 # Reinstall when the project's metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,integrations]"
 	touch $@
 
 demo: $(STAMP)

@@ -146,6 +146,21 @@ def test_frontier(tmp_path):
     assert data["runs"]["rfp/3000"]["dupefilter"] == "RFPDupeFilter"
 
 
+def test_diversify(tmp_path, corpus):
+    data = run("bench_diversify.py", tmp_path)
+    speed = data["results"]["speed"]
+    for case in ("50", "50+emb", "1000", "50 with 20 copies", "50, pairwise near_match", "50, canonical_text alone"):
+        assert 0 < speed[case]["best_ms"] <= speed[case]["median_ms"] <= speed[case]["p90_ms"]
+        assert speed[case]["cpu_median_ms"] >= 0
+    quality = data["results"]["quality"]
+    assert quality["passages"] > 0 and quality["answered"] > 0
+    before, after = quality["top5"]["before"], quality["top5"]["after"]
+    # three copies of every page: BM25 alone fills its top 5 with them, diversify does not
+    assert before["dups_rule"] > 0 and after["dups_rule"] < before["dups_rule"]
+    assert after["slots"] <= before["slots"]
+    assert 0 < quality["best_kept"] <= 1 and quality["best_same_passage"] <= quality["best_kept"]
+
+
 def test_run_all_merges_and_renders(tmp_path):
     """run_all.py over one cheap script: latest.json, latest.md, and the README left alone."""
     readme_before = (BENCH / "README.md").read_text(encoding="utf-8")
