@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["TOKENIZER_VERSION", "canonical_text", "tokenize"]
+__all__ = ["TOKENIZER_VERSION", "canonical_text", "token_count", "tokenize"]
 
 #: Bump whenever canonical_text() or tokenize() output changes for any input.
 TOKENIZER_VERSION = 1
@@ -181,3 +181,13 @@ def tokenize(canonical: str) -> list[str]:
     if canonical.isascii() or _NO_SPACE_RE.search(canonical) is None:
         return canonical.split()  # same tokens as the regex, 4x faster
     return _TOKEN_RE.findall(canonical)
+
+
+def token_count(text: str) -> int:
+    """Number of tokens the fingerprints see in ``text`` (canonicalized, then tokenized): the
+    unit of every size limit (minimum tokens for near matching, chunk sizes).
+
+    >>> token_count("The disk was  FULL, again!")
+    5
+    """
+    return len(_token_bytes(text))
