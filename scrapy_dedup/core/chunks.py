@@ -82,6 +82,7 @@ class Chunk:
     heading: tuple[str, ...]  #: titles of the enclosing headings, outermost first
     content_hash: str  #: :func:`scrapy_dedup.core.fingerprints.content_hash` of ``text``
     tokens: int  #: fingerprint tokens of ``text``
+    boilerplate: bool = False  #: made of boilerplate lines only (see :mod:`.boilerplate`)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -191,12 +192,28 @@ def _pack(text: str, units: Iterable[tuple[int, int, int]], cap: int, overlap: i
         yield current[0][0], current[-1][1]
 
 
+def _split_at(start: int, end: int, spans: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int, bool]]:
+    """Pieces of [start, end) outside and inside ``spans`` (sorted, disjoint), in order."""
+    pos = start
+    for a, b in spans:
+        if b <= pos or a >= end:
+            continue
+        a, b = max(a, pos), min(b, end)
+        if a > pos:
+            yield pos, a, False
+        yield a, b, True
+        pos = b
+    if pos < end:
+        yield pos, end, False
+
+
 def chunk_text(
     text: str,
     *,
     max_words: int = DEFAULT_CHUNK_WORDS,
     overlap: int = DEFAULT_CHUNK_OVERLAP,
     headings: Sequence[Heading] | None = None,
+    boilerplate: Sequence[tuple[int, int]] = (),
     scope: str = "",
 ) -> list[Chunk]:
     """Split ``text`` into chunks that never cross a heading, keep whole lines (paragraphs)
@@ -205,7 +222,9 @@ def chunk_text(
     ``headings``: heading spans of ``text`` (their lines are the sections' titles, not part of
     any chunk); ``None`` reads Markdown ATX headings from the text. A text with headings and
     nothing else gives its heading lines as chunks, so no text is lost. ``scope`` (the
-    document's identity) goes into :func:`chunk_id`. Deterministic; never raises on any text.
+    document's identity) goes into :func:`chunk_id`. ``boilerplate``: spans of lines learned as
+    boilerplate (:func:`.boilerplate.strip_boilerplate`); they become chunks of their own marked
+    ``boilerplate``, so no other chunk contains them. Deterministic; never raises on any text.
 
     >>> doc = "# Guide\\nHarbor indexes documents.\\n## Install\\nRun pip install harbor. Then run it."
     >>> [(c.heading, c.text) for c in chunk_text(doc)]
@@ -219,15 +238,19 @@ def chunk_text(
         raise ValueError(f"overlap must be between 0 and max_words - 1, got {overlap}")
     if headings is None:
         headings = markdown_headings(text)
-    spans: list[tuple[tuple[str, ...], int, int]] = []
+    cuts = sorted(boilerplate)
+    spans: list[tuple[tuple[str, ...], int, int, bool]] = []
     for path, start, end in _sections(text, headings):
-        for a, b in _pack(text, _units(text, start, end, max_words), max_words, overlap):
-            spans.append((path, a, b))
+        for piece_start, piece_end, is_boilerplate in _split_at(start, end, cuts):
+            units = _units(text, piece_start, piece_end, max_words)
+            for a, b in _pack(text, units, max_words, 0 if is_boilerplate else overlap):
+                spans.append((path, a, b, is_boilerplate))
     if not spans and headings:  # only headings: they are the text
-        spans = [((), a, b) for a, b in _pack(text, _units(text, 0, len(text), max_words), max_words, overlap)]
+        units = _units(text, 0, len(text), max_words)
+        spans = [((), a, b, False) for a, b in _pack(text, units, max_words, overlap)]
     chunks = []
     seen: dict[str, int] = {}
-    for path, a, b in spans:
+    for path, a, b, is_boilerplate in spans:
         piece = text[a:b]
         n = token_count(piece)
         if n == 0:
@@ -235,5 +258,5 @@ def chunk_text(
         digest = content_hash(piece)
         occurrence = seen.get(digest, 0)
         seen[digest] = occurrence + 1
-        chunks.append(Chunk(chunk_id(scope, digest, occurrence), piece, a, b, path, digest, n))
+        chunks.append(Chunk(chunk_id(scope, digest, occurrence), piece, a, b, path, digest, n, is_boilerplate))
     return chunks
