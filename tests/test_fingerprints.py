@@ -37,11 +37,12 @@ EN = (
 ZH = "RAG 结果去重算法：MinHash 和 SimHash 在检索结果去重中的实战对比。多路召回的一个经典场景是向量召回了文章 A 的版本。"
 JA = "東京タワーは、東京都港区芝公園にある総合電波塔です。高さは333メートルで、1958年に完成しました。"
 
-# (content_hash, simhash, xxh3_64 of the MinHash bytes, tokens, length), pinned after implementing
+# (content_hash, simhash, xxh3_64 of the MinHash bytes, tokens, length), pinned for fingerprint
+# version 1 with tokenizer version 2 (word runs, punctuation dropped); the exact hash did not change
 PINNED = {
-    EN: ("e1fd5bc962633e11db5f08bab80d3268", 0x8BC7235894F0B0A4, "79f662409270dcf5", 27, 175),
-    ZH: ("4592525f68085da0cc80472a48b67683", 0x5CF4D75F78389AB9, "34b3c12892401360", 48, 69),
-    JA: ("48cd95dfa5c24ab6c86bc0841067d205", 0x2915DD872F58D17D, "bc8f96f44ebdf913", 45, 51),
+    EN: ("e1fd5bc962633e11db5f08bab80d3268", 0x49C5517084F0B482, "515a95a999254436", 27, 175),
+    ZH: ("4592525f68085da0cc80472a48b67683", 0x4D76F35F3D7B9AB5, "d3c21fd2fee70fd1", 46, 69),
+    JA: ("48cd95dfa5c24ab6c86bc0841067d205", 0x0B0DDCB7AE5751DD, "6adf6c5bcea7bf84", 42, 51),
 }
 
 
@@ -50,6 +51,7 @@ def test_pinned_fingerprints(text):
     fp = fingerprint(text)
     assert (fp.content_hash, fp.simhash, xxhash.xxh3_64_hexdigest(fp.minhash), fp.tokens, fp.length) == PINNED[text]
     assert FINGERPRINT_PARAMS["version"] == 1, "pinned values belong to version 1"
+    assert FINGERPRINT_PARAMS["tokenizer_version"] == 2, "pinned values belong to tokenizer version 2"
 
 
 def test_pinned_raw_hash():

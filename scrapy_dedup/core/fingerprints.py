@@ -89,6 +89,7 @@ _SEEDS_ID = xxhash.xxh3_64_hexdigest(_PERM_A.tobytes() + _PERM_B.tobytes())
 FINGERPRINT_PARAMS: dict[str, object] = {
     "version": _VERSION,
     "tokenizer_version": TOKENIZER_VERSION,
+    "tokens": "word-char runs | one char of a no-space script; punctuation dropped",
     "content_hash": "xxh3_128(utf8(canonical_text))",
     "token_hash": "xxh3_64(utf8(token))",
     "shingle_combine": "poly-0x9e3779b97f4a7c15+fmix64",
