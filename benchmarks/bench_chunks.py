@@ -14,7 +14,7 @@ Each documentation set is one host.
    frequency of every paragraph as a share of its host's pages, binned, with the most frequent
    paragraphs, so that the gap between site furniture and repeated real content is visible.
 
-Writes benchmarks/results/bench_chunks.json and .md.
+Writes benchmarks/results/chunks.json (rows for run_all.py) and results/chunks.md (the tables).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import _corpus  # noqa: E402
+from run_all import fmt, log as _log, row, write_result  # noqa: E402
 
 from scrapy_dedup.core.boilerplate import BoilerplateLearner, paragraph_key, paragraphs  # noqa: E402
 from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, chunk_text  # noqa: E402
@@ -40,6 +41,7 @@ from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS  # noqa: E402
 from scrapy_dedup.core.text import token_count  # noqa: E402
 
 RESULTS = HERE / "results"
+NAME = "chunks"
 CAPS = (100, 150, 200, 300, 400)
 SHARE_BINS = (0.0, 0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 0.9, 1.0001)
 SITES = {
@@ -50,7 +52,7 @@ DEMO = HERE.parent / "example_project" / "demo_site"
 
 
 def log(message: str) -> None:
-    print(f"[bench_chunks] {message}", file=sys.stderr, flush=True)
+    _log(NAME, message)
 
 
 def load(size: str) -> dict[str, dict[str, str]]:
@@ -165,17 +167,25 @@ def markdown(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--size", choices=("tiny", "default"), default="default")
+    parser.add_argument("--size", choices=("tiny", "default", "large"), default="default")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     sites = load(args.size)
     report: dict[str, object] = {"generated": time.strftime("%Y-%m-%d %H:%M"), "size": args.size, "sites": {}}
+    rows = []
     for site, texts in sites.items():
         log(f"{site}: {len(texts)} pages")
-        report["sites"][site] = {"chunks": chunk_sizes(list(texts.values())), "boilerplate": document_frequency(site, texts)}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bench_chunks.json").write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        res = {"chunks": chunk_sizes(list(texts.values())), "boilerplate": document_frequency(site, texts)}
+        report["sites"][site] = res
+        default = res["chunks"]["by_cap"][DEFAULT_CHUNK_WORDS]
+        bp = res["boilerplate"]["defaults"]
+        rows.append(row(NAME, f"{site}: chunks/s at the default cap ({DEFAULT_CHUNK_WORDS} words)", fmt(default["chunks_per_s"]),
+                        "", "", "report"))
+        rows.append(row(NAME, f"{site}: characters removed as boilerplate (defaults)", f"{bp['share_of_chars']:.1%}",
+                        "", "", "report"))
     text = markdown(report)
-    (RESULTS / "bench_chunks.md").write_text(text, encoding="utf-8")
+    write_result(NAME, {"size": args.size, "results": report, "rows": rows, "notes": []}, args.out)
+    (args.out / f"{NAME}.md").write_text(text, encoding="utf-8")
     print(text)
     return 0
 
