@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_chunks.py               # PostgreSQL 15.20 and Python 3.11 docs
     .venv/bin/python benchmarks/bench_chunks.py --size tiny   # the demo site (no download)
 
-Pages: the extracted texts of Debian's postgresql-doc-15 (15.20) and python3.11-doc
-(3.11.2-6+deb12u9), downloaded, unpacked and extracted under benchmarks/.cache/ when missing.
+Pages: the extracted texts of Debian's postgresql-doc-15 (15.20), python3.11-doc
+(3.11.2-6+deb12u9) and sqlite3-doc (3.40.1), downloaded, unpacked and extracted under benchmarks/.cache/ when missing.
 Each documentation set is one host.
 
 1. Chunk size cap (``DEFAULT_CHUNK_WORDS``): for several caps, how many lines (paragraphs) are
@@ -47,6 +47,8 @@ SHARE_BINS = (0.0, 0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 0.9, 1.0001)
 SITES = {
     "postgresql-15.20": ("postgresql-doc-15=15.20-0+deb12u1", Path("usr/share/doc/postgresql-doc-15/html")),
     "python-3.11": ("python3.11-doc=3.11.2-6+deb12u9", Path("usr/share/doc/python3.11/html")),
+    # about 40% of every page is navigation and footer that the extractor keeps
+    "sqlite-3.40": ("sqlite3-doc=3.40.1-2+deb12u2", Path("usr/share/doc/sqlite3")),
 }
 DEMO = HERE.parent / "example_project" / "demo_site"
 

@@ -204,3 +204,41 @@ def test_short_pages_are_exact_only():
     ok, distance, estimate = near_match(short, short)
     assert (ok, distance, estimate) == (False, 0, 1.0)
     assert near_match(short, short, min_tokens=10)[0]
+
+
+# -- the exact check of borderline pairs ---------------------------------------------------------
+
+
+def test_shingle_jaccard_is_the_exact_jaccard_of_the_shingle_sets():
+    a = " ".join(f"w{i}" for i in range(100))
+    b = a.replace("w50", "x50")  # 5 of 96 shingles change on each side
+    assert F.shingle_jaccard(a, a) == 1.0
+    assert F.shingle_jaccard(a, b) == 91 / 101
+    assert F.shingle_jaccard("", "") == 1.0 and F.shingle_jaccard("a b c d e", "") == 0.0
+    # punctuation is not part of a word: a signature and its twin differ by one word per path
+    assert F.shingle_jaccard("std::iter::Chain<A, B>", "std :: iter :: Chain < A , B >") == 1.0
+
+
+def test_with_texts_a_borderline_estimate_is_decided_by_the_exact_jaccard():
+    base = [f"w{i}" for i in range(400)]
+    checked = 0
+    for step in (40, 60, 150, 200):  # J 0.79, 0.86 (borderline), 0.95, 0.97 (not)
+        edited = [f"x{i}" if i % step == 0 else w for i, w in enumerate(base)]
+        a, b = " ".join(base), " ".join(edited)
+        exact = F.shingle_jaccard(a, b)
+        ok, _, value = near_match(fingerprint(a), fingerprint(b), texts=(a, b))
+        estimate = jaccard_estimate(fingerprint(a).minhash, fingerprint(b).minhash)
+        if abs(estimate - F.DEFAULT_MIN_JACCARD) < F.VERIFY_MARGIN:
+            assert value == exact and ok == (exact >= F.DEFAULT_MIN_JACCARD), step
+            checked += 1
+        else:
+            assert (ok, value) == near_match(fingerprint(a), fingerprint(b))[::2], step
+    assert checked == 2
+    a = " ".join(base)
+    b = " ".join(f"x{i}" if i % 40 == 0 else w for i, w in enumerate(base))
+    assert near_match(fingerprint(a), fingerprint(b), texts=(a, b))[0] is False  # exact 0.79: not a duplicate
+
+
+def test_the_exact_check_never_makes_a_short_page_match():
+    a, b = "one two three four five six", "one two three four five seven"
+    assert near_match(fingerprint(a), fingerprint(b), texts=(a, b))[0] is False

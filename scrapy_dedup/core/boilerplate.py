@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import xxhash
 
-from .text import canonical_text
+from .text import canonical_text, token_count
 
 __all__ = [
     "BOILERPLATE_PARAMS",
@@ -95,13 +95,16 @@ def paragraphs(text: str) -> Iterator[tuple[int, int]]:
 
 def paragraph_key(paragraph: str) -> str:
     """16 hex digits identifying a paragraph up to case, whitespace and Unicode form; ``""`` for
-    one with no text.
+    one without a word (table rules, lone brackets: they carry nothing to learn or strip).
 
     >>> paragraph_key("Was this page  HELPFUL?") == paragraph_key("was this page helpful?")
     True
+    >>> paragraph_key("|---|---|")
+    ''
     """
-    canonical = canonical_text(paragraph)
-    return xxhash.xxh3_64_hexdigest(canonical.encode("utf-8")) if canonical else ""
+    if not token_count(paragraph):
+        return ""
+    return xxhash.xxh3_64_hexdigest(canonical_text(paragraph).encode("utf-8"))
 
 
 def boilerplate_threshold(pages: int, min_pages: int, share: float) -> int:
