@@ -122,6 +122,23 @@ def document_frequency(site: str, texts: dict[str, str]) -> dict[str, object]:
         if under:
             n, k = max(under)
             below[str(share)] = {"share": round(n / pages, 3), "text": sample[k][:90]}
+    # small hosts: how much text min_pages alone would strip from a host of 4 pages (share 0.5
+    # makes the threshold 2 there), over random 4-page samples of the site
+    rng = np.random.default_rng(7)
+    urls = sorted(texts)
+    small = {}
+    for min_pages in (2, 3):
+        stripped = []
+        for _ in range(200):
+            sample = [urls[k] for k in rng.choice(len(urls), size=min(4, len(urls)), replace=False)]
+            lrn = BoilerplateLearner(min_pages=min_pages)
+            for url in sample:
+                lrn.observe(site, url, texts[url])
+            keys = lrn.boilerplate_keys(site)
+            total = sum(len(texts[u]) for u in sample) or 1
+            cut = sum(b - a for u in sample for a, b in paragraphs(texts[u]) if paragraph_key(texts[u][a:b]) in keys)
+            stripped.append(cut / total)
+        small[str(min_pages)] = round(float(np.mean(stripped)), 4)
     learner = BoilerplateLearner()
     for url, text in texts.items():
         learner.observe(site, url, text)
@@ -135,6 +152,7 @@ def document_frequency(site: str, texts: dict[str, str]) -> dict[str, object]:
         "share_bins (paragraphs on >= 2 pages)": bins,
         "most_frequent": top,
         "most_frequent_below": below,
+        "four_page_hosts_share_of_chars_stripped_by_min_pages": small,
         "defaults": {"boilerplate_paragraphs": len(learned), "chars_removed": removed, "share_of_chars": round(removed / max(total_chars, 1), 4)},
     }
 
@@ -162,6 +180,8 @@ def markdown(report: dict) -> str:
         lines += [f"| {t['share']} | {t['pages']} | {t['text']} |" for t in bp["most_frequent"]]
         lines += ["", "Most frequent paragraph under each share: "
                   + "; ".join(f"< {s}: {v['share']} \"{v['text']}\"" for s, v in bp["most_frequent_below"].items()), "",
+                  "Hosts of 4 pages (random samples): share of their text stripped with min_pages = "
+                  + ", ".join(f"{k}: {v:.1%}" for k, v in bp["four_page_hosts_share_of_chars_stripped_by_min_pages"].items()) + ".", "",
                   f"With the defaults: {bp['defaults']['boilerplate_paragraphs']} boilerplate paragraphs, "
                   f"{bp['defaults']['chars_removed']:,} characters ({bp['defaults']['share_of_chars']:.1%} of the text).", ""]
     return "\n".join(lines) + "\n"
