@@ -43,6 +43,7 @@ BENCHMARKS = {
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
     "chunks": "chunk sizes and per-host boilerplate on real documentation",
+    "export": "scrapy dedup export of a large store: documents/s and memory",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"
