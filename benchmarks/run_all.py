@@ -43,6 +43,8 @@ BENCHMARKS = {
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
     "diversify": "query-time dedup of retrieved hits: speed, and BM25 top 5 on a doc site crawled without dedup",
+    "chunks": "chunk sizes and per-host boilerplate on real documentation",
+    "export": "scrapy dedup export of a large store: documents/s and memory",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"

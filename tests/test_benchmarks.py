@@ -192,3 +192,21 @@ def test_markdown_table_escapes_cells():
 
     md = run_all.markdown_table([run_all.row("b", "a|b", "1", "2", "3x", "t", False)])
     assert "a\\|b" in md and "**no**" in md
+
+
+def test_chunks(tmp_path):
+    data = run("bench_chunks.py", tmp_path)
+    site = data["results"]["sites"]["demo"]
+    by_cap = site["chunks"]["by_cap"]
+    assert set(by_cap) == {"100", "150", "200", "300", "400"}
+    assert by_cap["100"]["chunks"] >= by_cap["400"]["chunks"] > 0  # a smaller cap never makes fewer chunks
+    assert site["boilerplate"]["pages"] > 0 and site["boilerplate"]["paragraphs"] > 0
+    assert (tmp_path / "chunks.md").read_text(encoding="utf-8").startswith("# Chunks and boilerplate")
+
+
+def test_export(tmp_path):
+    data = run("bench_export.py", tmp_path)
+    res = data["results"]
+    assert res["documents"] == 2_000
+    assert res["export"]["docs"] == res["plain"]["docs"] == 2_000
+    assert res["export"]["seconds"] > 0 and res["export"]["peak_anon_mb"] >= 0
