@@ -12,3 +12,7 @@ if str(EXAMPLE) not in sys.path:
 @pytest.fixture
 def store_path(tmp_path):
     return str(tmp_path / "store")
+
+
+# the Redis store's servers (a real redis-server and a real cluster, session-scoped)
+from redis_fixtures import redis_cluster, redis_prefix, redis_single, redis_url  # noqa: E402, F401

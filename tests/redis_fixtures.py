@@ -1,0 +1,37 @@
+"""Fixtures for the Redis store: a real standalone server and a real 3-master cluster, started
+once per test session on free loopback ports and stopped at its end (see redis_servers.py)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from redis_servers import RedisCluster, RedisServer
+
+REDIS_KINDS = ("single", "cluster")
+
+
+@pytest.fixture(scope="session")
+def redis_single(tmp_path_factory):
+    with RedisServer(tmp_path_factory.mktemp("redis-single")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    with RedisCluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=REDIS_KINDS)
+def redis_url(request):
+    """The URL of a standalone server, then of a cluster: each test runs on both."""
+    server = request.getfixturevalue(f"redis_{request.param}")
+    return server.url
+
+
+@pytest.fixture
+def redis_prefix():
+    """A key prefix of its own for each test, so tests share the servers without flushing them."""
+    return f"test:{uuid.uuid4().hex[:12]}"
