@@ -213,6 +213,39 @@ class StoreFunctions:
             pipe.fcall("sdd_near_add", 2, settled, pending, fp, token)
         pipe.execute()
 
+    def near_add_then_order(self, scope: str, simhash: int, token: bytes, lease_ms: int) -> int:
+        """:meth:`near_add`, then :meth:`order_take` once every entry is in.
+
+        On one server the calls go in one pipeline (a connection runs them in order); on a
+        cluster the buckets are on other masters, so the order is taken after they answered.
+        """
+        if is_cluster(self.client):
+            self.near_add(scope, simhash, token)
+            return self.order_take(token, lease_ms)
+        fp = rk.simhash_bytes(simhash)
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_add", 2, settled, pending, fp, token)
+        pipe.fcall("sdd_order_take", 2, *rk.order_keys(self.prefix), token, lease_ms)
+        return int(pipe.execute()[-1])
+
+    def near_settle_then_release(self, scope: str, simhash: int, token: bytes, keep: bool, order: int) -> bool:
+        """:meth:`near_settle`, then :meth:`order_release` if every pending entry was still there."""
+        fp = rk.simhash_bytes(simhash)
+        if is_cluster(self.client):
+            if not self.near_settle(scope, simhash, token, keep):
+                return False
+            self.order_release(token, order)
+            return True
+        # one server runs a connection's pipeline in order: the release comes after every
+        # settle. If a settle found nothing, the decision was reaped and its order entry is
+        # gone already, so the release (compare-and-delete) does nothing.
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_settle", 2, settled, pending, fp, token, 1 if keep else 0)
+        pipe.fcall("sdd_order_release", 2, *rk.order_keys(self.prefix), token, order)
+        return all(int(r) == 1 for r in pipe.execute()[:-1])
+
     def near_scan(
         self, scope: str, simhash: int, max_distance: int
     ) -> tuple[set[tuple[int, bytes]], set[tuple[int, bytes]]]:

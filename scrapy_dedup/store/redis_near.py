@@ -98,8 +98,7 @@ class NearDecisions:
 
     def _decide_once(self, scope, simhash, token, max_distance, confirm) -> NearOutcome:
         fn = self.fn
-        fn.near_add(scope, simhash, token)
-        order = fn.order_take(token, self.lease_ms)
+        order = fn.near_add_then_order(scope, simhash, token, self.lease_ms)
         later: set[bytes] = set()  # pending without an order in one scan and still pending in the next
         unordered: set[bytes] = set()
         reaped = scans = 0
@@ -154,10 +153,9 @@ class NearDecisions:
 
     def _settle(self, scope: str, simhash: int, token: bytes, order: int, keep: bool) -> None:
         fn = self.fn
-        if not fn.near_settle(scope, simhash, token, keep=keep):
+        if not fn.near_settle_then_release(scope, simhash, token, keep, order):
             # reaped while deciding: take back what was settled, decide again
             if keep:
                 fn.near_remove(scope, simhash, token)
             fn.near_settle(scope, simhash, token, keep=False)
             raise DecisionReaped()
-        fn.order_release(token, order)
