@@ -41,10 +41,11 @@ BENCHMARKS = {
     "index": "near-duplicate index at 10^5..10^7 fingerprints",
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
+    "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"
-COMPARISON_PACKAGES = {"simhash": "simhash"}
+COMPARISON_PACKAGES = {"simhash": "simhash", "datasketch": "datasketch"}
 TABLE_START, TABLE_END = "<!-- bench-table -->", "<!-- /bench-table -->"
 
 
