@@ -86,6 +86,66 @@ local function frontier_mark(keys, args)
   return replies
 end
 
+-- KEYS[1] a frontier bucket, KEYS[2] the same bucket's first URLs (hash: digest -> URL) of
+-- keys scheduled and not yet recorded.  ARGV: run, digest, URL.  Replies {previous run or
+-- 0, the first URL or nil}; a key never seen keeps this URL as its first.
+local function frontier_mark_url(keys, args)
+  local previous = frontier_mark({keys[1]}, {args[1], args[2]})
+  if type(previous) ~= 'table' then return previous end  -- an error reply
+  if previous[1] == 0 then
+    redis.call('HSET', keys[2], args[2], args[3])
+    return {0, false}
+  end
+  return {previous[1], redis.call('HGET', keys[2], args[2])}
+end
+
+-- Packed records ---------------------------------------------------------------------------
+-- KEYS[1] a string of 16-byte records (an 8-byte key, then an 8-byte value), e.g. one bucket
+-- of an LSH band table.  ARGV: records to add, or to remove.
+local RECORD_WIDTH = 16
+
+local function records_add(keys, args)
+  local blob = redis.call('GET', keys[1]) or ''
+  local added = {}
+  for i = 1, #args do
+    if #args[i] ~= RECORD_WIDTH then return fail('a record is 16 bytes') end
+    if find_record(blob, args[i], RECORD_WIDTH) == nil then
+      added[#added + 1] = args[i]
+      blob = blob .. args[i]
+    end
+  end
+  if #added > 0 then redis.call('APPEND', keys[1], table.concat(added)) end
+  return #added
+end
+
+local function records_remove(keys, args)
+  local blob = redis.call('GET', keys[1]) or ''
+  local removed = 0
+  for i = 1, #args do
+    local pos = find_record(blob, args[i], RECORD_WIDTH)
+    if pos ~= nil then
+      blob = without_record(blob, pos, RECORD_WIDTH)
+      removed = removed + 1
+    end
+  end
+  if removed > 0 then put_blob(keys[1], blob) end
+  return removed
+end
+
+-- ARGV: 8-byte keys.  Replies the values of the records whose key is one of them.
+local function records_find(keys, args)
+  local blob = redis.call('GET', keys[1]) or ''
+  local wanted = {}
+  for i = 1, #args do wanted[args[i]] = true end
+  local out = {}
+  for pos = 1, #blob, RECORD_WIDTH do
+    if wanted[string.sub(blob, pos, pos + 7)] then
+      out[#out + 1] = string.sub(blob, pos + 8, pos + 15)
+    end
+  end
+  return out
+end
+
 -- Exact-content claim ---------------------------------------------------------------------
 -- KEYS[1] an exact-index shard (hash: content digest -> cluster id).  ARGV: digest, cluster id.
 -- Replies nil when this caller claimed the content for its cluster, else the cluster that
@@ -412,6 +472,10 @@ local READ_ONLY = {'no-writes'}
 
 redis.register_function{function_name = 'sdd_version', callback = version, flags = READ_ONLY}
 redis.register_function('sdd_frontier_mark', frontier_mark)
+redis.register_function('sdd_frontier_mark_url', frontier_mark_url)
+redis.register_function('sdd_records_add', records_add)
+redis.register_function('sdd_records_remove', records_remove)
+redis.register_function{function_name = 'sdd_records_find', callback = records_find, flags = READ_ONLY}
 redis.register_function('sdd_exact_claim', exact_claim)
 redis.register_function('sdd_exact_release', exact_release)
 redis.register_function('sdd_near_add', near_add)
