@@ -39,6 +39,7 @@ SIZES = ("tiny", "default", "large")
 BENCHMARKS = {
     "fingerprints": "SimHash and exact-hash throughput on real page texts",
     "index": "near-duplicate index at 10^5..10^7 fingerprints",
+    "bands": "MinHash LSH band index: inserts, bytes and lookups against the former one-key-per-band layout",
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",

@@ -14,5 +14,16 @@ def store_path(tmp_path):
     return str(tmp_path / "store")
 
 
+@pytest.fixture(params=["leveldb", "memory"])
+def backend(request, store_path):
+    """Each store backend in turn: tests of the store and of the decisions run on both."""
+    from scrapy_dedup.store.leveldb import LevelDBStore
+    from scrapy_dedup.store.memory import MemoryStore
+
+    cls = {"leveldb": LevelDBStore, "memory": MemoryStore}[request.param]
+    yield cls
+    if cls is MemoryStore:
+        MemoryStore.discard(store_path)
+
 # the Redis store's servers (a real redis-server and a real cluster, session-scoped)
 from redis_fixtures import redis_cluster, redis_prefix, redis_single, redis_url  # noqa: E402, F401

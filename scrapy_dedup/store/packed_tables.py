@@ -1,0 +1,367 @@
+"""Packed index tables of the LevelDB backend: many small entries in few keys.
+
+The SimHash permutation tables and the MinHash LSH bands are the same kind of
+index: an entry (scope, one or more 64-bit values, cluster id) is looked up
+through several tables, each keyed by a slice of a value (a *block*).  One
+key per table entry (the straightforward layout) makes an insert write one
+key per table, and LevelDB's compactions rewrite them again and again.  Here
+entries are written in packed runs instead:
+
+- a new entry goes to a write-ahead key ``<wal><seq>`` in the decision's own
+  atomic batch, and to memory: level 0, unsorted, scanned with numpy;
+- full level 0s merge into level 1, kept sorted by block per table, so a lookup
+  reads one slice per table;
+- a full level 1 is written out as one key per (table, scope, block) and
+  generation, ``<run><table><scope><block><gen>``, holding packed
+  (value, cluster id) pairs; then its write-ahead keys are deleted.  A crash
+  in between replays them: the same pairs may then be on disk twice, which a
+  lookup folds together;
+- removing an entry writes a tombstone ``<tomb>[<column>]<scope><value><cluster id>``
+  that lookups check for the few candidates they return; adding the same entry
+  again deletes it.
+
+Memory is bounded by the two levels whatever the number of documents; a lookup
+reads at most one key per table and generation of level 1 written out.  The two
+indexes are :data:`SIMHASH_SPEC` and :data:`BANDS_SPEC`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
+
+_SEQ = struct.Struct(">Q")
+
+
+def _u64(raw: bytes) -> int:
+    return int.from_bytes(raw, "little")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """What one packed index stores and how it slices it."""
+
+    layout: str
+    #: number of tables; each is keyed by a block of one value of the entry
+    tables: int
+    #: values per entry: 1 (every table slices the same value) or ``tables`` (one each)
+    width: int
+    block_bits: int
+    #: key prefixes: write-ahead entries, packed runs, tombstones; and the generation counter
+    wal: bytes
+    run: bytes
+    tomb: bytes
+    gen_key: bytes
+    #: shift of table t's block within its value
+    shift: Callable[[int], int]
+    l0_max: int
+    l1_max: int
+
+    def column(self, table: int) -> int:
+        return table if self.width > 1 else 0
+
+    def blocks(self, values: np.ndarray, table: int) -> np.ndarray:
+        mask = np.uint64((1 << self.block_bits) - 1)
+        return ((values >> np.uint64(self.shift(table))) & mask).astype(np.int64)
+
+    def block(self, value: int, table: int) -> int:
+        return (value >> self.shift(table)) & ((1 << self.block_bits) - 1)
+
+    @property
+    def entry(self) -> struct.Struct:
+        """Write-ahead value: scope id, the values, cluster id (little-endian u64s)."""
+        return struct.Struct("<" + "Q" * (self.width + 2))
+
+
+#: The four 16-bit-block SimHash tables: table t is keyed by bits 16t..16t+15.
+SIMHASH_SPEC = TableSpec(
+    layout="packed-1",
+    tables=BLOCKS,
+    width=1,
+    block_bits=BLOCK_BITS,
+    wal=b"w",
+    run=b"p",
+    tomb=b"z",
+    gen_key=b"m:tables_gen",
+    shift=lambda table: BLOCK_BITS * table,
+    # about 40 MB of memory at these sizes
+    l0_max=8192,
+    l1_max=1 << 19,
+)
+
+#: The MinHash LSH bands: band t is keyed by the top 12 bits of its hash.  12 bits
+#: and 2^16 documents a run put 16 entries (256 bytes) in a key; about 30 MB of memory.
+BANDS_SPEC = TableSpec(
+    layout="bands-packed-1",
+    tables=BANDS,
+    width=BANDS,
+    block_bits=12,
+    wal=b"l",
+    run=b"q",
+    tomb=b"t",
+    gen_key=b"m:bands_gen",
+    shift=lambda table: 64 - 12,
+    l0_max=2048,
+    l1_max=1 << 16,
+)
+
+
+class _Level:
+    """Entries in memory: scope id, values (n x width), cluster id, write-ahead seq."""
+
+    def __init__(self, capacity: int, width: int) -> None:
+        self.sid = np.empty(capacity, np.uint64)
+        self.vals = np.empty((capacity, width), np.uint64)
+        self.cid = np.empty(capacity, np.uint64)
+        self.seq = np.empty(capacity, np.uint64)
+        self.n = 0
+
+    def append(self, sid: int, values: Sequence[int], cid: int, seq: int) -> None:
+        if self.n == len(self.sid):
+            for name in ("sid", "vals", "cid", "seq"):
+                old = getattr(self, name)
+                grown = np.empty((2 * len(old), *old.shape[1:]), np.uint64)
+                grown[: self.n] = old[: self.n]
+                setattr(self, name, grown)
+        i = self.n
+        self.sid[i], self.cid[i], self.seq[i] = sid, cid, seq
+        self.vals[i] = values
+        self.n += 1
+
+
+class PackedTables:
+    """One packed index of one store (see the module docstring)."""
+
+    def __init__(self, db: Any, spec: TableSpec, *, l0_max: int | None = None, l1_max: int | None = None) -> None:
+        self.db = db
+        self.spec = spec
+        self.l0_max = l0_max or spec.l0_max
+        self.l1_max = l1_max or spec.l1_max
+        self._entry = spec.entry
+        raw_gen = db.get(spec.gen_key)
+        self.gen = int(raw_gen) if raw_gen else 0
+        self.l0 = _Level(self.l0_max, spec.width)
+        self._reset_l1()
+        self.seq = 0
+        # until something is removed, an insert need not look for a tombstone to lift
+        self.any_removed = next(db.iterator(prefix=spec.tomb, include_value=False), None) is not None
+        self._replay()
+
+    # -- writing ------------------------------------------------------------
+    def stage_add(self, wb: Any, sid: bytes, values: Sequence[int], cid: bytes, pending: list, removed: set) -> None:
+        """Write-ahead an entry in the batch; memory is updated by ``apply`` after it commits.
+
+        ``removed`` holds the tombstones staged earlier in the same batch (a batch
+        cannot read its own writes).
+        """
+        self.seq += 1
+        wb.put(self.spec.wal + _SEQ.pack(self.seq), self._entry.pack(_u64(sid), *values, _u64(cid)))
+        if self.any_removed or removed:
+            for column, value in enumerate(values):
+                tombstone = self._tombstone(column, sid, value, cid)
+                # a read is cheaper than a write for the usual case, no tombstone (bloom filter)
+                if tombstone in removed or (self.any_removed and self.db.get(tombstone) is not None):
+                    wb.delete(tombstone)
+                    removed.discard(tombstone)
+        pending.append((_u64(sid), tuple(values), _u64(cid), self.seq))
+
+    def stage_remove(self, wb: Any, sid: bytes, values: Sequence[int], cid: bytes, removed: set) -> None:
+        self.any_removed = True
+        for column, value in enumerate(values):
+            tombstone = self._tombstone(column, sid, value, cid)
+            wb.put(tombstone, b"")
+            removed.add(tombstone)
+
+    def apply(self, pending: Iterable[tuple[int, Sequence[int], int, int]]) -> None:
+        for sid, values, cid, seq in pending:
+            self.l0.append(sid, values, cid, seq)
+            if self.l0.n >= self.l0_max:
+                self._merge_l0()
+
+    def _merge_l0(self) -> None:
+        l0, n0, base = self.l0, self.l0.n, len(self.l1_sid)
+        new_vals = l0.vals[:n0].copy()
+        self.l1_sid = np.concatenate([self.l1_sid, l0.sid[:n0]])
+        self.l1_vals = np.concatenate([self.l1_vals, new_vals])
+        self.l1_cid = np.concatenate([self.l1_cid, l0.cid[:n0]])
+        self.l1_seq = np.concatenate([self.l1_seq, l0.seq[:n0]])
+        self.l0 = _Level(self.l0_max, self.spec.width)
+        if len(self.l1_sid) >= self.l1_max:
+            self._flush_l1()
+            return
+        for table in range(self.spec.tables):
+            # merge the new entries into the table's block order: O(n), not a full sort
+            blocks = self.spec.blocks(new_vals[:, self.spec.column(table)], table).astype(np.uint16)
+            order = np.argsort(blocks, kind="stable")
+            blocks = blocks[order]
+            at = np.searchsorted(self.l1_blocks[table], blocks, side="right")
+            self.l1_blocks[table] = np.insert(self.l1_blocks[table], at, blocks)
+            self.l1_order[table] = np.insert(self.l1_order[table], at, (order + base).astype(np.uint32))
+            self.l1_starts[table][1:] = np.cumsum(np.bincount(self.l1_blocks[table], minlength=1 << self.spec.block_bits))
+
+    def _reset_l1(self) -> None:
+        spec = self.spec
+        empty = np.empty(0, np.uint64)
+        self.l1_sid, self.l1_cid, self.l1_seq = empty, empty, empty
+        self.l1_vals = np.empty((0, spec.width), np.uint64)
+        # per table: block of each entry in block order, the entry indices in that order,
+        # and where each block's run starts
+        self.l1_blocks = [np.empty(0, np.uint16) for _ in range(spec.tables)]
+        self.l1_order = [np.empty(0, np.uint32) for _ in range(spec.tables)]
+        self.l1_starts = [np.zeros((1 << spec.block_bits) + 1, np.int64) for _ in range(spec.tables)]
+
+    def _flush_l1(self) -> None:
+        gen = self.gen.to_bytes(4, "big")
+        packed = np.empty((len(self.l1_sid), 2), np.uint64)
+        for table in range(self.spec.tables):
+            values = self.l1_vals[:, self.spec.column(table)]
+            blocks = self.spec.blocks(values, table)
+            order = np.lexsort((blocks, self.l1_sid))
+            sids, blks = self.l1_sid[order], blocks[order]
+            packed[:, 0], packed[:, 1] = values[order], self.l1_cid[order]
+            raw = packed.astype("<u8").tobytes()
+            cuts = np.flatnonzero((np.diff(sids) != 0) | (np.diff(blks) != 0)) + 1
+            starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(order)]
+            for part in range(0, len(starts), 16384):
+                with self.db.write_batch() as wb:
+                    for i in range(part, min(part + 16384, len(starts))):
+                        s, e = starts[i], ends[i]
+                        key = self._run_prefix(table, int(sids[s]).to_bytes(8, "little"), int(blks[s])) + gen
+                        wb.put(key, raw[16 * s : 16 * e])
+        # the run is on disk: its write-ahead keys go, and the generation moves on, together
+        with self.db.write_batch(transaction=True) as wb:
+            for seq in self.l1_seq.tolist():
+                wb.delete(self.spec.wal + _SEQ.pack(seq))
+            wb.put(self.spec.gen_key, str(self.gen + 1).encode())
+        self.gen += 1
+        self._reset_l1()
+
+    def _replay(self) -> None:
+        pending = []
+        for key, value in self.db.iterator(prefix=self.spec.wal):
+            sid, *values, cid = self._entry.unpack(value)
+            seq = _SEQ.unpack(key[1:])[0]
+            pending.append((sid, values, cid, seq))
+            self.seq = max(self.seq, seq)
+        self.apply(pending)
+
+    # -- reading ------------------------------------------------------------
+    def find(
+        self, sid: bytes, query: Sequence[int], keep: Callable[[np.ndarray, int], np.ndarray]
+    ) -> Iterator[tuple[int, int, bytes]]:
+        """(column, value, cluster id) of live entries sharing a block with ``query``, each once.
+
+        ``query`` holds one value per column; ``keep(values, query value)`` filters
+        the candidates of a column.
+        """
+        spec, sid_n, l0 = self.spec, np.uint64(_u64(sid)), self.l0
+        found: list[tuple[int, np.ndarray, np.ndarray]] = []
+        for table in range(spec.tables):
+            column = spec.column(table)
+            q = query[column]
+            block = spec.block(q, table)
+            if l0.n:
+                values = l0.vals[: l0.n, column]
+                hit = (spec.blocks(values, table) == block) & (l0.sid[: l0.n] == sid_n)
+                found.append((column, values[hit], l0.cid[: l0.n][hit]))
+            lo, hi = int(self.l1_starts[table][block]), int(self.l1_starts[table][block + 1])
+            if hi > lo:
+                idx = self.l1_order[table][lo:hi]
+                idx = idx[self.l1_sid[idx] == sid_n]
+                found.append((column, self.l1_vals[idx, column], self.l1_cid[idx]))
+            chunks = b"".join(self.db.iterator(prefix=self._run_prefix(table, sid, block), include_key=False))
+            if chunks:
+                pairs = np.frombuffer(chunks, dtype="<u8").reshape(-1, 2)
+                found.append((column, pairs[:, 0].astype(np.uint64), pairs[:, 1].astype(np.uint64)))
+        seen: set[tuple[int, int, int]] = set()
+        for column, values, cids in found:
+            kept = keep(values, query[column])
+            for v, c in zip(values[kept].tolist(), cids[kept].tolist()):
+                if (column, v, c) in seen:
+                    continue
+                seen.add((column, v, c))
+                cid = c.to_bytes(8, "little")
+                if not self.any_removed or self.db.get(self._tombstone(column, sid, v, cid)) is None:
+                    yield column, v, cid
+
+    def _run_prefix(self, table: int, sid: bytes, block: int) -> bytes:
+        return self.spec.run + bytes((table,)) + sid + block.to_bytes(2, "big")
+
+    def _tombstone(self, column: int, sid: bytes, value: int, cid: bytes) -> bytes:
+        # one value per entry (SimHash): no column byte, the layout the tables always had
+        head = self.spec.tomb + (bytes((column,)) if self.spec.width > 1 else b"")
+        return head + sid + value.to_bytes(8, "big") + cid
+
+
+class PackedSimhashTables(PackedTables):
+    """The four SimHash tables: an entry is one fingerprint."""
+
+    def __init__(self, db: Any, *, l0_max: int | None = None, l1_max: int | None = None) -> None:
+        super().__init__(db, SIMHASH_SPEC, l0_max=l0_max, l1_max=l1_max)
+
+    def stage_add(self, wb: Any, sid: bytes, fp: int, cid: bytes, pending: list, removed: set) -> None:
+        super().stage_add(wb, sid, (fp,), cid, pending, removed)
+
+    def stage_remove(self, wb: Any, sid: bytes, fp: int, cid: bytes, removed: set) -> None:
+        super().stage_remove(wb, sid, (fp,), cid, removed)
+
+    def near(self, sid: bytes, fp: int, max_distance: int | None) -> Iterator[tuple[int, bytes]]:
+        """(simhash, cluster id) of live entries sharing a block with ``fp`` (within ``max_distance``)."""
+        q = np.uint64(fp)
+
+        def keep(values: np.ndarray, _: int) -> np.ndarray:
+            if max_distance is None:
+                return np.ones(len(values), bool)
+            return np.bitwise_count(values ^ q) <= max_distance
+
+        for _, value, cid in self.find(sid, (fp,), keep):
+            yield value, cid
+
+
+class PackedBands(PackedTables):
+    """The MinHash LSH bands: an entry is one hash per band."""
+
+    def __init__(self, db: Any, *, l0_max: int | None = None, l1_max: int | None = None) -> None:
+        super().__init__(db, BANDS_SPEC, l0_max=l0_max, l1_max=l1_max)
+
+    def colliding(self, sid: bytes, bands: Sequence[int]) -> set[bytes]:
+        """Cluster ids of live entries that equal ``bands`` in at least one band.
+
+        Like :meth:`find`, with the memory levels compared in one pass over all bands
+        and a point read per band and generation on disk: a band hash matches exactly,
+        so the bloom filters answer most reads without touching a table file.
+        """
+        spec, sid_n, l0 = self.spec, np.uint64(_u64(sid)), self.l0
+        query = np.array(bands, np.uint64)
+        hits: list[tuple[int, int]] = []  # (band, cluster id)
+        if l0.n:
+            rows, cols = np.nonzero((l0.vals[: l0.n] == query) & (l0.sid[: l0.n] == sid_n)[:, None])
+            hits += zip(cols.tolist(), l0.cid[rows].tolist())
+        gens = [g.to_bytes(4, "big") for g in range(self.gen)]
+        for band, band_hash in enumerate(bands):
+            block = spec.block(band_hash, band)
+            lo, hi = int(self.l1_starts[band][block]), int(self.l1_starts[band][block + 1])
+            if hi > lo:
+                idx = self.l1_order[band][lo:hi]
+                idx = idx[(self.l1_vals[idx, band] == query[band]) & (self.l1_sid[idx] == sid_n)]
+                hits += ((band, c) for c in self.l1_cid[idx].tolist())
+            prefix = self._run_prefix(band, sid, block)
+            for gen in gens:
+                raw = self.db.get(prefix + gen)
+                if raw is not None:
+                    pairs = np.frombuffer(raw, dtype="<u8").reshape(-1, 2)
+                    hits += ((band, c) for c in pairs[pairs[:, 0] == query[band], 1].tolist())
+        found: set[bytes] = set()
+        for band, c in set(hits):
+            cid = c.to_bytes(8, "little")
+            if cid in found:
+                continue
+            if not self.any_removed or self.db.get(self._tombstone(band, sid, bands[band], cid)) is None:
+                found.add(cid)
+        return found
