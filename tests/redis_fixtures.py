@@ -35,3 +35,25 @@ def redis_url(request):
 def redis_prefix():
     """A key prefix of its own for each test, so tests share the servers without flushing them."""
     return f"test:{uuid.uuid4().hex[:12]}"
+
+
+def redis_backend(url: str):
+    """The Redis store as the store tests build a backend: ``Backend(path, params)`` and
+    ``Backend.open_existing(path)``, each path (a test's temporary directory) standing for a
+    key prefix of its own on the server at ``url``."""
+    import hashlib
+
+    from scrapy_dedup.store.redis_store import RedisStore
+
+    def prefix_of(path) -> str:
+        return "test:" + hashlib.sha1(str(path).encode()).hexdigest()[:16]
+
+    class RedisAtPath(RedisStore):
+        def __init__(self, path, params, **options):
+            super().__init__(url, params, prefix=prefix_of(path), **options)
+
+        @classmethod
+        def open_existing(cls, path):
+            return RedisStore.open_existing(url, prefix=prefix_of(path))
+
+    return RedisAtPath

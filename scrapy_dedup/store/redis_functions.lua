@@ -399,6 +399,47 @@ local function cluster_leave(keys, args)
   return {best, 1}
 end
 
+-- Crawl runs shared by processes ---------------------------------------------------------
+-- KEYS[1] the store's metadata hash (field 'run' is the run number), KEYS[2] a sorted set of
+-- the processes in the current run by lease deadline (ms).  Processes that start while
+-- another one of the crawl is alive join its run; the first to start after all have
+-- stopped (or died: their leases ran out) begins the next run.
+
+-- ARGV: process id, lease ms.  Replies {run, 1 if this call began it}.
+local function run_join(keys, args)
+  local lease = tonumber(args[2])
+  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now)
+  -- a process that begins again (a second crawl in one process) does not keep its own run alive
+  redis.call('ZREM', keys[2], args[1])
+  local began = 0
+  local run = tonumber(redis.call('HGET', keys[1], 'run') or '0')
+  if redis.call('ZCARD', keys[2]) == 0 or run == 0 then
+    run = redis.call('HINCRBY', keys[1], 'run', 1)
+    began = 1
+  end
+  redis.call('ZADD', keys[2], now + lease, args[1])
+  return {run, began}
+end
+
+-- ARGV: process id, lease ms.  Replies 1 while the process is in the run, 0 if its lease
+-- had run out (it is let in again: the run goes on if others kept it alive).
+local function run_renew(keys, args)
+  local lease = tonumber(args[2])
+  local present = redis.call('ZSCORE', keys[2], args[1])
+  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+  if present then return 1 end
+  return 0
+end
+
+-- ARGV: process id.  Replies how many processes are still in the run.
+local function run_leave(keys, args)
+  redis.call('ZREM', keys[2], args[1])
+  redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now_ms())
+  return redis.call('ZCARD', keys[2])
+end
+
 -- Requests taken by a process (crash safety) ----------------------------------------------
 -- KEYS[1] hash: request id -> owner .. '\n' .. payload, KEYS[2] sorted set: request id by
 -- lease deadline (ms).  A process takes a request before fetching it and settles it when
@@ -490,6 +531,9 @@ redis.register_function('sdd_order_renew', order_renew)
 redis.register_function('sdd_order_reap', order_reap)
 redis.register_function('sdd_cluster_join', cluster_join)
 redis.register_function('sdd_cluster_leave', cluster_leave)
+redis.register_function('sdd_run_join', run_join)
+redis.register_function('sdd_run_renew', run_renew)
+redis.register_function('sdd_run_leave', run_leave)
 redis.register_function('sdd_pending_take', pending_take)
 redis.register_function('sdd_pending_settle', pending_settle)
 redis.register_function('sdd_pending_renew', pending_renew)

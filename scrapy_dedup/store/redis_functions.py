@@ -35,6 +35,10 @@ MIN_SERVER_MAJOR = 7
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
 
+class StoreConnectionLost(StoreError):
+    """The Redis store stopped answering and the retries ran out: the crawl stops."""
+
+
 def redact(url: str) -> str:
     """The URL with its password replaced by ``***`` (for logs and errors).
 
