@@ -99,3 +99,15 @@ def test_unreachable_store_fails_before_any_request_with_the_password_hidden(dem
     assert "hunter2" not in result.log
     shown = url.replace("hunter2", "***")
     assert any(f"cannot reach the Redis store at {shown}" in line for line in result.log.splitlines())
+
+
+def test_a_crawl_with_a_password_never_logs_it(demo_server, tmp_path):
+    from redis_servers import RedisServer
+
+    with RedisServer(tmp_path / "auth", extra=("--requirepass", "c0rrect-h0rse")) as server:
+        url = f"redis://:c0rrect-h0rse@127.0.0.1:{server.port}/0"
+        result = run_crawl(demo_server.url + "/", tmp_path / "crawl",
+                           {"DEDUP_STORE": url, "DEDUP_STORE_BACKEND": REDIS_BACKEND})
+    assert result.items
+    assert "c0rrect-h0rse" not in result.log
+    assert f"redis://:***@127.0.0.1:{server.port}/0" in result.log

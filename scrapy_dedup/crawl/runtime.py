@@ -112,7 +112,8 @@ class DedupRuntime:
             # what the URL keys were made with, so reports key a looked-up URL the same way
             self._store.put_meta("url_rules", url_rules(self.config, self.crawler.settings))
             self._store.put_meta("extraction", dict(EXTRACT_PARAMS))
-            logger.info("dedup store %s opened, run %d", self.store_path, run)
+            # the store's own path: a Redis store shows its URL with the password hidden
+            logger.info("dedup store %s opened, run %d", self._store.path, run)
         return self._store
 
     @property
@@ -172,7 +173,7 @@ class DedupRuntime:
         self.canonical_waits.release_all()
         if self._store is not None:
             self._store.close()
-            logger.info("dedup store %s closed", self.store_path)
+            logger.info("dedup store %s closed", getattr(self._store, "path", self.store_path))
             self._store = self._frontier = self._index = None
 
 
