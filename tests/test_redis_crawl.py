@@ -84,8 +84,12 @@ def test_same_clusters_and_representatives_at_any_process_count(demo_server, tmp
         # reports read the shared store as it is, streaming: no snapshot
         got_summary = summary("--store", server_url, "-s", f"DEDUP_STORE_BACKEND={REDIS_BACKEND}")
         assert {k: got_summary[k] for k in SUMMARY_FIGURES} == {k: expected_summary[k] for k in SUMMARY_FIGURES}
-        emitted = [item["url"] for r in results for item in r.items]
-        assert len(emitted) == len(set(emitted)), f"{label}: a page emitted by two processes"
+        # every process fetches its start URL (start requests skip the dupefilter), and two
+        # processes deciding the same page at the same moment may both emit it; any other page
+        # is scheduled by one process only, so it is emitted once
+        emitted = [item["url"] for r in results for item in r.items if item["url"] != start]
+        twice = sorted({u for u in emitted if emitted.count(u) > 1})
+        assert not twice, f"{label}: emitted by two processes: {twice}"
 
 
 def test_unreachable_store_fails_before_any_request_with_the_password_hidden(demo_server, tmp_path):
