@@ -28,6 +28,7 @@ import argparse
 import json
 import multiprocessing
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -275,6 +276,23 @@ def bench_datasketch(server_url: str, docs: int) -> dict | None:
     return {"documents": docs, "bytes_per_document": per_doc, "num_perm": 256, "bands": lsh.b, "rows": lsh.r}
 
 
+def _measure(tmp: Path, n_urls: int, n_docs: int, per_client: int, n_sketch: int, size: str):
+    from redis_servers import RedisCluster, RedisServer
+
+    with RedisServer(tmp / "single") as single, RedisCluster(tmp / "cluster") as cluster:
+        log(NAME, f"frontier: {n_urls:,} URLs, ours and scrapy-redis's dupefilter ...")
+        frontier = bench_frontier(single.url, n_urls, ONE_BY_ONE[size])
+        near = {}
+        for label, target in (("1 server", single), ("3 masters", cluster)):
+            log(NAME, f"near-duplicate decisions on {label}: {n_docs:,} documents preloaded, "
+                      f"{CLIENTS} clients x {per_client:,} decisions ...")
+            near[label] = bench_near(target.url, n_docs, per_client)
+            log(NAME, f"  {near[label]['decisions_per_s']:.0f} decisions/s, p99 {near[label]['latency_ms']['p99']:.2f} ms")
+        log(NAME, f"datasketch MinHashLSH with Redis storage: {n_sketch:,} documents ...")
+        sketch = bench_datasketch(single.url, n_sketch)
+    return frontier, near, sketch
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=SIZES, default="default")
@@ -285,20 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     n_urls, n_docs, per_client, n_sketch = SIZES_N[args.size]
     n_urls, n_docs = args.urls or n_urls, args.docs or n_docs
 
-    from redis_servers import RedisCluster, RedisServer
-
     tmp = Path(tempfile.mkdtemp(prefix="bench-redis-"))
-    with RedisServer(tmp / "single") as single, RedisCluster(tmp / "cluster") as cluster:
-        log(NAME, f"frontier: {n_urls:,} URLs, ours and scrapy-redis's dupefilter ...")
-        frontier = bench_frontier(single.url, n_urls, ONE_BY_ONE[args.size])
-        near = {}
-        for label, target in (("1 server", single), ("3 masters", cluster)):
-            log(NAME, f"near-duplicate decisions on {label}: {n_docs:,} documents preloaded, "
-                      f"{CLIENTS} clients x {per_client:,} decisions ...")
-            near[label] = bench_near(target.url, n_docs, per_client)
-            log(NAME, f"  {near[label]['decisions_per_s']:.0f} decisions/s, p99 {near[label]['latency_ms']['p99']:.2f} ms")
-        log(NAME, f"datasketch MinHashLSH with Redis storage: {n_sketch:,} documents ...")
-        sketch = bench_datasketch(single.url, n_sketch)
+    try:
+        results = _measure(tmp, n_urls, n_docs, per_client, n_sketch, args.size)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    frontier, near, sketch = results
 
     ours, theirs = frontier["ours"], frontier["scrapy_redis"]
     label = {10**6: "10^6", 10**7: "10^7"}.get(n_urls, f"{n_urls:,}")

@@ -200,5 +200,9 @@ def temp_dir(prefix: str) -> Path:
 
 
 if __name__ == "__main__":  # manual check: start both, print their URLs, stop
-    with RedisServer(temp_dir("redis-")) as single, RedisCluster(temp_dir("redis-cluster-")) as cluster:
-        print(single.url, cluster.url, os.getpid())
+    work = temp_dir("redis-check-")
+    try:
+        with RedisServer(work / "single") as single, RedisCluster(work / "cluster") as cluster:
+            print(single.url, cluster.url, os.getpid())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
