@@ -45,10 +45,11 @@ BENCHMARKS = {
     "diversify": "query-time dedup of retrieved hits: speed, and BM25 top 5 on a doc site crawled without dedup",
     "chunks": "chunk sizes and per-host boilerplate on real documentation",
     "export": "scrapy dedup export of a large store: documents/s and memory",
+    "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"
-COMPARISON_PACKAGES = {"simhash": "simhash", "bm25s": "bm25s"}
+COMPARISON_PACKAGES = {"simhash": "simhash", "bm25s": "bm25s", "datasketch": "datasketch"}
 TABLE_START, TABLE_END = "<!-- bench-table -->", "<!-- /bench-table -->"
 
 

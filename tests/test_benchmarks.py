@@ -161,6 +161,22 @@ def test_diversify(tmp_path, corpus):
     assert 0 < quality["best_kept"] <= 1 and quality["best_same_passage"] <= quality["best_kept"]
 
 
+def test_redis(tmp_path):
+    data = run("bench_redis.py", tmp_path, timeout=600)
+    frontier = data["frontier"]
+    for impl in ("ours", "scrapy_redis"):
+        assert frontier[impl]["bytes_per_url"] > 0
+        assert frontier[impl]["one_by_one_per_s"] > 0 and frontier[impl]["bulk_per_s"] > 0
+    assert set(data["near"]) == {"1 server", "3 masters"}
+    for label, r in data["near"].items():
+        assert r["cluster"] == (label == "3 masters")
+        assert r["decisions"] > 0 and 0 < r["kept"] < r["decisions"]
+        assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"]
+        assert r["fcalls_per_decision"] >= 10 and r["busiest_master_us_per_decision"] > 0
+    if data["datasketch"] is not None:
+        assert data["datasketch"]["bytes_per_document"] > 0
+
+
 def test_run_all_merges_and_renders(tmp_path):
     """run_all.py over one cheap script: latest.json, latest.md, and the README left alone."""
     readme_before = (BENCH / "README.md").read_text(encoding="utf-8")

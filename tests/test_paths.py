@@ -14,6 +14,7 @@ from scrapy_dedup.crawl.pipeline import DedupPipeline
 from scrapy_dedup.crawl.settings import DEFAULTS
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.redis_store import RedisStore
 from scrapy_dedup.store.memory import MemoryStore
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -28,6 +29,7 @@ DOCUMENTED = {
     "scrapy_dedup.pipeline.DedupPipeline": DedupPipeline,
     "scrapy_dedup.store.leveldb.LevelDBStore": LevelDBStore,
     "scrapy_dedup.store.memory.MemoryStore": MemoryStore,
+    "scrapy_dedup.store.redis_store.RedisStore": RedisStore,
 }
 
 
