@@ -15,6 +15,8 @@ from scrapy.utils.misc import load_object
 SPIDER_MIDDLEWARE = ("scrapy_dedup.crawl.spidermw.DedupSpiderMiddleware", 950)
 DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.crawl.downloadermw.DedupDownloaderMiddleware", 590)
 PIPELINE = ("scrapy_dedup.crawl.pipeline.DedupPipeline", 200)
+#: the state the components share (store, frontier, content index)
+STATE = ("scrapy_dedup.crawl.state.DedupState", 0)
 DUPEFILTER = "scrapy_dedup.crawl.dupefilter.DedupDupeFilter"
 #: The resumable frontier's hooks sit at the engine end of each chain: the spider
 #: middleware sees exactly what reaches the engine (after HttpErrorMiddleware, 50, and
@@ -34,6 +36,7 @@ class Addon:
             ("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE),
             ("DOWNLOADER_MIDDLEWARES", PENDING_DOWNLOADER_MIDDLEWARE),
             ("ITEM_PIPELINES", PIPELINE),
+            ("EXTENSIONS", STATE),
         ):
             components = settings[name]
             if not _listed(components, load_object(path)):

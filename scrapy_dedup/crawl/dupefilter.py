@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
-from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.crawl.state import DedupState
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -26,72 +26,52 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def record_redirect(runtime: DedupRuntime, request: Request) -> None:
-    """Record the source URLs of a redirected request as aliases of its URL."""
-    sources = request.meta.get("redirect_urls")
-    if not sources:
-        return
-    target_key = runtime.key(request.url)
-    keyed = [(url, runtime.key(url)) for url in sources]
-    for url, key in keyed:
-        if key != target_key and runtime.index.known_content(key) is not None:
-            # a document that now redirects: its content moves to the target, not kept twice
-            promoted = runtime.index.forget(key, 301)
-            runtime.inc("doc/redirected")
-            if promoted:
-                runtime.refetch_promoted(promoted, [url], like=request)
-    recorded = runtime.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
-    runtime.inc("url/redirect", recorded)
-    for _, key in keyed:
-        runtime.release_canonical(key)
-
-
-def _redirect_source(runtime: DedupRuntime, request: Request) -> str | None:
+def _redirect_source(state: DedupState, request: Request) -> str | None:
     """The pending id of the request this one is a redirect of, if any."""
     owed = request.meta.get("dedup_pending")
     sources = request.meta.get("redirect_urls")
-    if owed is None or not sources or runtime.key(sources[-1]) != owed:
+    if owed is None or not sources or state.key(sources[-1]) != owed:
         return None  # not a redirect of an owed request (meta copied from a parent, say)
     return owed
 
 
 class DedupDupeFilter(BaseDupeFilter):
-    def __init__(self, runtime: DedupRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, state: DedupState) -> None:
+        self.state = state
         self._logged: set[str] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupDupeFilter:
-        return cls(DedupRuntime.of(crawler))
+        return cls(DedupState.of(crawler))
 
     def request_seen(self, request: Request) -> bool:
         if request.meta.get("dont_dedup"):
             return False
-        runtime = self.runtime
-        key = runtime.key(request.url)
-        record_redirect(runtime, request)
-        reason = runtime.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
-        source = _redirect_source(runtime, request)
+        state = self.state
+        key = state.key(request.url)
+        state.record_redirect(request)
+        reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        source = _redirect_source(state, request)
         if reason is None:
             # owed until its outcome is durable; a redirect's source is settled with it
-            runtime.pending.owe(request, key, settles=source)
+            state.pending.owe(request, key, settles=source)
             return False
         if source is not None:
-            runtime.pending.settle_id(source)  # redirected to a URL already known: recorded
-        runtime.inc(f"url/dropped/{reason}")
+            state.pending.settle_id(source)  # redirected to a URL already known: recorded
+        state.inc(f"url/dropped/{reason}")
         request.meta["dedup_dropped"] = reason
         return True
 
     def log(self, request: Request, spider=None) -> None:
         """Called by the scheduler for each request this filter dropped."""
         reason = request.meta.get("dedup_dropped", "seen")
-        if self.runtime.config.debug:
+        if self.state.config.debug:
             logger.debug(
                 "Dropped before fetch (%s): %s (referer: %s)",
                 reason,
                 request.url,
                 referer_str(request),
-                extra={"spider": self.runtime.crawler.spider},
+                extra={"spider": self.state.crawler.spider},
             )
         elif reason not in self._logged:
             self._logged.add(reason)
@@ -100,12 +80,12 @@ class DedupDupeFilter(BaseDupeFilter):
                 "(see DEDUP_DEBUG to show all of them)",
                 reason,
                 request.url,
-                extra={"spider": self.runtime.crawler.spider},
+                extra={"spider": self.state.crawler.spider},
             )
 
     def open(self) -> None:
         # open the store now, so that a store another crawl holds fails the crawl at start
-        self.runtime.open()
+        self.state.open()
 
     def close(self, reason: str) -> None:
         pass

@@ -31,7 +31,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import DropItem, IgnoreRequest
 from scrapy.utils.request import request_from_dict
 
-from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.crawl.state import DedupState
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -70,15 +70,15 @@ def promoted_id(key: str) -> str:
 class PendingRequests:
     """What the store owes, seen from the crawl."""
 
-    def __init__(self, runtime: DedupRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, state: DedupState) -> None:
+        self.state = state
         self._warned_unserializable = False
         self._warned_unresumable = False
         self._method_names: dict[Any, str] = {}
 
     @property
     def store(self):
-        return self.runtime.store
+        return self.state.store
 
     # -- owing and settling -------------------------------------------------
     def owe(self, request: Request, pending_id: str, settles: str | None = None) -> None:
@@ -88,7 +88,7 @@ class PendingRequests:
         in the same batch.
         """
         meta = request.meta
-        run = self.runtime.store.run
+        run = self.state.store.run
         blob = None
         if not (meta.get(META_RESUMED) == run and meta.get(META_PENDING) == pending_id):
             meta[META_PENDING], meta[META_RUN] = pending_id, run
@@ -125,7 +125,7 @@ class PendingRequests:
         try:
             return pickle.dumps(self._request_dict(request), protocol=_PICKLE_PROTOCOL)
         except Exception as exc:
-            self.runtime.inc("frontier/unserializable")
+            self.state.inc("frontier/unserializable")
             if not self._warned_unserializable:
                 self._warned_unserializable = True
                 logger.warning(
@@ -144,7 +144,7 @@ class PendingRequests:
         ``to_dict`` scans the spider's members for each callback (about 150 µs a request);
         the name of a bound method of the spider is checked directly instead.
         """
-        spider = self.runtime.crawler.spider
+        spider = self.state.crawler.spider
         callback, errback = request.callback, request.errback
         d: dict[str, Any] = {
             "url": request.url,
@@ -175,10 +175,10 @@ class PendingRequests:
         """(url key, content hash) of a decided item that left the pipelines, or None."""
         adapter = ItemAdapter(item)
         dedup = adapter.get(ITEM_FIELD) if ITEM_FIELD in adapter else None
-        url = adapter.get(self.runtime.config.url_field)
+        url = adapter.get(self.state.config.url_field)
         if not isinstance(dedup, dict) or not dedup.get("content_hash") or not url:
             return None
-        return self.runtime.key(str(url)), dedup["content_hash"]
+        return self.state.key(str(url)), dedup["content_hash"]
 
     def replay(self, decision: Any, key: str) -> None:
         """A document decided in this crawl, before an interruption, and fetched again.
@@ -191,23 +191,23 @@ class PendingRequests:
         if decision.status != "unchanged":
             return
         record = self.store.get_url(key)
-        if record is None or record.first_run != self.runtime.first_run:
+        if record is None or record.first_run != self.state.first_run:
             return
         if self.store.get_emitted(key) == record.content_hash:
             return
         cluster = self.store.get_cluster(record.cluster_id) if record.cluster_id else None
         if cluster is None or cluster.representative != key:
             return
-        self.runtime.inc("frontier/replayed")
+        self.state.inc("frontier/replayed")
         decision.status, decision.is_representative = "new", True
         decision.canonical_url = decision.url
 
     # -- resuming -----------------------------------------------------------
     def resume(self) -> Iterator[Request]:
         """The requests owed by an earlier run, issued again."""
-        runtime = self.runtime
-        spider = runtime.crawler.spider
-        count = runtime.pending_at_start
+        state = self.state
+        spider = state.crawler.spider
+        count = state.pending_at_start
         if not count:
             return
         logger.info("resuming %s pending requests from an interrupted run", f"{count:,}")
@@ -215,7 +215,7 @@ class PendingRequests:
             try:
                 request = request_from_dict(pickle.loads(blob), spider=spider)
             except Exception as exc:
-                runtime.inc("frontier/unresumable")
+                state.inc("frontier/unresumable")
                 if not self._warned_unresumable:
                     self._warned_unresumable = True
                     logger.warning(
@@ -228,8 +228,8 @@ class PendingRequests:
                 self.settle_id(pending_id)
                 continue
             request.meta[META_PENDING] = pending_id
-            request.meta[META_RESUMED] = request.meta[META_RUN] = runtime.store.run
-            runtime.inc("frontier/resumed")
+            request.meta[META_RESUMED] = request.meta[META_RUN] = state.store.run
+            state.inc("frontier/resumed")
             yield request
 
 
@@ -237,8 +237,8 @@ class PendingSpiderMiddleware:
     """Issues owed requests after the start requests; settles a response's request."""
 
     def __init__(self, crawler: Crawler) -> None:
-        self.runtime = DedupRuntime.of(crawler)
-        self.pending = self.runtime.pending
+        self.state = DedupState.of(crawler)
+        self.pending = self.state.pending
         #: id(response) -> [response, outputs still running, items in the pipelines, keep owed,
         #: (url key, content hash) of the items emitted]
         self._open: dict[int, list] = {}
@@ -254,14 +254,14 @@ class PendingSpiderMiddleware:
         async for element in start:
             if isinstance(element, Request):
                 # tagged with the run: a copy a persisted queue issues in a later run is stale
-                element.meta.setdefault(META_RUN, self.runtime.store.run)
+                element.meta.setdefault(META_RUN, self.state.store.run)
             yield element
         try:
             resumed = self.pending.resume()
             for request in resumed:
                 yield request
         except Exception:
-            self.runtime.inc("error/resume")
+            self.state.inc("error/resume")
             logger.exception("scrapy-dedup could not read the pending requests of the store")
 
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
@@ -301,7 +301,7 @@ class PendingSpiderMiddleware:
         try:
             emitted = self.pending.emission(item)
         except Exception:
-            self.runtime.inc("error/settle")
+            self.state.inc("error/settle")
             logger.exception("scrapy-dedup could not read an emitted item")
             emitted = None
         self._item_done(response, keep=False, emitted=emitted)
@@ -338,7 +338,7 @@ class PendingSpiderMiddleware:
         try:
             self.pending.settle(request, emitted)
         except Exception:
-            self.runtime.inc("error/settle")
+            self.state.inc("error/settle")
             logger.exception("scrapy-dedup could not settle the request of %s", url)
 
 
@@ -346,8 +346,8 @@ class PendingDownloaderMiddleware:
     """Settles requests that failed for good; drops stale copies from a persisted queue."""
 
     def __init__(self, crawler: Crawler) -> None:
-        self.runtime = DedupRuntime.of(crawler)
-        self.pending = self.runtime.pending
+        self.state = DedupState.of(crawler)
+        self.pending = self.state.pending
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PendingDownloaderMiddleware:
@@ -355,12 +355,12 @@ class PendingDownloaderMiddleware:
 
     def process_request(self, request: Request, spider=None) -> None:
         meta = request.meta
-        owed_in, run = meta.get(META_RUN), self.runtime.store.run
+        owed_in, run = meta.get(META_RUN), self.state.store.run
         if owed_in is None or owed_in == run:
             return None
         # Owed by an earlier run and issued again by a persisted queue (JOBDIR): the store
         # issues every request still owed itself, and what is not owed any more is done.
-        self.runtime.inc("frontier/stale")
+        self.state.inc("frontier/stale")
         raise _StaleRequest(f"issued again from the store instead: {request.url}")
 
     def process_exception(self, request: Request, exception: BaseException, spider=None) -> None:
@@ -371,6 +371,6 @@ class PendingDownloaderMiddleware:
         try:
             self.pending.settle(request)
         except Exception:
-            self.runtime.inc("error/settle")
+            self.state.inc("error/settle")
             logger.exception("scrapy-dedup could not settle the failed request %s", request.url)
         return None
