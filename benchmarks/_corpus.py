@@ -104,14 +104,14 @@ def html_pages(root: Path) -> list[str]:
 
 
 def _extract_one(path: str) -> str:
-    from scrapy_dedup.extract import extract_text  # imported in the worker
+    from scrapy_dedup.extraction.main_text import extract_text  # imported in the worker
 
     body = Path(path).read_bytes()
     return extract_text(body, url="file://" + path)
 
 
 def _extract_cache_key(root: Path, pages: list[str]) -> str:
-    from scrapy_dedup.extract import EXTRACT_PARAMS
+    from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 
     digest = hashlib.sha256(json.dumps([str(root), pages, EXTRACT_PARAMS], sort_keys=True).encode())
     return digest.hexdigest()[:16]

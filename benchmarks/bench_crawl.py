@@ -68,7 +68,7 @@ COLOURS, SORTS = ("red", "blue", "green"), ("price", "newest")
 TARGET_OVERHEAD = 0.9  # dedup pages/s >= 0.9 x extraction-only
 TARGET_FETCHES = 0.5  # at least 50 % fewer fetches
 
-#: options of the extraction pipeline: the same as scrapy_dedup.extract.EXTRACT_PARAMS
+#: options of the extraction pipeline: the same as scrapy_dedup.extraction.main_text.EXTRACT_PARAMS
 TRAFILATURA_OPTIONS = dict(fast=True, include_tables=True, include_comments=False, deduplicate=False,
                            output_format="txt", with_metadata=False, include_images=False, include_links=False,
                            include_formatting=False)

@@ -70,7 +70,7 @@ def child(config: str, n: int) -> dict:
             seconds = time.perf_counter() - t0
         dupefilter.close("finished")
         if config == "dedup":
-            from scrapy_dedup.runtime import DedupRuntime
+            from scrapy_dedup.crawl.runtime import DedupRuntime
 
             DedupRuntime.of(crawler).close()
     finally:

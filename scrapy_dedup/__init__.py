@@ -33,7 +33,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The add-on imports Scrapy; worker processes and plain users of the core need not.
     if name == "Addon":
-        from scrapy_dedup.addon import Addon
+        from scrapy_dedup.crawl.addon import Addon
 
         return Addon
     raise AttributeError(f"module 'scrapy_dedup' has no attribute {name!r}")

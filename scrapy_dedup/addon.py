@@ -1,30 +1,8 @@
-"""The add-on: ``ADDONS = {"scrapy_dedup.Addon": 500}`` enables everything."""
+"""``scrapy_dedup.addon.Addon``: the add-on, under the path the README gives.
 
-from __future__ import annotations
+It lives in :mod:`scrapy_dedup.crawl.addon`; this path stays for settings that name it.
+"""
 
-from scrapy.settings import BaseSettings
+from scrapy_dedup.crawl.addon import Addon
 
-#: Components and their priorities.  The spider middleware sits next to the
-#: spider (after DepthMiddleware, 900) so that every later component sees
-#: normalized URLs; the downloader middleware sits just inside
-#: RedirectMiddleware (600) so it sees final responses, 304s and 404s; the
-#: pipeline runs early so that later pipelines only see kept documents.
-SPIDER_MIDDLEWARE = ("scrapy_dedup.spidermw.DedupSpiderMiddleware", 950)
-DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.downloadermw.DedupDownloaderMiddleware", 590)
-PIPELINE = ("scrapy_dedup.pipeline.DedupPipeline", 200)
-DUPEFILTER = "scrapy_dedup.dupefilter.DedupDupeFilter"
-
-
-class Addon:
-    def update_settings(self, settings: BaseSettings) -> None:
-        if not settings.getbool("DEDUP_ENABLED", True):
-            return
-        settings.set("DUPEFILTER_CLASS", DUPEFILTER, "addon")
-        for name, (path, priority) in (
-            ("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE),
-            ("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE),
-            ("ITEM_PIPELINES", PIPELINE),
-        ):
-            components = settings[name]
-            if path not in components:
-                components[path] = priority
+__all__ = ["Addon"]

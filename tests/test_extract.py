@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from scrapy_dedup.extract import EXTRACT_PARAMS, extract_text
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS, extract_text
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Vacuuming | Example Docs</title></head>
 <body>

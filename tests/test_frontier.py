@@ -2,7 +2,7 @@
 
 import pytest
 
-from scrapy_dedup.frontier import Frontier
+from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.store.leveldb import LevelDBStore
 
 

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
-from scrapy_dedup.index import ContentIndex, Document
+from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store.leveldb import LevelDBStore
 
 WORDS = (
@@ -225,7 +225,7 @@ def test_canonical_never_crosses_scopes(store):
 
 
 def test_canonical_followed_through_a_recorded_redirect(store):
-    from scrapy_dedup.frontier import Frontier
+    from scrapy_dedup.decide.frontier import Frontier
 
     index = make_index(store)
     text = prose(28)

@@ -50,7 +50,7 @@ def store_path(settings: BaseSettings, path: str | None, spider: str | None) -> 
         )
     from scrapy.utils.project import data_path
 
-    # the crawl's default (scrapy_dedup.runtime.default_store_path), without creating it
+    # the crawl's default (scrapy_dedup.crawl.runtime.default_store_path), without creating it
     return data_path(f"dedup/{spider}")
 
 

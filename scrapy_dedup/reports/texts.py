@@ -76,7 +76,7 @@ class Texts:
         """The main text of ``url`` as it is served now (None if it cannot be fetched)."""
         if not url.lower().startswith(("http://", "https://")):
             return None
-        from scrapy_dedup.extract import extract_text
+        from scrapy_dedup.extraction.main_text import extract_text
 
         request = urllib.request.Request(url, headers={"User-Agent": self.user_agent})
         try:

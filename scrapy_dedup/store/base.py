@@ -3,7 +3,7 @@
 Every backend keeps the same things: the frontier (URL keys scheduled, per
 crawl run), URL records, URL variants, and the content index (exact hashes,
 SimHash permutation tables, MinHash LSH bands, clusters).  The dedup logic
-(:mod:`scrapy_dedup.frontier`, :mod:`scrapy_dedup.index`) talks to this
+(:mod:`scrapy_dedup.decide.frontier`, :mod:`scrapy_dedup.decide.index`) talks to this
 interface only; reports read through it too.
 
 Reads go straight to the store.  Writes that belong to one decision go into a

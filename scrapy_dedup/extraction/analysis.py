@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrapy_dedup.core.fingerprints import Fingerprint, fingerprint
-from scrapy_dedup.extract import extract_text
+from scrapy_dedup.extraction.main_text import extract_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,10 +23,10 @@ from scrapy.utils.project import data_path
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.core.urls import url_key
-from scrapy_dedup.extract import EXTRACT_PARAMS
-from scrapy_dedup.frontier import Frontier
-from scrapy_dedup.index import ContentIndex
-from scrapy_dedup.settings import DedupConfig
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
+from scrapy_dedup.decide.frontier import Frontier
+from scrapy_dedup.decide.index import ContentIndex
+from scrapy_dedup.crawl.settings import DedupConfig
 from scrapy_dedup.store.base import DedupStore, StoreError
 
 if TYPE_CHECKING:

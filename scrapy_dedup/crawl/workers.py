@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 from twisted.internet.defer import Deferred
 
-from scrapy_dedup.analysis import warm_up
+from scrapy_dedup.extraction.analysis import warm_up
 
 T = TypeVar("T")
 

@@ -1,0 +1,105 @@
+"""Downloader middleware: conditional GETs, fetch records, 304s and deletions.
+
+- a document fetched in an earlier run is asked for with ``If-None-Match`` /
+  ``If-Modified-Since``; a 304 counts as unchanged and goes no further;
+- every response is recorded (status, validators, fetch count);
+- a 404 or 410 takes the URL out of its cluster; when it represented the
+  cluster, the next member is fetched again and emitted with ``supersedes``;
+- a redirected request that skipped the dupefilter (``dont_filter``) still
+  has its redirect recorded as an alias.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import IgnoreRequest
+
+from scrapy_dedup.crawl.dupefilter import record_redirect
+from scrapy_dedup.crawl.runtime import DedupRuntime
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+GONE_STATUSES = (404, 410)
+
+
+class DedupDownloaderMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.runtime = DedupRuntime.of(crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DedupDownloaderMiddleware:
+        return cls(crawler)
+
+    def process_request(self, request: Request, spider=None) -> None:
+        if request.meta.get("dont_dedup"):
+            return None
+        try:
+            if request.dont_filter:
+                # the dupefilter never saw it: mark it seen so that links back to it are dropped
+                self.runtime.frontier.mark(request.url, self.runtime.key(request.url))
+                if request.meta.get("redirect_urls"):
+                    record_redirect(self.runtime, request)
+            meta = request.meta
+            if meta.get("dedup_start") or meta.get("dedup_promoted") or "If-None-Match" in request.headers:
+                return None
+            headers = self.runtime.frontier.conditional_headers(self.runtime.key(request.url))
+            for name, value in headers.items():
+                request.headers.setdefault(name, value)
+            if headers:
+                request.meta["dedup_conditional"] = True
+                self.runtime.inc("url/conditional")
+        except Exception:
+            self._failed("process_request", request.url)
+        return None
+
+    def process_response(self, request: Request, response: Response, spider=None) -> Response:
+        if request.meta.get("dont_dedup"):
+            return response
+        try:
+            key = self.runtime.key(response.url)
+            self.runtime.frontier.record_fetch(
+                response.url,
+                key,
+                response.status,
+                _header(response, b"ETag"),
+                _header(response, b"Last-Modified"),
+            )
+            if response.status == 304 and request.meta.get("dedup_conditional"):
+                self.runtime.index.mark_unchanged(key)
+                self.runtime.inc("url/not_modified")
+                self.runtime.inc("doc/unchanged")
+                raise IgnoreRequest(f"not modified since the last run: {response.url}")
+            if response.status in GONE_STATUSES:
+                self._gone(request, response, key)
+        except IgnoreRequest:
+            raise
+        except Exception:
+            self._failed("process_response", response.url)
+        return response
+
+    def _gone(self, request: Request, response: Response, key: str) -> None:
+        if self.runtime.index.known_content(key) is None:
+            return
+        promoted = self.runtime.index.forget(key, response.status)
+        self.runtime.inc("doc/deleted")
+        logger.info("%s is gone (%d): removed from its cluster", response.url, response.status)
+        if promoted:
+            self.runtime.refetch_promoted(promoted, [response.url], like=request)
+
+    def _failed(self, where: str, url: str) -> None:
+        # one bad page or URL never stops a crawl
+        self.runtime.inc(f"error/{where}")
+        logger.exception("scrapy-dedup failed in %s for %s; passing it through", where, url)
+
+
+def _header(response: Response, name: bytes) -> str | None:
+    value = response.headers.get(name)
+    return value.decode("latin-1") if value else None

@@ -1,0 +1,97 @@
+"""A store-backed ``DUPEFILTER_CLASS``: the seen-set on disk, keyed by ``url_key``.
+
+Unlike Scrapy's ``RFPDupeFilter`` it keeps no fingerprint in memory, drops
+URL variants (tracking parameters, session ids, facets outside a host's
+allowlist...) that Scrapy's fingerprint keeps apart, remembers what earlier
+runs fetched, and records each redirect as an alias of its target.
+
+Requests with ``dont_filter=True`` never reach a dupefilter; requests with
+``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.request import referer_str
+
+from scrapy_dedup.crawl.runtime import DedupRuntime
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Request
+
+logger = logging.getLogger(__name__)
+
+
+def record_redirect(runtime: DedupRuntime, request: Request) -> None:
+    """Record the source URLs of a redirected request as aliases of its URL."""
+    sources = request.meta.get("redirect_urls")
+    if not sources:
+        return
+    target_key = runtime.key(request.url)
+    keyed = [(url, runtime.key(url)) for url in sources]
+    for url, key in keyed:
+        if key != target_key and runtime.index.known_content(key) is not None:
+            # a document that now redirects: its content moves to the target, not kept twice
+            promoted = runtime.index.forget(key, 301)
+            runtime.inc("doc/redirected")
+            if promoted:
+                runtime.refetch_promoted(promoted, [url], like=request)
+    recorded = runtime.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
+    runtime.inc("url/redirect", recorded)
+    for _, key in keyed:
+        runtime.release_canonical(key)
+
+
+class DedupDupeFilter(BaseDupeFilter):
+    def __init__(self, runtime: DedupRuntime) -> None:
+        self.runtime = runtime
+        self._logged: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DedupDupeFilter:
+        return cls(DedupRuntime.of(crawler))
+
+    def request_seen(self, request: Request) -> bool:
+        if request.meta.get("dont_dedup"):
+            return False
+        runtime = self.runtime
+        key = runtime.key(request.url)
+        record_redirect(runtime, request)
+        reason = runtime.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        if reason is None:
+            return False
+        runtime.inc(f"url/dropped/{reason}")
+        request.meta["dedup_dropped"] = reason
+        return True
+
+    def log(self, request: Request, spider=None) -> None:
+        """Called by the scheduler for each request this filter dropped."""
+        reason = request.meta.get("dedup_dropped", "seen")
+        if self.runtime.config.debug:
+            logger.debug(
+                "Dropped before fetch (%s): %s (referer: %s)",
+                reason,
+                request.url,
+                referer_str(request),
+                extra={"spider": self.runtime.crawler.spider},
+            )
+        elif reason not in self._logged:
+            self._logged.add(reason)
+            logger.debug(
+                "Dropped before fetch (%s): %s - no more such messages will be shown "
+                "(see DEDUP_DEBUG to show all of them)",
+                reason,
+                request.url,
+                extra={"spider": self.runtime.crawler.spider},
+            )
+
+    def open(self) -> None:
+        # open the store now, so that a store another crawl holds fails the crawl at start
+        self.runtime.open()
+
+    def close(self, reason: str) -> None:
+        pass

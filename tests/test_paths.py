@@ -1,0 +1,135 @@
+"""Every dotted path the README documents resolves, to the object the code uses."""
+
+import re
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+from scrapy.utils.misc import load_object
+
+from scrapy_dedup.crawl.addon import Addon
+from scrapy_dedup.crawl.downloadermw import DedupDownloaderMiddleware
+from scrapy_dedup.crawl.dupefilter import DedupDupeFilter
+from scrapy_dedup.crawl.pipeline import DedupPipeline
+from scrapy_dedup.crawl.settings import DEFAULTS
+from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
+from scrapy_dedup.store.leveldb import LevelDBStore
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+#: the documented path -> the object it must be (not a copy: isinstance checks and the add-on rely on it)
+DOCUMENTED = {
+    "scrapy_dedup.Addon": Addon,
+    "scrapy_dedup.addon.Addon": Addon,
+    "scrapy_dedup.dupefilter.DedupDupeFilter": DedupDupeFilter,
+    "scrapy_dedup.spidermw.DedupSpiderMiddleware": DedupSpiderMiddleware,
+    "scrapy_dedup.downloadermw.DedupDownloaderMiddleware": DedupDownloaderMiddleware,
+    "scrapy_dedup.pipeline.DedupPipeline": DedupPipeline,
+    "scrapy_dedup.store.leveldb.LevelDBStore": LevelDBStore,
+}
+
+
+def readme_paths() -> set[str]:
+    # dotted paths to a class: a module path, then a capitalised name
+    return set(re.findall(r"\bscrapy_dedup(?:\.[a-z_]+)*\.[A-Z]\w*", README.read_text(encoding="utf-8")))
+
+
+def test_the_readme_documents_only_paths_this_test_knows():
+    paths = readme_paths()
+    assert paths, "the README names no dotted path"
+    assert paths <= set(DOCUMENTED), sorted(paths - set(DOCUMENTED))
+
+
+@pytest.mark.parametrize("path", sorted(DOCUMENTED))
+def test_documented_path_is_the_object_in_use(path):
+    assert load_object(path) is DOCUMENTED[path]
+
+
+def test_default_store_backend_is_the_leveldb_store():
+    assert load_object(DEFAULTS["DEDUP_STORE_BACKEND"]) is LevelDBStore
+
+
+def addon_settings(**user):
+    settings = Settings()
+    for name, value in user.items():
+        settings.set(name, value, "project")
+    Addon().update_settings(settings)
+    return settings
+
+
+def ours(components, cls):
+    return [c for c in components if isinstance(load_object(c), type) and issubclass(load_object(c), cls)]
+
+
+@pytest.mark.parametrize(
+    ("setting", "cls"),
+    [
+        ("ITEM_PIPELINES", DedupPipeline),
+        ("DOWNLOADER_MIDDLEWARES", DedupDownloaderMiddleware),
+        ("SPIDER_MIDDLEWARES", DedupSpiderMiddleware),
+    ],
+)
+@pytest.mark.parametrize("spelling", ["class", "documented path", "module path"])
+def test_addon_installs_a_component_once_however_it_is_listed(setting, cls, spelling):
+    given = {
+        "class": cls,
+        "documented path": f"scrapy_dedup.{cls.__module__.rsplit('.', 1)[1]}.{cls.__name__}",
+        "module path": f"{cls.__module__}.{cls.__name__}",
+    }[spelling]
+    settings = addon_settings(**{setting: {given: 123}})
+    components = settings.getdict(setting)
+    assert ours(components, cls) == [given]
+    assert components[given] == 123  # the user's priority stands
+
+
+def test_addon_keeps_a_component_the_user_disabled():
+    settings = addon_settings(ITEM_PIPELINES={DedupPipeline: None})
+    assert settings.getdict("ITEM_PIPELINES") == {DedupPipeline: None}
+
+
+def test_addon_installs_every_component_when_none_is_listed():
+    settings = addon_settings(ITEM_PIPELINES={"scrapy.pipelines.images.ImagesPipeline": 1})
+    assert len(ours(settings.getdict("ITEM_PIPELINES"), DedupPipeline)) == 1
+    assert len(ours(settings.getdict("SPIDER_MIDDLEWARES"), DedupSpiderMiddleware)) == 1
+    assert len(ours(settings.getdict("DOWNLOADER_MIDDLEWARES"), DedupDownloaderMiddleware)) == 1
+    assert load_object(settings["DUPEFILTER_CLASS"]) is DedupDupeFilter
+
+
+def test_addon_recognises_a_subclass_as_its_component():
+    class MyPipeline(DedupPipeline):
+        pass
+
+    settings = addon_settings(ITEM_PIPELINES={MyPipeline: 300})
+    assert settings.getdict("ITEM_PIPELINES") == {MyPipeline: 300}
+
+
+def readme_layout() -> set[str]:
+    """The files and folders the README's "Layout of the code" tree lists, as paths."""
+    text = README.read_text(encoding="utf-8")
+    block = text[text.index("**Layout of the code.**"):]
+    block = block[block.index("```text\n") + 8:]
+    block = block[: block.index("```")]
+    paths, parents = set(), []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        name = line.split()[0]
+        parents[depth:] = [name.rstrip("/")]
+        paths.add("/".join(parents))
+    return paths
+
+
+def test_readme_layout_is_the_tree():
+    root = README.parent
+    package = root / "scrapy_dedup"
+    tree = {"scrapy_dedup"}
+    for path in package.rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
+        relative = path.relative_to(root)
+        tree.add(relative.as_posix())
+        tree.update(parent.as_posix() for parent in relative.parents if parent.as_posix() != ".")
+    listed = readme_layout()
+    assert sorted(tree - listed) == [], "in the tree, not in the README"
+    assert sorted(listed - tree) == [], "in the README, not in the tree"
