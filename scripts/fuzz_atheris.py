@@ -24,7 +24,7 @@ def main() -> int:
         print("atheris is not installed: pip install atheris")
         return 1
     with atheris.instrument_imports():
-        from scrapy_dedup.analysis import ExtractOptions, analyse_html, analyse_text
+        from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
         from scrapy_dedup.core import (
             canonical_from_html,
             canonical_from_link_header,

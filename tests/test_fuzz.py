@@ -3,7 +3,7 @@
 Hypothesis strategies for URLs (the RFC 3986 grammar and garbage), ``Link`` headers,
 ``<link rel=canonical>`` / ``<base>`` markup and HTML bodies (truncated, binary, mixed encodings,
 BOMs), through the public functions of the core and through the analysis path the pipeline runs
-in its workers (``analyse_html`` / ``analyse_text`` / ``extract_text``).  The pathological sizes
+in its workers (``scrapy_dedup.extraction``: ``analyse_html`` / ``analyse_text`` / ``extract_text``).  The pathological sizes
 (10^4-deep nesting, 10^5 attributes, 100 MB values) are fixed cases: a random generator would
 rarely reach them.  Item fields (a non-string URL, bytes text, None, 100 MB values) go through a
 real crawl in ``test_hostile_pages.py``.
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scrapy_dedup.analysis import ExtractOptions, analyse_html, analyse_text
+from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
 from scrapy_dedup.core import (
     InvalidURL,
     canonical_from_html,
@@ -42,7 +42,7 @@ from scrapy_dedup.core import (
     url_key,
 )
 from scrapy_dedup.core.canonical import SCOPES
-from scrapy_dedup.extract import extract_text
+from scrapy_dedup.extraction.main_text import extract_text
 
 EXAMPLES = int(os.environ.get("DEDUP_FUZZ_EXAMPLES", "120"))
 FUZZ = settings(
