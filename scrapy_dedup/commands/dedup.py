@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext, redirect_stdout
 from typing import Any
 
 from scrapy.commands import ScrapyCommand
@@ -119,10 +120,13 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         self._check(args, opts)
         handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{opts.subcommand}")
+        from scrapy_dedup.reports.formats import ControlFree
         from scrapy_dedup.reports.store import opened_store
 
+        # a table goes to a terminal: what a crawled page carries must not drive it
+        safe = redirect_stdout(ControlFree(sys.stdout)) if opts.format == "table" else nullcontext()
         try:
-            with opened_store(self.settings, opts.store, opts.spider, snapshot=opts.snapshot) as store:
+            with safe, opened_store(self.settings, opts.store, opts.spider, snapshot=opts.snapshot) as store:
                 handler(store, opts)
                 sys.stdout.flush()
         except UsageError:
