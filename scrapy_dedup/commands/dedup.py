@@ -29,6 +29,8 @@ SUBCOMMANDS = {
     "clusters": "documents with several URLs: members, representative, distances",
     "calibrate": "stored pairs around the near-duplicate threshold, to choose it",
     "report": "one self-contained HTML page (report --html FILE)",
+    "check": "verify the store's invariants (exit 1 when one is broken)",
+    "repair": "salvage a damaged store and rebuild its indexes from the URL records",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
@@ -119,7 +121,11 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         self._check(args, opts)
-        handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{opts.subcommand}")
+        if opts.subcommand == "repair":
+            return self._repair(opts)
+        # "_check" is taken by the argument check
+        name = "check_store" if opts.subcommand == "check" else opts.subcommand
+        handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{name}")
         from scrapy_dedup.reports.formats import ControlFree
         from scrapy_dedup.reports.store import opened_store
 
@@ -132,7 +138,8 @@ class Command(ScrapyCommand):
         except UsageError:
             raise
         except StoreError as exc:
-            self._fail(" ".join(str(exc).split()))
+            hint = "; `scrapy dedup repair` salvages a damaged store" if opts.subcommand == "check" else ""
+            self._fail(" ".join(str(exc).split()) + hint)
         except BrokenPipeError:
             # the reader went away (`| head`): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -141,7 +148,8 @@ class Command(ScrapyCommand):
         except Exception as exc:  # noqa: BLE001 - a store that cannot be read is a one-line error
             if opts.pdb:
                 raise
-            self._fail(f"cannot read the store: {_reason(exc)}")
+            hint = "; `scrapy dedup repair` salvages a damaged store" if opts.subcommand == "check" else ""
+            self._fail(f"cannot read the store: {_reason(exc)}{hint}")
 
     def _fail(self, reason: str, code: int = 1) -> None:
         print(f"scrapy dedup: {reason}", file=sys.stderr)
@@ -281,3 +289,34 @@ class Command(ScrapyCommand):
         except OSError as exc:
             raise StoreError(f"cannot write {opts.html}: {exc.strerror or exc}") from None
         print(f"wrote {opts.html} ({len(page.encode('utf-8')):,} bytes)", file=sys.stderr)
+
+    def _check_store(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.store import maintenance
+
+        result = maintenance.check_store(store)
+        for line in maintenance.describe(result):
+            print(line)
+        if not result.consistent:
+            self.exitcode = 1
+
+    def _repair(self, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.crawl.runtime import store_params
+        from scrapy_dedup.reports.store import store_path
+        from scrapy_dedup.store import maintenance
+
+        config = self._config(opts)
+        try:
+            path = store_path(self.settings, opts.store, opts.spider)
+            result = maintenance.repair_store(
+                path, min_tokens=config.min_tokens, authority=tuple(config.authority), params=store_params(config)
+            )
+        except StoreError as exc:
+            return self._fail(" ".join(str(exc).split()))
+        except Exception as exc:  # noqa: BLE001 - one line, as for every subcommand
+            return self._fail(f"cannot repair the store: {_reason(exc)}")
+        print(
+            f"repaired {path}: {result.records:,} URL records kept, {result.clusters:,} clusters rebuilt "
+            f"({result.lost_clusters:,} of them from their members alone); run `scrapy dedup check` to confirm"
+        )
+        if result.params_lost:
+            print("the store's parameters were lost: written again from the current settings")
