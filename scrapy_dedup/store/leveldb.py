@@ -42,6 +42,7 @@ import plyvel
 import xxhash
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.store.holder import held_message, record_holder, release_holder
 from scrapy_dedup.store.simhash_tables import LAYOUT, PackedSimhashTables
 from scrapy_dedup.store.base import (
     STORE_FORMAT,
@@ -172,13 +173,13 @@ class LevelDBStore(DedupStore):
         except plyvel.IOError as exc:
             if "lock" in str(exc).lower():
                 raise StoreLocked(
-                    f"the dedup store {path!r} is in use by another process "
-                    "(LevelDB allows one process per store: wait for the crawl to finish, "
-                    "or read a copy)"
+                    f"the dedup store {path!r} is in use by another process, {held_message(path)} "
+                    "(LevelDB allows one process per store: wait for it to finish, or read a copy)"
                 ) from exc
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
         except plyvel.Error as exc:
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+        record_holder(path)
         self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
         raw_run = self._db.get(b"m:run")
         self._run = int(raw_run) if raw_run else 0
@@ -196,16 +197,17 @@ class LevelDBStore(DedupStore):
         except plyvel.IOError as exc:
             if "lock" in str(exc).lower():
                 raise StoreLocked(
-                    f"the dedup store {path!r} is in use by a running crawl "
+                    f"the dedup store {path!r} is in use by a running crawl, {held_message(path)} "
                     "(LevelDB allows one process per store); try again when it ends"
                 ) from exc
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
         except plyvel.Error as exc:
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+        record_holder(path)
         raw = store._db.get(b"m:params")
         store.params = json.loads(raw) if raw else {}
         if store.params.get("simhash_layout") != LAYOUT:
-            store._db.close()
+            store.close()
             raise StoreError(
                 f"the dedup store {path!r} has store format {store.params.get('store_format')!r}; "
                 f"this version reads format {STORE_FORMAT} ({LAYOUT} SimHash tables)"
@@ -229,7 +231,7 @@ class LevelDBStore(DedupStore):
                 for k in sorted(set(stored) | set(params))
                 if stored.get(k) != params.get(k)
             )
-            self._db.close()
+            self.close()
             raise IncompatibleStore(
                 f"the dedup store {self.path!r} was built with other parameters ({diff}); "
                 "use a new DEDUP_STORE directory, or the parameters it was built with"
@@ -239,6 +241,7 @@ class LevelDBStore(DedupStore):
     # -- life cycle ---------------------------------------------------------
     def close(self) -> None:
         if not self._db.closed:
+            release_holder(self.path)
             self._db.close()
 
     def begin_run(self) -> int:
