@@ -19,7 +19,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import NotConfigured, UsageError
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.store.base import DedupStore, StoreError
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 
 SUBCOMMANDS = {
     "summary": "counts by kind and the duplicate rate per host",
@@ -138,7 +138,8 @@ class Command(ScrapyCommand):
         except UsageError:
             raise
         except StoreError as exc:
-            hint = "; `scrapy dedup repair` salvages a damaged store" if opts.subcommand == "check" else ""
+            damaged = opts.subcommand == "check" and not isinstance(exc, StoreWriteError)
+            hint = "; `scrapy dedup repair` salvages a damaged store" if damaged else ""
             self._fail(" ".join(str(exc).split()) + hint)
         except BrokenPipeError:
             # the reader went away (`| head`): stop quietly

@@ -96,8 +96,7 @@ class DedupDownloaderMiddleware:
 
     def _failed(self, where: str, url: str) -> None:
         # one bad page or URL never stops a crawl
-        self.runtime.inc(f"error/{where}")
-        logger.exception("scrapy-dedup failed in %s for %s; passing it through", where, url)
+        self.runtime.failed(where, "failed in %s for %s; passing it through", where, url)
 
 
 def _header(response: Response, name: bytes) -> str | None:

@@ -18,6 +18,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
 from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -60,8 +61,12 @@ class DedupDupeFilter(BaseDupeFilter):
             return False
         runtime = self.runtime
         key = runtime.key(request.url)
-        record_redirect(runtime, request)
-        reason = runtime.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        try:
+            record_redirect(runtime, request)
+            reason = runtime.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        except StoreWriteError as exc:
+            runtime.store_failed(exc)
+            return True  # the crawl is stopping: fetch nothing more
         if reason is None:
             return False
         runtime.inc(f"url/dropped/{reason}")

@@ -108,8 +108,7 @@ class DedupPipeline:
         except DropItem:
             raise
         except Exception:
-            self.runtime.inc("error/pipeline")
-            logger.exception("scrapy-dedup could not process the item of %s; passing it through", url)
+            self.runtime.failed("pipeline", "could not process the item of %s; passing it through", url)
             return item
         return self._annotate(item, adapter, decision, text)
 

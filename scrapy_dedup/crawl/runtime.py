@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.crawl.settings import DedupConfig
-from scrapy_dedup.store.base import DedupStore, StoreError
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -73,6 +74,7 @@ class DedupRuntime:
         self.item_sources: dict[int, Any] = {}
         self.canonical_waits = CanonicalWaits(self.config.canonical_timeout, self.config.canonical_max_depth)
         self._key = functools.lru_cache(maxsize=4096)(self._make_key)
+        self._store_error: StoreWriteError | None = None
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 
     @classmethod
@@ -163,6 +165,35 @@ class DedupRuntime:
 
     def release_canonical(self, key: str) -> None:
         self.canonical_waits.release(key)
+
+    def failed(self, where: str, message: str, *args: Any) -> None:
+        """Count and log the exception being handled; the page or item passes through.
+
+        A store that cannot be written (disk full) is not one bad page: it is said once, in one
+        line that names the store and the cause, and the crawl stops (``dedup_store_error``).
+        """
+        exc = sys.exc_info()[1]
+        if isinstance(exc, StoreWriteError):
+            self.store_failed(exc)
+            return
+        self.inc(f"error/{where}")
+        logger.exception("scrapy-dedup " + message, *args)
+
+    def store_failed(self, exc: StoreWriteError) -> None:
+        self.inc("error/store_write")
+        if self._store_error is not None:
+            return
+        self._store_error = exc
+        logger.error("scrapy-dedup stops the crawl: %s", exc)
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        if hasattr(engine, "close_spider_async"):
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="dedup_store_error"))
+        else:  # Scrapy 2.13
+            engine.close_spider(self.crawler.spider, "dedup_store_error")
 
     def inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:

@@ -106,8 +106,7 @@ class DedupSpiderMiddleware:
                 )
             return request
         except Exception:
-            self.runtime.inc("error/normalize")
-            logger.exception("scrapy-dedup could not normalize %r; passing it through", request.url)
+            self.runtime.failed("normalize", "could not normalize %r; passing it through", request.url)
             return request
         if url == request.url:
             return request
@@ -130,8 +129,7 @@ class DedupSpiderMiddleware:
                 response.encoding if isinstance(response, TextResponse) else "utf-8",
             )
         except Exception:
-            self.runtime.inc("error/canonical")
-            logger.exception("scrapy-dedup could not read the canonical link of %s", response.url)
+            self.runtime.failed("canonical", "could not read the canonical link of %s", response.url)
             return source
         if link is None:
             return source
@@ -190,5 +188,4 @@ class _Page:
             runtime.frontier.mark_without_document(self.response.url, key, kind)
             runtime.release_canonical(key)
         except Exception:
-            runtime.inc("error/hub")
-            logger.exception("scrapy-dedup could not record hub page %s", self.response.url)
+            runtime.failed("hub", "could not record hub page %s", self.response.url)

@@ -7,6 +7,7 @@ from scrapy_dedup.store.base import (
     StoreBatch,
     StoreError,
     StoreLocked,
+    StoreWriteError,
 )
 
 __all__ = [
@@ -16,4 +17,5 @@ __all__ = [
     "StoreBatch",
     "StoreError",
     "StoreLocked",
+    "StoreWriteError",
 ]

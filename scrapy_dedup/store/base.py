@@ -32,6 +32,10 @@ class StoreLocked(StoreError):
     """Another process holds the store (embedded backends are single-process)."""
 
 
+class StoreWriteError(StoreError):
+    """A write did not reach the store (disk full, I/O error); what was written before stands."""
+
+
 class IncompatibleStore(StoreError):
     """The store was written with other fingerprint or layout parameters."""
 

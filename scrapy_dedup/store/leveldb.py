@@ -51,6 +51,7 @@ from scrapy_dedup.store.base import (
     StoreBatch,
     StoreError,
     StoreLocked,
+    StoreWriteError,
 )
 
 _U64 = struct.Struct(">Q")
@@ -154,6 +155,18 @@ def _band_entries(sid: bytes, bands: Iterable[int], cid: bytes) -> Iterator[byte
         yield _band_prefix(band, sid, band_hash) + cid
 
 
+def _open_error(path: str, exc: Exception) -> StoreError:
+    detail = exc.args[0] if exc.args else exc
+    detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+    if "No space left" in detail:
+        # opening replays the log into a table: LevelDB needs room to open a store
+        return StoreWriteError(
+            f"cannot open the dedup store {path!r}: no space left on its filesystem (opening writes "
+            f"a little); free some space and try again ({detail})"
+        )
+    return StoreError(f"cannot open the dedup store {path!r}: {detail}")
+
+
 class LevelDBStore(DedupStore):
     """A store in one LevelDB directory, owned by one process."""
 
@@ -176,7 +189,7 @@ class LevelDBStore(DedupStore):
                     f"the dedup store {path!r} is in use by another process, {held_message(path)} "
                     "(LevelDB allows one process per store: wait for it to finish, or read a copy)"
                 ) from exc
-            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+            raise _open_error(path, exc) from exc
         except plyvel.Error as exc:
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
         record_holder(path)
@@ -200,7 +213,7 @@ class LevelDBStore(DedupStore):
                     f"the dedup store {path!r} is in use by a running crawl, {held_message(path)} "
                     "(LevelDB allows one process per store); try again when it ends"
                 ) from exc
-            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+            raise _open_error(path, exc) from exc
         except plyvel.Error as exc:
             raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
         record_holder(path)
@@ -245,9 +258,25 @@ class LevelDBStore(DedupStore):
             self._db.close()
 
     def begin_run(self) -> int:
+        with self._writing():
+            self._db.put(b"m:run", str(self._run + 1).encode())
         self._run += 1
-        self._db.put(b"m:run", str(self._run).encode())
         return self._run
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Turn a failed write into one StoreWriteError that names the store and the cause.
+
+        LevelDB applies nothing of a batch whose log write failed, and refuses every later
+        write of this process: the store stays as it was before the failure.
+        """
+        try:
+            yield
+        except plyvel.IOError as exc:
+            detail = exc.args[0] if exc.args else exc
+            detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+            cause = detail.rsplit(": ", 1)[-1] if ": " in detail else detail
+            raise StoreWriteError(f"cannot write to the dedup store {self.path!r}: {cause} ({detail})") from exc
 
     @property
     def run(self) -> int:
@@ -256,21 +285,24 @@ class LevelDBStore(DedupStore):
     @contextmanager
     def batch(self) -> Iterator[LevelDBBatch]:
         pending: list = []
-        with self._db.write_batch(transaction=True) as wb:
-            yield LevelDBBatch(wb, self._tables, pending)
-        # only what was written reaches the tables' memory
-        self._tables.apply(pending)
+        with self._writing():
+            with self._db.write_batch(transaction=True) as wb:
+                yield LevelDBBatch(wb, self._tables, pending)
+            # only what was written reaches the tables' memory
+            self._tables.apply(pending)
 
     # -- frontier -----------------------------------------------------------
     def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         k = b"f:" + key.encode()
         previous = self._db.get(k)
         if previous is None:
-            self._db.put(k, _RUN.pack(run) + url.encode())
+            with self._writing():
+                self._db.put(k, _RUN.pack(run) + url.encode())
             return None
         last_run, first_url = _RUN.unpack(previous[:4])[0], previous[4:].decode()
         if last_run != run:
-            self._db.put(k, _RUN.pack(run) + previous[4:])
+            with self._writing():
+                self._db.put(k, _RUN.pack(run) + previous[4:])
         return last_run, first_url
 
     def frontier_size(self) -> int:
@@ -295,7 +327,8 @@ class LevelDBStore(DedupStore):
         return json.loads(raw) if raw is not None else None
 
     def put_meta(self, name: str, value: Any) -> None:
-        self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
+        with self._writing():
+            self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
 
     def get_variant(self, url: str) -> dict[str, Any] | None:
         raw = self._db.get(b"v:" + url.encode())
