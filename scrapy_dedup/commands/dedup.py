@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "report": "one self-contained HTML page (report --html FILE)",
     "check": "verify the store's invariants (exit 1 when one is broken)",
     "repair": "salvage a damaged store and rebuild its indexes from the URL records",
+    "migrate": "bring a store written by an earlier version to this version's format, in place",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
@@ -121,8 +122,8 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         self._check(args, opts)
-        if opts.subcommand == "repair":
-            return self._repair(opts)
+        if opts.subcommand in ("repair", "migrate"):
+            return self._rewrite(opts)
         # "_check" is taken by the argument check
         name = "check_store" if opts.subcommand == "check" else opts.subcommand
         handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{name}")
@@ -300,21 +301,24 @@ class Command(ScrapyCommand):
         if not result.consistent:
             self.exitcode = 1
 
-    def _repair(self, opts: argparse.Namespace) -> None:
+    def _rewrite(self, opts: argparse.Namespace) -> None:
+        """repair and migrate: they open the store themselves, for writing."""
         from scrapy_dedup.crawl.runtime import store_params
         from scrapy_dedup.reports.store import store_path
-        from scrapy_dedup.store import maintenance
+        from scrapy_dedup.store import maintenance, migrate
 
         config = self._config(opts)
+        kwargs = {"min_tokens": config.min_tokens, "authority": tuple(config.authority)}
         try:
             path = store_path(self.settings, opts.store, opts.spider)
-            result = maintenance.repair_store(
-                path, min_tokens=config.min_tokens, authority=tuple(config.authority), params=store_params(config)
-            )
+            if opts.subcommand == "migrate":
+                print(migrate.migrate_store(path, **kwargs))
+                return
+            result = maintenance.repair_store(path, params=store_params(config), **kwargs)
         except StoreError as exc:
             return self._fail(" ".join(str(exc).split()))
         except Exception as exc:  # noqa: BLE001 - one line, as for every subcommand
-            return self._fail(f"cannot repair the store: {_reason(exc)}")
+            return self._fail(f"cannot {opts.subcommand} the store: {_reason(exc)}")
         print(
             f"repaired {path}: {result.records:,} URL records kept, {result.clusters:,} clusters rebuilt "
             f"({result.lost_clusters:,} of them from their members alone); run `scrapy dedup check` to confirm"

@@ -24,6 +24,26 @@ from scrapy_dedup.core.records import Cluster, UrlRecord
 STORE_FORMAT = 2
 
 
+#: the oldest store format ``scrapy dedup migrate`` brings up to date (0.1.0 wrote format 2)
+OLDEST_MIGRATABLE = 2
+
+
+def format_problem(path: str, stored_format: Any) -> str | None:
+    """Why a store of ``stored_format`` cannot be used as it is, or None when it can."""
+    if stored_format is None or stored_format == STORE_FORMAT:
+        return None
+    if isinstance(stored_format, int) and OLDEST_MIGRATABLE <= stored_format < STORE_FORMAT:
+        return (
+            f"the dedup store {path!r} has store format {stored_format}, from an earlier version; this "
+            f"version uses format {STORE_FORMAT}: run `scrapy dedup migrate --store {path}` to "
+            "migrate it in place (copy the directory first to keep the old one)"
+        )
+    return (
+        f"the dedup store {path!r} has store format {stored_format!r}; this version reads format "
+        f"{STORE_FORMAT} (and migrates formats {OLDEST_MIGRATABLE} to {STORE_FORMAT - 1})"
+    )
+
+
 class StoreError(Exception):
     """The store cannot be opened or used (locked, incompatible, corrupt)."""
 

@@ -52,6 +52,7 @@ from scrapy_dedup.store.base import (
     StoreError,
     StoreLocked,
     StoreWriteError,
+    format_problem,
 )
 
 _U64 = struct.Struct(">Q")
@@ -219,12 +220,15 @@ class LevelDBStore(DedupStore):
         record_holder(path)
         raw = store._db.get(b"m:params")
         store.params = json.loads(raw) if raw else {}
-        if store.params.get("simhash_layout") != LAYOUT:
-            store.close()
-            raise StoreError(
+        problem = format_problem(path, store.params.get("store_format"))
+        if problem is None and store.params.get("simhash_layout") != LAYOUT:
+            problem = (
                 f"the dedup store {path!r} has store format {store.params.get('store_format')!r}; "
                 f"this version reads format {STORE_FORMAT} ({LAYOUT} SimHash tables)"
             )
+        if problem is not None:
+            store.close()
+            raise IncompatibleStore(problem)
         raw_run = store._db.get(b"m:run")
         store._run = int(raw_run) if raw_run else 0
         store._tables = PackedSimhashTables(store._db)
@@ -238,6 +242,10 @@ class LevelDBStore(DedupStore):
             self._db.put(b"m:params", json.dumps(params, sort_keys=True).encode())
             return params
         stored = json.loads(raw)
+        problem = format_problem(self.path, stored.get("store_format"))
+        if problem is not None:
+            self.close()
+            raise IncompatibleStore(problem)
         if stored != params:
             diff = ", ".join(
                 f"{k}: store has {stored.get(k)!r}, this crawl uses {params.get(k)!r}"
