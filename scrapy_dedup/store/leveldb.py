@@ -198,6 +198,7 @@ class LevelDBStore(DedupStore):
         raw_run = self._db.get(b"m:run")
         self._run = int(raw_run) if raw_run else 0
         self._tables = PackedSimhashTables(self._db)
+        self._writer = True
 
     @classmethod
     def open_existing(cls, path: str) -> LevelDBStore:
@@ -262,6 +263,12 @@ class LevelDBStore(DedupStore):
     # -- life cycle ---------------------------------------------------------
     def close(self) -> None:
         if not self._db.closed:
+            if getattr(self, "_writer", False) and self._tables.needs_compaction():
+                # the end of a crawl run: a good moment to drop what updates and deletions left
+                try:
+                    self._tables.compact()
+                except plyvel.Error:
+                    pass  # safe to leave for the next run: every step keeps the tables correct
             release_holder(self.path)
             self._db.close()
 

@@ -15,7 +15,12 @@ documents.  Here entries are written in packed runs instead:
   lookup folds together;
 - removing an entry writes a tombstone ``z<scope><simhash><cluster id>`` that
   lookups check for the few candidates within the distance asked for; adding
-  the same entry again deletes it.
+  the same entry again deletes it;
+- compaction (:meth:`PackedSimhashTables.compact`, run when the store closes once
+  tombstones pass ``COMPACT_RATIO`` of the entries on disk) rewrites each
+  (table, scope, block) as one run without the removed entries, then deletes the
+  tombstones: a long-lived store with many updates stays as small and as fast as a
+  fresh one with the same documents.
 
 Memory is bounded by the two levels (about 40 MB at the default sizes),
 whatever the number of documents; a lookup reads at most one key per table and
@@ -38,6 +43,10 @@ _SEQ = struct.Struct(">Q")
 _ENTRY = struct.Struct("<QQQ")  # scope id, simhash, cluster id
 _BLOCK_MASK = np.uint64((1 << BLOCK_BITS) - 1)
 _GEN_KEY = b"m:tables_gen"
+#: entries written out to packed runs, and tombstones written, since the last compaction
+_COUNTS_KEY = b"m:tables_counts"
+#: tombstones per entry on disk above which closing the store compacts the tables
+COMPACT_RATIO = 0.2
 
 
 def _u64(raw: bytes) -> int:
@@ -79,6 +88,8 @@ class PackedSimhashTables:
         self.seq = 0
         # until something is removed, an insert need not look for a tombstone to lift
         self.any_removed = next(db.iterator(prefix=b"z", include_value=False), None) is not None
+        raw_counts = db.get(_COUNTS_KEY)
+        self.on_disk, self.removed = (int(n) for n in raw_counts.split(b",")) if raw_counts else (0, 0)
         self._replay()
 
     # -- writing ------------------------------------------------------------
@@ -103,6 +114,8 @@ class PackedSimhashTables:
         tombstone = _tombstone(sid, fp, cid)
         wb.put(tombstone, b"")
         removed.add(tombstone)
+        # a count for deciding when to compact, not an exact one (a failed batch leaves it high)
+        self.removed += 1
 
     def apply(self, pending: Iterable[tuple[int, int, int, int]]) -> None:
         for sid, fp, cid, seq in pending:
@@ -162,8 +175,81 @@ class PackedSimhashTables:
             for seq in self.l1_seq.tolist():
                 wb.delete(b"w" + _SEQ.pack(seq))
             wb.put(_GEN_KEY, str(self.gen + 1).encode())
+            self.on_disk += len(self.l1_fp)
+            wb.put(_COUNTS_KEY, self._counts())
         self.gen += 1
         self._reset_l1()
+
+    def _counts(self) -> bytes:
+        return f"{self.on_disk},{self.removed}".encode()
+
+    # -- compaction ---------------------------------------------------------
+    def needs_compaction(self) -> bool:
+        return self.removed > 0 and self.removed >= COMPACT_RATIO * max(self.on_disk, 1)
+
+    def compact(self) -> int:
+        """Drop removed entries from the packed runs and their tombstones; returns how many.
+
+        Each (table, scope, block) is rewritten as one run under a new generation, in one
+        batch with the deletion of its old runs, so a crash leaves every block either old or
+        new (both correct, since the tombstones go last).  Removed entries still in the
+        write-ahead keys go too; the in-memory levels are rebuilt from what stays.
+        """
+        dead = self._tombstones()
+        if not len(dead):
+            self.removed = 0
+            self.db.put(_COUNTS_KEY, self._counts())
+            return 0
+        gen = self.gen.to_bytes(4, "big")
+        # the next flush must not reuse the generation the rewritten runs take
+        self.gen += 1
+        self.db.put(_GEN_KEY, str(self.gen).encode())
+        kept_first_table = 0
+        for table in range(BLOCKS):
+            runs: dict[bytes, list[tuple[bytes, bytes]]] = {}
+            for key, value in self.db.iterator(prefix=b"p" + bytes((table,))):
+                runs.setdefault(key[:-4], []).append((key, value))
+            wb = self.db.write_batch()
+            for n, (prefix, parts) in enumerate(runs.items(), 1):
+                pairs = np.frombuffer(b"".join(v for _, v in parts), dtype="<u8").reshape(-1, 2)
+                sid = _u64(prefix[2:10])
+                triples = np.empty((len(pairs), 3), "<u8")
+                triples[:, 0], triples[:, 1:] = sid, pairs
+                keep = ~np.isin(triples.view("V24").ravel(), dead)
+                live = np.unique(triples[keep].view("V24").ravel()).view("<u8").reshape(-1, 3)[:, 1:]
+                for key, _ in parts:
+                    wb.delete(key)
+                if len(live):
+                    wb.put(prefix + gen, np.ascontiguousarray(live).tobytes())
+                if table == 0:
+                    kept_first_table += len(live)
+                if n % 4096 == 0:
+                    wb.write()
+                    wb = self.db.write_batch()
+            wb.write()
+        with self.db.write_batch() as wb:
+            for key, value in self.db.iterator(prefix=b"w"):
+                sid, fp, cid = _ENTRY.unpack(value)
+                if np.isin(np.array([(sid, fp, cid)], "<u8").view("V24").ravel(), dead)[0]:
+                    wb.delete(key)
+        with self.db.write_batch() as wb:
+            for key in self.db.iterator(prefix=b"z", include_value=False):
+                wb.delete(key)
+            self.on_disk, self.removed = kept_first_table, 0
+            wb.put(_COUNTS_KEY, self._counts())
+        self.any_removed = False
+        self.l0 = _Level(self.l0_max)
+        self._reset_l1()
+        self._replay()
+        return len(dead)
+
+    def _tombstones(self) -> np.ndarray:
+        """Every tombstone as a (scope id, simhash, cluster id) record, for ``np.isin``."""
+        keys = [k for k in self.db.iterator(prefix=b"z", include_value=False)]
+        out = np.empty((len(keys), 3), "<u8")
+        for i, k in enumerate(keys):
+            out[i] = (_u64(k[1:9]), int.from_bytes(k[9:17], "big"), _u64(k[17:25]))
+        return out.view("V24").ravel()
 
     def _replay(self) -> None:
         pending = []
