@@ -41,6 +41,7 @@ BENCHMARKS = {
     "index": "near-duplicate index at 10^5..10^7 fingerprints",
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
+    "longlived": "SimHash tables of a store after five runs of updates and deletions, against a fresh one",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"

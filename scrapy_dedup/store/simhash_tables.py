@@ -190,10 +190,11 @@ class PackedSimhashTables:
     def compact(self) -> int:
         """Drop removed entries from the packed runs and their tombstones; returns how many.
 
-        Each (table, scope, block) is rewritten as one run under a new generation, in one
-        batch with the deletion of its old runs, so a crash leaves every block either old or
-        new (both correct, since the tombstones go last).  Removed entries still in the
-        write-ahead keys go too; the in-memory levels are rebuilt from what stays.
+        Each (table, scope, block) is rewritten as one run under a new generation; the old
+        runs are deleted after the new ones are written and the tombstones last, so a crash at
+        any point leaves correct tables (copies of a pair fold together in a lookup, removed
+        pairs are still tombstoned).  Removed entries still in the write-ahead keys go too;
+        the in-memory levels are rebuilt from what stays.
         """
         dead = self._tombstones()
         if not len(dead):
@@ -206,32 +207,16 @@ class PackedSimhashTables:
         self.db.put(_GEN_KEY, str(self.gen).encode())
         kept_first_table = 0
         for table in range(BLOCKS):
-            runs: dict[bytes, list[tuple[bytes, bytes]]] = {}
-            for key, value in self.db.iterator(prefix=b"p" + bytes((table,))):
-                runs.setdefault(key[:-4], []).append((key, value))
-            wb = self.db.write_batch()
-            for n, (prefix, parts) in enumerate(runs.items(), 1):
-                pairs = np.frombuffer(b"".join(v for _, v in parts), dtype="<u8").reshape(-1, 2)
-                sid = _u64(prefix[2:10])
-                triples = np.empty((len(pairs), 3), "<u8")
-                triples[:, 0], triples[:, 1:] = sid, pairs
-                keep = ~np.isin(triples.view("V24").ravel(), dead)
-                live = np.unique(triples[keep].view("V24").ravel()).view("<u8").reshape(-1, 3)[:, 1:]
-                for key, _ in parts:
-                    wb.delete(key)
-                if len(live):
-                    wb.put(prefix + gen, np.ascontiguousarray(live).tobytes())
-                if table == 0:
-                    kept_first_table += len(live)
-                if n % 4096 == 0:
-                    wb.write()
-                    wb = self.db.write_batch()
-            wb.write()
-        with self.db.write_batch() as wb:
-            for key, value in self.db.iterator(prefix=b"w"):
-                sid, fp, cid = _ENTRY.unpack(value)
-                if np.isin(np.array([(sid, fp, cid)], "<u8").view("V24").ravel(), dead)[0]:
-                    wb.delete(key)
+            kept = self._compact_table(table, dead, gen)
+            if table == 0:
+                kept_first_table = kept
+        wal = list(self.db.iterator(prefix=b"w"))
+        if wal:
+            entries = np.frombuffer(b"".join(v for _, v in wal), dtype="<u8").reshape(-1, 3)
+            gone = np.isin(entries.view("V24").ravel(), dead)
+            with self.db.write_batch() as wb:
+                for i in np.flatnonzero(gone).tolist():
+                    wb.delete(wal[i][0])
         with self.db.write_batch() as wb:
             for key in self.db.iterator(prefix=b"z", include_value=False):
                 wb.delete(key)
@@ -243,12 +228,55 @@ class PackedSimhashTables:
         self._replay()
         return len(dead)
 
+    def _compact_table(self, table: int, dead: np.ndarray, gen: bytes) -> int:
+        """Rewrite one table's runs without ``dead`` entries (or copies); returns entries kept."""
+        keys, values = [], []
+        for key, value in self.db.iterator(prefix=b"p" + bytes((table,))):
+            keys.append(key)
+            values.append(value)
+        if not keys:
+            return 0
+        prefixes = [key[:-4] for key in keys]
+        # one (run, scope, simhash, cluster) row per stored pair; a run is (table, scope, block)
+        group_of_prefix: dict[bytes, int] = {}
+        groups = np.array([group_of_prefix.setdefault(p, len(group_of_prefix)) for p in prefixes], np.uint64)
+        counts = np.array([len(v) // 16 for v in values])
+        pairs = np.frombuffer(b"".join(values), dtype="<u8").reshape(-1, 2)
+        rows = np.empty((len(pairs), 4), "<u8")
+        rows[:, 0] = np.repeat(groups, counts)
+        rows[:, 1] = np.repeat(np.array([_u64(p[2:10]) for p in prefixes], np.uint64), counts)
+        rows[:, 2:] = pairs
+        rows = rows[~np.isin(np.ascontiguousarray(rows[:, 1:]).view("V24").ravel(), dead)]
+        # copies of a pair (a replayed flush) fold together; rows come out grouped by run
+        rows = np.unique(rows.view("V32").ravel()).view("<u8").reshape(-1, 4)
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        cuts = np.flatnonzero(np.diff(rows[:, 0])) + 1
+        starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(rows)]
+        by_group = {int(rows[s, 0]): (s, e) for s, e in zip(starts, ends) if e > s}
+        prefix_of = {g: p for p, g in group_of_prefix.items()}
+        wb = self.db.write_batch()
+        # each run's new key and the deletion of its old ones go in one batch
+        for n, (g, prefix) in enumerate(prefix_of.items(), 1):
+            if g in by_group:
+                s, e = by_group[g]
+                wb.put(prefix + gen, np.ascontiguousarray(rows[s:e, 2:]).tobytes())
+            if n % 4096 == 0:
+                wb.write()
+                wb = self.db.write_batch()
+        for key in keys:
+            if key[-4:] != gen:
+                wb.delete(key)
+        wb.write()
+        return len(rows)
+
     def _tombstones(self) -> np.ndarray:
         """Every tombstone as a (scope id, simhash, cluster id) record, for ``np.isin``."""
-        keys = [k for k in self.db.iterator(prefix=b"z", include_value=False)]
+        raw = b"".join(self.db.iterator(prefix=b"z", include_value=False))
+        keys = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 25)
         out = np.empty((len(keys), 3), "<u8")
-        for i, k in enumerate(keys):
-            out[i] = (_u64(k[1:9]), int.from_bytes(k[9:17], "big"), _u64(k[17:25]))
+        out[:, 0] = np.ascontiguousarray(keys[:, 1:9]).view("<u8").ravel()
+        out[:, 1] = np.ascontiguousarray(keys[:, 9:17]).view(">u8").ravel()
+        out[:, 2] = np.ascontiguousarray(keys[:, 17:25]).view("<u8").ravel()
         return out.view("V24").ravel()
 
     def _replay(self) -> None:
