@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from run_all import RESULTS, SIZES, fmt, log, row, write_result  # noqa: E402
 
-from scrapy_dedup.store import simhash_tables  # noqa: E402
+from scrapy_dedup.store import packed_tables  # noqa: E402
 from scrapy_dedup.store.leveldb import LevelDBStore  # noqa: E402
 
 NAME = "longlived"
@@ -104,8 +104,8 @@ def _measure(path: str, live: list[tuple[int, str]], queries: int, seed: int) ->
 
 def _age(path: str, n: int, rng: random.Random, compact: bool) -> list[tuple[int, str]]:
     """Index n documents, then five runs that change 30% of them; returns the live ones."""
-    ratio = simhash_tables.COMPACT_RATIO
-    simhash_tables.COMPACT_RATIO = ratio if compact else float("inf")
+    ratio = packed_tables.COMPACT_RATIO
+    packed_tables.COMPACT_RATIO = ratio if compact else float("inf")
     try:
         live = [(rng.getrandbits(64), f"{i:016x}") for i in range(n)]
         next_id = n
@@ -128,7 +128,7 @@ def _age(path: str, n: int, rng: random.Random, compact: bool) -> list[tuple[int
                       f"({'with' if compact else 'without'} compaction)")
         return live
     finally:
-        simhash_tables.COMPACT_RATIO = ratio
+        packed_tables.COMPACT_RATIO = ratio
 
 
 def main(argv: list[str] | None = None) -> int:

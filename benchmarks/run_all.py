@@ -39,6 +39,7 @@ SIZES = ("tiny", "default", "large")
 BENCHMARKS = {
     "fingerprints": "SimHash and exact-hash throughput on real page texts",
     "index": "near-duplicate index at 10^5..10^7 fingerprints",
+    "bands": "MinHash LSH band index: inserts, bytes and lookups against the former one-key-per-band layout",
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
     "longlived": "SimHash tables of a store after five runs of updates and deletions, against a fresh one",

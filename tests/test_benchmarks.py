@@ -137,6 +137,18 @@ def test_crawl(tmp_path, corpus):
         assert not runs[mode]["errors"], runs[mode]["errors"]
 
 
+def test_bands(tmp_path):
+    data = run("bench_bands.py", tmp_path, "--n", "3000", "--queries", "40")
+    runs = {r["config"]: r for r in data["runs"]}
+    assert set(runs) == {"store", "store-simhash-only", "per-key"}
+    for config in ("store", "per-key"):
+        # every planted document shares one band with its query: found by either layout
+        assert runs[config]["recall"] == 1.0, config
+    for r in runs.values():
+        assert r["n"] == 3000 and r["insert_docs_per_s"] > 0 and r["disk_bytes_per_doc"] > 0
+        assert 0 < r["lookup_ms"]["p50"] <= r["lookup_ms"]["p99"]
+
+
 def test_frontier(tmp_path):
     data = run("bench_frontier.py", tmp_path)
     for config in ("rfp", "dedup"):

@@ -1,14 +1,13 @@
-"""The frontier's decisions against the real LevelDB store."""
+"""The frontier's decisions against each real store backend (LevelDB in a temporary directory, memory)."""
 
 import pytest
 
 from scrapy_dedup.decide.frontier import Frontier
-from scrapy_dedup.store.leveldb import LevelDBStore
 
 
 @pytest.fixture
-def store(store_path):
-    with LevelDBStore(store_path, {"v": 1}) as s:
+def store(backend, store_path):
+    with backend(store_path, {"v": 1}) as s:
         s.begin_run()
         yield s
 

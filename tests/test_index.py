@@ -1,4 +1,4 @@
-"""Content-layer decisions against the real LevelDB store."""
+"""Content-layer decisions against each real store backend (LevelDB in a temporary directory, memory)."""
 
 import random
 
@@ -25,8 +25,8 @@ def doc(url: str, text: str, **kw) -> Document:
 
 
 @pytest.fixture
-def store(store_path):
-    with LevelDBStore(store_path, {"v": 1}) as s:
+def store(backend, store_path):
+    with backend(store_path, {"v": 1}) as s:
         s.begin_run()
         yield s
 
@@ -233,3 +233,35 @@ def test_canonical_followed_through_a_recorded_redirect(store):
     Frontier(store, 1).record_redirect([("http://h/a", "http://h/a")], "https://h/a", [301])
     decision = index.ingest(doc("https://h/p", text, canonical_key="http://h/a", canonical_url="http://h/a"))
     assert decision.canonical == "honored" and decision.reason == "rel_canonical"
+
+
+def test_a_cluster_founded_meanwhile_by_another_process_is_joined(store_path):
+    """Two crawl processes on one shared store ingest the same text at once.
+
+    The interleaving is scripted: the other process founds its cluster after this
+    one's lookups missed, just before this one claims the hash.
+    """
+    from scrapy_dedup.store.memory import MemoryStore
+
+    class RacedStore(MemoryStore):
+        other = None
+
+        def claim_exact(self, scope, content_hash, cluster_id):
+            if self.other is not None:
+                other, self.other = self.other, None
+                other()
+            return super().claim_exact(scope, content_hash, cluster_id)
+
+    text = prose(41)
+    try:
+        with RacedStore(store_path, {"v": 1}) as s:
+            s.begin_run()
+            mine, theirs = make_index(s), make_index(s)
+            s.other = lambda: theirs.ingest(doc("http://b/page", text))
+            decision = mine.ingest(doc("http://a/page", text))
+            clusters = list(s.iter_clusters())
+            assert len(clusters) == 1
+            assert decision.status == "exact_duplicate" and decision.cluster_id == clusters[0].cluster_id
+            assert sorted(s.cluster_members(clusters[0].cluster_id)) == ["http://a/page", "http://b/page"]
+    finally:
+        MemoryStore.discard(store_path)

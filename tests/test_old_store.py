@@ -105,6 +105,7 @@ def test_migrated_in_place_or_refused_with_the_command(old_store):
 
 def test_an_interrupted_migration_is_done_again(old_store):
     """The format is written before the indexes are rebuilt; a marker says the rebuild is owed."""
+    assert dedup(old_store, "migrate").returncode == 0
     before = contents(old_store)
     db = plyvel.DB(str(old_store))
     try:

@@ -14,6 +14,7 @@ from scrapy_dedup.crawl.pipeline import DedupPipeline
 from scrapy_dedup.crawl.settings import DEFAULTS
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.memory import MemoryStore
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -26,6 +27,7 @@ DOCUMENTED = {
     "scrapy_dedup.downloadermw.DedupDownloaderMiddleware": DedupDownloaderMiddleware,
     "scrapy_dedup.pipeline.DedupPipeline": DedupPipeline,
     "scrapy_dedup.store.leveldb.LevelDBStore": LevelDBStore,
+    "scrapy_dedup.store.memory.MemoryStore": MemoryStore,
 }
 
 

@@ -170,13 +170,9 @@ class ContentIndex:
         record.tokens = fp.tokens if fp is not None else None
         record.text_length = fp.length if fp is not None else None
         record.canonical_alias = match is not None and match.reason == "rel_canonical"
-        if match is None:
-            decision = self._found_cluster(record, doc)
-            decision.status = "updated" if updated else "new"
-        else:
-            decision = self._join(record, doc, match)
-            if updated and decision.is_representative and decision.status not in ("exact_duplicate", "near_duplicate"):
-                decision.status = "updated"
+        decision = self._found_cluster(record, doc) if match is None else self._join(record, doc, match)
+        if updated and decision.is_representative and decision.status not in ("exact_duplicate", "near_duplicate"):
+            decision.status = "updated"
         decision.canonical = canonical_outcome
         decision.promoted = promoted
         return decision
@@ -294,6 +290,13 @@ class ContentIndex:
         while self.store.get_cluster(cid) is not None:
             salt += 1
             cid = cluster_id_for(doc.scope, f"{record.content_hash}/{record.key}/{salt}")
+        # the exact hash is claimed before the cluster is written: where another process of a
+        # shared store founded a cluster for the same text meanwhile, this document joins it
+        # (cluster ids are named after the content, so the other process's may be this one's)
+        owner = self.store.claim_exact(doc.scope, record.content_hash, cid)
+        owner_cluster = self.store.get_cluster(owner) if owner is not None else None
+        if owner_cluster is not None:
+            return self._join(record, doc, _Match(owner, "exact_content", owner_cluster.representative, 0, 1.0))
         cluster = Cluster(
             cluster_id=cid,
             representative=record.key,

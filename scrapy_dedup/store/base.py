@@ -1,27 +1,71 @@
-"""The store interface.
+"""The store interface: what the decisions keep, and the primitives a backend implements.
 
 Every backend keeps the same things: the frontier (URL keys scheduled, per
-crawl run), URL records, URL variants, and the content index (exact hashes,
-SimHash permutation tables, MinHash LSH bands, clusters).  The dedup logic
-(:mod:`scrapy_dedup.decide.frontier`, :mod:`scrapy_dedup.decide.index`) talks to this
-interface only; reports read through it too.
+crawl run), URL records, URL variants and aliases, and the content index
+(exact hashes, SimHash permutation tables, MinHash LSH bands, clusters).  The
+dedup logic (:mod:`scrapy_dedup.decide`) talks to :class:`DedupStore` only;
+reports read through it too.
 
-Reads go straight to the store.  Writes that belong to one decision go into a
-:class:`StoreBatch` and are applied atomically when the ``with`` block exits,
-so a crash never leaves a document half-indexed.
+Two layers, so that a second backend copies no rule:
+
+- :class:`DedupStore` and :class:`StoreBatch` are written once, here: records
+  encoded as the decisions read them, the parameter check at open, run
+  numbers, variant counting and the alias bookkeeping that goes with it;
+- a backend implements the primitives below them (marked *primitive*): named
+  record tables of bytes (``get``/``put``/``delete``/``scan``), owned sets
+  (``add_to_set``/``set_members``: a cluster's members, a key's aliases),
+  JSON metadata, and the near-duplicate index, whose layout is its own.
+
+Atomic calls.  A shared backend (several crawl processes on one store) must
+make these atomic, e.g. as server-side functions; an embedded backend owned
+by one process gets that for free:
+
+- ``frontier_mark``: check-and-mark, returns the previous state of the key;
+- ``put_if_absent``: insert-if-absent, returns what was there (claiming an
+  exact content hash for a cluster, recording the store's parameters);
+- ``increment_meta``: a counter (the run number);
+- ``batch()``: every write of one decision is applied, or after a crash none is
+  (a shared backend may let readers see part of a batch while it is applied).
+  A batch does not read its own writes; reads go straight to the store.
+
+Everything else is a plain read or a last-writer-wins write.  Read-then-write
+sequences outside those calls (a URL record updated after a fetch, a variant's
+count) may lose an update under concurrency; they carry reporting detail, not
+a decision.
 """
 
 from __future__ import annotations
 
 import abc
+import json
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+import xxhash
+
+from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
-STORE_FORMAT = 2
+#: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
+STORE_FORMAT = 3
+
+#: Record tables (``get``/``put``/``delete``/``scan``) and what they hold.
+URL = "url"  # url key -> UrlRecord (JSON)
+VARIANT = "variant"  # URL dropped before fetch -> {"key", "first_seen", "last_seen", "count", "reason"}
+CLUSTER = "cluster"  # cluster id -> Cluster (JSON)
+EXACT = "exact"  # <scope id hex>:<content hash> -> cluster id
+RAW = "raw"  # raw body hash -> url key (a byte-identical body skips extraction)
+MINHASH = "minhash"  # url key -> MinHash signature
+TEXT = "text"  # url key -> document text, zlib-compressed (DEDUP_KEEP_TEXT)
+TABLES = (URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT)
+
+#: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
+ALIASES = "aliases"  # target url key -> {URL of a redirect or variant: reason}
+MEMBERS = "members"  # cluster id -> {url key: b""}
+SETS = (ALIASES, MEMBERS)
 
 
 #: the oldest store format ``scrapy dedup migrate`` brings up to date (0.1.0 wrote format 2)
@@ -60,58 +104,42 @@ class IncompatibleStore(StoreError):
     """The store was written with other fingerprint or layout parameters."""
 
 
+def scope_id(scope: str) -> bytes:
+    """8 bytes that stand for a dedup scope in keys."""
+    return xxhash.xxh64_digest(scope.encode("utf-8"))
+
+
+def exact_key(scope: str, content_hash: str) -> str:
+    return f"{scope_id(scope).hex()}:{content_hash}"
+
+
+def band_tuple(bands: Iterable[int]) -> tuple[int, ...]:
+    """The band hashes of one entry: all BANDS of them, or none (a document too short for bands)."""
+    bands = tuple(bands)
+    if bands and len(bands) != BANDS:
+        raise ValueError(f"expected {BANDS} band hashes (or none), got {len(bands)}")
+    return bands
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 class StoreBatch(abc.ABC):
-    """Writes applied together when the batch closes."""
+    """Writes of one decision, applied together when the ``with`` block exits."""
+
+    # -- primitives ---------------------------------------------------------
+    @abc.abstractmethod
+    def put(self, table: str, key: str, value: bytes) -> None: ...
 
     @abc.abstractmethod
-    def put_url(self, record: UrlRecord) -> None: ...
+    def delete(self, table: str, key: str) -> None: ...
 
     @abc.abstractmethod
-    def put_variant(
-        self, url: str, key: str, seen_at: float, previous: dict | None = None, reason: str = "seen"
-    ) -> None:
-        """Record that ``url`` was dropped before fetch as a variant of ``key`` (and why)."""
+    def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None: ...
 
     @abc.abstractmethod
-    def put_alias(self, target_key: str, url: str, reason: str) -> None:
-        """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
-
-    @abc.abstractmethod
-    def delete_alias(self, target_key: str, url: str) -> None: ...
-
-    @abc.abstractmethod
-    def put_cluster(self, cluster: Cluster) -> None: ...
-
-    @abc.abstractmethod
-    def delete_cluster(self, cluster_id: str) -> None: ...
-
-    @abc.abstractmethod
-    def add_member(self, cluster_id: str, key: str) -> None: ...
-
-    @abc.abstractmethod
-    def remove_member(self, cluster_id: str, key: str) -> None: ...
-
-    @abc.abstractmethod
-    def index_exact(self, scope: str, content_hash: str, cluster_id: str) -> None: ...
-
-    @abc.abstractmethod
-    def unindex_exact(self, scope: str, content_hash: str) -> None: ...
-
-    @abc.abstractmethod
-    def index_raw(self, raw_hash: str, key: str) -> None: ...
-
-    @abc.abstractmethod
-    def put_minhash(self, key: str, minhash: bytes) -> None: ...
-
-    @abc.abstractmethod
-    def put_text(self, key: str, text: str) -> None:
-        """Keep a document's text (for diffs in reports); replaces the previous one."""
-
-    @abc.abstractmethod
-    def delete_text(self, key: str) -> None: ...
-
-    @abc.abstractmethod
-    def delete_minhash(self, key: str) -> None: ...
+    def remove_from_set(self, name: str, owner: str, member: str) -> None: ...
 
     @abc.abstractmethod
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
@@ -120,19 +148,82 @@ class StoreBatch(abc.ABC):
     @abc.abstractmethod
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None: ...
 
+    # -- records ------------------------------------------------------------
+    def put_url(self, record: UrlRecord) -> None:
+        self.put(URL, record.key, record.to_json())
+
+    def put_variant(
+        self, url: str, key: str, seen_at: float, previous: dict | None = None, reason: str = "seen"
+    ) -> None:
+        """Record that ``url`` was dropped before fetch as a variant of ``key`` (and why).
+
+        ``previous`` is what :meth:`DedupStore.get_variant` returned: the count goes on
+        from it, and a variant that now points to another key is listed under that key.
+        """
+        data = dict(previous) if previous else {"key": key, "first_seen": seen_at, "count": 0}
+        data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
+        self.put(VARIANT, url, _json(data))
+        if previous is None or previous.get("key") != key:
+            self.put_alias(key, url, "url_variant")
+
+    def put_alias(self, target_key: str, url: str, reason: str) -> None:
+        """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
+        self.add_to_set(ALIASES, target_key, url, reason.encode())
+
+    def delete_alias(self, target_key: str, url: str) -> None:
+        self.remove_from_set(ALIASES, target_key, url)
+
+    def put_cluster(self, cluster: Cluster) -> None:
+        self.put(CLUSTER, cluster.cluster_id, cluster.to_json())
+
+    def delete_cluster(self, cluster_id: str) -> None:
+        self.delete(CLUSTER, cluster_id)
+
+    def add_member(self, cluster_id: str, key: str) -> None:
+        self.add_to_set(MEMBERS, cluster_id, key)
+
+    def remove_member(self, cluster_id: str, key: str) -> None:
+        self.remove_from_set(MEMBERS, cluster_id, key)
+
+    def index_exact(self, scope: str, content_hash: str, cluster_id: str) -> None:
+        self.put(EXACT, exact_key(scope, content_hash), cluster_id.encode())
+
+    def unindex_exact(self, scope: str, content_hash: str) -> None:
+        self.delete(EXACT, exact_key(scope, content_hash))
+
+    def index_raw(self, raw_hash: str, key: str) -> None:
+        self.put(RAW, raw_hash, key.encode())
+
+    def put_minhash(self, key: str, minhash: bytes) -> None:
+        self.put(MINHASH, key, minhash)
+
+    def delete_minhash(self, key: str) -> None:
+        self.delete(MINHASH, key)
+
+    def put_text(self, key: str, text: str) -> None:
+        """Keep a document's text (for diffs in reports); replaces the previous one."""
+        self.put(TEXT, key, zlib.compress(text.encode("utf-8", "surrogatepass"), 6))
+
+    def delete_text(self, key: str) -> None:
+        self.delete(TEXT, key)
+
 
 class DedupStore(abc.ABC):
     """One store of one crawl (by default one per spider).
 
     ``DEDUP_STORE_BACKEND`` names the class; the crawl builds it as
     ``Backend(path, params, cache_mb=DEDUP_STORE_CACHE_MB)`` and reports open an
-    existing one with ``Backend.open_existing(path)``.
+    existing one with ``Backend.open_existing(path)``.  A backend's constructor
+    connects, then calls :meth:`_check_params`.
     """
 
     #: parameters recorded at creation; opening with others raises IncompatibleStore
     params: dict[str, Any]
+    #: where the store is, for messages
+    path: str
+    _run: int = 0
 
-    # -- life cycle ---------------------------------------------------------
+    # -- primitives: life cycle ---------------------------------------------
     @classmethod
     @abc.abstractmethod
     def open_existing(cls, path: str) -> DedupStore:
@@ -142,44 +233,26 @@ class DedupStore(abc.ABC):
     def close(self) -> None: ...
 
     @abc.abstractmethod
-    def begin_run(self) -> int:
-        """Start a crawl run; returns its number (1 for the first run)."""
+    def batch(self) -> AbstractContextManager[StoreBatch]:
+        """A batch whose writes are applied atomically when the block exits (atomic)."""
 
-    @property
+    # -- primitives: records ------------------------------------------------
     @abc.abstractmethod
-    def run(self) -> int:
-        """The current run number (0 before the first run)."""
-
-    @abc.abstractmethod
-    def batch(self) -> AbstractContextManager[StoreBatch]: ...
-
-    # -- frontier -----------------------------------------------------------
-    @abc.abstractmethod
-    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
-        """Mark ``key`` scheduled in ``run``.
-
-        Returns None for a key never seen, else the run it was last scheduled in
-        and the URL it was first scheduled with.
-        """
+    def get(self, table: str, key: str) -> bytes | None: ...
 
     @abc.abstractmethod
-    def frontier_size(self) -> int: ...
-
-    # -- URL records --------------------------------------------------------
-    @abc.abstractmethod
-    def get_url(self, key: str) -> UrlRecord | None: ...
+    def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
+        """Every (key, value) of a table, in no particular order (a report sorts what it shows)."""
 
     @abc.abstractmethod
-    def iter_urls(self) -> Iterator[UrlRecord]: ...
+    def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
+        """Store ``value`` unless ``key`` holds one; return the value already there (atomic)."""
 
     @abc.abstractmethod
-    def get_variant(self, url: str) -> dict[str, Any] | None: ...
+    def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
+        """(member, value) of an owned set, in no particular order."""
 
-    @abc.abstractmethod
-    def iter_aliases_of(self, key: str) -> Iterator[tuple[str, str]]:
-        """(url, reason) of every redirect and URL variant that points to ``key``."""
-
-    # -- free-form metadata (not checked on open) -------------------------
+    # -- primitives: metadata -----------------------------------------------
     @abc.abstractmethod
     def get_meta(self, name: str) -> Any: ...
 
@@ -188,23 +261,26 @@ class DedupStore(abc.ABC):
         """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with."""
 
     @abc.abstractmethod
-    def iter_variants(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(url, {"key", "first_seen", "last_seen", "count"}) for every variant."""
-
-    # -- content index ------------------------------------------------------
-    @abc.abstractmethod
-    def find_exact(self, scope: str, content_hash: str) -> str | None: ...
+    def put_meta_if_absent(self, name: str, value: Any) -> Any:
+        """Keep ``value`` unless ``name`` holds one; return the value already there, or None (atomic)."""
 
     @abc.abstractmethod
-    def find_raw(self, raw_hash: str) -> str | None: ...
+    def increment_meta(self, name: str) -> int:
+        """Add one to a counter (0 when absent) and return the new value (atomic)."""
+
+    # -- primitives: frontier -----------------------------------------------
+    @abc.abstractmethod
+    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+        """Mark ``key`` scheduled in ``run`` (atomic check-and-mark).
+
+        Returns None for a key never seen, else the run it was last scheduled in
+        and the URL it was first scheduled with; that first URL never changes.
+        """
 
     @abc.abstractmethod
-    def get_minhash(self, key: str) -> bytes | None: ...
+    def frontier_size(self) -> int: ...
 
-    @abc.abstractmethod
-    def get_text(self, key: str) -> str | None:
-        """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
-
+    # -- primitives: near-duplicate index -----------------------------------
     @abc.abstractmethod
     def simhash_candidates(
         self, scope: str, simhash: int, max_distance: int | None = None
@@ -218,14 +294,104 @@ class DedupStore(abc.ABC):
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
         """Cluster ids that collide with ``bands`` in at least one LSH band."""
 
-    @abc.abstractmethod
-    def get_cluster(self, cluster_id: str) -> Cluster | None: ...
+    # -- opening ------------------------------------------------------------
+    def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Record ``params`` in a new store; refuse a store recorded with others."""
+        # JSON round trip so that tuples and lists compare equal
+        params = json.loads(json.dumps(params, sort_keys=True))
+        stored = self.put_meta_if_absent("params", params)
+        if stored is None:
+            return params
+        self._check_format(stored)
+        if stored != params:
+            diff = ", ".join(
+                f"{k}: store has {stored.get(k)!r}, this crawl uses {params.get(k)!r}"
+                for k in sorted(set(stored) | set(params))
+                if stored.get(k) != params.get(k)
+            )
+            self.close()
+            raise IncompatibleStore(
+                f"the dedup store {self.path!r} was built with other parameters ({diff}); "
+                "use a new DEDUP_STORE directory, or the parameters it was built with"
+            )
+        return stored
 
-    @abc.abstractmethod
-    def cluster_members(self, cluster_id: str) -> list[str]: ...
+    def _check_format(self, stored: dict[str, Any]) -> None:
+        """Refuse a store written in another layout (reading it would give wrong answers)."""
+        problem = format_problem(self.path, stored.get("store_format", "none"))
+        if problem is not None:
+            self.close()
+            raise IncompatibleStore(problem)
 
-    @abc.abstractmethod
-    def iter_clusters(self) -> Iterator[Cluster]: ...
+    # -- runs ---------------------------------------------------------------
+    def begin_run(self) -> int:
+        """Start a crawl run; returns its number (1 for the first run)."""
+        self._run = self.increment_meta("run")
+        return self._run
+
+    @property
+    def run(self) -> int:
+        """The current run number (0 before the first run)."""
+        return self._run
+
+    def _read_run(self) -> None:
+        self._run = int(self.get_meta("run") or 0)
+
+    # -- URL records --------------------------------------------------------
+    def get_url(self, key: str) -> UrlRecord | None:
+        raw = self.get(URL, key)
+        return UrlRecord.from_json(raw) if raw is not None else None
+
+    def iter_urls(self) -> Iterator[UrlRecord]:
+        for _, raw in self.scan(URL):
+            yield UrlRecord.from_json(raw)
+
+    def get_variant(self, url: str) -> dict[str, Any] | None:
+        raw = self.get(VARIANT, url)
+        return json.loads(raw) if raw is not None else None
+
+    def iter_variants(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(url, {"key", "first_seen", "last_seen", "count"}) for every variant."""
+        for url, raw in self.scan(VARIANT):
+            yield url, json.loads(raw)
+
+    def iter_aliases_of(self, key: str) -> Iterator[tuple[str, str]]:
+        """(url, reason) of every redirect and URL variant that points to ``key``."""
+        for url, reason in self.set_members(ALIASES, key):
+            yield url, reason.decode()
+
+    # -- content index ------------------------------------------------------
+    def find_exact(self, scope: str, content_hash: str) -> str | None:
+        raw = self.get(EXACT, exact_key(scope, content_hash))
+        return raw.decode() if raw is not None else None
+
+    def claim_exact(self, scope: str, content_hash: str, cluster_id: str) -> str | None:
+        """Claim ``content_hash`` for ``cluster_id`` unless a cluster holds it; return that one (atomic)."""
+        raw = self.put_if_absent(EXACT, exact_key(scope, content_hash), cluster_id.encode())
+        return raw.decode() if raw is not None else None
+
+    def find_raw(self, raw_hash: str) -> str | None:
+        raw = self.get(RAW, raw_hash)
+        return raw.decode() if raw is not None else None
+
+    def get_minhash(self, key: str) -> bytes | None:
+        return self.get(MINHASH, key)
+
+    def get_text(self, key: str) -> str | None:
+        """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
+        raw = self.get(TEXT, key)
+        return zlib.decompress(raw).decode("utf-8", "surrogatepass") if raw is not None else None
+
+    def get_cluster(self, cluster_id: str) -> Cluster | None:
+        raw = self.get(CLUSTER, cluster_id)
+        return Cluster.from_json(raw) if raw is not None else None
+
+    def cluster_members(self, cluster_id: str) -> list[str]:
+        return [key for key, _ in self.set_members(MEMBERS, cluster_id)]
+
+    def iter_clusters(self) -> Iterator[Cluster]:
+        for _, raw in self.scan(CLUSTER):
+            yield Cluster.from_json(raw)
 
     def __enter__(self) -> DedupStore:
         return self

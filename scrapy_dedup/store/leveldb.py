@@ -1,10 +1,12 @@
 """The embedded LevelDB backend (through plyvel).
 
 LevelDB allows one process per database: the crawl that holds the store is
-the only one that can open it.  ``scrapy dedup`` commands read a store that
-no crawl holds (or a copy of one).
+the only one that can open it, so every call of the interface that must be
+atomic (see :mod:`scrapy_dedup.store.base`) is, and batches are LevelDB write
+batches.  ``scrapy dedup`` commands read a store that no crawl holds (or a
+copy of one).
 
-Key layout (format 1, recorded as ``store_format`` in the store parameters)::
+Key layout (format 3, recorded as ``store_format`` in the store parameters)::
 
     m:params                      JSON parameters (fingerprints, tables, format)
     m:run                         current crawl run number
@@ -22,10 +24,14 @@ Key layout (format 1, recorded as ``store_format`` in the store parameters)::
     w<seq>                        SimHash table entry not yet packed (write-ahead)
     p<table><scope><block><gen>   packed SimHash table run: (simhash, cluster) pairs
     z<scope><simhash><cluster>    removed SimHash table entry (tombstone)
-    m:tables_gen                  next packed run generation
-    b<band><scope><band hash><cluster>          LSH band entry (binary, 1+8+8+8 bytes)
+    m:tables_gen                  next packed SimHash run generation
+    l<seq>                        LSH band entry not yet packed: scope, 32 band hashes, cluster
+    q<band><scope><block><gen>    packed band run: (band hash, cluster) pairs; block = top 12 bits
+    t<band><scope><hash><cluster> removed band entry (tombstone)
+    m:bands_gen                   next packed band run generation
 
-The SimHash tables are described in :mod:`scrapy_dedup.store.simhash_tables`.
+Both packed indexes are described in :mod:`scrapy_dedup.store.packed_tables`.
+Format 2 kept one key per band per representative (``b<band><scope><hash><cluster>``).
 """
 
 from __future__ import annotations
@@ -33,132 +39,122 @@ from __future__ import annotations
 import json
 import os
 import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import plyvel
-import xxhash
 
-from scrapy_dedup.core.records import Cluster, UrlRecord
-from scrapy_dedup.store.holder import held_message, record_holder, release_holder
-from scrapy_dedup.store.simhash_tables import LAYOUT, PackedSimhashTables
 from scrapy_dedup.store.base import (
+    ALIASES,
+    CLUSTER,
+    EXACT,
+    MEMBERS,
+    MINHASH,
+    RAW,
     STORE_FORMAT,
+    TEXT,
+    URL,
+    VARIANT,
     DedupStore,
-    IncompatibleStore,
     StoreBatch,
     StoreError,
     StoreLocked,
     StoreWriteError,
-    format_problem,
+    band_tuple,
+    scope_id,
 )
+from scrapy_dedup.store.holder import held_message, record_holder, release_holder
+from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
 
-_U64 = struct.Struct(">Q")
 _RUN = struct.Struct(">I")
 
+#: what this backend records in the store parameters about its layout
+LAYOUT = {"store_format": STORE_FORMAT, "simhash_layout": SIMHASH_SPEC.layout, "band_layout": BANDS_SPEC.layout}
 
-def scope_id(scope: str) -> bytes:
-    """8 bytes that stand for a dedup scope in binary keys."""
-    return xxhash.xxh64_digest(scope.encode("utf-8"))
+#: record table -> key prefix
+_TABLE_PREFIX = {
+    URL: b"u:",
+    VARIANT: b"v:",
+    CLUSTER: b"c:",
+    EXACT: b"h:",
+    RAW: b"r:",
+    MINHASH: b"n:",
+    TEXT: b"x:",
+}
+#: owned set -> (key prefix, separator between owner and member)
+_SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}
+
+
+def _record_key(table: str, key: str) -> bytes:
+    return _TABLE_PREFIX[table] + key.encode()
+
+
+def _set_prefix(name: str, owner: str) -> bytes:
+    prefix, sep = _SET_PREFIX[name]
+    return prefix + owner.encode() + sep
 
 
 def _cid_bytes(cluster_id: str) -> bytes:
     return bytes.fromhex(cluster_id)
 
 
-def _band_prefix(band: int, scope: bytes, band_hash: int) -> bytes:
-    return b"b" + bytes((band,)) + scope + _U64.pack(band_hash)
-
-
 class LevelDBBatch(StoreBatch):
-    def __init__(self, wb: Any, tables: PackedSimhashTables, pending: list) -> None:
+    def __init__(self, wb: Any, tables: PackedSimhashTables, bands: PackedBands, pending: tuple[list, list]) -> None:
         self._wb = wb
         self._tables = tables
+        self._bands = bands
         self._pending = pending
         self._removed: set[bytes] = set()
 
-    def put_url(self, record: UrlRecord) -> None:
-        self._wb.put(b"u:" + record.key.encode(), record.to_json())
+    def put(self, table: str, key: str, value: bytes) -> None:
+        self._wb.put(_record_key(table, key), value)
 
-    def put_variant(
-        self, url: str, key: str, seen_at: float, previous: dict | None = None, reason: str = "seen"
-    ) -> None:
-        data = previous or {"key": key, "first_seen": seen_at, "count": 0}
-        data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
-        self._wb.put(b"v:" + url.encode(), json.dumps(data, separators=(",", ":")).encode())
-        if previous is None or previous.get("key") != key:
-            self.put_alias(key, url, "url_variant")
+    def delete(self, table: str, key: str) -> None:
+        self._wb.delete(_record_key(table, key))
 
-    def put_alias(self, target_key: str, url: str, reason: str) -> None:
-        self._wb.put(_alias_key(target_key, url), reason.encode())
+    def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
+        self._wb.put(_set_prefix(name, owner) + member.encode(), value)
 
-    def delete_alias(self, target_key: str, url: str) -> None:
-        self._wb.delete(_alias_key(target_key, url))
-
-    def put_cluster(self, cluster: Cluster) -> None:
-        self._wb.put(b"c:" + cluster.cluster_id.encode(), cluster.to_json())
-
-    def delete_cluster(self, cluster_id: str) -> None:
-        self._wb.delete(b"c:" + cluster_id.encode())
-
-    def add_member(self, cluster_id: str, key: str) -> None:
-        self._wb.put(b"k:" + cluster_id.encode() + b":" + key.encode(), b"")
-
-    def remove_member(self, cluster_id: str, key: str) -> None:
-        self._wb.delete(b"k:" + cluster_id.encode() + b":" + key.encode())
-
-    def index_exact(self, scope: str, content_hash: str, cluster_id: str) -> None:
-        self._wb.put(_exact_key(scope, content_hash), cluster_id.encode())
-
-    def unindex_exact(self, scope: str, content_hash: str) -> None:
-        self._wb.delete(_exact_key(scope, content_hash))
-
-    def index_raw(self, raw_hash: str, key: str) -> None:
-        self._wb.put(b"r:" + raw_hash.encode(), key.encode())
-
-    def put_minhash(self, key: str, minhash: bytes) -> None:
-        self._wb.put(b"n:" + key.encode(), minhash)
-
-    def delete_minhash(self, key: str) -> None:
-        self._wb.delete(b"n:" + key.encode())
-
-    def put_text(self, key: str, text: str) -> None:
-        self._wb.put(b"x:" + key.encode(), zlib.compress(text.encode("utf-8", "surrogatepass"), 6))
-
-    def delete_text(self, key: str) -> None:
-        self._wb.delete(b"x:" + key.encode())
+    def remove_from_set(self, name: str, owner: str, member: str) -> None:
+        self._wb.delete(_set_prefix(name, owner) + member.encode())
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        sid, cid = scope_id(scope), _cid_bytes(cluster_id)
-        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending, self._removed)
-        for entry in _band_entries(sid, bands, cid):
-            self._wb.put(entry, b"")
+        sid, cid, bands = scope_id(scope), _cid_bytes(cluster_id), band_tuple(bands)
+        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending[0], self._removed)
+        if bands:
+            self._bands.stage_add(self._wb, sid, bands, cid, self._pending[1], self._removed)
 
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        sid, cid = scope_id(scope), _cid_bytes(cluster_id)
+        sid, cid, bands = scope_id(scope), _cid_bytes(cluster_id), band_tuple(bands)
         self._tables.stage_remove(self._wb, sid, simhash, cid, self._removed)
-        for entry in _band_entries(sid, bands, cid):
-            self._wb.delete(entry)
+        if bands:
+            self._bands.stage_remove(self._wb, sid, bands, cid, self._removed)
 
 
-def _alias_key(target_key: str, url: str) -> bytes:
-    return b"a:" + target_key.encode() + b"\0" + url.encode()
+def _open_db(path: str, locked_message: str, **options: Any) -> Any:
+    try:
+        db = plyvel.DB(path, **options)
+    except plyvel.IOError as exc:
+        if "lock" in str(exc).lower():
+            raise StoreLocked(
+                f"the dedup store {path!r} is in use {locked_message.format(holder=held_message(path))}"
+            ) from exc
+        raise _open_error(path, exc) from exc
+    except plyvel.Error as exc:
+        raise _open_error(path, exc) from exc
+    record_holder(path)
+    return db
 
 
-def _exact_key(scope: str, content_hash: str) -> bytes:
-    return b"h:" + scope_id(scope).hex().encode() + b":" + content_hash.encode()
-
-
-def _band_entries(sid: bytes, bands: Iterable[int], cid: bytes) -> Iterator[bytes]:
-    for band, band_hash in enumerate(bands):
-        yield _band_prefix(band, sid, band_hash) + cid
+def _detail(exc: Exception) -> str:
+    """LevelDB's message (plyvel gives it as bytes)."""
+    detail = exc.args[0] if exc.args else exc
+    return detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
 
 
 def _open_error(path: str, exc: Exception) -> StoreError:
-    detail = exc.args[0] if exc.args else exc
-    detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+    detail = _detail(exc)
     if "No space left" in detail:
         # opening replays the log into a table: LevelDB needs room to open a store
         return StoreWriteError(
@@ -174,30 +170,20 @@ class LevelDBStore(DedupStore):
     def __init__(self, path: str, params: dict[str, Any], *, cache_mb: int = 16) -> None:
         self.path = path
         os.makedirs(path, exist_ok=True)
-        try:
-            # Memory is bounded by the block cache and two write buffers, whatever the size of
-            # the store: a crawl of millions of URLs stays flat.
-            self._db = plyvel.DB(
-                path,
-                create_if_missing=True,
-                lru_cache_size=cache_mb * 1024 * 1024,
-                write_buffer_size=max(1, min(cache_mb // 2, 16)) * 1024 * 1024,
-                bloom_filter_bits=10,
-            )
-        except plyvel.IOError as exc:
-            if "lock" in str(exc).lower():
-                raise StoreLocked(
-                    f"the dedup store {path!r} is in use by another process, {held_message(path)} "
-                    "(LevelDB allows one process per store: wait for it to finish, or read a copy)"
-                ) from exc
-            raise _open_error(path, exc) from exc
-        except plyvel.Error as exc:
-            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
-        record_holder(path)
-        self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
-        raw_run = self._db.get(b"m:run")
-        self._run = int(raw_run) if raw_run else 0
-        self._tables = PackedSimhashTables(self._db)
+        # Memory is bounded by the block cache and two write buffers, whatever the size of
+        # the store: a crawl of millions of URLs stays flat.
+        self._db = _open_db(
+            path,
+            "by another process, {holder} (LevelDB allows one process per store: wait for it to finish, "
+            "or read a copy)",
+            create_if_missing=True,
+            lru_cache_size=cache_mb * 1024 * 1024,
+            write_buffer_size=max(1, min(cache_mb // 2, 16)) * 1024 * 1024,
+            bloom_filter_bits=10,
+        )
+        self.params = self._check_params({**params, **LAYOUT})
+        self._read_run()
+        self._open_indexes()
         self._writer = True
 
     @classmethod
@@ -207,76 +193,34 @@ class LevelDBStore(DedupStore):
             raise StoreError(f"no dedup store at {path!r}")
         store = cls.__new__(cls)
         store.path = path
-        try:
-            store._db = plyvel.DB(path, create_if_missing=False)
-        except plyvel.IOError as exc:
-            if "lock" in str(exc).lower():
-                raise StoreLocked(
-                    f"the dedup store {path!r} is in use by a running crawl, {held_message(path)} "
-                    "(LevelDB allows one process per store); try again when it ends"
-                ) from exc
-            raise _open_error(path, exc) from exc
-        except plyvel.Error as exc:
-            raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
-        record_holder(path)
-        raw = store._db.get(b"m:params")
-        store.params = json.loads(raw) if raw else {}
-        problem = format_problem(path, store.params.get("store_format"))
-        if problem is None and store.params.get("simhash_layout") != LAYOUT:
-            problem = (
-                f"the dedup store {path!r} has store format {store.params.get('store_format')!r}; "
-                f"this version reads format {STORE_FORMAT} ({LAYOUT} SimHash tables)"
-            )
-        if problem is not None:
-            store.close()
-            raise IncompatibleStore(problem)
-        raw_run = store._db.get(b"m:run")
-        store._run = int(raw_run) if raw_run else 0
-        store._tables = PackedSimhashTables(store._db)
+        store._db = _open_db(
+            path,
+            "by a running crawl, {holder} (LevelDB allows one process per store); try again when it ends",
+            create_if_missing=False,
+        )
+        store.params = store.get_meta("params") or {}
+        store._check_format(store.params)
+        store._read_run()
+        store._open_indexes()
         return store
 
-    def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        # JSON round trip so that tuples and lists compare equal
-        params = json.loads(json.dumps(params, sort_keys=True))
-        raw = self._db.get(b"m:params")
-        if raw is None:
-            self._db.put(b"m:params", json.dumps(params, sort_keys=True).encode())
-            return params
-        stored = json.loads(raw)
-        problem = format_problem(self.path, stored.get("store_format"))
-        if problem is not None:
-            self.close()
-            raise IncompatibleStore(problem)
-        if stored != params:
-            diff = ", ".join(
-                f"{k}: store has {stored.get(k)!r}, this crawl uses {params.get(k)!r}"
-                for k in sorted(set(stored) | set(params))
-                if stored.get(k) != params.get(k)
-            )
-            self.close()
-            raise IncompatibleStore(
-                f"the dedup store {self.path!r} was built with other parameters ({diff}); "
-                "use a new DEDUP_STORE directory, or the parameters it was built with"
-            )
-        return stored
+    def _open_indexes(self) -> None:
+        self._tables = PackedSimhashTables(self._db)
+        self._bands = PackedBands(self._db)
 
     # -- life cycle ---------------------------------------------------------
     def close(self) -> None:
         if not self._db.closed:
-            if getattr(self, "_writer", False) and self._tables.needs_compaction():
+            if getattr(self, "_writer", False):
                 # the end of a crawl run: a good moment to drop what updates and deletions left
-                try:
-                    self._tables.compact()
-                except plyvel.Error:
-                    pass  # safe to leave for the next run: every step keeps the tables correct
+                for index in (self._tables, self._bands):
+                    if index.needs_compaction():
+                        try:
+                            index.compact()
+                        except plyvel.Error:
+                            break  # safe to leave for the next run: every step keeps the index correct
             release_holder(self.path)
             self._db.close()
-
-    def begin_run(self) -> int:
-        with self._writing():
-            self._db.put(b"m:run", str(self._run + 1).encode())
-        self._run += 1
-        return self._run
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -288,23 +232,61 @@ class LevelDBStore(DedupStore):
         try:
             yield
         except plyvel.IOError as exc:
-            detail = exc.args[0] if exc.args else exc
-            detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+            detail = _detail(exc)
             cause = detail.rsplit(": ", 1)[-1] if ": " in detail else detail
             raise StoreWriteError(f"cannot write to the dedup store {self.path!r}: {cause} ({detail})") from exc
 
-    @property
-    def run(self) -> int:
-        return self._run
-
     @contextmanager
     def batch(self) -> Iterator[LevelDBBatch]:
-        pending: list = []
+        pending: tuple[list, list] = ([], [])
         with self._writing():
             with self._db.write_batch(transaction=True) as wb:
-                yield LevelDBBatch(wb, self._tables, pending)
-            # only what was written reaches the tables' memory
-            self._tables.apply(pending)
+                yield LevelDBBatch(wb, self._tables, self._bands, pending)
+            # only what was written reaches the indexes' memory
+            self._tables.apply(pending[0])
+            self._bands.apply(pending[1])
+
+    # -- records ------------------------------------------------------------
+    def get(self, table: str, key: str) -> bytes | None:
+        return self._db.get(_record_key(table, key))
+
+    def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
+        prefix = _TABLE_PREFIX[table]
+        for k, value in self._db.iterator(prefix=prefix):
+            yield k[len(prefix):].decode(), value
+
+    def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
+        k = _record_key(table, key)
+        previous = self._db.get(k)
+        if previous is None:
+            with self._writing():
+                self._db.put(k, value)
+        return previous
+
+    def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
+        prefix = _set_prefix(name, owner)
+        for k, value in self._db.iterator(prefix=prefix):
+            yield k[len(prefix):].decode(), value
+
+    # -- metadata -----------------------------------------------------------
+    def get_meta(self, name: str) -> Any:
+        raw = self._db.get(b"m:" + name.encode())
+        return json.loads(raw) if raw is not None else None
+
+    def put_meta(self, name: str, value: Any) -> None:
+        with self._writing():
+            self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
+
+    def put_meta_if_absent(self, name: str, value: Any) -> Any:
+        previous = self.get_meta(name)
+        if previous is None:
+            self.put_meta(name, value)
+        return previous
+
+    def increment_meta(self, name: str) -> int:
+        value = int(self.get_meta(name) or 0) + 1
+        self.put_meta(name, value)
+        return value
 
     # -- frontier -----------------------------------------------------------
     def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
@@ -323,52 +305,7 @@ class LevelDBStore(DedupStore):
     def frontier_size(self) -> int:
         return sum(1 for _ in self._db.iterator(prefix=b"f:", include_value=False))
 
-    # -- URL records --------------------------------------------------------
-    def get_url(self, key: str) -> UrlRecord | None:
-        raw = self._db.get(b"u:" + key.encode())
-        return UrlRecord.from_json(raw) if raw is not None else None
-
-    def iter_urls(self) -> Iterator[UrlRecord]:
-        for _, raw in self._db.iterator(prefix=b"u:"):
-            yield UrlRecord.from_json(raw)
-
-    def iter_aliases_of(self, key: str) -> Iterator[tuple[str, str]]:
-        prefix = b"a:" + key.encode() + b"\0"
-        for k, reason in self._db.iterator(prefix=prefix):
-            yield k[len(prefix):].decode(), reason.decode()
-
-    def get_meta(self, name: str) -> Any:
-        raw = self._db.get(b"m:" + name.encode())
-        return json.loads(raw) if raw is not None else None
-
-    def put_meta(self, name: str, value: Any) -> None:
-        with self._writing():
-            self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
-
-    def get_variant(self, url: str) -> dict[str, Any] | None:
-        raw = self._db.get(b"v:" + url.encode())
-        return json.loads(raw) if raw is not None else None
-
-    def iter_variants(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        for k, raw in self._db.iterator(prefix=b"v:"):
-            yield k[2:].decode(), json.loads(raw)
-
-    # -- content index ------------------------------------------------------
-    def find_exact(self, scope: str, content_hash: str) -> str | None:
-        raw = self._db.get(_exact_key(scope, content_hash))
-        return raw.decode() if raw is not None else None
-
-    def find_raw(self, raw_hash: str) -> str | None:
-        raw = self._db.get(b"r:" + raw_hash.encode())
-        return raw.decode() if raw is not None else None
-
-    def get_minhash(self, key: str) -> bytes | None:
-        return self._db.get(b"n:" + key.encode())
-
-    def get_text(self, key: str) -> str | None:
-        raw = self._db.get(b"x:" + key.encode())
-        return zlib.decompress(raw).decode("utf-8", "surrogatepass") if raw is not None else None
-
+    # -- near-duplicate index -----------------------------------------------
     def simhash_candidates(
         self, scope: str, simhash: int, max_distance: int | None = None
     ) -> Iterator[tuple[int, str]]:
@@ -376,23 +313,7 @@ class LevelDBStore(DedupStore):
             yield fp, cid.hex()
 
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        sid = scope_id(scope)
-        found: set[str] = set()
-        for band, band_hash in enumerate(bands):
-            prefix = _band_prefix(band, sid, band_hash)
-            start = len(prefix)
-            for k in self._db.iterator(prefix=prefix, include_value=False):
-                found.add(k[start:].hex())
-        return found
-
-    def get_cluster(self, cluster_id: str) -> Cluster | None:
-        raw = self._db.get(b"c:" + cluster_id.encode())
-        return Cluster.from_json(raw) if raw is not None else None
-
-    def cluster_members(self, cluster_id: str) -> list[str]:
-        prefix = b"k:" + cluster_id.encode() + b":"
-        return [k[len(prefix):].decode() for k in self._db.iterator(prefix=prefix, include_value=False)]
-
-    def iter_clusters(self) -> Iterator[Cluster]:
-        for _, raw in self._db.iterator(prefix=b"c:"):
-            yield Cluster.from_json(raw)
+        bands = band_tuple(bands)
+        if not bands:
+            return set()
+        return {cid.hex() for cid in self._bands.colliding(scope_id(scope), bands)}

@@ -28,9 +28,9 @@ from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.core.representative import Candidate, choose_representative
-from scrapy_dedup.store.base import STORE_FORMAT, StoreError
-from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.simhash_tables import LAYOUT, PackedSimhashTables
+from scrapy_dedup.store.base import OLDEST_MIGRATABLE, STORE_FORMAT, StoreError
+from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
+from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
@@ -44,6 +44,8 @@ class CheckResult:
     checked: Counter = field(default_factory=Counter)
     problems: Counter = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    #: leftovers the store reads correctly (shown, not problems)
+    notes: Counter = field(default_factory=Counter)
 
     @property
     def consistent(self) -> bool:
@@ -70,9 +72,6 @@ class _View:
 
     def keys(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self.db.iterator(prefix=prefix)
-
-    def tombstoned(self, sid: bytes, fp: int, cid: bytes) -> bool:
-        return self.db.get(b"z" + sid + fp.to_bytes(8, "big") + cid) is not None
 
 
 Check = Callable[[_View, CheckResult], None]
@@ -123,10 +122,19 @@ def _check_records(view: _View, result: CheckResult) -> None:
 
 @register_check("exact index")
 def _check_exact(view: _View, result: CheckResult) -> None:
+    """Entries point at live clusters.  A claim whose cluster was never written (the decision
+    that claimed the text did not complete: a crash, a full disk) is read as no entry by the
+    index; it is counted apart, and ``repair`` removes it."""
+    claimed = {r.cluster_id for r in view.records.values() if r.cluster_id is not None}
     for key, value in view.keys(b"h:"):
         result.checked["exact index"] += 1
-        if value.decode() not in view.clusters:
-            result.problem("exact index", f"{key.decode(errors='replace')} points to a dead cluster {value.decode()}")
+        cid = value.decode()
+        if cid in view.clusters:
+            continue
+        if cid in claimed:
+            result.problem("exact index", f"{key.decode(errors='replace')} points to a dead cluster {cid}")
+        else:
+            result.notes["stale exact claims"] += 1
 
 
 @register_check("raw index")
@@ -137,35 +145,21 @@ def _check_raw(view: _View, result: CheckResult) -> None:
             result.problem("raw index", f"{key.decode(errors='replace')} points to an unknown URL key {value.decode()}")
 
 
-@register_check("bands")
-def _check_bands(view: _View, result: CheckResult) -> None:
-    for key in view.db.iterator(prefix=b"b", include_value=False):
-        result.checked["bands"] += 1
-        cid = key[-8:].hex()
-        if cid not in view.clusters:
-            result.problem("bands", f"an LSH band entry points to a dead cluster {cid}")
+def _packed(name: str, index: str) -> Check:
+    """Live entries of a packed index (its first table: every table holds each entry) point at
+    live clusters."""
+
+    def check(view: _View, result: CheckResult) -> None:
+        for _, value, cid in getattr(view.store, index).live_entries():
+            result.checked[name] += 1
+            if cid.hex() not in view.clusters:
+                result.problem(name, f"an entry {value:016x} points to a dead cluster {cid.hex()}")
+
+    return check
 
 
-@register_check("simhash tables")
-def _check_tables(view: _View, result: CheckResult) -> None:
-    """Live entries of the first table (the four hold the same entries) point at live clusters."""
-    def entries() -> Iterator[tuple[bytes, int, bytes]]:
-        for _, value in view.keys(b"w"):
-            sid, fp, cid = _ENTRY.unpack(value)
-            yield sid.to_bytes(8, "little"), fp, cid.to_bytes(8, "little")
-        for key, value in view.keys(b"p\x00"):
-            sid = key[2:10]
-            for i in range(0, len(value) - 15, 16):
-                yield sid, int.from_bytes(value[i : i + 8], "little"), value[i + 8 : i + 16]
-
-    seen: set[tuple[bytes, int, bytes]] = set()
-    for sid, fp, cid in entries():
-        if (sid, fp, cid) in seen or view.tombstoned(sid, fp, cid):
-            continue
-        seen.add((sid, fp, cid))
-        result.checked["simhash tables"] += 1
-        if cid.hex() not in view.clusters:
-            result.problem("simhash tables", f"a SimHash entry {fp:016x} points to a dead cluster {cid.hex()}")
+register_check("simhash tables")(_packed("simhash tables", "_tables"))
+register_check("bands")(_packed("bands", "_bands"))
 
 
 def _orphans(prefix: bytes, what: str) -> Check:
@@ -211,8 +205,20 @@ def check_store(store: LevelDBStore) -> CheckResult:
 
 # -- repair ------------------------------------------------------------------------------
 
-#: derived keys, rebuilt from the URL records (the SimHash tables: write-ahead, packed, tombstones)
-DERIVED = (b"c:", b"k:", b"h:", b"r:", b"b", b"w", b"p", b"z", b"m:tables_gen")
+#: derived keys, rebuilt from the URL records: clusters, memberships, exact and raw indexes, the
+#: packed indexes (write-ahead entries, runs, tombstones, counters) and format 2's band keys
+DERIVED = (
+    b"c:",
+    b"k:",
+    b"h:",
+    b"r:",
+    b"b",
+    *(
+        prefix
+        for spec in (SIMHASH_SPEC, BANDS_SPEC)
+        for prefix in (spec.wal, spec.run, spec.tomb, spec.gen_key, spec.gen_key.replace(b"_gen", b"_counts"))
+    ),
+)
 
 
 @dataclass
@@ -254,10 +260,18 @@ def repair_store(
     params_lost = False
     db = plyvel.DB(path, create_if_missing=False)
     try:
-        if db.get(b"m:params") is None and params is not None:
-            full = {**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT}
+        raw = db.get(b"m:params")
+        if raw is None and params is not None:
+            full = {**params, **LAYOUT}
             db.put(b"m:params", json.dumps(json.loads(json.dumps(full)), sort_keys=True).encode())
             params_lost = True
+        elif raw is not None:
+            stored = json.loads(raw)
+            found = stored.get("store_format")
+            # the damage took the newer parameters, or the store is older: the rebuild below
+            # writes every derived key in this version's layout, which is what a migration does
+            if isinstance(found, int) and OLDEST_MIGRATABLE <= found < STORE_FORMAT:
+                db.put(b"m:params", json.dumps({**stored, **LAYOUT}, sort_keys=True).encode())
     finally:
         db.close()
     store = LevelDBStore.open_existing(path)
@@ -298,8 +312,8 @@ def _rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -
                 if key[2:].decode() not in documents:
                     wb.delete(key)
                     result.removed[prefix.decode()] += 1
-    # the tables' memory was loaded at open: start from empty ones
-    store._tables = PackedSimhashTables(db)
+    # the indexes' memory was loaded at open: start from empty ones
+    store._open_indexes()
     for record in records:
         if record.raw_hash:
             with store.batch() as batch:
@@ -355,5 +369,7 @@ def describe(result: CheckResult) -> Iterator[str]:
         yield f"{name:<{width}}  {checked:>9,} checked  {problems:>6,} {'problem' if problems == 1 else 'problems'}"
         for example in result.examples.get(name, ()):
             yield f"  {example}"
+    for note, count in result.notes.items():
+        yield f"{note}: {count:,} (harmless; `scrapy dedup repair` removes them)"
     total = sum(result.problems.values())
     yield "consistent" if not total else f"inconsistent: {total:,} problem(s); `scrapy dedup repair` rebuilds the indexes"

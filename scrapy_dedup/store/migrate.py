@@ -19,9 +19,8 @@ import plyvel
 
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS
 from scrapy_dedup.store.base import OLDEST_MIGRATABLE, STORE_FORMAT, StoreError, StoreLocked, format_problem
-from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
 from scrapy_dedup.store.maintenance import _rebuild
-from scrapy_dedup.store.simhash_tables import LAYOUT
 
 #: format N -> what turns the kept keys of format N into those of format N + 1 (raw LevelDB)
 CONVERSIONS: dict[int, Callable[[Any], None]] = {}
@@ -68,7 +67,7 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
         for version in range(found, STORE_FORMAT):
             if version in CONVERSIONS:
                 CONVERSIONS[version](db)
-        updated = {**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT}
+        updated = {**params, **LAYOUT}
         new_params = json.dumps(updated, sort_keys=True).encode()
     finally:
         db.close()

@@ -1,4 +1,4 @@
-"""The packed SimHash tables against a brute-force model, across flushes and restarts."""
+"""The packed SimHash tables and LSH bands against brute-force models, across flushes and restarts."""
 
 import random
 
@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_dedup.core.fingerprints import hamming
-from scrapy_dedup.store.simhash_tables import PackedSimhashTables
+from scrapy_dedup.core.bands import BANDS
+from scrapy_dedup.store.packed_tables import PackedBands, PackedSimhashTables
 
 SCOPES = [bytes(8), b"tenant-b"]
 
@@ -136,6 +137,78 @@ def test_recall_within_three_bits_through_every_level(tmp_path, distance):
     model.db.close()
 
 
+class BandModel:
+    """Packed bands plus the set of live entries they must answer like."""
+
+    def __init__(self, path: str, l0_max: int, l1_max: int) -> None:
+        self.path, self.l0_max, self.l1_max = path, l0_max, l1_max
+        self.db = plyvel.DB(path, create_if_missing=True)
+        self.bands = PackedBands(self.db, l0_max=l0_max, l1_max=l1_max)
+        self.live: set[tuple[bytes, tuple[int, ...], bytes]] = set()
+
+    def add(self, sid: bytes, bands: tuple[int, ...], cid: bytes) -> None:
+        pending: list = []
+        with self.db.write_batch(transaction=True) as wb:
+            self.bands.stage_add(wb, sid, bands, cid, pending, set())
+        self.bands.apply(pending)
+        self.live.add((sid, bands, cid))
+
+    def remove(self, sid: bytes, bands: tuple[int, ...], cid: bytes) -> None:
+        with self.db.write_batch(transaction=True) as wb:
+            self.bands.stage_remove(wb, sid, bands, cid, set())
+        self.live.discard((sid, bands, cid))
+
+    def restart(self) -> None:
+        self.db.close()
+        self.db = plyvel.DB(self.path)
+        self.bands = PackedBands(self.db, l0_max=self.l0_max, l1_max=self.l1_max)
+
+    def check(self, sid: bytes, query: tuple[int, ...]) -> None:
+        # set semantics per (band, hash, cluster), as a key per band entry would have
+        live_keys = {(band, h, cid) for s, bands, cid in self.live if s == sid for band, h in enumerate(bands)}
+        want = {cid for band, h, cid in live_keys if query[band] == h}
+        assert self.bands.colliding(sid, query) == want
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32), ops=st.integers(20, 120), l0=st.sampled_from([2, 3, 8]), l1=st.sampled_from([4, 16, 50]))
+def test_bands_answer_like_a_brute_force_model(tmp_path_factory, seed, ops, l0, l1):
+    rng = random.Random(seed)
+    model = BandModel(str(tmp_path_factory.mktemp("bands")), l0, l1)
+    # few distinct hashes per band, so that entries collide often; some share a block, not a hash
+    pool = [[rng.getrandbits(64) for _ in range(4)] + [0x0123_4567_89AB_CDEF, 0x0123_0000_0000_0000] for _ in range(BANDS)]
+    try:
+        for _ in range(ops):
+            sid = rng.choice(SCOPES)
+            entry = tuple(rng.choice(pool[band]) for band in range(BANDS))
+            cid = rng.getrandbits(64).to_bytes(8, "big")
+            roll = rng.random()
+            if roll < 0.6:
+                model.add(sid, entry, cid)
+            elif roll < 0.8 and model.live:
+                model.remove(*rng.choice(sorted(model.live)))
+            elif roll < 0.85:
+                model.restart()
+            model.check(sid, tuple(rng.choice(pool[band]) for band in range(BANDS)))
+    finally:
+        model.db.close()
+
+
+def test_bands_are_packed_into_few_keys(tmp_path):
+    model = BandModel(str(tmp_path), 1024, 1 << 14)
+    rng = random.Random(7)
+    entries = [tuple(rng.getrandbits(64) for _ in range(BANDS)) for _ in range(1 << 14)]
+    for i, entry in enumerate(entries):
+        model.add(bytes(8), entry, i.to_bytes(8, "big"))
+    keys = sum(1 for _ in model.db.iterator(include_value=False))
+    # one run written out: at most one key per band and 12-bit block, a quarter of one per band entry
+    assert model.bands.gen == 1
+    assert keys <= BANDS * 4096 + 2
+    for i in (0, 1000, len(entries) - 1):
+        assert model.bands.colliding(bytes(8), entries[i]) == {i.to_bytes(8, "big")}
+    model.db.close()
+
+
 # --- compaction ---------------------------------------------------------------
 
 
@@ -170,6 +243,31 @@ def test_compaction_answers_like_the_model(tmp_path_factory, seed, ops, l0, l1):
         for sid in SCOPES:
             for fp in base:
                 model.check(sid, fp)
+        assert {(s, fp, cid) for s, fp, cid in model.tables.live_entries()} == model.live
+    finally:
+        model.db.close()
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32), ops=st.integers(20, 120), l0=st.sampled_from([2, 8]), l1=st.sampled_from([4, 16]))
+def test_band_compaction_answers_like_the_model(tmp_path_factory, seed, ops, l0, l1):
+    rng = random.Random(seed)
+    model = BandModel(str(tmp_path_factory.mktemp("bands")), l0, l1)
+    pool = [[rng.getrandbits(64) for _ in range(4)] for _ in range(BANDS)]
+    try:
+        for _ in range(ops):
+            sid = rng.choice(SCOPES)
+            roll = rng.random()
+            if roll < 0.55:
+                model.add(sid, tuple(rng.choice(pool[b]) for b in range(BANDS)), rng.getrandbits(64).to_bytes(8, "big"))
+            elif roll < 0.8 and model.live:
+                model.remove(*rng.choice(sorted(model.live)))
+            elif roll < 0.85:
+                model.restart()
+            else:
+                model.bands.compact()
+                assert next(model.db.iterator(prefix=b"t"), None) is None
+            model.check(sid, tuple(rng.choice(pool[b]) for b in range(BANDS)))
     finally:
         model.db.close()
 
@@ -200,8 +298,8 @@ def test_compaction_drops_removed_entries_from_the_runs(tmp_path):
 
 
 def test_a_store_compacts_when_it_closes(tmp_path):
+    from scrapy_dedup.store import packed_tables
     from scrapy_dedup.store.leveldb import LevelDBStore
-    from scrapy_dedup.store import simhash_tables
 
     path = str(tmp_path / "store")
     rng = random.Random(9)
@@ -214,7 +312,7 @@ def test_a_store_compacts_when_it_closes(tmp_path):
         for fp, cid in docs[:1500]:
             with store.batch() as batch:
                 batch.unindex_near("", fp, (), cid)
-        assert store._tables.removed >= simhash_tables.COMPACT_RATIO * store._tables.on_disk
+        assert store._tables.removed >= packed_tables.COMPACT_RATIO * store._tables.on_disk
     with LevelDBStore.open_existing(path) as store:
         assert next(store._db.iterator(prefix=b"z"), None) is None
         assert list(store.simhash_candidates("", docs[0][0], 0)) == []

@@ -1,0 +1,272 @@
+"""The store contract: every backend passes the same tests.
+
+Each test runs on the LevelDB backend (a temporary directory) and on the
+in-memory backend (the ``backend`` fixture of conftest.py); a new backend
+joins by adding itself there.
+"""
+
+import pytest
+
+from scrapy_dedup.core.bands import BANDS, simhash_blocks
+from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.store import IncompatibleStore, StoreError
+from scrapy_dedup.store.base import DedupStore
+
+PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
+AA, BB = "00000000000000aa", "00000000000000bb"
+
+
+def bands(seed: int, given: dict[int, int] | None = None) -> tuple[int, ...]:
+    """BANDS band hashes no other seed shares, but for the ``given`` band -> hash."""
+    return tuple((given or {}).get(band, seed << 32 | band) for band in range(BANDS))
+
+
+@pytest.fixture
+def store(backend, store_path):
+    with backend(store_path, PARAMS) as s:
+        yield s
+
+
+def test_a_backend_is_a_dedup_store(store):
+    assert isinstance(store, DedupStore)
+
+
+def test_runs_count_up_and_persist(backend, store_path):
+    with backend(store_path, PARAMS) as s:
+        assert s.run == 0
+        assert s.begin_run() == 1
+    with backend(store_path, PARAMS) as s:
+        assert s.run == 1
+        assert s.begin_run() == 2
+    with backend.open_existing(store_path) as s:
+        assert s.run == 2
+
+
+def test_frontier_mark_reports_previous_run_and_first_url(store):
+    assert store.frontier_mark("http://h/a", 1, "http://h/a/") is None
+    assert store.frontier_mark("http://h/a", 1, "http://h/a?x") == (1, "http://h/a/")
+    assert store.frontier_mark("http://h/a", 2, "http://h/a") == (1, "http://h/a/")
+    assert store.frontier_mark("http://h/a", 2, "http://h/a") == (2, "http://h/a/")
+    assert store.frontier_size() == 1
+
+
+def test_url_records_round_trip(store):
+    record = UrlRecord(key="http://h/a", url="http://h/a/", status="new", simhash=2**63 + 5, jaccard=0.5)
+    with store.batch() as b:
+        b.put_url(record)
+    assert store.get_url("http://h/a") == record
+    assert store.get_url("http://h/missing") is None
+    assert [r.key for r in store.iter_urls()] == ["http://h/a"]
+
+
+def test_records_iterate_once_each(store):
+    keys = ["http://h/b", "http://h/a", "http://g/z", "http://h/a?x"]
+    with store.batch() as b:
+        for key in keys:
+            b.put_url(UrlRecord(key=key, url=key))
+    # in no particular order: a shared backend streams its keys as they come
+    assert sorted(r.key for r in store.iter_urls()) == sorted(keys)
+
+
+def test_batch_is_atomic(store):
+    with pytest.raises(RuntimeError):
+        with store.batch() as b:
+            b.put_url(UrlRecord(key="k", url="u"))
+            b.index_near("", 7, bands(1, {0: 11}), AA)
+            raise RuntimeError("decision failed halfway")
+    assert store.get_url("k") is None
+    assert list(store.simhash_candidates("", 7)) == []
+    assert store.band_candidates("", bands(2, {0: 11})) == set()
+
+
+def test_a_batch_applies_its_writes_in_order(store):
+    with store.batch() as b:
+        b.put_url(UrlRecord(key="k", url="first"))
+        b.put_url(UrlRecord(key="k", url="second"))
+        b.put_text("k", "gone")
+        b.delete_text("k")
+    assert store.get_url("k").url == "second"
+    assert store.get_text("k") is None
+
+
+def test_variants_count_repeats(store):
+    with store.batch() as b:
+        b.put_variant("http://h/a?utm_source=x", "http://h/a", 10.0, None)
+    prev = store.get_variant("http://h/a?utm_source=x")
+    with store.batch() as b:
+        b.put_variant("http://h/a?utm_source=x", "http://h/a", 20.0, prev, "fresh")
+    assert store.get_variant("http://h/a?utm_source=x") == {
+        "key": "http://h/a",
+        "first_seen": 10.0,
+        "last_seen": 20.0,
+        "count": 2,
+        "reason": "fresh",
+    }
+    assert [u for u, _ in store.iter_variants()] == ["http://h/a?utm_source=x"]
+    assert list(store.iter_aliases_of("http://h/a")) == [("http://h/a?utm_source=x", "url_variant")]
+    assert list(store.iter_aliases_of("http://h/b")) == []
+
+
+def test_a_variant_that_moves_is_listed_under_its_new_key(store):
+    with store.batch() as b:
+        b.put_variant("http://h/a?s=1", "http://h/a", 10.0, None)
+    prev = store.get_variant("http://h/a?s=1")
+    with store.batch() as b:
+        b.put_variant("http://h/a?s=1", "http://h/b", 20.0, prev)
+    assert store.get_variant("http://h/a?s=1")["key"] == "http://h/b"
+    assert list(store.iter_aliases_of("http://h/b")) == [("http://h/a?s=1", "url_variant")]
+
+
+def test_aliases_list_and_can_be_deleted(store):
+    with store.batch() as b:
+        b.put_alias("http://h/t", "http://h/z", "redirect")
+        b.put_alias("http://h/t", "http://h/a", "redirect")
+        b.put_alias("http://h/u", "http://h/b", "redirect")
+    assert sorted(store.iter_aliases_of("http://h/t")) == [("http://h/a", "redirect"), ("http://h/z", "redirect")]
+    with store.batch() as b:
+        b.delete_alias("http://h/t", "http://h/a")
+    assert list(store.iter_aliases_of("http://h/t")) == [("http://h/z", "redirect")]
+
+
+def test_meta_round_trip(store):
+    assert store.get_meta("url_rules") is None
+    store.put_meta("url_rules", {"host_rules": {"h": {"allow_params": ["id"]}}})
+    assert store.get_meta("url_rules") == {"host_rules": {"h": {"allow_params": ["id"]}}}
+
+
+def test_meta_if_absent_and_counters(store):
+    assert store.put_meta_if_absent("owner", {"a": 1}) is None
+    assert store.put_meta_if_absent("owner", {"b": 2}) == {"a": 1}
+    assert store.get_meta("owner") == {"a": 1}
+    assert store.increment_meta("hits") == 1
+    assert store.increment_meta("hits") == 2
+
+
+def test_exact_index_is_scoped(store):
+    with store.batch() as b:
+        b.index_exact("", "abc", "00000000000000aa")
+    assert store.find_exact("", "abc") == "00000000000000aa"
+    assert store.find_exact("tenant-b", "abc") is None
+    with store.batch() as b:
+        b.unindex_exact("", "abc")
+    assert store.find_exact("", "abc") is None
+
+
+def test_claim_exact_is_insert_if_absent(store):
+    assert store.claim_exact("", "abc", "00000000000000aa") is None
+    assert store.claim_exact("", "abc", "00000000000000bb") == "00000000000000aa"
+    assert store.find_exact("", "abc") == "00000000000000aa"
+    assert store.claim_exact("other", "abc", "00000000000000bb") is None
+
+
+def test_raw_hashes_minhashes_and_texts(store):
+    with store.batch() as b:
+        b.index_raw("r1", "http://h/a")
+        b.put_minhash("http://h/a", b"\x01\x02\x03\x04")
+        b.put_text("http://h/a", "Grüße \ud800 and more")
+    assert store.find_raw("r1") == "http://h/a"
+    assert store.find_raw("r2") is None
+    assert store.get_minhash("http://h/a") == b"\x01\x02\x03\x04"
+    assert store.get_text("http://h/a") == "Grüße \ud800 and more"
+    with store.batch() as b:
+        b.delete_minhash("http://h/a")
+        b.delete_text("http://h/a")
+    assert store.get_minhash("http://h/a") is None
+    assert store.get_text("http://h/a") is None
+
+
+def test_simhash_candidates_share_a_block(store):
+    fp = 0x1234_5678_9ABC_DEF0
+    with store.batch() as b:
+        b.index_near("", fp, bands(1), AA)
+    near = fp ^ 0b111  # 3 bits flipped in block 0: blocks 1..3 still shared
+    far = fp ^ 0x0001_0001_0001_0001  # one bit in every block: no block shared
+    assert list(store.simhash_candidates("", near)) == [(fp, "00000000000000aa")]
+    assert list(store.simhash_candidates("", near, max_distance=2)) == []
+    assert list(store.simhash_candidates("", near, max_distance=3)) == [(fp, "00000000000000aa")]
+    assert list(store.simhash_candidates("", far)) == []
+    assert list(store.simhash_candidates("other", near)) == []
+    assert len(simhash_blocks(fp)) == 4
+
+
+def test_an_entry_removed_and_added_again_is_found(store):
+    entry = bands(1, {0: 11})
+    with store.batch() as b:
+        b.index_near("", 7, entry, AA)
+    with store.batch() as b:
+        b.unindex_near("", 7, entry, AA)
+    assert list(store.simhash_candidates("", 7)) == []
+    assert store.band_candidates("", bands(2, {0: 11})) == set()
+    with store.batch() as b:
+        b.index_near("", 7, entry, AA)
+    assert list(store.simhash_candidates("", 7)) == [(7, AA)]
+    assert store.band_candidates("", bands(2, {0: 11})) == {AA}
+
+
+def test_removed_then_added_in_one_batch_stays(store):
+    entry = bands(1)
+    with store.batch() as b:
+        b.index_near("", 7, entry, AA)
+    with store.batch() as b:
+        b.unindex_near("", 7, entry, AA)
+        b.index_near("", 7, entry, AA)
+    assert list(store.simhash_candidates("", 7)) == [(7, AA)]
+    assert store.band_candidates("", entry) == {AA}
+
+
+def test_band_candidates_and_unindex(store):
+    a, b_ = bands(1, {0: 11, 1: 22, 2: 33}), bands(2, {0: 11, 1: 99, 2: 98})
+    with store.batch() as b:
+        b.index_near("", 7, a, AA)
+        b.index_near("", 9, b_, BB)
+    assert store.band_candidates("", bands(3, {0: 11})) == {AA, BB}
+    assert store.band_candidates("", bands(3, {1: 22})) == {AA}
+    assert store.band_candidates("", bands(3, {0: 22})) == set()  # a hash counts in its own band only
+    assert store.band_candidates("other", a) == set()
+    assert store.band_candidates("", ()) == set()
+    with store.batch() as b:
+        b.unindex_near("", 7, a, AA)
+    assert store.band_candidates("", a) == {BB}
+    assert list(store.simhash_candidates("", 7)) == [(9, BB)]
+
+
+def test_a_wrong_number_of_bands_is_refused(store):
+    with pytest.raises(ValueError, match="band hashes"):
+        with store.batch() as b:
+            b.index_near("", 7, (1, 2, 3), AA)
+
+
+def test_clusters_and_members(store):
+    cluster = Cluster("00000000000000aa", "http://h/a", "http://h/a", 100, 1)
+    with store.batch() as b:
+        b.put_cluster(cluster)
+        b.add_member(cluster.cluster_id, "http://h/b")
+        b.add_member(cluster.cluster_id, "http://h/a")
+    assert store.get_cluster(cluster.cluster_id) == cluster
+    assert sorted(store.cluster_members(cluster.cluster_id)) == ["http://h/a", "http://h/b"]
+    assert [c.cluster_id for c in store.iter_clusters()] == [cluster.cluster_id]
+    with store.batch() as b:
+        b.remove_member(cluster.cluster_id, "http://h/a")
+        b.delete_cluster(cluster.cluster_id)
+    assert store.cluster_members(cluster.cluster_id) == ["http://h/b"]
+    assert list(store.iter_clusters()) == []
+
+
+def test_other_parameters_are_refused(backend, store_path):
+    backend(store_path, PARAMS).close()
+    with pytest.raises(IncompatibleStore, match="max_distance: store has 3, this crawl uses 2"):
+        backend(store_path, {**PARAMS, "max_distance": 2})
+
+
+def test_open_existing_reads_the_recorded_parameters(backend, store_path):
+    with backend(store_path, PARAMS) as s:
+        with s.batch() as b:
+            b.put_url(UrlRecord(key="k", url="u"))
+    with backend.open_existing(store_path) as s:
+        assert s.params["max_distance"] == 3
+        assert s.get_url("k").url == "u"
+
+
+def test_open_existing_needs_a_store(backend, tmp_path):
+    with pytest.raises(StoreError, match="no dedup store"):
+        backend.open_existing(str(tmp_path / "nothing"))
