@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean redis-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,13 +12,33 @@ $(BIN)/python:
 # Reinstall when the project's metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,integrations]"
 	touch $@
 
 demo: $(STAMP)
 	$(BIN)/python example_project/run_demo.py
 
-test: $(STAMP)
+# The Redis tests start their own redis-server (7.0+, for Functions) on free loopback ports.
+# As root with apt-get (CI, a fresh container) it is installed here; elsewhere the message says how.
+REDIS_MIN_MAJOR := 7
+redis-server:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "redis-server not found: installing Debian's redis-server package"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null; \
+	  else \
+	    echo "redis-server (Redis $(REDIS_MIN_MAJOR).0 or newer) is needed by the tests and was not found on PATH."; \
+	    echo "Install it as root with:  apt-get install redis-server   (or: brew install redis), then run make test again."; \
+	    exit 1; \
+	  fi; \
+	fi
+	@major=$$(redis-server --version | sed -n 's/.* v=\([0-9]*\)\..*/\1/p'); \
+	if [ -z "$$major" ] || [ "$$major" -lt $(REDIS_MIN_MAJOR) ]; then \
+	  echo "redis-server $$(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p') is too old: the tests need $(REDIS_MIN_MAJOR).0 or newer (Functions)."; \
+	  exit 1; \
+	fi
+
+test: $(STAMP) redis-server
 	$(BIN)/python -m pytest
 
 BENCH_STAMP := $(VENV)/.installed-bench

@@ -43,10 +43,14 @@ BENCHMARKS = {
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
     "longlived": "SimHash tables of a store after five runs of updates and deletions, against a fresh one",
+    "diversify": "query-time dedup of retrieved hits: speed, and BM25 top 5 on a doc site crawled without dedup",
+    "chunks": "chunk sizes and per-host boilerplate on real documentation",
+    "export": "scrapy dedup export of a large store: documents/s and memory",
+    "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"
-COMPARISON_PACKAGES = {"simhash": "simhash"}
+COMPARISON_PACKAGES = {"simhash": "simhash", "bm25s": "bm25s", "datasketch": "datasketch"}
 TABLE_START, TABLE_END = "<!-- bench-table -->", "<!-- /bench-table -->"
 
 

@@ -6,7 +6,8 @@ Enable it in a Scrapy project with one line::
 
 The pure functions of the core are importable from here without loading
 Scrapy: ``normalize_url``, ``url_key``, ``canonical_text``, ``content_hash``,
-``simhash``, ``hamming``.
+``simhash``, ``hamming``; and, at query time, ``diversify`` (remove copies from retrieved hits
+before they reach a model).
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ from scrapy_dedup.core.fingerprints import content_hash, hamming, simhash
 from scrapy_dedup.core.text import canonical_text
 from scrapy_dedup.core.urls import normalize_url, url_key
 
+# Bound after the submodule is imported, so that ``scrapy_dedup.diversify`` is the function
+# while ``import scrapy_dedup.diversify`` still finds the module (in sys.modules).
+from scrapy_dedup.diversify import diversify
+
 __version__ = "0.1.0"
 
 __all__ = [
     "Addon",
     "canonical_text",
     "content_hash",
+    "diversify",
     "hamming",
     "normalize_url",
     "simhash",

@@ -2,6 +2,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+if not is_reactor_installed():
+    # before any module imports twisted's default reactor: the in-process adapter tests
+    # await the pipeline on the asyncio loop, as a crawl does (crawls run in subprocesses)
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "example_project"
@@ -14,13 +20,24 @@ def store_path(tmp_path):
     return str(tmp_path / "store")
 
 
-@pytest.fixture(params=["leveldb", "memory"])
+@pytest.fixture(params=["leveldb", "memory", "redis", "redis-cluster"])
 def backend(request, store_path):
-    """Each store backend in turn: tests of the store and of the decisions run on both."""
+    """Each store backend in turn: tests of the store and of the decisions run on every one
+    (Redis on a real server and on a real 3-master cluster, see redis_fixtures.py)."""
     from scrapy_dedup.store.leveldb import LevelDBStore
     from scrapy_dedup.store.memory import MemoryStore
 
+    if request.param.startswith("redis"):
+        from redis_fixtures import redis_backend
+
+        server = request.getfixturevalue("redis_cluster" if request.param == "redis-cluster" else "redis_single")
+        yield redis_backend(server.url)
+        return
     cls = {"leveldb": LevelDBStore, "memory": MemoryStore}[request.param]
     yield cls
     if cls is MemoryStore:
         MemoryStore.discard(store_path)
+
+
+# the Redis store's servers (a real redis-server and a real cluster, session-scoped)
+from redis_fixtures import redis_cluster, redis_prefix, redis_single, redis_url  # noqa: E402, F401

@@ -159,6 +159,37 @@ def test_frontier(tmp_path):
     assert data["runs"]["rfp/3000"]["dupefilter"] == "RFPDupeFilter"
 
 
+def test_diversify(tmp_path, corpus):
+    data = run("bench_diversify.py", tmp_path)
+    speed = data["results"]["speed"]
+    for case in ("50", "50+emb", "1000", "50 with 20 copies", "50, pairwise near_match", "50, canonical_text alone"):
+        assert 0 < speed[case]["best_ms"] <= speed[case]["median_ms"] <= speed[case]["p90_ms"]
+        assert speed[case]["cpu_median_ms"] >= 0
+    quality = data["results"]["quality"]
+    assert quality["passages"] > 0 and quality["answered"] > 0
+    before, after = quality["top5"]["before"], quality["top5"]["after"]
+    # three copies of every page: BM25 alone fills its top 5 with them, diversify does not
+    assert before["dups_rule"] > 0 and after["dups_rule"] < before["dups_rule"]
+    assert after["slots"] <= before["slots"]
+    assert 0 < quality["best_kept"] <= 1 and quality["best_same_passage"] <= quality["best_kept"]
+
+
+def test_redis(tmp_path):
+    data = run("bench_redis.py", tmp_path, timeout=600)
+    frontier = data["frontier"]
+    for impl in ("ours", "scrapy_redis"):
+        assert frontier[impl]["bytes_per_url"] > 0
+        assert frontier[impl]["one_by_one_per_s"] > 0 and frontier[impl]["bulk_per_s"] > 0
+    assert set(data["near"]) == {"1 server", "3 masters"}
+    for label, r in data["near"].items():
+        assert r["cluster"] == (label == "3 masters")
+        assert r["decisions"] > 0 and 0 < r["kept"] < r["decisions"]
+        assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"]
+        assert r["fcalls_per_decision"] >= 10 and r["busiest_master_us_per_decision"] > 0
+    if data["datasketch"] is not None:
+        assert data["datasketch"]["bytes_per_document"] > 0
+
+
 def test_run_all_merges_and_renders(tmp_path):
     """run_all.py over one cheap script: latest.json, latest.md, and the README left alone."""
     readme_before = (BENCH / "README.md").read_text(encoding="utf-8")
@@ -190,3 +221,21 @@ def test_markdown_table_escapes_cells():
 
     md = run_all.markdown_table([run_all.row("b", "a|b", "1", "2", "3x", "t", False)])
     assert "a\\|b" in md and "**no**" in md
+
+
+def test_chunks(tmp_path):
+    data = run("bench_chunks.py", tmp_path)
+    site = data["results"]["sites"]["demo"]
+    by_cap = site["chunks"]["by_cap"]
+    assert set(by_cap) == {"100", "150", "200", "300", "400"}
+    assert by_cap["100"]["chunks"] >= by_cap["400"]["chunks"] > 0  # a smaller cap never makes fewer chunks
+    assert site["boilerplate"]["pages"] > 0 and site["boilerplate"]["paragraphs"] > 0
+    assert (tmp_path / "chunks.md").read_text(encoding="utf-8").startswith("# Chunks and boilerplate")
+
+
+def test_export(tmp_path):
+    data = run("bench_export.py", tmp_path)
+    res = data["results"]
+    assert res["documents"] == 2_000
+    assert res["export"]["docs"] == res["plain"]["docs"] == 2_000
+    assert res["export"]["seconds"] > 0 and res["export"]["peak_anon_mb"] >= 0

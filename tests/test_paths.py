@@ -14,6 +14,7 @@ from scrapy_dedup.crawl.pipeline import DedupPipeline
 from scrapy_dedup.crawl.settings import DEFAULTS
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.redis_store import RedisStore
 from scrapy_dedup.store.memory import MemoryStore
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -28,6 +29,7 @@ DOCUMENTED = {
     "scrapy_dedup.pipeline.DedupPipeline": DedupPipeline,
     "scrapy_dedup.store.leveldb.LevelDBStore": LevelDBStore,
     "scrapy_dedup.store.memory.MemoryStore": MemoryStore,
+    "scrapy_dedup.store.redis_store.RedisStore": RedisStore,
 }
 
 
@@ -135,3 +137,16 @@ def test_readme_layout_is_the_tree():
     listed = readme_layout()
     assert sorted(tree - listed) == [], "in the tree, not in the README"
     assert sorted(listed - tree) == [], "in the README, not in the tree"
+
+
+def test_every_request_meta_key_the_code_uses_is_documented():
+    package = README.parent / "scrapy_dedup"
+    used = set()
+    for path in package.rglob("*.py"):
+        used |= set(re.findall(r"""["'](dont_dedup|dedup_[a-z_]+)["']""", path.read_text(encoding="utf-8")))
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("Request meta keys."):text.index("## What an item carries")]
+    documented = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
+    # "dedup" is the item field, not a meta key
+    assert used - {"dedup"} and used <= documented, sorted(used - documented)
+    assert documented <= used, sorted(documented - used)

@@ -102,13 +102,31 @@ def test_idempotent_on_tricky_characters(s):
 # -- tokenize --------------------------------------------------------------------------------
 
 
-def test_words_keep_their_punctuation_and_digits():
-    assert tokenize("see section 5.2, then run vacuum;") == ["see", "section", "5.2,", "then", "run", "vacuum;"]
+def test_tokens_are_word_runs_and_punctuation_is_dropped():
+    assert tokenize("see section 5.2, then run vacuum;") == ["see", "section", "5", "2", "then", "run", "vacuum"]
+    assert tokenize("| a | b |") == ["a", "b"]
+    assert tokenize("snake_case -- x") == ["snake_case", "x"]
+
+
+def test_paths_in_signatures_differ_by_one_word_not_one_token():
+    std = tokenize(canonical_text("impl<A, B> Iterator for std::iter::Chain<A, B>"))
+    core = tokenize(canonical_text("impl<A, B> Iterator for core::iter::Chain<A, B>"))
+    assert len(std) == len(core) == 10
+    assert [a == b for a, b in zip(std, core)].count(False) == 1
+
+
+def test_non_ascii_letters_are_word_characters_and_non_ascii_punctuation_is_not():
+    assert tokenize(canonical_text("Café — “naïve” résumé…")) == ["café", "naïve", "résumé"]
+    assert tokenize(canonical_text("Привет, мир!")) == ["привет", "мир"]
+
+
+def test_combining_marks_stay_inside_their_word():
+    assert tokenize(canonical_text("हिन्दी भाषा")) == ["हिन्दी", "भाषा"]
 
 
 def test_chinese_is_one_token_per_character():
     assert tokenize(canonical_text("去重是 RAG 管线的必须环节。")) == [
-        "去", "重", "是", "rag", "管", "线", "的", "必", "须", "环", "节", "。",
+        "去", "重", "是", "rag", "管", "线", "的", "必", "须", "环", "节",
     ]  # fmt: skip
 
 

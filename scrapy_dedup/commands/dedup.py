@@ -32,6 +32,7 @@ SUBCOMMANDS = {
     "check": "verify the store's invariants (exit 1 when one is broken)",
     "repair": "salvage a damaged store and rebuild its indexes from the URL records",
     "migrate": "bring a store written by an earlier version to this version's format, in place",
+    "export": "the settled corpus as JSON Lines: one record per document (or per unique chunk, --chunks)",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
@@ -44,6 +45,8 @@ SCOPED = {
     "fetch_text": ("calibrate", "report"),
     "html": ("report",),
     "url": ("lookup",),
+    "chunks": ("export",),
+    "output": ("export",),
 }
 
 
@@ -119,6 +122,8 @@ class Command(ScrapyCommand):
             help="calibrate, report: fetch again the pages whose text the store did not keep, to diff them",
         )
         sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
+        sub.add_argument("--chunks", action="store_true", default=None, help="export: one record per unique chunk")
+        sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         self._check(args, opts)
@@ -178,6 +183,8 @@ class Command(ScrapyCommand):
             raise UsageError("lookup needs a URL: scrapy dedup lookup URL")
         if opts.subcommand == "report" and not opts.html:
             raise UsageError("report needs --html FILE")
+        if opts.subcommand == "export" and opts.format == "csv":
+            raise UsageError("export writes JSON Lines (--format jsonl)")
         if opts.subcommand == "report" and opts.format != "table":
             raise UsageError("report writes HTML only (--html FILE); --format does not apply")
 
@@ -230,30 +237,22 @@ class Command(ScrapyCommand):
         )
 
     def _lookup(self, store: DedupStore, opts: argparse.Namespace) -> None:
-        from scrapy_dedup.core.hostrules import HostRules
-        from scrapy_dedup.core.urls import InvalidURL, normalize_url, url_key
+        from scrapy_dedup.core.urls import InvalidURL, UrlRules
         from scrapy_dedup.reports import lookup
 
-        config = self._config(opts)
         # key the URL with the rules the crawl used, when the store recorded them
-        rules = store.get_meta("url_rules") or {}
-        host_rules = HostRules.from_mapping(rules["host_rules"]) if "host_rules" in rules else config.host_rules
-        session_params = tuple(rules.get("session_params", config.session_params))
-        tracking_params = tuple(rules.get("tracking_params", config.tracking_params))
+        rules = UrlRules.from_json(store.get_meta("url_rules"), default=self._config(opts).url_rules)
 
         def normalize(url: str) -> str:
             try:
-                normalized = normalize_url(url.strip(), tracking_params=tracking_params, strict=True)
+                normalized = rules.normalize(url.strip(), strict=True)
             except InvalidURL as exc:
                 raise UsageError(f"not a valid URL: {exc}") from None
             if "://" not in normalized:
                 raise UsageError(f"not an absolute http(s) URL: {url!r}")
             return normalized
 
-        def key_of(url: str) -> str:
-            return url_key(url, host_rules, tracking_params=tracking_params, session_params=session_params)
-
-        answer = lookup.lookup(store, opts.url, normalize, key_of)
+        answer = lookup.lookup(store, opts.url, normalize, rules.key)
         lookup.render(answer, opts.format, sys.stdout)
 
     def _clusters(self, store: DedupStore, opts: argparse.Namespace) -> None:
@@ -303,7 +302,7 @@ class Command(ScrapyCommand):
 
     def _rewrite(self, opts: argparse.Namespace) -> None:
         """repair and migrate: they open the store themselves, for writing."""
-        from scrapy_dedup.crawl.runtime import store_params
+        from scrapy_dedup.crawl.state import store_params
         from scrapy_dedup.reports.store import store_path
         from scrapy_dedup.store import maintenance, migrate
 
@@ -325,3 +324,19 @@ class Command(ScrapyCommand):
         )
         if result.params_lost:
             print("the store's parameters were lost: written again from the current settings")
+    def _export(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import export
+
+        try:
+            out = open(opts.output, "w", encoding="utf-8") if opts.output else sys.stdout
+        except OSError as exc:
+            raise StoreError(f"cannot write {opts.output}: {exc.strerror or exc}") from None
+        try:
+            counts = export.write(store, out, chunks=bool(opts.chunks))
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        what = f"{counts.chunks} unique chunks of {counts.documents} documents" if opts.chunks else f"{counts.documents} documents"
+        print(f"exported {what}" + (f" to {opts.output}" if opts.output else ""), file=sys.stderr)
+        if counts.note():
+            print(f"scrapy dedup: {counts.note()}", file=sys.stderr)

@@ -1,75 +1,12 @@
 """Pure, framework-free building blocks (no Scrapy, no database imports)."""
 
-from .hostrules import HostRule, HostRules
-from .urls import (
-    DEFAULT_DIRECTORY_INDEXES,
-    DEFAULT_SESSION_PARAMS,
-    DEFAULT_TRACKING_PARAMS,
-    InvalidURL,
-    normalize_url,
-    url_key,
-)
-from .canonical import (
-    SCOPES,
-    CanonicalLink,
-    canonical_from_html,
-    canonical_from_link_header,
-    canonical_scope_check,
-    resolve_canonical,
-)
-from .text import canonical_text, tokenize
-from .fingerprints import (
-    DEFAULT_MAX_DISTANCE,
-    DEFAULT_MIN_JACCARD,
-    DEFAULT_MIN_TOKENS,
-    FINGERPRINT_PARAMS,
-    Fingerprint,
-    content_hash,
-    fingerprint,
-    hamming,
-    jaccard_estimate,
-    minhash,
-    near_match,
-    raw_hash,
-    simhash,
-)
-from .bands import BANDS, BLOCK_BITS, BLOCKS, ROWS, band_hashes, candidate_probability, simhash_blocks
+from . import bands, canonical, fingerprints, hostrules, text, urls
+from .bands import *  # noqa: F403
+from .canonical import *  # noqa: F403
+from .fingerprints import *  # noqa: F403
+from .hostrules import *  # noqa: F403
+from .text import *  # noqa: F403
+from .urls import *  # noqa: F403
 
-__all__ = [
-    "BANDS",
-    "BLOCKS",
-    "BLOCK_BITS",
-    "CanonicalLink",
-    "DEFAULT_DIRECTORY_INDEXES",
-    "DEFAULT_MAX_DISTANCE",
-    "DEFAULT_MIN_JACCARD",
-    "DEFAULT_MIN_TOKENS",
-    "DEFAULT_SESSION_PARAMS",
-    "DEFAULT_TRACKING_PARAMS",
-    "FINGERPRINT_PARAMS",
-    "Fingerprint",
-    "HostRule",
-    "HostRules",
-    "InvalidURL",
-    "ROWS",
-    "SCOPES",
-    "band_hashes",
-    "candidate_probability",
-    "canonical_from_html",
-    "canonical_from_link_header",
-    "canonical_scope_check",
-    "canonical_text",
-    "content_hash",
-    "fingerprint",
-    "hamming",
-    "jaccard_estimate",
-    "minhash",
-    "near_match",
-    "normalize_url",
-    "raw_hash",
-    "resolve_canonical",
-    "simhash",
-    "simhash_blocks",
-    "tokenize",
-    "url_key",
-]
+# what each module exports, listed once there
+__all__ = [*hostrules.__all__, *urls.__all__, *canonical.__all__, *text.__all__, *fingerprints.__all__, *bands.__all__]

@@ -19,6 +19,23 @@ DOC_STATUSES = ("new", "exact_duplicate", "near_duplicate", "unchanged", "update
 #: Reasons a URL is not the canonical URL of its document (``aliases`` records).
 ALIAS_REASONS = ("url_variant", "redirect", "rel_canonical", "exact_content", "near_duplicate")
 
+#: Recorded redirects followed from one key at most (the crawl and the reports alike).
+MAX_REDIRECT_HOPS = 10
+
+
+def duplicate_reason(content_hash: str | None, other_hash: str | None) -> str:
+    """Why one member duplicates another: the same canonical text, or a near duplicate.
+
+    >>> duplicate_reason("ab", "ab"), duplicate_reason("ab", "cd"), duplicate_reason(None, None)
+    ('exact_content', 'near_duplicate', 'near_duplicate')
+    """
+    return "exact_content" if content_hash is not None and content_hash == other_hash else "near_duplicate"
+
+
+def duplicate_status(reason: str) -> str:
+    """The document status that goes with a duplicate reason (exact_content: exact_duplicate)."""
+    return "exact_duplicate" if reason == "exact_content" else "near_duplicate"
+
 
 @dataclass(slots=True)
 class UrlRecord:
@@ -73,6 +90,10 @@ class UrlRecord:
     def has_content(self) -> bool:
         return self.cluster_id is not None
 
+    def clear_match(self) -> None:
+        """Forget what this record duplicated: it represents its cluster, or has left it."""
+        self.reason = self.duplicate_of = self.distance = self.jaccard = None
+
 
 _URL_FIELDS = frozenset(f.name for f in dataclasses.fields(UrlRecord))
 
@@ -95,6 +116,12 @@ class Cluster:
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()
+
+    def represent(self, record: UrlRecord) -> None:
+        """Make ``record`` the representative (the fields the representative order reads)."""
+        self.representative, self.rep_url = record.key, record.url
+        self.rep_text_length, self.rep_first_run = record.text_length or 0, record.first_run
+        self.rep_canonical_alias = record.canonical_alias
 
     @classmethod
     def from_json(cls, raw: bytes) -> Cluster:

@@ -21,7 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from .records import Cluster, UrlRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,22 @@ class Candidate:
     text_length: int
     first_run: int
     canonical_alias: bool = False
+
+    @classmethod
+    def of(cls, record: UrlRecord) -> Candidate:
+        """A member, from its URL record."""
+        return cls(record.key, record.url, record.text_length or 0, record.first_run, record.canonical_alias)
+
+    @classmethod
+    def representing(cls, cluster: Cluster) -> Candidate:
+        """A cluster's representative, from what the cluster record keeps of it."""
+        return cls(
+            cluster.representative,
+            cluster.rep_url,
+            cluster.rep_text_length,
+            cluster.rep_first_run,
+            cluster.rep_canonical_alias,
+        )
 
 
 def authority_rank(url: str, authority: Sequence[str]) -> int:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["TOKENIZER_VERSION", "canonical_text", "tokenize"]
+__all__ = ["TOKENIZER_VERSION", "canonical_text", "token_count", "tokenize"]
 
 #: Bump whenever canonical_text() or tokenize() output changes for any input.
-TOKENIZER_VERSION = 1
+#: 2: tokens are runs of word characters, punctuation dropped (1 kept it attached to words).
+TOKENIZER_VERSION = 2
 
 # Invisible characters that editors, CMSs and copy/paste insert at random:
 # ZWSP, ZWNJ, ZWJ, WORD JOINER, BOM / ZWNBSP, SOFT HYPHEN. NFKC keeps them, so drop them explicitly.
@@ -37,11 +38,30 @@ _NO_SPACE_SCRIPTS = (
     "\uf900-\ufaff"  # CJK compatibility ideographs
     "\U00020000-\U0003134f"  # CJK extensions B..G
 )
-# A token is either one code point of such a script, or a maximal run of anything else that is
-# not whitespace (re's \s and str.split() agree on what whitespace is). Punctuation stays
-# attached to its word, as in Broder's w-shingling (see benchmarks/quality.py for the measurement).
-_TOKEN_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]|[^\s{_NO_SPACE_SCRIPTS}]+")
-_NO_SPACE_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]")
+# Combining marks that re's \w leaves out (it takes only letters, digits and "_"): without them
+# an Indic or Hebrew word would break at every vowel sign. Latin accents are already composed
+# by NFKC.
+_MARKS = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7"
+    "\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed"
+    "\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963\u0981-\u0983\u09bc-\u09d7\u09e2\u09e3"
+    "\u0a01-\u0a03\u0a3c-\u0a51\u0a70\u0a71\u0a75\u0a81-\u0a83\u0abc-\u0acd\u0ae2\u0ae3"
+    "\u0b01-\u0b03\u0b3c-\u0b57\u0b62\u0b63\u0b82\u0bbe-\u0bcd\u0bd7\u0c00-\u0c04\u0c3c-\u0c56"
+    "\u0c62\u0c63\u0c81-\u0c83\u0cbc-\u0cd6\u0ce2\u0ce3\u0d00-\u0d03\u0d3b\u0d3c\u0d3e-\u0d4d"
+    "\u0d57\u0d62\u0d63\u0d81-\u0d83\u0dca-\u0ddf\u0df2\u0df3"
+    "\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20f0\ufe00-\ufe0f\ufe20-\ufe2f"
+)
+# A token is either one code point of such a script, or a maximal run of word characters
+# (letters, digits, "_" and combining marks). Punctuation and symbols are not part of any token:
+# with them attached, `std::iter::Chain` and `core::iter::Chain` are one whole differing token,
+# and on signature-heavy pages the shingle sets disagree far more than the words do
+# (benchmarks/quality_code.py). Exact hashes still see every character (canonical_text).
+_TOKEN_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]|(?:[^\W{_NO_SPACE_SCRIPTS}]|[{_MARKS}])+")
+# ASCII bytes that are not word characters, mapped to a space: on ASCII text, splitting the
+# translated bytes on whitespace gives exactly the regex's tokens, at C speed.
+_ASCII_WORD = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+_NON_WORD_TO_SPACE = bytes(b if (b in _ASCII_WORD or b >= 0x80) else 0x20 for b in range(256))
+_NO_SPACE_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]")  # the fast path's premise, checked in tests
 _INVISIBLE_RE = re.compile(rf"[{_INVISIBLE}]")
 _INVISIBLE_CHARS = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
@@ -125,20 +145,34 @@ def _token_bytes(text: str) -> list[bytes]:
     """``[t.encode() for t in tokenize(canonical_text(text))]``, faster: most pages never
     build the canonical string or a str per token."""
     folded, encoded, simple = _fold(text)
+    return _tokens_of(folded, encoded, simple)
+
+
+def _tokens_of(folded: str, encoded: bytes, simple: bool) -> list[bytes]:
     if simple:
-        return encoded.split()  # whitespace runs only separate tokens: no need to collapse
+        parts = encoded.translate(_NON_WORD_TO_SPACE).split()
+        if folded.isascii():
+            return parts
+        # Non-ASCII letters (é, ж) are word characters, non-ASCII punctuation (— “ …) is not:
+        # only the parts holding such bytes need the regex.
+        out: list[bytes] = []
+        for part in parts:
+            if part.isascii():
+                out.append(part)
+            else:
+                out.extend(token.encode("utf-8") for token in _TOKEN_RE.findall(part.decode("utf-8")))
+        return out
     return [token.encode("utf-8") for token in _TOKEN_RE.findall(folded)]
 
 
 def _canonical_token_bytes(text: str) -> tuple[bytes, list[bytes], int]:
     """``(utf8 of canonical_text(text), _token_bytes(text), len(canonical_text(text)))``."""
     folded, encoded, simple = _fold(text)
+    tokens = _tokens_of(folded, encoded, simple)
     if simple:
-        tokens = encoded.split()
-        canonical = b" ".join(tokens)
-        return canonical, tokens, len(canonical.decode("utf-8"))
+        canonical = b" ".join(encoded.split())
+        return canonical, tokens, len(canonical) if folded.isascii() else len(canonical.decode("utf-8"))
     canonical_str = " ".join(folded.split())
-    tokens = [token.encode("utf-8") for token in _TOKEN_RE.findall(canonical_str)]
     return canonical_str.encode("utf-8"), tokens, len(canonical_str)
 
 
@@ -165,19 +199,30 @@ def canonical_text(text: str) -> str:
 
 
 def tokenize(canonical: str) -> list[str]:
-    """Split canonical text into tokens: whitespace-delimited words with their punctuation,
-    and one token per character for scripts written without spaces (Han, kana, Thai, ...).
+    """Split canonical text into tokens: runs of word characters (letters, digits, "_",
+    combining marks), and one token per character for scripts written without spaces (Han,
+    kana, Thai, ...). Punctuation and symbols separate tokens and are dropped.
 
     Expects the output of :func:`canonical_text`; other text is tokenized the same way but
     will not match the tokens of its canonical form.
 
     >>> tokenize("the disk was full, again!")
-    ['the', 'disk', 'was', 'full,', 'again!']
-    >>> tokenize("去重是rag管线 v2 の必須")
+    ['the', 'disk', 'was', 'full', 'again']
+    >>> tokenize("impl<a, b> iterator for std::iter::chain<a, b>")
+    ['impl', 'a', 'b', 'iterator', 'for', 'std', 'iter', 'chain', 'a', 'b']
+    >>> tokenize("去重是rag管线 v2 の必須。")
     ['去', '重', '是', 'rag', '管', '线', 'v2', 'の', '必', '須']
     >>> tokenize("")
     []
     """
-    if canonical.isascii() or _NO_SPACE_RE.search(canonical) is None:
-        return canonical.split()  # same tokens as the regex, 4x faster
     return _TOKEN_RE.findall(canonical)
+
+
+def token_count(text: str) -> int:
+    """Number of tokens the fingerprints see in ``text`` (canonicalized, then tokenized): the
+    unit of every size limit (minimum tokens for near matching, chunk sizes).
+
+    >>> token_count("The disk was  FULL, again! -- 42")
+    6
+    """
+    return len(_token_bytes(text))

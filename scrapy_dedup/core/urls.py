@@ -11,10 +11,10 @@ compared case-insensitively; a trailing ``*`` makes a prefix match.
 
 from __future__ import annotations
 
-import copy
 import ipaddress
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Union
 
@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_SESSION_PARAMS",
     "DEFAULT_TRACKING_PARAMS",
     "InvalidURL",
+    "UrlRules",
     "normalize_url",
     "url_key",
 ]
@@ -297,12 +298,7 @@ def _join(scheme: str, authority: str, path: str, params: Iterable[tuple[str, st
     return f"{scheme}://{authority}{path}"
 
 
-def normalize_url(
-    url: str,
-    *,
-    tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS,
-    strict: bool = False,
-) -> str:
+def normalize_url(url: str, *, tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS, strict: bool = False) -> str:
     """Return the URL to fetch: a normal form that names the same resource.
 
     >>> normalize_url("HTTP://Example.COM:80/a/./b/../c?b=2&utm_source=x&a=1&a=0#frag")
@@ -324,29 +320,13 @@ def normalize_url(
     return _join(parts[0], parts[1], parts[3], parts[4])
 
 
-# One parsed mapping is remembered so that passing the raw setting dict on
-# every call does not re-validate it each time.
-_last_mapping: tuple[Any, HostRules] | None = None
-
-
-@lru_cache(maxsize=16)
-def _rules_from_json(text: str | bytes) -> HostRules:
-    return HostRules.from_mapping(text)
-
-
 def _coerce_rules(host_rules: HostRulesLike) -> HostRules | None:
-    global _last_mapping
+    # a mapping or JSON text is validated on every call: pass a HostRules (or use
+    # UrlRules, which also caches keys) where speed matters
     if host_rules is None or isinstance(host_rules, HostRules):
         return host_rules
-    if isinstance(host_rules, (str, bytes)):
-        return _rules_from_json(host_rules)
-    if isinstance(host_rules, Mapping):
-        cached = _last_mapping
-        if cached is not None and cached[0] == host_rules:
-            return cached[1]
-        rules = HostRules.from_mapping(host_rules)
-        _last_mapping = (copy.deepcopy(dict(host_rules)), rules)
-        return rules
+    if isinstance(host_rules, (str, bytes, Mapping)):
+        return HostRules.from_mapping(host_rules)
     raise TypeError(f"host_rules must be a HostRules, a mapping or None, got {type(host_rules).__name__}")
 
 
@@ -434,3 +414,79 @@ def url_key(
     path = _key_path(path, rule, session, _as_patterns(directory_indexes))
     kept = _key_params(params, rule, session) if params else ()
     return _join(scheme, authority, path, kept)
+
+
+class UrlRules:
+    """The URL rules of one crawl as one value: what is fetched, and what is deduplicated.
+
+    The crawl builds it from its settings, records :meth:`to_json` in the store,
+    and ``scrapy dedup lookup`` rebuilds it with :meth:`from_json`, so that a URL
+    looked up later is keyed the way the crawl keyed it.
+
+    >>> rules = UrlRules({"shop.example.com": {"allow_params": ["id"]}})
+    >>> rules.normalize("HTTP://shop.example.com/item?sort=asc&id=7&utm_source=x")
+    'http://shop.example.com/item?id=7&sort=asc'
+    >>> rules.key("http://shop.example.com/item?sort=asc&id=7")
+    'http://shop.example.com/item?id=7'
+    >>> UrlRules.from_json(rules.to_json()) == rules
+    True
+    """
+
+    __slots__ = ("host_rules", "tracking_params", "session_params", "_source", "key")
+
+    def __init__(
+        self,
+        host_rules: Mapping[str, Any] | str | bytes | None = None,
+        tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS,
+        session_params: Iterable[str] = DEFAULT_SESSION_PARAMS,
+        *,
+        setting: str = "DEDUP_HOST_RULES",
+        cache_size: int = 4096,
+    ) -> None:
+        if isinstance(host_rules, bytes):
+            host_rules = host_rules.decode("utf-8", "replace")
+        self.host_rules = HostRules.from_mapping(host_rules, setting=setting)
+        #: the host rules as given, in JSON form: what the store records
+        self._source: dict[str, Any] = (
+            json.loads(host_rules) if isinstance(host_rules, str) and host_rules.strip()
+            else json.loads(json.dumps(dict(host_rules or {})))
+        )
+        self.tracking_params = _as_patterns(tracking_params)
+        self.session_params = _as_patterns(session_params)
+        # a page's URL is keyed by several components: remember the last few thousand
+        self.key: Callable[[str], str] = lru_cache(maxsize=cache_size)(self._key)
+
+    def normalize(self, url: str, *, strict: bool = False) -> str:
+        """:func:`normalize_url` under these rules: the URL to fetch."""
+        return normalize_url(url, tracking_params=self.tracking_params, strict=strict)
+
+    def _key(self, url: str) -> str:
+        return url_key(url, self.host_rules, tracking_params=self.tracking_params, session_params=self.session_params)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host_rules": self._source,
+            "tracking_params": list(self.tracking_params),
+            "session_params": list(self.session_params),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None, default: UrlRules | None = None) -> UrlRules:
+        """Rules recorded with :meth:`to_json`; what a record lacks comes from ``default``."""
+        default = default or cls()
+        data = data or {}
+        return cls(
+            data.get("host_rules", default._source),
+            data.get("tracking_params", default.tracking_params),
+            data.get("session_params", default.session_params),
+            setting="the store's url_rules",
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UrlRules) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_json(), sort_keys=True))
+
+    def __repr__(self) -> str:
+        return f"UrlRules({self._source!r}, tracking_params={self.tracking_params!r}, session_params={self.session_params!r})"

@@ -15,6 +15,8 @@ from scrapy.utils.misc import load_object
 SPIDER_MIDDLEWARE = ("scrapy_dedup.crawl.spidermw.DedupSpiderMiddleware", 950)
 DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.crawl.downloadermw.DedupDownloaderMiddleware", 590)
 PIPELINE = ("scrapy_dedup.crawl.pipeline.DedupPipeline", 200)
+#: the state the components share (store, frontier, content index)
+STATE = ("scrapy_dedup.crawl.state.DedupState", 0)
 DUPEFILTER = "scrapy_dedup.crawl.dupefilter.DedupDupeFilter"
 
 
@@ -27,6 +29,7 @@ class Addon:
             ("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE),
             ("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE),
             ("ITEM_PIPELINES", PIPELINE),
+            ("EXTENSIONS", STATE),
         ):
             components = settings[name]
             if not _listed(components, load_object(path)):

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 
-from scrapy_dedup.crawl.dupefilter import record_redirect
-from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.crawl.state import DedupState
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -32,7 +31,7 @@ GONE_STATUSES = (404, 410)
 class DedupDownloaderMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.runtime = DedupRuntime.of(crawler)
+        self.state = DedupState.of(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupDownloaderMiddleware:
@@ -44,18 +43,18 @@ class DedupDownloaderMiddleware:
         try:
             if request.dont_filter:
                 # the dupefilter never saw it: mark it seen so that links back to it are dropped
-                self.runtime.frontier.mark(request.url, self.runtime.key(request.url))
+                self.state.frontier.mark(request.url, self.state.key(request.url))
                 if request.meta.get("redirect_urls"):
-                    record_redirect(self.runtime, request)
+                    self.state.record_redirect(request)
             meta = request.meta
             if meta.get("dedup_start") or meta.get("dedup_promoted") or "If-None-Match" in request.headers:
                 return None
-            headers = self.runtime.frontier.conditional_headers(self.runtime.key(request.url))
+            headers = self.state.frontier.conditional_headers(self.state.key(request.url))
             for name, value in headers.items():
                 request.headers.setdefault(name, value)
             if headers:
                 request.meta["dedup_conditional"] = True
-                self.runtime.inc("url/conditional")
+                self.state.inc("url/conditional")
         except Exception:
             self._failed("process_request", request.url)
         return None
@@ -64,8 +63,8 @@ class DedupDownloaderMiddleware:
         if request.meta.get("dont_dedup"):
             return response
         try:
-            key = self.runtime.key(response.url)
-            self.runtime.frontier.record_fetch(
+            key = self.state.key(response.url)
+            self.state.frontier.record_fetch(
                 response.url,
                 key,
                 response.status,
@@ -73,9 +72,9 @@ class DedupDownloaderMiddleware:
                 _header(response, b"Last-Modified"),
             )
             if response.status == 304 and request.meta.get("dedup_conditional"):
-                self.runtime.index.mark_unchanged(key)
-                self.runtime.inc("url/not_modified")
-                self.runtime.inc("doc/unchanged")
+                self.state.index.mark_unchanged(key)
+                self.state.inc("url/not_modified")
+                self.state.inc("doc/unchanged")
                 raise IgnoreRequest(f"not modified since the last run: {response.url}")
             if response.status in GONE_STATUSES:
                 self._gone(request, response, key)
@@ -86,17 +85,12 @@ class DedupDownloaderMiddleware:
         return response
 
     def _gone(self, request: Request, response: Response, key: str) -> None:
-        if self.runtime.index.known_content(key) is None:
-            return
-        promoted = self.runtime.index.forget(key, response.status)
-        self.runtime.inc("doc/deleted")
-        logger.info("%s is gone (%d): removed from its cluster", response.url, response.status)
-        if promoted:
-            self.runtime.refetch_promoted(promoted, [response.url], like=request)
+        if self.state.retire(key, response.url, response.status, "doc/deleted", like=request):
+            logger.info("%s is gone (%d): removed from its cluster", response.url, response.status)
 
     def _failed(self, where: str, url: str) -> None:
         # one bad page or URL never stops a crawl
-        self.runtime.failed(where, "failed in %s for %s; passing it through", where, url)
+        self.state.failed(where, "failed in %s for %s; passing it through", where, url)
 
 
 def _header(response: Response, name: bytes) -> str | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
-from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
@@ -27,62 +27,42 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def record_redirect(runtime: DedupRuntime, request: Request) -> None:
-    """Record the source URLs of a redirected request as aliases of its URL."""
-    sources = request.meta.get("redirect_urls")
-    if not sources:
-        return
-    target_key = runtime.key(request.url)
-    keyed = [(url, runtime.key(url)) for url in sources]
-    for url, key in keyed:
-        if key != target_key and runtime.index.known_content(key) is not None:
-            # a document that now redirects: its content moves to the target, not kept twice
-            promoted = runtime.index.forget(key, 301)
-            runtime.inc("doc/redirected")
-            if promoted:
-                runtime.refetch_promoted(promoted, [url], like=request)
-    recorded = runtime.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
-    runtime.inc("url/redirect", recorded)
-    for _, key in keyed:
-        runtime.release_canonical(key)
-
-
 class DedupDupeFilter(BaseDupeFilter):
-    def __init__(self, runtime: DedupRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, state: DedupState) -> None:
+        self.state = state
         self._logged: set[str] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupDupeFilter:
-        return cls(DedupRuntime.of(crawler))
+        return cls(DedupState.of(crawler))
 
     def request_seen(self, request: Request) -> bool:
         if request.meta.get("dont_dedup"):
             return False
-        runtime = self.runtime
-        key = runtime.key(request.url)
+        state = self.state
+        key = state.key(request.url)
         try:
-            record_redirect(runtime, request)
-            reason = runtime.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+            state.record_redirect(request)
+            reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
         except StoreWriteError as exc:
-            runtime.store_failed(exc)
+            state.store_failed(exc)
             return True  # the crawl is stopping: fetch nothing more
         if reason is None:
             return False
-        runtime.inc(f"url/dropped/{reason}")
+        state.inc(f"url/dropped/{reason}")
         request.meta["dedup_dropped"] = reason
         return True
 
     def log(self, request: Request, spider=None) -> None:
         """Called by the scheduler for each request this filter dropped."""
         reason = request.meta.get("dedup_dropped", "seen")
-        if self.runtime.config.debug:
+        if self.state.config.debug:
             logger.debug(
                 "Dropped before fetch (%s): %s (referer: %s)",
                 reason,
                 request.url,
                 referer_str(request),
-                extra={"spider": self.runtime.crawler.spider},
+                extra={"spider": self.state.crawler.spider},
             )
         elif reason not in self._logged:
             self._logged.add(reason)
@@ -91,12 +71,12 @@ class DedupDupeFilter(BaseDupeFilter):
                 "(see DEDUP_DEBUG to show all of them)",
                 reason,
                 request.url,
-                extra={"spider": self.runtime.crawler.spider},
+                extra={"spider": self.state.crawler.spider},
             )
 
     def open(self) -> None:
         # open the store now, so that a store another crawl holds fails the crawl at start
-        self.runtime.open()
+        self.state.open()
 
     def close(self, reason: str) -> None:
         pass

@@ -20,8 +20,10 @@ from twisted.internet import task
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import Decision, Document
+from scrapy_dedup.crawl.canonical import await_canonical
 from scrapy_dedup.crawl.responses import content_kind
-from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.crawl.sources import ItemSource
+from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.workers import ExtractionPool
 
 if TYPE_CHECKING:
@@ -39,8 +41,8 @@ LOGGED_STATS = ("new", "updated", "unchanged", "exact_duplicate", "near_duplicat
 class DedupPipeline:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.runtime = DedupRuntime.of(crawler)
-        config = self.runtime.config
+        self.state = DedupState.of(crawler)
+        config = self.state.config
         self.options = ExtractOptions(
             favor_precision=config.extract_mode == "precision",
             favor_recall=config.extract_mode == "recall",
@@ -50,17 +52,17 @@ class DedupPipeline:
         )
         self.pool = ExtractionPool(config.workers)
         self._logstats: task.LoopingCall | None = None
-        crawler.signals.connect(self._forget_source, signal=signals.item_dropped)
-        crawler.signals.connect(self._forget_source, signal=signals.item_error)
+        crawler.signals.connect(self.state.sources.forget, signal=signals.item_dropped)
+        crawler.signals.connect(self.state.sources.forget, signal=signals.item_error)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupPipeline:
         return cls(crawler)
 
     def open_spider(self, spider=None) -> None:
-        self.runtime.open()
+        self.state.open()
         self.pool.start()
-        interval = self.runtime.config.logstats_interval
+        interval = self.state.config.logstats_interval
         if interval > 0:
             self._logstats = task.LoopingCall(self.log_stats)
             self._logstats.start(interval, now=False)
@@ -69,38 +71,33 @@ class DedupPipeline:
         if self._logstats is not None and self._logstats.running:
             self._logstats.stop()
         self.pool.close()
-        self.runtime.canonical_waits.release_all()
+        self.state.canonical_waits.release_all()
         self.log_stats()
 
     def log_stats(self) -> None:
-        stats = self.runtime.stats
+        stats = self.state.stats
         dropped = sum(v for k, v in stats.get_stats().items() if k.startswith("dedup/url/dropped/"))
         counts = ", ".join(f"{stats.get_value(f'dedup/doc/{s}', 0)} {s}" for s in LOGGED_STATS)
         logger.info("dedup: %d URLs dropped before fetch; documents: %s", dropped, counts)
 
-    def _forget_source(self, item: Any, *args: Any, **kwargs: Any) -> None:
-        self.runtime.item_sources.pop(id(item), None)
-
     # -- the item -----------------------------------------------------------
     async def process_item(self, item: Any, spider=None) -> Any:
-        source = self.runtime.item_sources.pop(id(item), None)
+        source = self.state.sources.take(item)
         response = source.response if source is not None else None
         if response is not None and response.meta.get("dont_dedup"):
             return item
         adapter = ItemAdapter(item)
-        config = self.runtime.config
+        config = self.state.config
         url = adapter.get(config.url_field) or (response.url if response is not None else None)
         if not url:
-            self.runtime.inc("doc/no_url")
+            self.state.inc("doc/no_url")
             return item
         try:
-            decision, text = await self._decide(adapter, str(url), source)
-            self._take_over(decision, response)
+            decision, text = await self._decide(adapter, str(url), source, response)
             self._count(decision)
-            if decision.promoted:
-                # this URL's old content now lives on in another member: emit that one too
-                gone = [] if decision.status == "updated" else [decision.url]
-                self.runtime.refetch_promoted(decision.promoted, gone, like=getattr(response, "request", None))
+            # this URL's old content now lives on in another member: emit that one too
+            gone = [] if decision.status == "updated" else [decision.url]
+            self.state.take_over(decision.promoted, gone, like=getattr(response, "request", None))
             self._settle(decision)
             if text is None and self._wants_text(item, adapter) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
@@ -108,33 +105,43 @@ class DedupPipeline:
         except DropItem:
             raise
         except Exception:
-            self.runtime.failed("pipeline", "could not process the item of %s; passing it through", url)
+            self.state.failed("pipeline", "could not process the item of %s; passing it through", url)
             return item
         return self._annotate(item, adapter, decision, text)
 
-    async def _decide(self, adapter: ItemAdapter, url: str, source: Any) -> tuple[Decision, str | None]:
-        runtime, config = self.runtime, self.runtime.config
-        key = runtime.key(url)
-        response = source.response if source is not None else None
+    async def _decide(
+        self, adapter: ItemAdapter, url: str, source: ItemSource | None, response: Any
+    ) -> tuple[Decision, str | None]:
+        state, config = self.state, self.state.config
+        key = state.key(url)
         scope = ""
         if config.scope_field and adapter.get(config.scope_field) is not None:
             scope = str(adapter.get(config.scope_field))
         text, fp, body_hash = await self._content(adapter, url, response)
-        doc = Document(key=key, url=url, fingerprint=fp, raw_hash=body_hash, scope=scope)
+        meta = response.meta if response is not None else {}
+        doc = Document(
+            key=key,
+            url=url,
+            fingerprint=fp,
+            raw_hash=body_hash,
+            scope=scope,
+            promoted=bool(meta.get("dedup_promoted")),
+            supersedes=tuple(meta.get("dedup_supersedes", ())),
+        )
         if config.keep_text and text is not None:
             doc.text = text[: config.max_text_chars]
         if source is not None and source.canonical_key is not None:
             doc.canonical_key, doc.canonical_url = source.canonical_key, source.canonical_url
-            await self._await_canonical(key, source.canonical_key)
+            await await_canonical(state, key, source.canonical_key)
         try:
-            decision = runtime.index.ingest(doc)
+            decision = state.index.ingest(doc)
         finally:
-            runtime.release_canonical(key)
+            state.canonical_waits.release(key)
         return decision, text
 
     async def _content(self, adapter: ItemAdapter, url: str, response: Any) -> tuple[str | None, Fingerprint | None, str]:
         """(text or None if not extracted, fingerprint or None if binary, raw hash)."""
-        config = self.runtime.config
+        config = self.state.config
         text = adapter.get(config.text_field) if config.text_field in adapter else None
         if isinstance(text, str):
             _, fp = await self.pool.run(analyse_text, text, self.options)
@@ -150,56 +157,27 @@ class DedupPipeline:
         body_hash = raw_hash(body)
         kind = "html" if html is not None else content_kind(response)
         if kind == "binary":
-            self.runtime.inc("doc/binary")
+            self.state.inc("doc/binary")
             return None, None, body_hash
-        known = self.runtime.index.recall(body_hash)
+        known = self.state.index.recall(body_hash)
         if known is not None:
-            self.runtime.inc("doc/extraction_skipped")
+            self.state.inc("doc/extraction_skipped")
             return None, known, body_hash
         if kind == "text":
             text, fp = await self.pool.run(analyse_text, response.text[: config.max_body_bytes], self.options)
             return text, fp, body_hash
         markup = html if html is not None else response.text
-        self.runtime.inc("doc/extracted")
+        self.state.inc("doc/extracted")
         text, fp = await self.pool.run(analyse_html, markup[: config.max_body_bytes], url, self.options)
         return text, fp, body_hash
 
-    async def _await_canonical(self, key: str, target: str) -> None:
-        """Wait until the canonical target (through recorded redirects) has been decided."""
-        runtime = self.runtime
-        for _ in range(runtime.config.canonical_max_depth):
-            resolved = runtime.index.resolve(target)
-            if runtime.index.known_content(resolved) is not None:
-                return
-            blocked = runtime.canonical_waits.blocked(key, resolved)
-            if blocked is not None:
-                runtime.inc(f"canonical/ignored/{blocked}")
-                return
-            if not await runtime.canonical_waits.wait(key, resolved):
-                runtime.inc("canonical/timeout")
-                return
-            if runtime.index.resolve(target) == resolved:
-                return  # decided (or a hub, or failed): no redirect to follow
-
     # -- the outcome --------------------------------------------------------
     def _count(self, decision: Decision) -> None:
-        self.runtime.inc(f"doc/{decision.status}")
+        self.state.inc(f"doc/{decision.status}")
         if decision.canonical is not None:
-            self.runtime.inc(f"canonical/{decision.canonical}")
+            self.state.inc(f"canonical/{decision.canonical}")
         if decision.supersedes:
-            self.runtime.inc("doc/superseded", len(decision.supersedes))
-
-    @staticmethod
-    def _take_over(decision: Decision, response: Any) -> None:
-        """A member fetched again because it now represents a cluster: it is emitted."""
-        meta = response.meta if response is not None else {}
-        if not meta.get("dedup_promoted"):
-            return
-        if decision.status == "unchanged":
-            decision.status, decision.is_representative = "new", True
-            decision.canonical_url = decision.url
-        if decision.is_representative:
-            decision.supersedes = [*decision.supersedes, *meta.get("dedup_supersedes", ())]
+            self.state.inc("doc/superseded", len(decision.supersedes))
 
     def _settle(self, decision: Decision) -> None:
         """Raise DropItem unless the item goes on."""
@@ -207,19 +185,19 @@ class DedupPipeline:
             raise _drop(f"no text to deduplicate in {decision.url}")
         if decision.status == "unchanged":
             raise _drop(f"unchanged since the last crawl: {decision.url}")
-        if not decision.is_representative and self.runtime.config.drop_duplicates:
-            self.runtime.inc("doc/dropped")
+        if not decision.is_representative and self.state.config.drop_duplicates:
+            self.state.inc("doc/dropped")
             raise _drop(f"{decision.status} of {decision.duplicate_of} ({decision.reason}): {decision.url}")
 
     def _wants_text(self, item: Any, adapter: ItemAdapter) -> bool:
-        field = self.runtime.config.text_field
+        field = self.state.config.text_field
         return field not in adapter and (isinstance(item, dict) or field in adapter.field_names())
 
     def _annotate(self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None) -> Any:
         if isinstance(item, dict) or ITEM_FIELD in adapter.field_names():
             adapter[ITEM_FIELD] = decision.as_item_field()
         if text is not None and self._wants_text(item, adapter):
-            adapter[self.runtime.config.text_field] = text
+            adapter[self.state.config.text_field] = text
         return item
 
 

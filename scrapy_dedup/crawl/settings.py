@@ -17,7 +17,7 @@ from scrapy.settings import BaseSettings
 from scrapy_dedup.core.canonical import SCOPES
 from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.hostrules import HostRules
-from scrapy_dedup.core.urls import DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS
+from scrapy_dedup.core.urls import DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS, UrlRules
 
 EXTRACT_MODES = ("balanced", "precision", "recall")
 
@@ -105,9 +105,8 @@ class DedupConfig:
     store: str | None
     store_backend: str
     store_cache_mb: int
-    host_rules: HostRules
-    tracking_params: tuple[str, ...]
-    session_params: tuple[str, ...]
+    #: DEDUP_HOST_RULES, DEDUP_TRACKING_PARAMS and DEDUP_SESSION_PARAMS, as one value
+    url_rules: UrlRules
     revisit_after: float | None
     canonical_scope: str
     canonical_timeout: float
@@ -154,9 +153,12 @@ class DedupConfig:
             store=settings["DEDUP_STORE"] or None,
             store_backend=settings["DEDUP_STORE_BACKEND"],
             store_cache_mb=int(_number(settings, "DEDUP_STORE_CACHE_MB", minimum=1)),
-            host_rules=HostRules.from_mapping(settings["DEDUP_HOST_RULES"] or {}, setting="DEDUP_HOST_RULES"),
-            tracking_params=tuple(_list(settings, "DEDUP_TRACKING_PARAMS")),
-            session_params=tuple(_list(settings, "DEDUP_SESSION_PARAMS")),
+            url_rules=UrlRules(
+                settings["DEDUP_HOST_RULES"] or {},
+                _list(settings, "DEDUP_TRACKING_PARAMS"),
+                _list(settings, "DEDUP_SESSION_PARAMS"),
+                setting="DEDUP_HOST_RULES",
+            ),
             revisit_after=_number(settings, "DEDUP_REVISIT_AFTER", optional=True),
             canonical_scope=_choice(settings, "DEDUP_CANONICAL_SCOPE", SCOPES),
             canonical_timeout=_number(settings, "DEDUP_CANONICAL_TIMEOUT"),
@@ -180,3 +182,15 @@ class DedupConfig:
             debug=debug,
             logstats_interval=_number(settings, "DEDUP_LOGSTATS_INTERVAL"),
         )
+
+    @property
+    def host_rules(self) -> HostRules:
+        return self.url_rules.host_rules
+
+    @property
+    def tracking_params(self) -> tuple[str, ...]:
+        return self.url_rules.tracking_params
+
+    @property
+    def session_params(self) -> tuple[str, ...]:
+        return self.url_rules.session_params

@@ -5,7 +5,7 @@
   dupefilter and the downloader all see one identity;
 - a page's ``rel=canonical`` (HTML head or ``Link`` header) is read once; an
   in-scope target is requested (once, at a higher priority) so that the
-  pipeline can verify the page against it;
+  pipeline can verify the page against it (:mod:`scrapy_dedup.crawl.canonical`);
 - each item is linked to the response that produced it, so the pipeline can
   extract text from a spider that yields plain items;
 - a page that produced no item is a hub: it is fetched again on every run.
@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
-from scrapy.http import TextResponse
 
-from scrapy_dedup.core.canonical import canonical_scope_check, resolve_canonical
-from scrapy_dedup.core.urls import InvalidURL, normalize_url
+from scrapy_dedup.core.urls import InvalidURL
+from scrapy_dedup.crawl.canonical import canonical_of, canonical_request
 from scrapy_dedup.crawl.responses import content_kind
-from scrapy_dedup.crawl.runtime import DedupRuntime
+from scrapy_dedup.crawl.sources import ItemSource
+from scrapy_dedup.crawl.state import DedupState
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -32,23 +31,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: priority boost of a canonical target over the page that declared it
-CANONICAL_PRIORITY = 10
-
-
-@dataclass(slots=True)
-class ItemSource:
-    """The response an item came from, as the pipeline needs it."""
-
-    response: Response
-    canonical_url: str | None = None
-    canonical_key: str | None = None
-
 
 class DedupSpiderMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.runtime = DedupRuntime.of(crawler)
+        self.state = DedupState.of(crawler)
         self._warned_invalid = False
 
     @classmethod
@@ -57,11 +44,6 @@ class DedupSpiderMiddleware:
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for element in start:
-            yield self._start(element)
-
-    def process_start_requests(self, start_requests: Iterable[Any], spider=None) -> Iterator[Any]:
-        # Scrapy < 2.13 fallback
-        for element in start_requests:
             yield self._start(element)
 
     def _start(self, element: Any) -> Any:
@@ -88,15 +70,14 @@ class DedupSpiderMiddleware:
             yield page.element(element)
         page.epilogue()
 
-    # -- requests -----------------------------------------------------------
     def _request(self, request: Request) -> Request:
         if request.meta.get("dont_dedup"):
             return request
-        config = self.runtime.config
+        state = self.state
         try:
-            url = normalize_url(request.url, tracking_params=config.tracking_params, strict=True)
+            url = state.config.url_rules.normalize(request.url, strict=True)
         except InvalidURL as exc:
-            self.runtime.inc("url/invalid")
+            state.inc("url/invalid")
             if not self._warned_invalid:
                 self._warned_invalid = True
                 logger.warning(
@@ -106,44 +87,15 @@ class DedupSpiderMiddleware:
                 )
             return request
         except Exception:
-            self.runtime.failed("normalize", "could not normalize %r; passing it through", request.url)
+            state.failed("normalize", "could not normalize %r; passing it through", request.url)
             return request
         if url == request.url:
             return request
-        self.runtime.inc("url/normalized")
+        state.inc("url/normalized")
         normalized = request.replace(url=url)
         # the URL as the page wrote it, for the aliases report
         normalized.meta.setdefault("dedup_original_url", request.url)
         return normalized
-
-    # -- canonical ----------------------------------------------------------
-    def canonical_of(self, response: Response) -> ItemSource:
-        source = ItemSource(response)
-        if response.meta.get("dont_dedup") or self.runtime.config.canonical_scope == "off":
-            return source
-        try:
-            link = resolve_canonical(
-                response.url,
-                response.body if isinstance(response, TextResponse) else b"",
-                response.headers.getlist(b"Link"),
-                response.encoding if isinstance(response, TextResponse) else "utf-8",
-            )
-        except Exception:
-            self.runtime.failed("canonical", "could not read the canonical link of %s", response.url)
-            return source
-        if link is None:
-            return source
-        reason = canonical_scope_check(response.url, link.url, self.runtime.config.canonical_scope)
-        if reason is not None:
-            self.runtime.inc(f"canonical/ignored/{reason}")
-            return source
-        key = self.runtime.key(link.url)
-        if key == self.runtime.key(response.url):
-            self.runtime.inc("canonical/self")
-            return source
-        source.canonical_url, source.canonical_key = link.url, key
-        self.runtime.inc(f"canonical/declared/{link.source}")
-        return source
 
 
 class _Page:
@@ -153,39 +105,30 @@ class _Page:
         self.mw = mw
         self.response = response
         self.items = 0
-        self.source = mw.canonical_of(response)
+        canonical = canonical_of(mw.state, response)
+        self.source = ItemSource(response, *(canonical or ()))
 
     def prologue(self) -> Iterator[Request]:
-        source = self.source
-        if source.canonical_url is None:
-            return
-        request = self.response.request
-        self.mw.runtime.inc("canonical/requested")
-        yield Request(
-            source.canonical_url,
-            callback=request.callback if request is not None else None,
-            errback=request.errback if request is not None else None,
-            priority=(request.priority if request is not None else 0) + CANONICAL_PRIORITY,
-            meta={"dedup_canonical_of": self.response.url},
-        )
+        if self.source.canonical_url is not None:
+            yield canonical_request(self.mw.state, self.response, self.source.canonical_url)
 
     def element(self, element: Any) -> Any:
         if isinstance(element, Request):
             return self.mw._request(element)
         if element is not None:
             self.items += 1
-            self.mw.runtime.item_sources[id(element)] = self.source
+            self.mw.state.sources.link(element, self.source)
         return element
 
     def epilogue(self) -> None:
         if self.items or self.response.meta.get("dont_dedup"):
             return
-        runtime = self.mw.runtime
+        state = self.mw.state
         try:
-            key = runtime.key(self.response.url)
+            key = state.key(self.response.url)
             # an HTML page without items is a hub (links); anything else is an asset
             kind = "hub" if content_kind(self.response) == "html" else "asset"
-            runtime.frontier.mark_without_document(self.response.url, key, kind)
-            runtime.release_canonical(key)
+            state.frontier.mark_without_document(self.response.url, key, kind)
+            state.canonical_waits.release(key)
         except Exception:
-            runtime.failed("hub", "could not record hub page %s", self.response.url)
+            state.failed("hub", "could not record hub page %s", self.response.url)

@@ -55,8 +55,14 @@ class Calibration:
     text_source: str = ""
 
     def pairs(self) -> Iterator[Pair]:
+        for _, pairs in self.sampled():
+            yield from pairs
+
+    def sampled(self) -> Iterator[tuple[int, list[Pair]]]:
+        """(distance, its sampled pairs) for each distance that has some, in order."""
         for d in self.distances:
-            yield from self.samples.get(d, [])
+            if self.samples.get(d):
+                yield d, self.samples[d]
 
 
 def sample(
@@ -172,10 +178,7 @@ def render(cal: Calibration, fmt: str, out: TextIO) -> None:
             }
         )
     write_rows(table, list(table[0]), "table", out, width=0)
-    for d in cal.distances:
-        pairs = cal.samples.get(d, [])
-        if not pairs:
-            continue
+    for d, pairs in cal.sampled():
         out.write(f"\ndistance {d}  ({'within' if d <= cal.k else 'beyond'} k = {cal.k})\n")
         for pair in pairs:
             j = f"{pair.jaccard:.2f}" if pair.jaccard is not None else "-"

@@ -82,7 +82,7 @@ def why_kept(cluster: Cluster, records: list[UrlRecord], authority: Sequence[str
         return "the only copy"
 
     def order(r: UrlRecord) -> tuple:
-        candidate = Candidate(r.key, r.url, r.text_length or 0, r.first_run, r.canonical_alias)
+        candidate = Candidate.of(r)
         return representative_order(candidate, authority)
 
     ranked = sorted(records, key=order)

@@ -251,10 +251,7 @@ def _calibration_section(cal: calibrate.Calibration) -> str:
             f'<td class="n">{_num(hi)}</td></tr>'
         )
     out.append("</table>")
-    for d in cal.distances:
-        pairs = cal.samples.get(d, [])
-        if not pairs:
-            continue
+    for d, pairs in cal.sampled():
         out.append(f"<h3>Distance {d}</h3><table><tr><th>Jaccard</th><th>pair</th><th>outcome</th></tr>")
         for p in pairs:
             out.append(

@@ -21,11 +21,11 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from scrapy_dedup.core.fingerprints import hamming
-from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, Cluster, UrlRecord, duplicate_reason
 from scrapy_dedup.store.base import DedupStore
 
 #: longest redirect chain followed (a loop or a longer chain stops there)
-MAX_HOPS = 10
+MAX_HOPS = MAX_REDIRECT_HOPS
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -95,11 +95,9 @@ class Resolver:
     def reason_against(record: UrlRecord, rep: UrlRecord | None) -> str:
         if record.reason == "rel_canonical":
             return "rel_canonical"
-        if rep is not None and rep.content_hash is not None and rep.content_hash == record.content_hash:
-            return "exact_content"
-        if rep is None and record.reason is not None:
-            return record.reason
-        return "near_duplicate"
+        if rep is None:
+            return record.reason or "near_duplicate"
+        return duplicate_reason(record.content_hash, rep.content_hash)
 
     @staticmethod
     def distance(record: UrlRecord, rep: UrlRecord | None) -> int | None:

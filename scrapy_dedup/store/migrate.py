@@ -17,7 +17,7 @@ from typing import Any
 
 import plyvel
 
-from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS
+from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, fingerprint
 from scrapy_dedup.store.base import OLDEST_MIGRATABLE, STORE_FORMAT, StoreError, StoreLocked, format_problem
 from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
 from scrapy_dedup.store.maintenance import _rebuild
@@ -62,12 +62,16 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
         interrupted = db.get(b"m:migrating")
         if found == STORE_FORMAT and interrupted is None:
             return Migration(path, found, found)
+        refingerprint = False
         if interrupted is not None:
-            found = json.loads(interrupted)["from"]
+            marker = json.loads(interrupted)
+            found, refingerprint = marker["from"], marker.get("refingerprint", False)
         for version in range(found, STORE_FORMAT):
             if version in CONVERSIONS:
                 CONVERSIONS[version](db)
-        updated = {**params, **LAYOUT}
+        # fingerprints of another definition (a new tokenizer) are computed again from the texts
+        refingerprint = params.get("fingerprint") != json.loads(json.dumps(dict(FINGERPRINT_PARAMS)))
+        updated = {**params, **LAYOUT, "fingerprint": dict(FINGERPRINT_PARAMS)}
         new_params = json.dumps(updated, sort_keys=True).encode()
     finally:
         db.close()
@@ -76,14 +80,36 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
     # the records if it is cut short
     db = plyvel.DB(path, create_if_missing=False)
     try:
-        db.put(b"m:migrating", json.dumps({"from": found}).encode())
+        db.put(b"m:migrating", json.dumps({"from": found, "refingerprint": refingerprint}).encode())
         db.put(b"m:params", new_params)
     finally:
         db.close()
     store = LevelDBStore.open_existing(path)
     try:
+        if refingerprint:
+            _refingerprint(store)
         rebuilt = _rebuild(store, min_tokens, authority)
         store._db.delete(b"m:migrating")
     finally:
         store.close()
     return Migration(path, found, STORE_FORMAT, rebuilt.records, rebuilt.clusters, rebuilt=True)
+
+
+def _refingerprint(store: LevelDBStore) -> int:
+    """Fingerprint every document whose text the store kept again, with this version's
+    definition; returns how many.  Clusters keep their members (past decisions stand); a
+    document without its text keeps its old fingerprints, which match nothing new exactly."""
+    done = 0
+    for record in list(store.iter_urls()):
+        if record.cluster_id is None:
+            continue
+        text = store.get_text(record.key)
+        if text is None:
+            continue
+        fp = fingerprint(text)
+        record.content_hash, record.simhash, record.tokens = fp.content_hash, fp.simhash, fp.tokens
+        with store.batch() as batch:
+            batch.put_url(record)
+            batch.put_minhash(record.key, fp.minhash)
+        done += 1
+    return done

@@ -1,0 +1,221 @@
+"""The state the components of one crawl share: config, store, frontier, content index.
+
+The add-on installs several components (dupefilter, middlewares, pipeline);
+they must see one store, because an embedded store allows one process and one
+handle.  That state is an extension, :class:`DedupState`: Scrapy builds it
+before the engine, the components get it with ``DedupState.of(crawler)``
+(``crawler.get_extension``), the first component that needs the store opens it
+explicitly (the dupefilter when the scheduler opens, so that a store another
+crawl holds fails the crawl at start), and it closes when the engine stops.
+
+It is also the one place where a document that is gone, has moved or was taken
+over is handled: :meth:`DedupState.retire` and :meth:`DedupState.take_over`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.project import data_path
+
+from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
+from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
+from scrapy_dedup.crawl.canonical import CanonicalWaits
+from scrapy_dedup.crawl.settings import DedupConfig
+from scrapy_dedup.crawl.sources import ItemSources
+from scrapy_dedup.decide.frontier import Frontier
+from scrapy_dedup.decide.index import ContentIndex
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+def store_params(config: DedupConfig) -> dict[str, Any]:
+    """What makes two crawls' fingerprints comparable; recorded in the store."""
+    return {
+        "fingerprint": dict(FINGERPRINT_PARAMS),
+        "simhash_blocks": BLOCKS,
+        "lsh_bands": BANDS,
+        "lsh_rows": ROWS,
+        "max_distance": config.max_distance,
+    }
+
+
+def default_store_path(spider_name: str) -> str:
+    return data_path(f"dedup/{spider_name}", createdir=True)
+
+
+def store_path(config: DedupConfig, crawler: Crawler) -> str:
+    if config.store:
+        return config.store
+    spider = getattr(crawler, "spider", None)
+    return default_store_path(spider.name if spider else "default")
+
+
+def open_store(config: DedupConfig, crawler: Crawler) -> DedupStore:
+    """Build the configured backend, start a crawl run, record what keys and text were made with."""
+    backend = load_object(config.store_backend)
+    path = store_path(config, crawler)
+    store = backend(path, store_params(config), cache_mb=config.store_cache_mb)
+    run = store.begin_run()
+    # what the URL keys were made with, so reports key a looked-up URL the same way
+    store.put_meta("url_rules", config.url_rules.to_json())
+    store.put_meta("extraction", dict(EXTRACT_PARAMS))
+    # the backend's own path: a URL's password never reaches the log
+    logger.info("dedup store %s opened, run %d", store.path, run)
+    return store
+
+
+class DedupState:
+    """The extension that holds one crawl's dedup state (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.config = DedupConfig.from_settings(crawler.settings)
+        self.stats = crawler.stats
+        #: item -> the response it came from (filled by the spider middleware)
+        self.sources = ItemSources()
+        self.canonical_waits = CanonicalWaits(self.config.canonical_timeout, self.config.canonical_max_depth)
+        #: set by :meth:`open`, None again after :meth:`close`
+        self.store: DedupStore | None = None
+        self.frontier: Frontier | None = None
+        self.index: ContentIndex | None = None
+        self._store_error: StoreWriteError | None = None
+        # the dupefilter opens it earlier, when the scheduler opens; this covers components
+        # listed by hand without it
+        crawler.signals.connect(self.open, signal=signals.spider_opened)
+        crawler.signals.connect(self.close, signal=signals.engine_stopped)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DedupState:
+        return cls(crawler)
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> DedupState:
+        """The crawl's state; installed as an extension here when the settings did not list it
+        (components listed by hand, without the add-on)."""
+        state = crawler.get_extension(cls)
+        if state is None:
+            state = build_from_crawler(cls, crawler)
+            crawler.extensions.middlewares = (*crawler.extensions.middlewares, state)
+        return state
+
+    def key(self, url: str) -> str:
+        """The URL key under this crawl's rules."""
+        return self.config.url_rules.key(url)
+
+    def open(self) -> None:
+        """Open the store (raises StoreError, e.g. StoreLocked, when it cannot be used); idempotent."""
+        if self.store is not None:
+            return
+        try:
+            self.store = open_store(self.config, self.crawler)
+        except StoreError as exc:
+            logger.error("scrapy-dedup cannot start: %s", exc)
+            raise
+        self.frontier = Frontier(self.store, self.store.run, revisit_after=self.config.revisit_after)
+        self.index = ContentIndex(
+            self.store,
+            self.store.run,
+            max_distance=self.config.max_distance,
+            min_jaccard=self.config.min_jaccard,
+            min_tokens=self.config.min_tokens,
+            authority=self.config.authority,
+        )
+
+    def close(self) -> None:
+        self.canonical_waits.release_all()
+        if self.store is not None:
+            self.store.close()
+            logger.info("dedup store %s closed", self.store.path)
+            self.store = self.frontier = self.index = None
+
+    def failed(self, where: str, message: str, *args: Any) -> None:
+        """Count and log the exception being handled; the page or item passes through.
+
+        A store that cannot be written (disk full) is not one bad page: it is said once, in one
+        line that names the store and the cause, and the crawl stops (``dedup_store_error``).
+        """
+        exc = sys.exc_info()[1]
+        if isinstance(exc, StoreWriteError):
+            self.store_failed(exc)
+            return
+        self.inc(f"error/{where}")
+        logger.exception("scrapy-dedup " + message, *args)
+
+    def store_failed(self, exc: StoreWriteError) -> None:
+        self.inc("error/store_write")
+        if self._store_error is not None:
+            return
+        self._store_error = exc
+        logger.error("scrapy-dedup stops the crawl: %s", exc)
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        if hasattr(engine, "close_spider_async"):
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="dedup_store_error"))
+        else:  # Scrapy 2.13
+            engine.close_spider(self.crawler.spider, "dedup_store_error")
+
+    def inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(f"dedup/{key}", count)
+
+    # -- gone, moved, taken over --------------------------------------------
+    def retire(self, key: str, url: str, http_status: int, stat: str, like: Request | None) -> bool:
+        """A document is gone (404/410) or has moved (a redirect): forget it and count it
+        (``dedup/<stat>``); when it represented its cluster, :meth:`take_over`.
+
+        Returns whether ``key`` held a document.
+        """
+        if self.index.known_content(key) is None:
+            return False
+        promoted = self.index.forget(key, http_status)
+        self.inc(stat)
+        self.take_over(promoted, [url], like)
+        return True
+
+    def take_over(self, promoted: str | None, supersedes: list[str], like: Request | None) -> None:
+        """Fetch ``promoted``, the member that now represents a cluster, to emit it.
+
+        ``supersedes`` lists the URLs it replaces downstream; ``like`` is a request
+        whose callback and errback it reuses.
+        """
+        if not promoted:
+            return
+        self.inc("doc/promoted")
+        self.crawler.engine.crawl(
+            Request(
+                promoted,
+                callback=getattr(like, "callback", None),
+                errback=getattr(like, "errback", None),
+                dont_filter=True,
+                meta={"dedup_promoted": True, "dedup_supersedes": list(supersedes)},
+            )
+        )
+
+    def record_redirect(self, request: Request) -> None:
+        """Record the source URLs of a redirected request as aliases of its URL."""
+        sources = request.meta.get("redirect_urls")
+        if not sources:
+            return
+        target_key = self.key(request.url)
+        keyed = [(url, self.key(url)) for url in sources]
+        for url, key in keyed:
+            if key != target_key:
+                # a document that now redirects: its content moves to the target, not kept twice
+                self.retire(key, url, 301, "doc/redirected", like=request)
+        recorded = self.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
+        self.inc("url/redirect", recorded)
+        for _, key in keyed:
+            self.canonical_waits.release(key)

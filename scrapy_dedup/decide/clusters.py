@@ -1,0 +1,179 @@
+"""Who represents the cluster?  Founding a cluster, joining one, promoting a member.
+
+A cluster's representative is a pure function of its members
+(:mod:`scrapy_dedup.core.representative`); only representatives are in the
+near-duplicate indexes, so a chain of small edits cannot glue unrelated pages
+together.  The writes of one decision go to the store in one atomic batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import xxhash
+
+from scrapy_dedup.core.bands import band_hashes
+from scrapy_dedup.core.fingerprints import hamming
+from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
+from scrapy_dedup.core.representative import Candidate, choose_representative, representative_order
+from scrapy_dedup.decide.decision import Decision, Document
+from scrapy_dedup.decide.matching import Match
+from scrapy_dedup.store.base import DedupStore, StoreBatch
+
+
+def cluster_id_for(scope: str, content_hash: str) -> str:
+    """A cluster is named after the content and scope of its founding document."""
+    return xxhash.xxh64_hexdigest(f"{scope}\0{content_hash}".encode())
+
+
+def distance(a: UrlRecord, b: UrlRecord) -> int | None:
+    """SimHash distance of two members (0 for two identical binary bodies)."""
+    if a.simhash is None or b.simhash is None:
+        return 0 if a.content_hash == b.content_hash else None
+    return hamming(a.simhash, b.simhash)
+
+
+class Clusters:
+    """The cluster half of :class:`~scrapy_dedup.decide.index.ContentIndex`."""
+
+    store: DedupStore
+    min_tokens: int
+    authority: Sequence[str]
+
+    def _indexable(self, record: UrlRecord) -> bool:
+        return record.simhash is not None and (record.tokens or 0) >= self.min_tokens
+
+    def _bands_of(self, key: str) -> tuple[int, ...]:
+        minhash = self.store.get_minhash(key)
+        return band_hashes(minhash) if minhash else ()
+
+    def _url_of(self, key: str | None) -> str | None:
+        if key is None:
+            return None
+        record = self.store.get_url(key)
+        return record.url if record is not None else key
+
+    def _found_cluster(self, record: UrlRecord, doc: Document) -> Decision:
+        cid = cluster_id_for(doc.scope, record.content_hash)
+        # a cluster outlives the content it was named after (its founder may have changed
+        # or gone): never take over a live cluster's id
+        salt = 0
+        while self.store.get_cluster(cid) is not None:
+            salt += 1
+            cid = cluster_id_for(doc.scope, f"{record.content_hash}/{record.key}/{salt}")
+        # the exact hash is claimed before the cluster is written: where another process of a
+        # shared store founded a cluster for the same text meanwhile, this document joins it
+        # (cluster ids are named after the content, so the other process's may be this one's)
+        owner = self.store.claim_exact(doc.scope, record.content_hash, cid)
+        owner_cluster = self.store.get_cluster(owner) if owner is not None else None
+        if owner_cluster is not None:
+            return self._join(record, doc, Match(owner, "exact_content", owner_cluster.representative, 0, 1.0))
+        cluster = Cluster(cid, record.key, record.url, 0, 0, scope=doc.scope)
+        cluster.represent(record)
+        record.cluster_id, record.scope = cid, doc.scope
+        record.clear_match()
+        record.status = "new"
+        with self.store.batch() as batch:
+            self._write_content(batch, record, doc)
+            batch.put_cluster(cluster)
+            batch.add_member(cid, record.key)
+            batch.index_exact(doc.scope, record.content_hash, cid)
+            if self._indexable(record):
+                batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), cid)
+        return Decision(
+            status="new",
+            url=record.url,
+            content_hash=record.content_hash,
+            simhash=record.simhash,
+            cluster_id=cid,
+            canonical_url=record.url,
+            is_representative=True,
+        )
+
+    def _write_content(self, batch: StoreBatch, record: UrlRecord, doc: Document) -> None:
+        batch.put_url(record)
+        batch.index_raw(doc.raw_hash, record.key)
+        if doc.fingerprint is not None and doc.fingerprint.minhash:
+            batch.put_minhash(record.key, doc.fingerprint.minhash)
+        if doc.text is not None:
+            batch.put_text(record.key, doc.text)
+
+    def _join(self, record: UrlRecord, doc: Document, match: Match) -> Decision:
+        cluster = self.store.get_cluster(match.cluster_id)
+        old_rep = self.store.get_url(cluster.representative)
+        wins = representative_order(Candidate.of(record), self.authority) < representative_order(
+            Candidate.representing(cluster), self.authority
+        )
+        record.cluster_id, record.scope = match.cluster_id, doc.scope
+        if match.reason == "rel_canonical":
+            target = self.store.get_url(match.duplicate_of) if match.duplicate_of else None
+            record.status = duplicate_status(
+                duplicate_reason(record.content_hash, target.content_hash if target else None)
+            )
+        else:
+            record.status = duplicate_status(match.reason)
+        decision = Decision(
+            status=record.status,
+            url=record.url,
+            content_hash=record.content_hash,
+            simhash=record.simhash,
+            cluster_id=match.cluster_id,
+            reason=match.reason,
+        )
+        cluster.size += 1
+        with self.store.batch() as batch:
+            batch.add_member(match.cluster_id, record.key)
+            batch.index_exact(doc.scope, record.content_hash, match.cluster_id)
+            if wins and old_rep is not None:
+                gap = distance(record, old_rep)
+                old_rep.reason = duplicate_reason(old_rep.content_hash, record.content_hash)
+                old_rep.duplicate_of, old_rep.distance = record.key, gap
+                old_rep.status = duplicate_status(old_rep.reason)
+                batch.put_url(old_rep)
+                if self._indexable(old_rep):
+                    batch.unindex_near(doc.scope, old_rep.simhash, self._bands_of(old_rep.key), match.cluster_id)
+                if self._indexable(record):
+                    batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), match.cluster_id)
+                cluster.represent(record)
+                cluster.max_distance = max(cluster.max_distance, gap or 0)
+                record.clear_match()
+                decision.canonical_url = record.url
+                decision.supersedes = [old_rep.url]
+                decision.duplicate_of = old_rep.url
+                decision.distance = gap
+                decision.is_representative = True
+            else:
+                rep_distance = distance(record, old_rep) if old_rep is not None else match.distance
+                record.reason = match.reason
+                record.duplicate_of = match.duplicate_of
+                record.distance = match.distance if match.distance is not None else rep_distance
+                record.jaccard = match.jaccard
+                cluster.max_distance = max(cluster.max_distance, rep_distance or 0)
+                decision.canonical_url = cluster.rep_url
+                decision.duplicate_of = self._url_of(match.duplicate_of)
+                decision.distance = record.distance
+                decision.jaccard = match.jaccard
+            self._write_content(batch, record, doc)
+            batch.put_cluster(cluster)
+        return decision
+
+    def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:
+        """The best of the remaining ``members`` now represents ``cluster``; the others point to it."""
+        by_key = {r.key: r for r in members}
+        rep = by_key[choose_representative((Candidate.of(r) for r in members), self.authority).key]
+        cluster.represent(rep)
+        cluster.max_distance = 0
+        for other in members:
+            if other.key == rep.key:
+                continue
+            other.duplicate_of = rep.key
+            other.distance = distance(other, rep)
+            if other.reason != "rel_canonical":
+                other.reason = duplicate_reason(other.content_hash, rep.content_hash)
+            cluster.max_distance = max(cluster.max_distance, other.distance or 0)
+            batch.put_url(other)
+        rep.clear_match()
+        batch.put_url(rep)
+        if self._indexable(rep):
+            batch.index_near(cluster.scope, rep.simhash, self._bands_of(rep.key), cluster.cluster_id)
+        return rep

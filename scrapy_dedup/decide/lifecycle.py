@@ -1,0 +1,104 @@
+"""What happens when a page is fetched again, changes, or goes away.
+
+An unchanged page keeps its place; a changed or gone one leaves its cluster
+in one batch (its fingerprints leave the indexes, the next member is promoted
+when it was the representative, the URL record stays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.decide.decision import Decision, Document
+from scrapy_dedup.store.base import DedupStore, StoreBatch
+
+
+class Lifecycle:
+    """The lifecycle half of :class:`~scrapy_dedup.decide.index.ContentIndex`."""
+
+    store: DedupStore
+    clock: Callable[[], float]
+    _indexable: Callable[[UrlRecord], bool]
+    _bands_of: Callable[[str], tuple[int, ...]]
+    _url_of: Callable[[str | None], str | None]
+    _promote: Callable[[StoreBatch, Cluster, list[UrlRecord]], UrlRecord]
+
+    def forget(self, key: str, http_status: int) -> str | None:
+        """The URL is gone (404/410) or now redirects: take it out of its cluster.
+
+        Returns the URL of the member that now represents the cluster when the
+        gone URL was its representative, so that it can be fetched and emitted
+        with ``supersedes``.
+        """
+        record = self.store.get_url(key)
+        if record is None:
+            return None
+        record.status, record.http_status, record.last_seen = "deleted", http_status, self.clock()
+        return self._forget_content(record)
+
+    def mark_unchanged(self, key: str) -> None:
+        """A conditional GET answered 304: the document is as it was."""
+        record = self.store.get_url(key)
+        if record is None:
+            return
+        record.status, record.last_seen = "unchanged", self.clock()
+        with self.store.batch() as batch:
+            batch.put_url(record)
+
+    def _unchanged(self, record: UrlRecord, doc: Document) -> Decision:
+        """Fetched again with the same text: nothing moves."""
+        record.status = "unchanged"
+        record.fetch_count = max(record.fetch_count, 1)
+        with self.store.batch() as batch:
+            batch.put_url(record)
+        cluster = self.store.get_cluster(record.cluster_id)
+        return Decision(
+            status="unchanged",
+            url=doc.url,
+            content_hash=record.content_hash,
+            simhash=record.simhash,
+            cluster_id=record.cluster_id,
+            canonical_url=cluster.rep_url if cluster else record.url,
+            duplicate_of=self._url_of(record.duplicate_of),
+            distance=record.distance,
+            reason=record.reason,
+        )
+
+    def _forget_content(self, record: UrlRecord) -> str | None:
+        """Take ``record`` out of its cluster (content changed or gone), in one batch.
+
+        The record is written in the same batch, without its cluster. Returns the
+        promoted representative's URL when there is one.
+        """
+        cid = record.cluster_id
+        if cid is None:
+            with self.store.batch() as batch:
+                batch.put_url(record)
+            return None
+        cluster = self.store.get_cluster(cid)
+        others = [k for k in self.store.cluster_members(cid) if k != record.key]
+        other_records = [r for r in (self.store.get_url(k) for k in others) if r is not None]
+        is_rep = cluster is not None and cluster.representative == record.key
+        bands = self._bands_of(record.key) if is_rep and self._indexable(record) else ()
+        content_hash = record.content_hash
+        record.cluster_id = None
+        record.clear_match()
+        promoted = None
+        with self.store.batch() as batch:
+            batch.remove_member(cid, record.key)
+            if not any(r.content_hash == content_hash for r in other_records):
+                batch.unindex_exact(record.scope, content_hash)
+            if is_rep and self._indexable(record):
+                batch.unindex_near(record.scope, record.simhash, bands, cid)
+            if not other_records:
+                batch.delete_cluster(cid)
+            elif cluster is not None:
+                cluster.size = len(other_records)
+                if is_rep:
+                    promoted = self._promote(batch, cluster, other_records).url
+                batch.put_cluster(cluster)
+            batch.delete_minhash(record.key)
+            batch.delete_text(record.key)
+            batch.put_url(record)
+        return promoted

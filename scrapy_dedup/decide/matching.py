@@ -1,0 +1,132 @@
+"""Why did this page match?  Exact content, rel=canonical, then near duplicates.
+
+A document is compared with cluster representatives only (the only
+fingerprints in the near-duplicate indexes).  Candidates come from the exact
+index, the SimHash tables and the MinHash bands; each is confirmed by
+:func:`~scrapy_dedup.core.fingerprints.near_match`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scrapy_dedup.core.bands import band_hashes
+from scrapy_dedup.core.fingerprints import Fingerprint, hamming, near_match
+from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, UrlRecord
+from scrapy_dedup.decide.decision import Document
+from scrapy_dedup.store.base import DedupStore
+
+
+@dataclass(slots=True)
+class Match:
+    cluster_id: str
+    #: exact_content, near_duplicate or rel_canonical
+    reason: str
+    #: key of the member matched (the representative, or the canonical target)
+    duplicate_of: str | None
+    distance: int | None = None
+    jaccard: float | None = None
+
+
+class Matching:
+    """The matching half of :class:`~scrapy_dedup.decide.index.ContentIndex`."""
+
+    store: DedupStore
+    max_distance: int
+    min_jaccard: float
+    min_tokens: int
+
+    def known_content(self, key: str) -> UrlRecord | None:
+        """The URL record of ``key`` if it holds indexed content."""
+        record = self.store.get_url(key)
+        return record if record is not None and record.has_content else None
+
+    def fingerprint_of(self, record: UrlRecord) -> Fingerprint | None:
+        if record.simhash is None or record.content_hash is None:
+            return None
+        minhash = self.store.get_minhash(record.key) or b""
+        return Fingerprint(
+            content_hash=record.content_hash,
+            simhash=record.simhash,
+            minhash=minhash,
+            tokens=record.tokens or 0,
+            length=record.text_length or 0,
+        )
+
+    def recall(self, raw_hash: str) -> Fingerprint | None:
+        """Fingerprints of a byte-identical body seen before (skips extraction)."""
+        key = self.store.find_raw(raw_hash)
+        record = self.store.get_url(key) if key else None
+        if record is None or record.raw_hash != raw_hash or not record.has_content:
+            return None  # a gone or emptied page keeps its hashes but no longer its MinHash
+        return self.fingerprint_of(record)
+
+    def resolve(self, key: str, max_hops: int = MAX_REDIRECT_HOPS) -> str:
+        """Follow recorded redirects from ``key`` (a bounded number of hops)."""
+        seen = {key}
+        for _ in range(max_hops):
+            record = self.store.get_url(key)
+            if record is None or record.status != "redirect" or record.duplicate_of in (None, *seen):
+                break
+            key = record.duplicate_of
+            seen.add(key)
+        return key
+
+    def _near(self, fp: Fingerprint, other: Fingerprint) -> tuple[bool, int | None, float | None]:
+        return near_match(
+            fp, other, max_distance=self.max_distance, min_jaccard=self.min_jaccard, min_tokens=self.min_tokens
+        )
+
+    def _match_canonical(self, doc: Document, content_hash: str) -> tuple[Match | None, str]:
+        """The page's verified rel=canonical target, and the outcome: honored, mismatch, unverified."""
+        target = self.known_content(self.resolve(doc.canonical_key))
+        if target is None:
+            return None, "unverified"
+        if target.scope != doc.scope:
+            return None, "mismatch"  # restricted text never collapses into another scope
+        if target.content_hash == content_hash:
+            return Match(target.cluster_id, "rel_canonical", target.key, 0, 1.0), "honored"
+        target_fp = self.fingerprint_of(target)
+        if doc.fingerprint is not None and target_fp is not None:
+            ok, distance, jaccard = self._near(doc.fingerprint, target_fp)
+            if ok:
+                return Match(target.cluster_id, "rel_canonical", target.key, distance, jaccard), "honored"
+        return None, "mismatch"
+
+    def _match_content(self, doc: Document, content_hash: str) -> Match | None:
+        cluster_id = self.store.find_exact(doc.scope, content_hash)
+        if cluster_id is not None:
+            cluster = self.store.get_cluster(cluster_id)
+            if cluster is not None:
+                return Match(cluster_id, "exact_content", cluster.representative, 0, 1.0)
+        fp = doc.fingerprint
+        if fp is None or fp.tokens < self.min_tokens:
+            return None
+        # the SimHash tables are the cheap first probe; every candidate is confirmed by near_match
+        close = sorted(
+            (hamming(stored, fp.simhash), cid)
+            for stored, cid in self.store.simhash_candidates(doc.scope, fp.simhash, self.max_distance)
+        )
+        for _, cid in close:
+            match = self._confirm(fp, cid)
+            if match is not None:
+                return match
+        return self._match_bands(doc, fp, exclude={cid for _, cid in close})
+
+    def _confirm(self, fp: Fingerprint, cluster_id: str) -> Match | None:
+        """A near-duplicate match with the cluster's representative, or None."""
+        cluster = self.store.get_cluster(cluster_id)
+        rep = self.store.get_url(cluster.representative) if cluster else None
+        rep_fp = self.fingerprint_of(rep) if rep else None
+        if rep_fp is None:
+            return None
+        ok, distance, jaccard = self._near(fp, rep_fp)
+        return Match(cluster_id, "near_duplicate", rep.key, distance, jaccard) if ok else None
+
+    def _match_bands(self, doc: Document, fp: Fingerprint, exclude: set[str]) -> Match | None:
+        best: Match | None = None
+        for cid in sorted(self.store.band_candidates(doc.scope, band_hashes(fp.minhash)) - exclude):
+            match = self._confirm(fp, cid)
+            if match is not None and (best is None or match.jaccard > best.jaccard):
+                best = match
+        return best

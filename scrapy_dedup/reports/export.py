@@ -1,0 +1,189 @@
+"""``scrapy dedup export``: the settled corpus, one record per document (or per unique chunk).
+
+A crawl emits items as it decides them, so a better copy that arrives later is emitted again;
+the store, read after the crawl, holds the settled answer. One record per cluster:
+``document_id`` (the cluster id), ``url`` (its canonical URL), ``title`` (when the store knows
+it), ``text`` (the representative's, kept with ``DEDUP_KEEP_TEXT``), ``sources`` (every URL of
+the document with the reason it is an alias, ``null`` for the canonical one), ``first_seen`` and
+``last_seen`` (over all its URLs).
+
+It streams: clusters are read in store order and written one at a time. ``--chunks`` groups
+the chunks of every document by content: the occurrences go to a temporary LevelDB on disk,
+sorted by content hash, and are read back one group at a time, so memory stays flat too.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, chunk_text
+from scrapy_dedup.reports.formats import Progress, iso
+from scrapy_dedup.reports.resolve import Resolver
+from scrapy_dedup.store.base import DedupStore, StoreError
+
+FIELDS = ("document_id", "url", "title", "text", "sources", "first_seen", "last_seen")
+CHUNK_FIELDS = ("content_hash", "text", "tokens", "documents", "urls")
+
+
+class NoTexts(StoreError):
+    """The store keeps no document texts, so there is nothing to export."""
+
+
+@dataclass
+class ExportCounts:
+    documents: int = 0
+    without_text: int = 0
+    chunks: int = 0
+    shared_chunks: int = 0
+    examples_without_text: list[str] = field(default_factory=list)
+
+    def note(self) -> str | None:
+        """What the reader should know about documents left out, or None."""
+        if not self.without_text:
+            return None
+        examples = ", ".join(self.examples_without_text)
+        return (
+            f"{self.without_text} document(s) have no text in the store and were not exported "
+            f"(crawled with DEDUP_KEEP_TEXT = False, or not text at all, e.g. {examples})"
+        )
+
+
+def _sources(store: DedupStore, resolver: Resolver, members: list[Any]) -> tuple[list[dict[str, Any]], float, float]:
+    """Every URL of a document, with the reason it is an alias; and the first/last time seen."""
+    sources = []
+    first = min((m.first_seen for m in members if m.first_seen), default=0.0)
+    last = max((m.last_seen for m in members), default=0.0)
+    for member in members:
+        sources.append({"url": member.url, "reason": resolver.place(member).reason})
+    for member in members:
+        for url, reason in store.iter_aliases_of(member.key):
+            sources.append({"url": url, "reason": reason})
+            variant = store.get_variant(url) if reason == "url_variant" else None
+            if variant:
+                if variant.get("first_seen"):
+                    first = min(first or variant["first_seen"], variant["first_seen"])
+                last = max(last, variant.get("last_seen") or 0.0)
+    sources.sort(key=lambda s: (s["reason"] is not None, s["reason"] or "", s["url"]))
+    return sources, first, last
+
+
+def _text(store: DedupStore, resolver: Resolver, cluster: Any, members: list[Any]) -> str | None:
+    """The representative's text; a page whose bytes were seen before skipped extraction, so
+    its text is kept under the member with the same content."""
+    text = store.get_text(cluster.representative)
+    if text is not None:
+        return text
+    rep = resolver.record(cluster.representative)
+    if rep is None or rep.content_hash is None:
+        return None
+    for member in members:
+        if member.key != rep.key and member.content_hash == rep.content_hash:
+            text = store.get_text(member.key)
+            if text is not None:
+                return text
+    return None
+
+
+def documents(
+    store: DedupStore, counts: ExportCounts | None = None, progress: Progress | None = None
+) -> Iterator[dict[str, Any]]:
+    """One record per document (cluster) that has a text, in store order."""
+    counts = counts if counts is not None else ExportCounts()
+    progress = progress or Progress("export", streaming=True)
+    resolver = Resolver(store)
+    for cluster in progress(store.iter_clusters(), "documents"):
+        members = [r for r in (resolver.record(k) for k in store.cluster_members(cluster.cluster_id)) if r]
+        text = _text(store, resolver, cluster, members)
+        if text is None:
+            counts.without_text += 1
+            if len(counts.examples_without_text) < 3:
+                counts.examples_without_text.append(cluster.rep_url)
+            continue
+        sources, first, last = _sources(store, resolver, members)
+        counts.documents += 1
+        yield {
+            "document_id": cluster.cluster_id,
+            "url": cluster.rep_url,
+            "title": getattr(resolver.record(cluster.representative), "title", None),
+            "text": text,
+            "sources": sources,
+            "first_seen": iso(first),
+            "last_seen": iso(last),
+        }
+    progress.done()
+
+
+def unique_chunks(
+    records: Iterator[dict[str, Any]], counts: ExportCounts, *, max_words: int = DEFAULT_CHUNK_WORDS
+) -> Iterator[dict[str, Any]]:
+    """One record per distinct chunk content, with every document and URL it appears in."""
+    import plyvel
+
+    tmp = tempfile.mkdtemp(prefix="scrapy-dedup-export-")
+    db = plyvel.DB(tmp, create_if_missing=True)
+    try:
+        with db.write_batch() as batch:
+            for n, doc in enumerate(records):
+                doc_id = doc["document_id"]
+                urls = [doc["url"]] + [s["url"] for s in doc["sources"] if s["url"] != doc["url"]]
+                batch.put(b"d" + doc_id.encode(), json.dumps(urls).encode())
+                for c in chunk_text(doc["text"], max_words=max_words, scope=doc_id):
+                    # the position in the document keeps occurrences of one content in document order
+                    key = f"c{c.content_hash}\0{doc_id}\0{c.start:012d}".encode()
+                    value = {"chunk_id": c.chunk_id, "start": c.start, "end": c.end, "heading": list(c.heading)}
+                    batch.put(b"t" + c.content_hash.encode(), json.dumps([c.text, c.tokens]).encode())
+                    batch.put(key, json.dumps(value).encode())
+                if n % 1000 == 999:  # keep the batch bounded
+                    batch.write()
+                    batch.clear()
+        current: str | None = None
+        group: list[dict[str, Any]] = []
+        for key, value in db.iterator(prefix=b"c"):
+            digest, doc_id, _ = key[1:].decode().split("\0")
+            if digest != current and group:
+                yield _chunk_record(db, current, group, counts)
+                group = []
+            current = digest
+            group.append({"document_id": doc_id, **json.loads(value)})
+        if group:
+            yield _chunk_record(db, current, group, counts)
+    finally:
+        db.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _chunk_record(db: Any, digest: str | None, group: list[dict[str, Any]], counts: ExportCounts) -> dict[str, Any]:
+    text, tokens = json.loads(db.get(b"t" + str(digest).encode()) or b'["", 0]')
+    urls: list[str] = []
+    seen = set()
+    for occurrence in group:
+        for url in json.loads(db.get(b"d" + occurrence["document_id"].encode()) or b"[]"):
+            if url not in seen:
+                seen.add(url)
+                urls.append(url)
+    counts.chunks += 1
+    if len({o["document_id"] for o in group}) > 1:
+        counts.shared_chunks += 1
+    return {"content_hash": digest, "text": text, "tokens": tokens, "documents": group, "urls": urls}
+
+
+def write(store: DedupStore, out: TextIO, *, chunks: bool = False, progress: Progress | None = None) -> ExportCounts:
+    """Write the export as JSON Lines; raise :class:`NoTexts` when no document has a text."""
+    counts = ExportCounts()
+    records = documents(store, counts, progress)
+    if chunks:
+        records = unique_chunks(records, counts)
+    fields = CHUNK_FIELDS if chunks else FIELDS
+    for record in records:
+        out.write(json.dumps({f: record.get(f) for f in fields}, ensure_ascii=False) + "\n")
+    if counts.documents == 0 and counts.without_text:
+        raise NoTexts(
+            f"the store keeps no document texts ({counts.without_text} documents without one): export "
+            "needs them; crawl with DEDUP_KEEP_TEXT = True (the default)"
+        )
+    return counts

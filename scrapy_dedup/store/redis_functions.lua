@@ -1,0 +1,540 @@
+#!lua name=scrapy_dedup
+-- The atomic decisions of the Redis store, run inside the server (Redis 7+ Functions).
+--
+-- Every function touches the keys of one hash slot only (its KEYS share one {hash tag}),
+-- so none is CROSSSLOT on a cluster; the slot layout is in scrapy_dedup/store/redis_keys.py.
+-- Binary arguments are fixed-width big-endian strings built by the client.
+--
+-- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
+-- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
+
+local LIBRARY_VERSION = 1
+
+local function fail(message)
+  return redis.error_reply('ERR scrapy_dedup: ' .. message)
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  local usec = tonumber(t[2])
+  return tonumber(t[1]) * 1000 + (usec - usec % 1000) / 1000
+end
+
+-- Position (1-based) of the first record of `width` bytes that starts with `needle`, or nil.
+-- string.find with plain=true is a C scan; a hit that does not start a record is skipped.
+local function find_record(blob, needle, width)
+  local init = 1
+  while true do
+    local pos = string.find(blob, needle, init, true)
+    if pos == nil then return nil end
+    if (pos - 1) % width == 0 then return pos end
+    init = pos + 1
+  end
+end
+
+local function without_record(blob, pos, width)
+  return string.sub(blob, 1, pos - 1) .. string.sub(blob, pos + width)
+end
+
+local function put_blob(key, blob)
+  if blob == '' then redis.call('DEL', key) else redis.call('SET', key, blob) end
+end
+
+local function version()
+  return LIBRARY_VERSION
+end
+
+-- Frontier -------------------------------------------------------------------------------
+-- KEYS[1] a frontier bucket: 8-byte records, a URL key's 6-byte digest remainder then the
+-- run (uint16) it was last scheduled in.  ARGV: run, then one or more 6-byte digests of
+-- URL keys in this bucket.  Marks each in `run`; replies with the run each was last
+-- scheduled in before, 0 for never.  Read and write are one step: two processes that
+-- schedule the same URL at once get 0 exactly once.
+local FRONTIER_WIDTH = 8
+
+local function frontier_mark(keys, args)
+  local run = tonumber(args[1])
+  if run == nil or run < 1 or run > 65535 or run % 1 ~= 0 then
+    return fail('run must be an integer in 1..65535')
+  end
+  local packed_run = struct.pack('>I2', run)
+  local blob = redis.call('GET', keys[1]) or ''
+  local appended = {}
+  local seen_now = {}
+  local replies = {}
+  for i = 2, #args do
+    local digest = args[i]
+    if #digest ~= 6 then return fail('a frontier digest is 6 bytes') end
+    local pos = find_record(blob, digest, FRONTIER_WIDTH)
+    if pos ~= nil then
+      local previous = struct.unpack('>I2', blob, pos + 6)
+      if previous ~= run then
+        redis.call('SETRANGE', keys[1], pos - 1 + 6, packed_run)
+      end
+      replies[#replies + 1] = previous
+    elseif seen_now[digest] then
+      replies[#replies + 1] = run  -- the same URL twice in one call
+    else
+      seen_now[digest] = true
+      appended[#appended + 1] = digest .. packed_run
+      replies[#replies + 1] = 0
+    end
+  end
+  if #appended > 0 then
+    redis.call('APPEND', keys[1], table.concat(appended))
+  end
+  return replies
+end
+
+-- KEYS[1] a frontier bucket, KEYS[2] the same bucket's first URLs (hash: digest -> URL) of
+-- keys scheduled and not yet recorded.  ARGV: run, digest, URL.  Replies {previous run or
+-- 0, the first URL or nil}; a key never seen keeps this URL as its first.
+local function frontier_mark_url(keys, args)
+  local previous = frontier_mark({keys[1]}, {args[1], args[2]})
+  if type(previous) ~= 'table' then return previous end  -- an error reply
+  if previous[1] == 0 then
+    redis.call('HSET', keys[2], args[2], args[3])
+    return {0, false}
+  end
+  return {previous[1], redis.call('HGET', keys[2], args[2])}
+end
+
+-- Packed records ---------------------------------------------------------------------------
+-- KEYS[1] a string of 16-byte records (an 8-byte key, then an 8-byte value), e.g. one bucket
+-- of an LSH band table.  ARGV: records to add, or to remove.
+local RECORD_WIDTH = 16
+
+local function records_add(keys, args)
+  local blob = redis.call('GET', keys[1]) or ''
+  local added = {}
+  for i = 1, #args do
+    if #args[i] ~= RECORD_WIDTH then return fail('a record is 16 bytes') end
+    if find_record(blob, args[i], RECORD_WIDTH) == nil then
+      added[#added + 1] = args[i]
+      blob = blob .. args[i]
+    end
+  end
+  if #added > 0 then redis.call('APPEND', keys[1], table.concat(added)) end
+  return #added
+end
+
+local function records_remove(keys, args)
+  local blob = redis.call('GET', keys[1]) or ''
+  local removed = 0
+  for i = 1, #args do
+    local pos = find_record(blob, args[i], RECORD_WIDTH)
+    if pos ~= nil then
+      blob = without_record(blob, pos, RECORD_WIDTH)
+      removed = removed + 1
+    end
+  end
+  if removed > 0 then put_blob(keys[1], blob) end
+  return removed
+end
+
+-- ARGV: 8-byte keys.  Replies the values of the records whose key is one of them.
+local function records_find(keys, args)
+  local blob = redis.call('GET', keys[1]) or ''
+  local wanted = {}
+  for i = 1, #args do wanted[args[i]] = true end
+  local out = {}
+  for pos = 1, #blob, RECORD_WIDTH do
+    if wanted[string.sub(blob, pos, pos + 7)] then
+      out[#out + 1] = string.sub(blob, pos + 8, pos + 15)
+    end
+  end
+  return out
+end
+
+-- Exact-content claim ---------------------------------------------------------------------
+-- KEYS[1] an exact-index shard (hash: content digest -> cluster id).  ARGV: digest, cluster id.
+-- Replies nil when this caller claimed the content for its cluster, else the cluster that
+-- holds it: of two processes that find the same text at once, one founds, one joins.
+local function exact_claim(keys, args)
+  local current = redis.call('HGET', keys[1], args[1])
+  if current then return current end
+  redis.call('HSET', keys[1], args[1], args[2])
+  return false
+end
+
+-- ARGV: digest, cluster id.  Removes the entry only if that cluster still holds it.
+local function exact_release(keys, args)
+  if redis.call('HGET', keys[1], args[1]) == args[2] then
+    redis.call('HDEL', keys[1], args[1])
+    return 1
+  end
+  return 0
+end
+
+-- Near-duplicate tables -------------------------------------------------------------------
+-- One (table, scope, 16-bit block) bucket is two strings in one slot: KEYS[1] the entries
+-- of representatives (settled), KEYS[2] the entries of documents still being decided
+-- (pending).  Records are 16 bytes: the 64-bit SimHash, then an 8-byte token (cluster or
+-- document id).  A decision inserts first, then takes a global order number, then scans
+-- (scrapy_dedup/store/redis_near.py gives the argument why no two near duplicates are
+-- both kept); every step here is one atomic call on one slot.
+local NEAR_WIDTH = 16
+
+local POPCOUNT8 = {}
+for i = 0, 255 do
+  local n, x = 0, i
+  while x > 0 do
+    n = n + (x % 2)
+    x = (x - x % 2) / 2
+  end
+  POPCOUNT8[i] = n
+end
+
+local function hamming64(blob, pos, fp)
+  local d = 0
+  for i = 0, 7 do
+    d = d + POPCOUNT8[bit.bxor(string.byte(blob, pos + i), string.byte(fp, i + 1))]
+  end
+  return d
+end
+
+local function check_entry(fp, token)
+  if #fp ~= 8 or #token ~= 8 then return 'a near-duplicate entry is an 8-byte SimHash and an 8-byte token' end
+  return nil
+end
+
+-- ARGV: simhash, token.  Adds a pending entry (once).
+local function near_add(keys, args)
+  local err = check_entry(args[1], args[2])
+  if err then return fail(err) end
+  local record = args[1] .. args[2]
+  local pending = redis.call('GET', keys[2]) or ''
+  if find_record(pending, record, NEAR_WIDTH) == nil then
+    redis.call('APPEND', keys[2], record)
+  end
+  return 1
+end
+
+local function scan_blob(blob, fp, max_distance, out)
+  local n = #blob / NEAR_WIDTH
+  for i = 0, n - 1 do
+    local pos = i * NEAR_WIDTH + 1
+    if hamming64(blob, pos, fp) <= max_distance then
+      out[#out + 1] = string.sub(blob, pos, pos + NEAR_WIDTH - 1)
+    end
+  end
+  return out
+end
+
+-- ARGV: simhash, max distance.  Replies {settled records, pending records} within the distance.
+local function near_scan(keys, args)
+  local fp, max_distance = args[1], tonumber(args[2])
+  if #fp ~= 8 or max_distance == nil then return fail('near_scan takes an 8-byte SimHash and a distance') end
+  local settled = scan_blob(redis.call('GET', keys[1]) or '', fp, max_distance, {})
+  local pending = scan_blob(redis.call('GET', keys[2]) or '', fp, max_distance, {})
+  return {settled, pending}
+end
+
+-- ARGV: simhash, token, keep (1 or 0).  Takes the pending entry out and, with keep, enters it
+-- among the settled ones.  Replies 1, or 0 when the pending entry was no longer there (a
+-- caller whose lease expired and whose entries were reaped: it must decide again).
+local function near_settle(keys, args)
+  local err = check_entry(args[1], args[2])
+  if err then return fail(err) end
+  local record = args[1] .. args[2]
+  local pending = redis.call('GET', keys[2]) or ''
+  local pos = find_record(pending, record, NEAR_WIDTH)
+  if pos == nil then return 0 end
+  put_blob(keys[2], without_record(pending, pos, NEAR_WIDTH))
+  if args[3] == '1' then
+    local settled = redis.call('GET', keys[1]) or ''
+    if find_record(settled, record, NEAR_WIDTH) == nil then
+      redis.call('APPEND', keys[1], record)
+    end
+  end
+  return 1
+end
+
+-- ARGV: simhash, token.  Removes a settled entry (a representative replaced or gone).
+local function near_remove(keys, args)
+  local err = check_entry(args[1], args[2])
+  if err then return fail(err) end
+  local record = args[1] .. args[2]
+  local settled = redis.call('GET', keys[1]) or ''
+  local pos = find_record(settled, record, NEAR_WIDTH)
+  if pos == nil then return 0 end
+  put_blob(keys[1], without_record(settled, pos, NEAR_WIDTH))
+  return 1
+end
+
+-- ARGV: simhash, token.  Enters a settled entry directly (a representative chosen without a
+-- race, e.g. a member promoted when its representative left).
+local function near_put(keys, args)
+  local err = check_entry(args[1], args[2])
+  if err then return fail(err) end
+  local record = args[1] .. args[2]
+  local settled = redis.call('GET', keys[1]) or ''
+  if find_record(settled, record, NEAR_WIDTH) == nil then
+    redis.call('APPEND', keys[1], record)
+  end
+  return 1
+end
+
+-- Global order of pending decisions ---------------------------------------------------------
+-- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight.
+-- ARGV: token, lease in ms.  Replies the order number taken.
+local function order_take(keys, args)
+  local lease = tonumber(args[2])
+  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local order = redis.call('INCR', keys[1])
+  redis.call('HSET', keys[2], args[1], order .. ':' .. (now_ms() + lease))
+  return order
+end
+
+-- ARGV: tokens.  Replies, per token, {order, ms left on its lease} or nil when not in flight.
+local function order_get(keys, args)
+  local now = now_ms()
+  local replies = {}
+  for i = 1, #args do
+    local value = redis.call('HGET', keys[2], args[i])
+    if value then
+      local order, deadline = string.match(value, '^(%d+):(%d+)$')
+      replies[i] = {tonumber(order), tonumber(deadline) - now}
+    else
+      replies[i] = false
+    end
+  end
+  return replies
+end
+
+-- ARGV: token, order.  Ends a decision in flight; replies 1, or 0 when it had been reaped.
+local function order_release(keys, args)
+  local value = redis.call('HGET', keys[2], args[1])
+  if value and string.match(value, '^(%d+):') == args[2] then
+    redis.call('HDEL', keys[2], args[1])
+    return 1
+  end
+  return 0
+end
+
+-- ARGV: token, order, lease ms.  Extends the lease of a decision still in flight (one that
+-- waits for an earlier one); replies 1, or 0 when it had been reaped.
+local function order_renew(keys, args)
+  local lease = tonumber(args[3])
+  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local value = redis.call('HGET', keys[2], args[1])
+  if value and string.match(value, '^(%d+):') == args[2] then
+    redis.call('HSET', keys[2], args[1], args[2] .. ':' .. (now_ms() + lease))
+    return 1
+  end
+  return 0
+end
+
+-- ARGV: token, order.  Removes a decision whose lease has run out (its process died);
+-- replies 1 if it was removed by this call.
+local function order_reap(keys, args)
+  local value = redis.call('HGET', keys[2], args[1])
+  if not value then return 0 end
+  local order, deadline = string.match(value, '^(%d+):(%d+)$')
+  if order == args[2] and tonumber(deadline) < now_ms() then
+    redis.call('HDEL', keys[2], args[1])
+    return 1
+  end
+  return 0
+end
+
+-- Clusters: joins and take-overs ----------------------------------------------------------
+-- KEYS[1] one cluster's hash: '=rep' -> the representative's url key, 'm:<url key>' -> the
+-- member's rank (bytes that sort like representative_order: the smallest represents).
+-- Whatever order members arrive in, the representative is the member with the smallest
+-- rank, so the outcome does not depend on how many processes crawl.
+
+local function rank_less(a, b)
+  -- byte order, independent of the server's locale
+  local n = #a
+  if #b < n then n = #b end
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- ARGV: member url key, rank.  Replies {representative now, representative before or nil}.
+local function cluster_join(keys, args)
+  local member, rank = args[1], args[2]
+  redis.call('HSET', keys[1], 'm:' .. member, rank)
+  local rep = redis.call('HGET', keys[1], '=rep')
+  if not rep then
+    redis.call('HSET', keys[1], '=rep', member)
+    return {member, false}
+  end
+  if rep == member then return {member, member} end
+  local rep_rank = redis.call('HGET', keys[1], 'm:' .. rep)
+  if not rep_rank or rank_less(rank, rep_rank) then
+    redis.call('HSET', keys[1], '=rep', member)
+    return {member, rep}
+  end
+  return {rep, rep}
+end
+
+-- ARGV: member url key.  Replies {representative now or nil (cluster empty), 1 if the member
+-- was the representative}.  The member with the smallest rank takes over.
+local function cluster_leave(keys, args)
+  local member = args[1]
+  redis.call('HDEL', keys[1], 'm:' .. member)
+  local rep = redis.call('HGET', keys[1], '=rep')
+  if rep ~= member then return {rep, 0} end
+  local fields = redis.call('HGETALL', keys[1])
+  local best, best_rank = nil, nil
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if string.sub(name, 1, 2) == 'm:' then
+      local rank = fields[i + 1]
+      if best == nil or rank_less(rank, best_rank) then
+        best, best_rank = string.sub(name, 3), rank
+      end
+    end
+  end
+  if best == nil then
+    redis.call('DEL', keys[1])
+    return {false, 1}
+  end
+  redis.call('HSET', keys[1], '=rep', best)
+  return {best, 1}
+end
+
+-- Crawl runs shared by processes ---------------------------------------------------------
+-- KEYS[1] the store's metadata hash (field 'run' is the run number), KEYS[2] a sorted set of
+-- the processes in the current run by lease deadline (ms).  Processes that start while
+-- another one of the crawl is alive join its run; the first to start after all have
+-- stopped (or died: their leases ran out) begins the next run.
+
+-- ARGV: process id, lease ms.  Replies {run, 1 if this call began it}.
+local function run_join(keys, args)
+  local lease = tonumber(args[2])
+  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now)
+  -- a process that begins again (a second crawl in one process) does not keep its own run alive
+  redis.call('ZREM', keys[2], args[1])
+  local began = 0
+  local run = tonumber(redis.call('HGET', keys[1], 'run') or '0')
+  if redis.call('ZCARD', keys[2]) == 0 or run == 0 then
+    run = redis.call('HINCRBY', keys[1], 'run', 1)
+    began = 1
+  end
+  redis.call('ZADD', keys[2], now + lease, args[1])
+  return {run, began}
+end
+
+-- ARGV: process id, lease ms.  Replies 1 while the process is in the run, 0 if its lease
+-- had run out (it is let in again: the run goes on if others kept it alive).
+local function run_renew(keys, args)
+  local lease = tonumber(args[2])
+  local present = redis.call('ZSCORE', keys[2], args[1])
+  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+  if present then return 1 end
+  return 0
+end
+
+-- ARGV: process id.  Replies how many processes are still in the run.
+local function run_leave(keys, args)
+  redis.call('ZREM', keys[2], args[1])
+  redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now_ms())
+  return redis.call('ZCARD', keys[2])
+end
+
+-- Requests taken by a process (crash safety) ----------------------------------------------
+-- KEYS[1] hash: request id -> owner .. '\n' .. payload, KEYS[2] sorted set: request id by
+-- lease deadline (ms).  A process takes a request before fetching it and settles it when
+-- its outcome is written; a request whose lease ran out is reclaimed by another process.
+
+-- ARGV: request id, owner, lease ms, payload.  Replies 1 if taken now, 0 if already taken.
+local function pending_take(keys, args)
+  local lease = tonumber(args[3])
+  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  if redis.call('HEXISTS', keys[1], args[1]) == 1 then return 0 end
+  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. args[4])
+  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+  return 1
+end
+
+local function owner_of(value)
+  return string.match(value, '^([^\n]*)\n')
+end
+
+-- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.
+local function pending_settle(keys, args)
+  local value = redis.call('HGET', keys[1], args[1])
+  if not value or owner_of(value) ~= args[2] then return 0 end
+  redis.call('HDEL', keys[1], args[1])
+  redis.call('ZREM', keys[2], args[1])
+  return 1
+end
+
+-- ARGV: owner, lease ms, request ids.  Extends the leases this owner still holds; replies
+-- how many.
+local function pending_renew(keys, args)
+  local lease = tonumber(args[2])
+  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local deadline = now_ms() + lease
+  local renewed = 0
+  for i = 3, #args do
+    local value = redis.call('HGET', keys[1], args[i])
+    if value and owner_of(value) == args[1] then
+      redis.call('ZADD', keys[2], deadline, args[i])
+      renewed = renewed + 1
+    end
+  end
+  return renewed
+end
+
+-- ARGV: new owner, lease ms, at most how many.  Hands requests whose lease ran out to the
+-- new owner; replies {request id, payload, ...}.
+local function pending_reclaim(keys, args)
+  local lease, limit = tonumber(args[2]), tonumber(args[3])
+  if lease == nil or lease <= 0 or limit == nil then return fail('pending_reclaim takes an owner, a lease and a count') end
+  local now = now_ms()
+  local expired = redis.call('ZRANGEBYSCORE', keys[2], '-inf', now, 'LIMIT', 0, limit)
+  local replies = {}
+  for _, id in ipairs(expired) do
+    local value = redis.call('HGET', keys[1], id)
+    if value then
+      local payload = string.sub(value, #owner_of(value) + 2)
+      redis.call('HSET', keys[1], id, args[1] .. '\n' .. payload)
+      redis.call('ZADD', keys[2], now + lease, id)
+      replies[#replies + 1] = id
+      replies[#replies + 1] = payload
+    else
+      redis.call('ZREM', keys[2], id)
+    end
+  end
+  return replies
+end
+
+-- Registration ----------------------------------------------------------------------------
+local READ_ONLY = {'no-writes'}
+
+redis.register_function{function_name = 'sdd_version', callback = version, flags = READ_ONLY}
+redis.register_function('sdd_frontier_mark', frontier_mark)
+redis.register_function('sdd_frontier_mark_url', frontier_mark_url)
+redis.register_function('sdd_records_add', records_add)
+redis.register_function('sdd_records_remove', records_remove)
+redis.register_function{function_name = 'sdd_records_find', callback = records_find, flags = READ_ONLY}
+redis.register_function('sdd_exact_claim', exact_claim)
+redis.register_function('sdd_exact_release', exact_release)
+redis.register_function('sdd_near_add', near_add)
+redis.register_function{function_name = 'sdd_near_scan', callback = near_scan, flags = READ_ONLY}
+redis.register_function('sdd_near_settle', near_settle)
+redis.register_function('sdd_near_remove', near_remove)
+redis.register_function('sdd_near_put', near_put)
+redis.register_function('sdd_order_take', order_take)
+redis.register_function{function_name = 'sdd_order_get', callback = order_get, flags = READ_ONLY}
+redis.register_function('sdd_order_release', order_release)
+redis.register_function('sdd_order_renew', order_renew)
+redis.register_function('sdd_order_reap', order_reap)
+redis.register_function('sdd_cluster_join', cluster_join)
+redis.register_function('sdd_cluster_leave', cluster_leave)
+redis.register_function('sdd_run_join', run_join)
+redis.register_function('sdd_run_renew', run_renew)
+redis.register_function('sdd_run_leave', run_leave)
+redis.register_function('sdd_pending_take', pending_take)
+redis.register_function('sdd_pending_settle', pending_settle)
+redis.register_function('sdd_pending_renew', pending_renew)
+redis.register_function('sdd_pending_reclaim', pending_reclaim)

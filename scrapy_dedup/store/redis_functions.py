@@ -1,0 +1,357 @@
+"""Connection to a Redis store and the server-side functions it runs.
+
+``connect(url)`` opens a standalone server or a Redis Cluster (recognised from the
+server's own ``INFO cluster``), with bounded retries and backoff, and never puts a
+password in a message. :class:`StoreFunctions` loads ``redis_functions.lua`` (Redis
+7+ Functions, versioned) on every master and calls its functions with the keys of
+:mod:`scrapy_dedup.store.redis_keys`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
+
+from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.base import StoreError
+
+logger = logging.getLogger(__name__)
+
+LIBRARY_NAME = "scrapy_dedup"
+LIBRARY_CODE = resources.files("scrapy_dedup.store").joinpath("redis_functions.lua").read_text(encoding="utf-8")
+LIBRARY_VERSION = int(re.search(r"^local LIBRARY_VERSION = (\d+)$", LIBRARY_CODE, re.M).group(1))
+MIN_SERVER_MAJOR = 7
+
+_CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+
+
+class StoreConnectionLost(StoreError):
+    """The Redis store stopped answering and the retries ran out: the crawl stops."""
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for logs and errors).
+
+    >>> redact("redis://user:s3cret@db.example:6380/2")
+    'redis://user:***@db.example:6380/2'
+    >>> redact("rediss://:s3cret@db.example/0")
+    'rediss://:***@db.example/0'
+    >>> redact("redis://db.example:6379/0")
+    'redis://db.example:6379/0'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def is_redis_url(value: Any) -> bool:
+    return isinstance(value, str) and value.split("://", 1)[0].lower() in ("redis", "rediss")
+
+
+def _scrub(text: str, url: str) -> str:
+    password = urlsplit(url).password
+    if password:
+        for form in {password, unquote(password)}:
+            text = text.replace(form, "***")
+    return text
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a lost connection is tried again, with exponential backoff (seconds)."""
+
+    retries: int = 5
+    backoff_base: float = 0.1
+    backoff_cap: float = 5.0
+
+    def build(self) -> Retry:
+        return Retry(ExponentialBackoff(cap=self.backoff_cap, base=self.backoff_base), self.retries)
+
+
+def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10.0) -> redis.Redis | RedisCluster:
+    """A client for the server at ``url``: a cluster client when the server is a cluster node.
+
+    Fails with one line (:class:`StoreError`) naming the URL, password hidden, when the
+    server cannot be reached or is older than Redis 7.
+    """
+    if not is_redis_url(url):
+        raise StoreError(f"not a Redis URL: {redact(str(url))!r} (use redis://host:port/db or rediss://...)")
+    shown = redact(url)
+    options = dict(
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=retry.build(),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )
+    try:
+        # the first contact is not retried: a wrong address or password fails the crawl at once
+        probe = redis.Redis.from_url(url, **{**options, "retry": Retry(ExponentialBackoff(), 0)})
+        try:
+            info = probe.info("server")
+            clustered = bool(probe.info("cluster").get("cluster_enabled"))
+        finally:
+            probe.close()
+    except redis.AuthenticationError as exc:
+        raise StoreError(f"the Redis store at {shown} refused the credentials: {_scrub(str(exc), url)}") from None
+    except (redis.RedisError, OSError, ValueError) as exc:
+        raise StoreError(f"cannot reach the Redis store at {shown}: {_scrub(str(exc), url)}") from None
+    version = str(info.get("redis_version", "0"))
+    if int(version.split(".")[0]) < MIN_SERVER_MAJOR:
+        raise StoreError(
+            f"the Redis store at {shown} runs Redis {version}; Redis {MIN_SERVER_MAJOR}.0 or newer is needed (Functions)"
+        )
+    try:
+        if clustered:
+            # the db number is meaningless on a cluster (always 0): drop it rather than fail
+            parts = urlsplit(url)
+            client = RedisCluster.from_url(urlunsplit((parts.scheme, parts.netloc, "", parts.query, "")), **options)
+        else:
+            client = redis.Redis.from_url(url, **options)
+    except (redis.RedisError, OSError) as exc:
+        raise StoreError(f"cannot reach the Redis store at {shown}: {_scrub(str(exc), url)}") from None
+    logger.debug("connected to the Redis store at %s (%s)", shown, "cluster" if clustered else "standalone")
+    return client
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+def primaries(client: Any) -> list[Any]:
+    """One plain client per master (the client itself when standalone)."""
+    if not is_cluster(client):
+        return [client]
+    return [client.get_redis_connection(node) for node in client.get_primaries()]
+
+
+class StoreFunctions:
+    """The server-side functions, called with this crawl's keys (prefix ``prefix``)."""
+
+    def __init__(self, client: Any, prefix: str) -> None:
+        self.client = client
+        self.prefix = rk.check_prefix(prefix)
+        self.ensure_library()
+
+    # -- the library ------------------------------------------------------------------------
+    def ensure_library(self) -> None:
+        """Load the library on every master that lacks this version of it."""
+        for node in primaries(self.client):
+            try:
+                loaded = int(node.fcall_ro("sdd_version", 0))
+            except redis.ResponseError:
+                loaded = None
+            if loaded != LIBRARY_VERSION:
+                node.function_load(LIBRARY_CODE, replace=True)
+                logger.info("loaded server functions %s version %d", LIBRARY_NAME, LIBRARY_VERSION)
+
+    def _call(self, name: str, keys: Sequence[str], *args: Any) -> Any:
+        return self.client.fcall(name, len(keys), *keys, *args)
+
+    # -- frontier ---------------------------------------------------------------------------
+    def frontier_mark(self, url_key: str, run: int) -> int:
+        """Mark ``url_key`` scheduled in ``run``; the run it was last scheduled in before, 0 for never."""
+        key, rid = rk.frontier_slot(self.prefix, url_key)
+        return int(self._call("sdd_frontier_mark", [key], run, rid)[0])
+
+    def frontier_mark_many(self, url_keys: Iterable[str], run: int) -> list[int]:
+        """:meth:`frontier_mark` for many keys: one call per bucket, pipelined."""
+        keys = list(url_keys)
+        by_bucket: dict[str, list[tuple[int, bytes]]] = {}
+        for i, url_key in enumerate(keys):
+            bucket, rid = rk.frontier_slot(self.prefix, url_key)
+            by_bucket.setdefault(bucket, []).append((i, rid))
+        pipe = self.client.pipeline(transaction=False)
+        order = list(by_bucket.items())
+        for bucket, entries in order:
+            pipe.fcall("sdd_frontier_mark", 1, bucket, run, *(rid for _, rid in entries))
+        out = [0] * len(keys)
+        for (_, entries), replies in zip(order, pipe.execute()):
+            for (i, _), previous in zip(entries, replies):
+                out[i] = int(previous)
+        return out
+
+    def frontier_size(self) -> int:
+        """URL keys in the frontier, read bucket by bucket (SCAN: no snapshot, no blocking)."""
+        total = 0
+        for key in self.client.scan_iter(match=rk.frontier_pattern(self.prefix), count=1000):
+            total += int(self.client.strlen(key)) // rk.FRONTIER_RECORD
+        return total
+
+    # -- exact index ------------------------------------------------------------------------
+    def exact_claim(self, scope: str, content_hash: str, cluster_id: str) -> str | None:
+        """None when ``cluster_id`` now holds the content, else the cluster id that held it."""
+        key, field = rk.exact_slot(self.prefix, scope, content_hash)
+        current = self._call("sdd_exact_claim", [key], field, rk.cluster_token(cluster_id))
+        return None if current is None else bytes(current).hex()
+
+    def exact_find(self, scope: str, content_hash: str) -> str | None:
+        key, field = rk.exact_slot(self.prefix, scope, content_hash)
+        current = self.client.hget(key, field)
+        return None if current is None else bytes(current).hex()
+
+    def exact_release(self, scope: str, content_hash: str, cluster_id: str) -> bool:
+        key, field = rk.exact_slot(self.prefix, scope, content_hash)
+        return bool(self._call("sdd_exact_release", [key], field, rk.cluster_token(cluster_id)))
+
+    # -- near-duplicate tables --------------------------------------------------------------
+    def near_add(self, scope: str, simhash: int, token: bytes) -> None:
+        fp = rk.simhash_bytes(simhash)
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_add", 2, settled, pending, fp, token)
+        pipe.execute()
+
+    def near_add_then_order(self, scope: str, simhash: int, token: bytes, lease_ms: int) -> int:
+        """:meth:`near_add`, then :meth:`order_take` once every entry is in.
+
+        On one server the calls go in one pipeline (a connection runs them in order); on a
+        cluster the buckets are on other masters, so the order is taken after they answered.
+        """
+        if is_cluster(self.client):
+            self.near_add(scope, simhash, token)
+            return self.order_take(token, lease_ms)
+        fp = rk.simhash_bytes(simhash)
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_add", 2, settled, pending, fp, token)
+        pipe.fcall("sdd_order_take", 2, *rk.order_keys(self.prefix), token, lease_ms)
+        return int(pipe.execute()[-1])
+
+    def near_settle_then_release(self, scope: str, simhash: int, token: bytes, keep: bool, order: int) -> bool:
+        """:meth:`near_settle`, then :meth:`order_release` if every pending entry was still there."""
+        fp = rk.simhash_bytes(simhash)
+        if is_cluster(self.client):
+            if not self.near_settle(scope, simhash, token, keep):
+                return False
+            self.order_release(token, order)
+            return True
+        # one server runs a connection's pipeline in order: the release comes after every
+        # settle. If a settle found nothing, the decision was reaped and its order entry is
+        # gone already, so the release (compare-and-delete) does nothing.
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_settle", 2, settled, pending, fp, token, 1 if keep else 0)
+        pipe.fcall("sdd_order_release", 2, *rk.order_keys(self.prefix), token, order)
+        return all(int(r) == 1 for r in pipe.execute()[:-1])
+
+    def near_scan(
+        self, scope: str, simhash: int, max_distance: int
+    ) -> tuple[set[tuple[int, bytes]], set[tuple[int, bytes]]]:
+        """(settled, pending) entries within ``max_distance`` in the four buckets of ``simhash``."""
+        fp = rk.simhash_bytes(simhash)
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_scan", 2, settled, pending, fp, max_distance)
+        settled_out: set[tuple[int, bytes]] = set()
+        pending_out: set[tuple[int, bytes]] = set()
+        for settled_records, pending_records in pipe.execute():
+            settled_out.update(rk.split_near_record(bytes(r)) for r in settled_records)
+            pending_out.update(rk.split_near_record(bytes(r)) for r in pending_records)
+        return settled_out, pending_out
+
+    def near_settle(self, scope: str, simhash: int, token: bytes, keep: bool) -> bool:
+        """Take the pending entries out (and with ``keep`` enter them as settled); False if any was gone."""
+        fp = rk.simhash_bytes(simhash)
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_settle", 2, settled, pending, fp, token, 1 if keep else 0)
+        return all(int(r) == 1 for r in pipe.execute())
+
+    def near_put(self, scope: str, simhash: int, token: bytes) -> None:
+        fp = rk.simhash_bytes(simhash)
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_put", 2, settled, pending, fp, token)
+        pipe.execute()
+
+    def near_remove(self, scope: str, simhash: int, token: bytes) -> None:
+        fp = rk.simhash_bytes(simhash)
+        pipe = self.client.pipeline(transaction=False)
+        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall("sdd_near_remove", 2, settled, pending, fp, token)
+        pipe.execute()
+
+    # -- global order of decisions in flight ------------------------------------------------
+    def order_take(self, token: bytes, lease_ms: int) -> int:
+        return int(self._call("sdd_order_take", rk.order_keys(self.prefix), token, lease_ms))
+
+    def order_get(self, tokens: Sequence[bytes]) -> list[tuple[int, int] | None]:
+        """Per token, (order, ms left on its lease) while its decision is in flight, else None."""
+        if not tokens:
+            return []
+        replies = self._call("sdd_order_get", rk.order_keys(self.prefix), *tokens)
+        return [None if r is None else (int(r[0]), int(r[1])) for r in replies]
+
+    def order_release(self, token: bytes, order: int) -> bool:
+        return bool(self._call("sdd_order_release", rk.order_keys(self.prefix), token, order))
+
+    def order_renew(self, token: bytes, order: int, lease_ms: int) -> bool:
+        return bool(self._call("sdd_order_renew", rk.order_keys(self.prefix), token, order, lease_ms))
+
+    def order_reap(self, token: bytes, order: int) -> bool:
+        return bool(self._call("sdd_order_reap", rk.order_keys(self.prefix), token, order))
+
+    # -- clusters ---------------------------------------------------------------------------
+    def cluster_join(self, cluster_id: str, member: str, rank: bytes) -> tuple[str, str | None]:
+        """(representative now, representative before) after ``member`` joined with ``rank``."""
+        now, before = self._call("sdd_cluster_join", [rk.cluster_key(self.prefix, cluster_id)], member, rank)
+        return _text(now), _text(before)
+
+    def cluster_leave(self, cluster_id: str, member: str) -> tuple[str | None, bool]:
+        """(representative now, None when the cluster is empty; whether ``member`` represented it)."""
+        now, was_rep = self._call("sdd_cluster_leave", [rk.cluster_key(self.prefix, cluster_id)], member)
+        return _text(now), bool(was_rep)
+
+    def cluster_representative(self, cluster_id: str) -> str | None:
+        return _text(self.client.hget(rk.cluster_key(self.prefix, cluster_id), "=rep"))
+
+    def cluster_members(self, cluster_id: str) -> list[str]:
+        fields = self.client.hkeys(rk.cluster_key(self.prefix, cluster_id))
+        return sorted(_text(f)[2:] for f in fields if _text(f).startswith("m:"))
+
+    # -- requests taken by a process --------------------------------------------------------
+    def pending_take(self, request_id: str, owner: str, lease_ms: int, payload: bytes) -> bool:
+        return bool(self._call("sdd_pending_take", rk.pending_keys(self.prefix, request_id),
+                               request_id, owner, lease_ms, payload))
+
+    def pending_settle(self, request_id: str, owner: str) -> bool:
+        return bool(self._call("sdd_pending_settle", rk.pending_keys(self.prefix, request_id), request_id, owner))
+
+    def pending_renew(self, owner: str, lease_ms: int, request_ids: Iterable[str]) -> int:
+        by_shard: dict[tuple[str, str], list[str]] = {}
+        for rid in request_ids:
+            by_shard.setdefault(rk.pending_keys(self.prefix, rid), []).append(rid)
+        return sum(int(self._call("sdd_pending_renew", list(keys), owner, lease_ms, *ids)) for keys, ids in by_shard.items())
+
+    def pending_reclaim(self, owner: str, lease_ms: int, limit: int = 100) -> list[tuple[str, bytes]]:
+        """Requests whose lease ran out, now held by ``owner``: (request id, payload)."""
+        out: list[tuple[str, bytes]] = []
+        for shard in range(rk.PENDING_SHARDS):
+            if len(out) >= limit:
+                break
+            flat = self._call("sdd_pending_reclaim", list(rk.pending_shard(self.prefix, shard)),
+                              owner, lease_ms, limit - len(out))
+            out.extend((_text(flat[i]), bytes(flat[i + 1])) for i in range(0, len(flat), 2))
+        return out
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)

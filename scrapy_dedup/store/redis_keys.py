@@ -1,0 +1,229 @@
+"""Key layout of the Redis store (layout ``redis-1``): names, hash tags, fixed-width bytes.
+
+Pure: no Redis client here, so the layout can be read and tested on its own.
+
+Every key starts with the crawl's prefix (``DEDUP_REDIS_PREFIX``, by default
+``dedup:<spider name>``), so several crawls share one server, and carries a
+``{hash tag}``: Redis Cluster puts keys with the same tag in the same slot. Each
+server-side function (``redis_functions.lua``) touches the keys of one tag only,
+so no call is CROSSSLOT, and the tags are chosen so that the work spreads:
+
+=============================  =====================================  =====================
+key                            holds                                  slots
+=============================  =====================================  =====================
+``P:f:{f<bucket>}``            frontier bucket: 8-byte records        16,384 buckets, spread
+                               (6-byte URL-key digest, uint16 run)
+``P:x:{x<shard>}``             exact index: 16-byte content digest    4,096 shards, spread
+                               -> 8-byte cluster id (hash)
+``P:n:{n<t><scope><block>}``   SimHash table ``t`` bucket of one      4 x 65,536 per scope,
+``P:np:{n<t><scope><block>}``  16-bit block: settled / pending        spread; a decision
+                               16-byte records (SimHash, token)       calls 4 of them
+``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCR and
+                                                                      one HSET per decision
+``P:c:{c<cluster id>}``        one cluster: representative and       one per cluster, spread
+                               member ranks (hash)
+``P:q:{q<shard>}``,            requests taken by a process            64 shards, spread
+``P:qz:{q<shard>}``            (hash) and their lease deadlines
+=============================  =====================================  =====================
+
+The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
+about 8-12 bytes per URL plus a fixed ~1.5 MB for the buckets, against 88 bytes
+per URL for a set of 40-character fingerprints (scrapy-redis's dupefilter).
+
+Why near-duplicate decisions spread: a decision enters its SimHash in the four
+tables it belongs to (four slots), takes one order number (the only shared
+slot, and a cheap call), then scans the same four buckets. No bucket is locked
+while another is read; see :mod:`scrapy_dedup.store.redis_near` for why two
+near duplicates are never both kept.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+
+import xxhash
+
+from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
+from scrapy_dedup.core.representative import Candidate, authority_rank
+
+LAYOUT = "redis-1"
+
+FRONTIER_BUCKET_BITS = 14
+FRONTIER_RECORD = 8
+EXACT_SHARD_BITS = 12
+PENDING_SHARDS = 64
+NEAR_RECORD = 16
+
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
+_U64 = struct.Struct(">Q")
+_BLOCK_MASK = (1 << BLOCK_BITS) - 1
+
+
+class BadPrefix(ValueError):
+    pass
+
+
+def check_prefix(prefix: str) -> str:
+    """A key prefix: letters, digits and ``_ . : -`` (no braces, which would change the slots).
+
+    >>> check_prefix("dedup:docs")
+    'dedup:docs'
+    >>> check_prefix("a{b}")
+    Traceback (most recent call last):
+    ...
+    scrapy_dedup.store.redis_keys.BadPrefix: a Redis key prefix is 1-100 characters among letters, digits and _ . : - (got 'a{b}')
+    """
+    if not isinstance(prefix, str) or not _PREFIX_RE.fullmatch(prefix):
+        raise BadPrefix(
+            f"a Redis key prefix is 1-100 characters among letters, digits and _ . : - (got {prefix!r})"
+        )
+    return prefix
+
+
+def default_prefix(spider_name: str) -> str:
+    """``dedup:<spider name>``, with characters a prefix cannot hold replaced by ``_``.
+
+    >>> default_prefix("docs")
+    'dedup:docs'
+    >>> default_prefix("my spider{1}")
+    'dedup:my_spider_1_'
+    """
+    return "dedup:" + re.sub(r"[^A-Za-z0-9_.\-]", "_", spider_name or "crawl")[:90]
+
+
+# -- frontier -------------------------------------------------------------------------------
+
+
+def url_digest(url_key: str) -> int:
+    """64-bit digest of a URL key (xxh3): 14 bits choose the bucket, 48 are stored."""
+    return xxhash.xxh3_64_intdigest(url_key.encode("utf-8", "surrogatepass"))
+
+
+def frontier_slot(prefix: str, url_key: str) -> tuple[str, bytes]:
+    """(bucket key, 6-byte record id) of ``url_key``.
+
+    Two keys collide only if their 62 bits used here are equal: at 10^7 URLs the
+    chance of any collision in a crawl is about 10^-5.
+
+    >>> key, rid = frontier_slot("dedup:docs", "https://example.com/a")
+    >>> key.startswith("dedup:docs:f:{f") and key.endswith("}") and len(rid) == 6
+    True
+    """
+    digest = url_digest(url_key)
+    bucket = digest >> (64 - FRONTIER_BUCKET_BITS)
+    return frontier_bucket(prefix, bucket), _U64.pack(digest)[2:]
+
+
+def frontier_bucket(prefix: str, bucket: int) -> str:
+    return f"{prefix}:f:{{f{bucket:04x}}}"
+
+
+def frontier_pattern(prefix: str) -> str:
+    """SCAN pattern of every frontier bucket."""
+    return f"{_glob_escape(prefix)}:f:*"
+
+
+# -- exact index ----------------------------------------------------------------------------
+
+
+def scope_digest(scope: str) -> bytes:
+    """8 bytes standing for a dedup scope (the same digest as the LevelDB backend's)."""
+    return xxhash.xxh64_digest(scope.encode("utf-8"))
+
+
+def exact_slot(prefix: str, scope: str, content_hash: str) -> tuple[str, bytes]:
+    """(shard key, 16-byte field) of a content hash in a scope."""
+    field = xxhash.xxh3_128_digest(scope_digest(scope) + content_hash.encode("ascii", "surrogateescape"))
+    shard = int.from_bytes(field[:2], "big") >> (16 - EXACT_SHARD_BITS)
+    return f"{prefix}:x:{{x{shard:03x}}}", field
+
+
+def cluster_token(cluster_id: str) -> bytes:
+    """A cluster id (16 hex digits) as the 8 bytes stored in tables."""
+    return bytes.fromhex(cluster_id)
+
+
+# -- near-duplicate tables ------------------------------------------------------------------
+
+
+def near_buckets(prefix: str, scope: str, simhash: int) -> list[tuple[str, str]]:
+    """(settled key, pending key) of the BLOCKS buckets a SimHash belongs to.
+
+    >>> [k for k, _ in near_buckets("p", "", 0x0123_4567_89AB_CDEF)][0].endswith("cdef}")
+    True
+    """
+    sid = scope_digest(scope).hex()
+    out = []
+    for table in range(BLOCKS):
+        block = (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK
+        tag = f"n{table}{sid}{block:04x}"
+        out.append((f"{prefix}:n:{{{tag}}}", f"{prefix}:np:{{{tag}}}"))
+    return out
+
+
+def near_pattern(prefix: str) -> str:
+    return f"{_glob_escape(prefix)}:n:*"
+
+
+def simhash_bytes(simhash: int) -> bytes:
+    return _U64.pack(simhash)
+
+
+def near_record(simhash: int, token: bytes) -> bytes:
+    if len(token) != 8:
+        raise ValueError("a near-duplicate token is 8 bytes")
+    return _U64.pack(simhash) + token
+
+
+def split_near_record(record: bytes) -> tuple[int, bytes]:
+    return _U64.unpack(record[:8])[0], record[8:16]
+
+
+def order_keys(prefix: str) -> tuple[str, str]:
+    tag = f"{{{prefix}:o}}"
+    return f"{prefix}:o:{tag}", f"{prefix}:om:{tag}"
+
+
+# -- clusters and their representatives -----------------------------------------------------
+
+
+def cluster_key(prefix: str, cluster_id: str) -> str:
+    return f"{prefix}:c:{{c{cluster_id}}}"
+
+
+def rank_bytes(candidate: Candidate, authority: Sequence[str] = ()) -> bytes:
+    """Bytes whose order is :func:`representative_order`'s: the smallest represents.
+
+    Fixed-width big-endian numbers first, then the URL key in UTF-8 (whose byte order is
+    code point order), so the server compares ranks without knowing the rule.
+    """
+    length = max(0, min(candidate.text_length, 0xFFFFFFFF))
+    return (
+        bytes((1 if candidate.canonical_alias else 0,))
+        + struct.pack(
+            ">IHI",
+            0xFFFFFFFF - length,
+            min(authority_rank(candidate.url, authority), 0xFFFF),
+            max(0, min(candidate.first_run, 0xFFFFFFFF)),
+        )
+        + candidate.key.encode("utf-8", "surrogatepass")
+    )
+
+
+# -- requests taken by a process ------------------------------------------------------------
+
+
+def pending_keys(prefix: str, request_id: str) -> tuple[str, str]:
+    shard = xxhash.xxh3_64_intdigest(request_id.encode("utf-8", "surrogatepass")) % PENDING_SHARDS
+    return pending_shard(prefix, shard)
+
+
+def pending_shard(prefix: str, shard: int) -> tuple[str, str]:
+    tag = f"{{q{shard:02x}}}"
+    return f"{prefix}:q:{tag}", f"{prefix}:qz:{tag}"
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)

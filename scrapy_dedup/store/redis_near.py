@@ -1,0 +1,161 @@
+"""Near-duplicate decisions shared by many processes, spread over a cluster's masters.
+
+One atomic check-and-insert over the four SimHash tables would have to hold the four
+buckets at once: on a cluster they are in four slots, on four masters, and on one
+server that function blocks everything else while it scans (about 750 decisions/s at
+10^8 documents). Instead each decision runs *insert, then order, then check*:
+
+1. **insert**: enter (SimHash, token) as *pending* in its four buckets;
+2. **order**: take the next number from one counter (the only shared slot; one INCR);
+3. **check**: scan the four buckets. A *settled* entry (a representative) near enough
+   and confirmed makes this document its duplicate. A *pending* entry with a smaller
+   order number is a decision still in flight: wait until it settles, then scan again.
+   A pending entry without an order number, or with a larger one, is ignored.
+4. **settle**: move the entries to *settled* (kept) or remove them (duplicate), then
+   end the order number.
+
+Why no two near duplicates X and Y are both kept: say X took the smaller number. Y took
+its number after X did, X had inserted before taking its number, and Y scans after taking
+its own: so Y finds X, pending or settled, and with a smaller number, and waits for X or
+joins it. X never waits for Y. Two entries that were pending without a number in one scan
+and still pending in the next took their number after this decision did, so they are
+later ones. The outcome is the one of a single process deciding in order-number order;
+each bucket is locked only for its own short call, so decisions spread over the masters
+holding the buckets.
+
+A process that dies mid-decision leaves a pending entry with a lease; when the lease runs
+out, the next decision that waits for it removes it (the page is fetched again through
+the requests it had taken). A decision that waits renews its own lease.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scrapy_dedup.core.fingerprints import hamming
+from scrapy_dedup.store.redis_functions import StoreFunctions
+
+#: ``confirm(simhash, token)``: whether the candidate is a near duplicate of the document
+#: being decided (e.g. MinHash agreement with its representative). Must be symmetric.
+Confirm = Callable[[int, bytes], bool]
+
+
+@dataclass(slots=True)
+class NearOutcome:
+    #: the token of the representative this document duplicates; None: it was kept
+    duplicate_of: bytes | None
+    distance: int | None
+    order: int
+    #: how many scans it took (1 when no earlier decision was in flight)
+    scans: int
+    #: abandoned decisions of dead processes removed on the way
+    reaped: int = 0
+
+    @property
+    def kept(self) -> bool:
+        return self.duplicate_of is None
+
+
+class DecisionReaped(Exception):
+    """This decision's lease ran out and another process removed it: decide again."""
+
+
+class NearDecisions:
+    def __init__(
+        self,
+        functions: StoreFunctions,
+        *,
+        lease_ms: int = 30_000,
+        poll_s: float = 0.002,
+        max_wait_s: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.fn = functions
+        self.lease_ms = lease_ms
+        self.poll_s = poll_s
+        self.max_wait_s = max_wait_s
+        self.clock = clock
+        self.sleep = sleep
+
+    def decide(
+        self,
+        scope: str,
+        simhash: int,
+        token: bytes,
+        max_distance: int,
+        confirm: Confirm | None = None,
+    ) -> NearOutcome:
+        """Keep ``(simhash, token)`` as a representative, or name the one it duplicates."""
+        for _attempt in range(3):
+            try:
+                return self._decide_once(scope, simhash, token, max_distance, confirm)
+            except DecisionReaped:
+                continue
+        raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
+
+    def _decide_once(self, scope, simhash, token, max_distance, confirm) -> NearOutcome:
+        fn = self.fn
+        order = fn.near_add_then_order(scope, simhash, token, self.lease_ms)
+        later: set[bytes] = set()  # pending without an order in one scan and still pending in the next
+        unordered: set[bytes] = set()
+        reaped = scans = 0
+        started = renewed = self.clock()
+        try:
+            while True:
+                scans += 1
+                settled, pending = fn.near_scan(scope, simhash, max_distance)
+                match = self._closest(simhash, token, settled, confirm)
+                if match is not None:
+                    self._settle(scope, simhash, token, order, keep=False)
+                    return NearOutcome(match[1], match[0], order, scans, reaped)
+                others = {(fp, t) for fp, t in pending if t != token}
+                later |= {t for _, t in others if t in unordered}
+                undecided = [(fp, t) for fp, t in others if t not in later]
+                if confirm is not None:
+                    undecided = [(fp, t) for fp, t in undecided if confirm(fp, t)]
+                orders = fn.order_get([t for _, t in undecided])
+                unordered = {t for (_, t), o in zip(undecided, orders) if o is None}
+                earlier = [(fp, t, o) for (fp, t), o in zip(undecided, orders) if o is not None and o[0] < order]
+                if not earlier and not unordered:
+                    self._settle(scope, simhash, token, order, keep=True)
+                    return NearOutcome(None, None, order, scans, reaped)
+                for fp, t, (their_order, ms_left) in earlier:
+                    if ms_left < 0 and fn.order_reap(t, their_order):
+                        # its process died mid-decision: its entries go, the order number first
+                        fn.near_settle(scope, fp, t, keep=False)
+                        reaped += 1
+                now = self.clock()
+                if now - started > self.max_wait_s:
+                    raise TimeoutError(f"waited {self.max_wait_s:.0f} s for earlier near-duplicate decisions")
+                if earlier:
+                    if (now - renewed) * 1000 > self.lease_ms / 3:
+                        if not fn.order_renew(token, order, self.lease_ms):
+                            raise DecisionReaped()
+                        renewed = now
+                    self.sleep(self.poll_s)
+        except DecisionReaped:
+            fn.near_settle(scope, simhash, token, keep=False)
+            raise
+
+    @staticmethod
+    def _closest(simhash, token, settled, confirm) -> tuple[int, bytes] | None:
+        best = None
+        for fp, t in sorted(settled, key=lambda e: (hamming(e[0], simhash), e[1])):
+            if t == token:
+                continue
+            if confirm is None or confirm(fp, t):
+                best = (hamming(fp, simhash), t)
+                break
+        return best
+
+    def _settle(self, scope: str, simhash: int, token: bytes, order: int, keep: bool) -> None:
+        fn = self.fn
+        if not fn.near_settle_then_release(scope, simhash, token, keep, order):
+            # reaped while deciding: take back what was settled, decide again
+            if keep:
+                fn.near_remove(scope, simhash, token)
+            fn.near_settle(scope, simhash, token, keep=False)
+            raise DecisionReaped()

@@ -1,0 +1,394 @@
+"""The Redis backend: one store shared by every crawl process, on a server or a cluster.
+
+``DEDUP_STORE = "redis://[user:password@]host:port/db"`` (``rediss://`` for TLS). A
+Redis Cluster is recognised from the server itself. Keys carry the crawl's prefix
+(``DEDUP_REDIS_PREFIX``, by default ``dedup:<spider name>``); their layout and slots
+are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
+``redis_functions.lua``. Beyond that layout:
+
+=================================  ===========================================
+``P:m:{P:m}``                      metadata (hash: name -> JSON), the run counter
+``P:r:{P:m}``                      processes in the current run, by lease deadline
+``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 hashes per table
+``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value)
+``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
+``P:b:{b<band><scope><bucket>}``   LSH band bucket: 16-byte records (band hash, cluster)
+=================================  ===========================================
+
+Reads stream: ``scan`` walks a table shard by shard, so a report needs no snapshot and
+never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server.
+On a cluster, where one transaction cannot span slots, a batch is journalled in one slot
+(``P:j:{P:m}``), applied slot by slot, then struck from the journal; a batch left there
+by a writer that died is replayed when a store is next opened. Readers may see part of a
+batch while it is applied; after a crash a batch is applied whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import xxhash
+
+from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.base import STORE_FORMAT, URL, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.store.redis_functions import (
+    _CONNECTION_ERRORS,
+    RetryPolicy,
+    StoreConnectionLost,
+    StoreFunctions,
+    connect,
+    is_cluster,
+    redact,
+)
+
+logger = logging.getLogger(__name__)
+
+LAYOUT = rk.LAYOUT
+#: a process of a crawl renews its place in the run this often; one silent for a lease is gone
+RUN_LEASE_MS = 30_000
+TABLE_SHARDS = 1024
+BAND_BUCKET_BITS = 16
+#: a cluster batch journalled longer ago than this was left by a writer that died mid-way
+JOURNAL_REPLAY_AFTER_S = 60.0
+_U64 = struct.Struct(">Q")
+
+
+def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
+    def arg(value: Any) -> list:
+        if isinstance(value, bytes):
+            return ["b", value.decode("latin-1")]
+        if isinstance(value, int):
+            return ["i", value]
+        return ["s", value]
+
+    return json.dumps({"at": written_at, "commands": [[arg(a) for a in c] for c in commands]}).encode()
+
+
+def _decode_commands(raw: bytes) -> tuple[float, list[tuple]]:
+    data = json.loads(raw)
+    decode = {"b": lambda v: v.encode("latin-1"), "i": int, "s": str}
+    return data["at"], [tuple(decode[t](v) for t, v in c) for c in data["commands"]]
+
+
+def _shard(key: str) -> int:
+    return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass")) % TABLE_SHARDS
+
+
+class RedisBatch(StoreBatch):
+    """Writes recorded as commands and sent together when the block exits."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self._store = store
+        self.commands: list[tuple] = []
+
+    def put(self, table: str, key: str, value: bytes) -> None:
+        s = self._store
+        self.commands.append(("HSET", s._table_key(table, key), key, bytes(value)))
+        if table == URL:
+            # a recorded URL keeps its own first URL: the frontier's copy can go
+            bucket, rid = rk.frontier_slot(s.prefix, key)
+            self.commands.append(("HDEL", s._first_urls_key(bucket), rid))
+
+    def delete(self, table: str, key: str) -> None:
+        self.commands.append(("HDEL", self._store._table_key(table, key), key))
+
+    def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
+        self.commands.append(("HSET", self._store._set_key(name, owner), member, bytes(value)))
+
+    def remove_from_set(self, name: str, owner: str, member: str) -> None:
+        self.commands.append(("HDEL", self._store._set_key(name, owner), member))
+
+    def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
+        self._near("sdd_near_put", "sdd_records_add", scope, simhash, bands, cluster_id)
+
+    def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
+        self._near("sdd_near_remove", "sdd_records_remove", scope, simhash, bands, cluster_id)
+
+    def _near(self, table_fn, band_fn, scope, simhash, bands, cluster_id) -> None:
+        s = self._store
+        bands = band_tuple(bands)
+        token = rk.cluster_token(cluster_id)
+        fp = rk.simhash_bytes(simhash)
+        for settled, pending in rk.near_buckets(s.prefix, scope, simhash):
+            self.commands.append(("FCALL", table_fn, 2, settled, pending, fp, token))
+        for band, band_hash in enumerate(bands):
+            self.commands.append(("FCALL", band_fn, 1, s._band_key(scope, band, band_hash), _U64.pack(band_hash) + token))
+
+
+class RedisStore(DedupStore):
+    """A store on a Redis server or cluster, shared by every process that opens it."""
+
+    def __init__(
+        self,
+        path: str,
+        params: dict[str, Any],
+        *,
+        cache_mb: int = 16,
+        prefix: str = "dedup:crawl",
+        retry: RetryPolicy = RetryPolicy(),
+    ) -> None:
+        self.url = path
+        self.path = redact(path)  # what messages show
+        self.prefix = rk.check_prefix(prefix)
+        self._connect(retry)
+        self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
+        self._read_run()
+        self.replay_journal()
+
+    @classmethod
+    def open_existing(cls, path: str, prefix: str = "dedup:crawl") -> RedisStore:
+        store = cls.__new__(cls)
+        store.url, store.path, store.prefix = path, redact(path), rk.check_prefix(prefix)
+        store._connect(RetryPolicy())
+        store.params = store.get_meta("params")
+        if store.params is None:
+            store.close()
+            raise StoreError(f"no dedup store at {store.path!r} under the key prefix {prefix!r}")
+        if store.params.get("simhash_layout") != LAYOUT:
+            store.close()
+            raise StoreError(
+                f"the dedup store {store.path!r} has store format {store.params.get('store_format')!r}; "
+                f"this version reads format {STORE_FORMAT} ({LAYOUT} layout)"
+            )
+        store._read_run()
+        return store
+
+    def _connect(self, retry: RetryPolicy) -> None:
+        self.retry = retry
+        self.client = connect(self.url, retry=retry)
+        self.fn = StoreFunctions(self.client, self.prefix)
+        self._writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._batches = 0
+        self._heartbeat: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    def close(self) -> None:
+        if self._heartbeat is not None:
+            self._stopping.set()
+            self._heartbeat.join(timeout=5)
+            self._heartbeat = None
+            try:
+                self.client.fcall("sdd_run_leave", 2, self._meta_key(), self._members_key(), self._writer)
+            except Exception:  # noqa: BLE001 -- leaving is best effort: the lease runs out anyway
+                logger.debug("could not leave the run of %s", self.path)
+        self.client.close()
+
+    # -- runs shared by processes -------------------------------------------
+    def begin_run(self) -> int:
+        """Join the run of the crawl's processes alive now, or begin the next one.
+
+        Every process of one crawl works in the same run, so a URL another process
+        scheduled a moment ago is "seen", not "fetched in an earlier run".
+        """
+        self._run, began = (
+            int(x) for x in self.client.fcall(
+                "sdd_run_join", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS
+            )
+        )
+        logger.info("%s run %d of the shared store %s", "began" if began else "joined", self._run, self.path)
+        if self._heartbeat is None:
+            self._stopping.clear()
+            self._heartbeat = threading.Thread(target=self._renew, name="dedup-redis-run", daemon=True)
+            self._heartbeat.start()
+        return self._run
+
+    def _renew(self) -> None:
+        while not self._stopping.wait(RUN_LEASE_MS / 3000):
+            try:
+                self.client.fcall("sdd_run_renew", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS)
+            except Exception:  # noqa: BLE001 -- the crawl's own calls report a lost connection
+                logger.debug("could not renew this process's place in the run of %s", self.path)
+
+    def _lost(self, exc: Exception) -> StoreConnectionLost:
+        return StoreConnectionLost(
+            f"lost the connection to the Redis store at {self.path} "
+            f"({self.retry.retries} retries with backoff ran out): {exc}"
+        )
+
+    # -- key names ----------------------------------------------------------
+    def _journal_key(self) -> str:
+        return f"{self.prefix}:j:{{{self.prefix}:m}}"
+
+    def _members_key(self) -> str:
+        return f"{self.prefix}:r:{{{self.prefix}:m}}"
+
+    def _meta_key(self) -> str:
+        return f"{self.prefix}:m:{{{self.prefix}:m}}"
+
+    def _table_key(self, table: str, key: str) -> str:
+        return self._table_shard(table, _shard(key))
+
+    def _table_shard(self, table: str, shard: int) -> str:
+        return f"{self.prefix}:t:{table}:{{t{table}{shard:03x}}}"
+
+    def _set_key(self, name: str, owner: str) -> str:
+        digest = xxhash.xxh64_hexdigest(owner.encode("utf-8", "surrogatepass"))
+        return f"{self.prefix}:s:{name}:{{s{digest}}}{owner}"
+
+    def _first_urls_key(self, bucket_key: str) -> str:
+        # the same {tag} as the bucket: one call reads and writes both
+        return bucket_key.replace(":f:", ":fu:", 1)
+
+    def _band_key(self, scope: str, band: int, band_hash: int) -> str:
+        sid = rk.scope_digest(scope).hex()
+        bucket = band_hash >> (64 - BAND_BUCKET_BITS)
+        return f"{self.prefix}:b:{{b{band:02x}{sid}{bucket:04x}}}"
+
+    # -- batches ------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[RedisBatch]:
+        batch = RedisBatch(self)
+        yield batch
+        if batch.commands:
+            self._apply(batch.commands)
+
+    def _apply(self, commands: list[tuple]) -> None:
+        if not is_cluster(self.client):
+            pipe = self.client.pipeline(transaction=True)
+            for command in commands:
+                pipe.execute_command(*command)
+            pipe.execute()
+            return
+        # A cluster transaction holds one slot: the batch is journalled in one slot first, then
+        # applied slot by slot (in order within each), then its journal entry goes. A writer
+        # that dies in between leaves the entry, which the next store opened replays: every
+        # write is an absolute put, delete, add or remove, so applying it again is harmless.
+        self._batches += 1
+        entry = f"{self._writer}:{self._batches}"
+        journal = self._journal_key()
+        self.client.hset(journal, entry, _encode_commands(commands, time.time()))
+        self._apply_by_slot(commands)
+        self.client.hdel(journal, entry)
+
+    def _apply_by_slot(self, commands: list[tuple]) -> None:
+        by_slot: dict[int, list[tuple]] = {}
+        for command in commands:
+            key = command[3] if command[0] == "FCALL" else command[1]
+            by_slot.setdefault(self.client.keyslot(key), []).append(command)
+        for slot_commands in by_slot.values():
+            pipe = self.client.pipeline(transaction=True)
+            for command in slot_commands:
+                pipe.execute_command(*command)
+            pipe.execute()
+
+    def replay_journal(self, older_than_s: float = JOURNAL_REPLAY_AFTER_S) -> int:
+        """Finish the cluster batches of writers that died mid-way; returns how many."""
+        if not is_cluster(self.client):
+            return 0
+        journal = self._journal_key()
+        replayed = 0
+        for entry, raw in self.client.hgetall(journal).items():
+            written_at, commands = _decode_commands(raw)
+            if time.time() - written_at < older_than_s:
+                continue  # its writer may still be applying it
+            self._apply_by_slot(commands)
+            self.client.hdel(journal, entry)
+            replayed += 1
+        return replayed
+
+    # -- records ------------------------------------------------------------
+    def get(self, table: str, key: str) -> bytes | None:
+        return self.client.hget(self._table_key(table, key), key)
+
+    def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
+        for shard in range(TABLE_SHARDS):
+            rows = self.client.hgetall(self._table_shard(table, shard))
+            for key in sorted(rows):
+                yield key.decode("utf-8", "surrogatepass"), rows[key]
+
+    def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
+        current = self.client.fcall("sdd_exact_claim", 1, self._table_key(table, key), key, bytes(value))
+        return None if current is None else bytes(current)
+
+    def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
+        rows = self.client.hgetall(self._set_key(name, owner))
+        for member in sorted(rows):
+            yield member.decode("utf-8", "surrogatepass"), rows[member]
+
+    # -- metadata -----------------------------------------------------------
+    def get_meta(self, name: str) -> Any:
+        raw = self.client.hget(self._meta_key(), name)
+        return json.loads(raw) if raw is not None else None
+
+    def put_meta(self, name: str, value: Any) -> None:
+        self.client.hset(self._meta_key(), name, json.dumps(value, sort_keys=True))
+
+    def put_meta_if_absent(self, name: str, value: Any) -> Any:
+        current = self.client.fcall("sdd_exact_claim", 1, self._meta_key(), name, json.dumps(value, sort_keys=True))
+        return None if current is None else json.loads(current)
+
+    def increment_meta(self, name: str) -> int:
+        return int(self.client.hincrby(self._meta_key(), name, 1))
+
+    # -- frontier -----------------------------------------------------------
+    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+        bucket, rid = rk.frontier_slot(self.prefix, key)
+        previous, first_url = self.client.fcall(
+            "sdd_frontier_mark_url", 2, bucket, self._first_urls_key(bucket), run, rid, url
+        )
+        if int(previous) == 0:
+            return None
+        if first_url is None:
+            record = self.get_url(key)
+            first = record.url if record is not None else url
+        else:
+            first = first_url.decode("utf-8", "surrogatepass")
+        return int(previous), first
+
+    def frontier_size(self) -> int:
+        return self.fn.frontier_size()
+
+    # -- near-duplicate index -----------------------------------------------
+    def simhash_candidates(
+        self, scope: str, simhash: int, max_distance: int | None = None
+    ) -> Iterator[tuple[int, str]]:
+        settled, _ = self.fn.near_scan(scope, simhash, 64 if max_distance is None else max_distance)
+        for fp, token in sorted(settled):
+            yield fp, token.hex()
+
+    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
+        pipe = self.client.pipeline(transaction=False)
+        for band, band_hash in enumerate(bands):
+            pipe.fcall("sdd_records_find", 1, self._band_key(scope, band, band_hash), _U64.pack(band_hash))
+        return {bytes(token).hex() for found in pipe.execute() for token in found}
+
+
+def _guard(name: str) -> None:
+    method = getattr(RedisStore, name)
+
+    def guarded(self, *args, **kwargs):
+        try:
+            result = method(self, *args, **kwargs)
+            if hasattr(result, "__next__"):
+                return _guarded_iter(self, result)
+            return result
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(exc) from None
+
+    guarded.__name__, guarded.__doc__ = method.__name__, method.__doc__
+    setattr(RedisStore, name, guarded)
+
+
+def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
+    try:
+        yield from iterator
+    except _CONNECTION_ERRORS as exc:
+        raise store._lost(exc) from None
+
+
+# every call that reaches the server: a lost connection, once the client's retries with
+# backoff have run out, is one StoreConnectionLost naming the store (password hidden)
+for _name in (
+    "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
+    "increment_meta", "frontier_mark", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+):
+    _guard(_name)

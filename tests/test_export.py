@@ -1,0 +1,153 @@
+"""``scrapy dedup export``: the settled corpus of a real crawl of the demo site, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from testing import DemoServer, run_crawl
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+def dedup(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SCRAPY_SETTINGS_MODULE", "COLUMNS", "LINES")}
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def ok(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    proc = dedup(*args, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def jsonl(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory):
+    work = tmp_path_factory.mktemp("export-crawl")
+    with DemoServer() as server:
+        result = run_crawl(server.url + "/", work / "with-text", {"DEDUP_HOST_RULES": server.manifest["host_rules"]})
+        run_crawl(
+            server.url + "/",
+            work / "no-text",
+            {"DEDUP_HOST_RULES": server.manifest["host_rules"], "DEDUP_KEEP_TEXT": False},
+        )
+        yield server, work, result
+
+
+@pytest.fixture(scope="module")
+def exported(crawled):
+    server, work, _ = crawled
+    proc = ok("export", "--store", str(work / "with-text" / "store"), cwd=work)
+    return jsonl(proc.stdout), proc.stderr
+
+
+@pytest.fixture(scope="module")
+def provenance(crawled):
+    _, work, _ = crawled
+    store = str(work / "with-text" / "store")
+    rows = jsonl(ok("provenance", "--store", store, "--format", "jsonl", cwd=work).stdout)
+    aliases = jsonl(ok("aliases", "--store", store, "--format", "jsonl", cwd=work).stdout)
+    return rows, aliases
+
+
+def test_one_record_per_document_with_its_fields(exported, provenance):
+    records, stderr = exported
+    rows, _ = provenance
+    documents = {r["canonical_url"] for r in rows if r["canonical_url"] and r["reason"] is None and r["text_length"]}
+    assert sorted(r["url"] for r in records) == sorted(documents)
+    assert len({r["document_id"] for r in records}) == len(records) == 36  # 37 documents, one a PDF
+    for record in records:
+        assert list(record) == ["document_id", "url", "title", "text", "sources", "first_seen", "last_seen"]
+        assert record["text"].strip() and re.fullmatch(r"[0-9a-f]{16}", record["document_id"])
+        assert ISO.match(record["first_seen"]) and ISO.match(record["last_seen"])
+        assert record["first_seen"] <= record["last_seen"]
+    # the PDF has no text: left out, and said so
+    assert "1 document(s) have no text in the store" in stderr and ".pdf" in stderr
+
+
+def test_every_source_url_is_listed_once_with_its_reason(exported, provenance):
+    records, _ = exported
+    rows, aliases = provenance
+    by_url = {r["url"]: r for r in records}
+    expected: dict[str, dict[str, str | None]] = {}
+    for row in rows:
+        if row["canonical_url"] in by_url and row["status"] != "redirect":
+            expected.setdefault(row["canonical_url"], {})[row["url"]] = row["reason"]
+    for alias in aliases:
+        if alias["canonical_url"] in by_url:
+            expected.setdefault(alias["canonical_url"], {})[alias["url"]] = alias["reason"]
+    for url, record in by_url.items():
+        got = {s["url"]: s["reason"] for s in record["sources"]}
+        assert len(got) == len(record["sources"]), url
+        assert got == expected[url], url
+        assert got[url] is None  # the canonical URL is a source with no alias reason
+
+
+def test_each_planted_duplicate_group_is_one_record(crawled, exported):
+    server, _, _ = crawled
+    records, _ = exported
+    owner = {s["url"]: r["document_id"] for r in records for s in r["sources"]}
+    checked = 0
+    for group in server.manifest["groups"]:
+        if group["expect"] != "one_document" or group["kind"] == "binary_exact":
+            continue
+        urls = [server.url_for(group["canonical"])] + [server.url_for(v) for v in group["variants"]]
+        ids = {owner.get(u) for u in urls if u in owner}
+        assert len(ids) == 1 and None not in ids, group["name"]
+        checked += 1
+    assert checked >= 8
+
+
+def test_export_to_a_file_and_the_same_records_twice(crawled, exported, tmp_path):
+    _, work, _ = crawled
+    out = tmp_path / "corpus.jsonl"
+    proc = ok("export", "--store", str(work / "with-text" / "store"), "--format", "jsonl", "-o", str(out), cwd=work)
+    assert f"exported 36 documents to {out}" in proc.stderr
+    assert jsonl(out.read_text("utf-8")) == exported[0]
+
+
+def test_chunks_one_record_per_distinct_chunk_with_every_document(crawled, exported):
+    _, work, _ = crawled
+    records, _ = exported
+    by_id = {r["document_id"]: r for r in records}
+    proc = ok("export", "--store", str(work / "with-text" / "store"), "--chunks", cwd=work)
+    chunks = jsonl(proc.stdout)
+    assert len({c["content_hash"] for c in chunks}) == len(chunks) > len(records)
+    occurrences = 0
+    for chunk in chunks:
+        assert list(chunk) == ["content_hash", "text", "tokens", "documents", "urls"]
+        for occ in chunk["documents"]:
+            doc = by_id[occ["document_id"]]
+            assert doc["text"][occ["start"] : occ["end"]] == chunk["text"]
+            assert doc["url"] in chunk["urls"]
+            occurrences += 1
+        assert set(chunk["urls"]) >= {by_id[o["document_id"]]["url"] for o in chunk["documents"]}
+    # every document's chunks are all there
+    assert occurrences == sum(1 for c in chunks for _ in c["documents"])
+    assert {o["document_id"] for c in chunks for o in c["documents"]} == set(by_id)
+    assert re.search(r"exported \d+ unique chunks of 36 documents", proc.stderr)
+
+
+def test_a_store_without_texts_says_so(crawled):
+    _, work, _ = crawled
+    proc = dedup("export", "--store", str(work / "no-text" / "store"), cwd=work)
+    assert proc.returncode == 1
+    assert "DEDUP_KEEP_TEXT" in proc.stderr and proc.stdout == ""
+
+
+def test_usage_errors(crawled):
+    _, work, _ = crawled
+    store = str(work / "with-text" / "store")
+    assert dedup("export", "--store", store, "--format", "csv", cwd=work).returncode == 2
+    assert dedup("aliases", "--store", store, "--chunks", cwd=work).returncode == 2

@@ -1,0 +1,117 @@
+"""Crawls over one Redis store: the demo site crawled by several plain Scrapy processes at once
+ends with the same documents, clusters and representatives as one process on LevelDB; an
+unreachable server fails the crawl before any request, the password hidden."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+from redis_servers import free_port
+from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
+
+from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.redis_functions import connect, primaries
+from scrapy_dedup.store.redis_store import RedisStore
+
+REDIS_BACKEND = "scrapy_dedup.store.redis_store.RedisStore"
+
+
+def outcome(store) -> dict:
+    """What must not depend on the process count: per URL key its status and the URL key
+    of its cluster's representative; each cluster as (members, representative)."""
+    clusters = {c.cluster_id: c for c in store.iter_clusters()}
+    per_key = {}
+    for record in store.iter_urls():
+        cluster = clusters.get(record.cluster_id)
+        per_key[record.key] = (record.kind, cluster.representative if cluster else None)
+    partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
+    return {"per_key": per_key, "partition": partition}
+
+
+def summary(*args: str) -> dict:
+    """``scrapy dedup summary --format jsonl`` run as the CLI, outside any project."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", "summary", *args, "--format", "jsonl"],
+        capture_output=True, text=True, timeout=120, cwd="/",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+#: summary figures that do not depend on fetch order
+SUMMARY_FIGURES = ("urls_known", "url_records", "frontier_keys", "documents", "aliases", "exact_duplicates",
+                   "near_duplicates")
+
+
+def crawl_in_processes(start_url, out_dir, url, processes):
+    results = [None] * processes
+    settings = {"DEDUP_STORE": url, "DEDUP_STORE_BACKEND": REDIS_BACKEND}
+
+    def crawl(i):
+        results[i] = run_crawl(start_url, out_dir / f"p{i}", settings)
+
+    threads = [threading.Thread(target=crawl, args=(i,)) for i in range(processes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_same_clusters_and_representatives_at_any_process_count(demo_server, tmp_path, redis_single, redis_cluster):
+    start = demo_server.url + "/"
+    run_crawl(start, tmp_path / "leveldb")
+    with LevelDBStore.open_existing(str(tmp_path / "leveldb" / "store")) as store:
+        expected = outcome(store)
+    assert len(expected["partition"]) > 10
+    expected_summary = summary("--store", str(tmp_path / "leveldb" / "store"))
+
+    for label, server, processes in (("single", redis_single, 2), ("cluster", redis_cluster, 4)):
+        server_url = server.url
+        # the crawls use the default key prefix: start from an empty server
+        for node in primaries(connect(server_url)):
+            node.flushdb()
+        results = crawl_in_processes(start, tmp_path / label, server_url, processes)
+        assert all(r.returncode == 0 for r in results)
+        with RedisStore.open_existing(server_url) as store:
+            got = outcome(store)
+            assert store.run == 1, "processes alive together share one run"
+        assert got["partition"] == expected["partition"], label
+        assert got["per_key"] == expected["per_key"], label
+        # reports read the shared store as it is, streaming: no snapshot
+        got_summary = summary("--store", server_url, "-s", f"DEDUP_STORE_BACKEND={REDIS_BACKEND}")
+        assert {k: got_summary[k] for k in SUMMARY_FIGURES} == {k: expected_summary[k] for k in SUMMARY_FIGURES}
+        # every process fetches its start URL (start requests skip the dupefilter), and two
+        # processes deciding the same page at the same moment may both emit it; any other page
+        # is scheduled by one process only, so it is emitted once
+        emitted = [item["url"] for r in results for item in r.items if item["url"] != start]
+        twice = sorted({u for u in emitted if emitted.count(u) > 1})
+        assert not twice, f"{label}: emitted by two processes: {twice}"
+
+
+def test_unreachable_store_fails_before_any_request_with_the_password_hidden(demo_server, tmp_path):
+    url = f"redis://crawler:hunter2@127.0.0.1:{free_port()}/0"
+    result = run_crawl(
+        demo_server.url + "/", tmp_path, {"DEDUP_STORE": url, "DEDUP_STORE_BACKEND": REDIS_BACKEND}, check=False
+    )
+    assert result.returncode != 0
+    assert result.stat("downloader/request_count") == 0
+    assert sum(demo_server.counts().values()) == 0
+    assert "hunter2" not in result.log
+    shown = url.replace("hunter2", "***")
+    assert any(f"cannot reach the Redis store at {shown}" in line for line in result.log.splitlines())
+
+
+def test_a_crawl_with_a_password_never_logs_it(demo_server, tmp_path):
+    from redis_servers import RedisServer
+
+    with RedisServer(tmp_path / "auth", extra=("--requirepass", "c0rrect-h0rse")) as server:
+        url = f"redis://:c0rrect-h0rse@127.0.0.1:{server.port}/0"
+        result = run_crawl(demo_server.url + "/", tmp_path / "crawl",
+                           {"DEDUP_STORE": url, "DEDUP_STORE_BACKEND": REDIS_BACKEND})
+    assert result.items
+    assert "c0rrect-h0rse" not in result.log
+    assert f"redis://:***@127.0.0.1:{server.port}/0" in result.log

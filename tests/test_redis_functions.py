@@ -1,0 +1,278 @@
+"""The server-side functions of the Redis store, on a real redis-server and a real 3-master
+cluster: each atomic decision, the key layout's slots, connecting and failing to."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import random
+import time
+
+import pytest
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapy_dedup.core.representative import Candidate, representative_order
+from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.base import StoreError
+from scrapy_dedup.store.redis_functions import (
+    LIBRARY_CODE,
+    LIBRARY_VERSION,
+    RetryPolicy,
+    StoreFunctions,
+    connect,
+    is_cluster,
+    primaries,
+    redact,
+)
+
+
+@pytest.fixture
+def fn(redis_url, redis_prefix):
+    client = connect(redis_url)
+    yield StoreFunctions(client, redis_prefix)
+    client.close()
+
+
+# -- connecting -------------------------------------------------------------------------------
+
+
+def test_cluster_is_recognised_from_the_server(redis_single, redis_cluster):
+    assert not is_cluster(connect(redis_single.url))
+    client = connect(redis_cluster.url)
+    assert is_cluster(client)
+    assert len(primaries(client)) == 3
+
+
+def test_unreachable_server_fails_in_one_line_without_the_password(redis_single):
+    from redis_servers import free_port
+
+    url = f"redis://crawler:s3cr%21t@127.0.0.1:{free_port()}/0"
+    started = time.monotonic()
+    with pytest.raises(StoreError) as info:
+        connect(url, retry=RetryPolicy(retries=1))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "s3cr" not in message and "***" in message
+    assert f"127.0.0.1:{url.rsplit(':', 1)[1].split('/')[0]}" in message
+    assert time.monotonic() - started < 10
+
+
+def test_wrong_password_is_refused_without_showing_it(tmp_path):
+    from redis_servers import RedisServer
+
+    with RedisServer(tmp_path / "auth", extra=("--requirepass", "right-one")) as server:
+        with pytest.raises(StoreError) as info:
+            connect(f"redis://:wrong-one@127.0.0.1:{server.port}/0")
+        assert "wrong-one" not in str(info.value) and "right-one" not in str(info.value)
+        client = connect(f"redis://:right-one@127.0.0.1:{server.port}/0")
+        assert StoreFunctions(client, "p").frontier_mark("https://a.example/", 1) == 0
+
+
+def test_redact_hides_only_the_password():
+    assert redact("redis://u:p@h:1/0") == "redis://u:***@h:1/0"
+    assert redact("rediss://h:6380") == "rediss://h:6380"
+
+
+def test_not_a_redis_url():
+    with pytest.raises(StoreError, match="not a Redis URL"):
+        connect("http://example.com/")
+
+
+# -- the library ------------------------------------------------------------------------------
+
+
+def test_library_is_loaded_on_every_master_and_reloaded_when_its_version_differs(redis_url):
+    client = connect(redis_url)
+    old = LIBRARY_CODE.replace(f"local LIBRARY_VERSION = {LIBRARY_VERSION}", "local LIBRARY_VERSION = 0")
+    for node in primaries(client):
+        node.function_load(old, replace=True)
+        assert node.fcall_ro("sdd_version", 0) == 0
+    StoreFunctions(client, "p")
+    for node in primaries(client):
+        assert node.fcall_ro("sdd_version", 0) == LIBRARY_VERSION
+
+
+# -- frontier ---------------------------------------------------------------------------------
+
+
+def test_frontier_mark_returns_the_previous_run(fn):
+    url = "https://example.com/a"
+    assert fn.frontier_mark(url, 1) == 0
+    assert fn.frontier_mark(url, 1) == 1
+    assert fn.frontier_mark(url, 3) == 1
+    assert fn.frontier_mark(url, 3) == 3
+    assert fn.frontier_mark("https://example.com/b", 3) == 0
+    assert fn.frontier_size() == 2
+
+
+def test_frontier_mark_many_is_one_mark_per_key(fn):
+    keys = [f"https://example.com/p{i}" for i in range(2000)]
+    assert fn.frontier_mark_many(keys + keys[:10], 1) == [0] * 2000 + [1] * 10
+    assert fn.frontier_mark_many(keys[:5], 2) == [1] * 5
+    assert fn.frontier_size() == 2000
+
+
+def test_frontier_rejects_a_run_it_cannot_store(fn):
+    with pytest.raises(redis.ResponseError, match="run must be"):
+        fn.frontier_mark("https://example.com/", 70000)
+
+
+def _mark_worker(url, prefix, keys, out):
+    fn = StoreFunctions(connect(url), prefix)
+    out.put([k for k, prev in zip(keys, fn.frontier_mark_many(keys, 1)) if prev == 0])
+
+
+def test_frontier_mark_is_atomic_across_processes(redis_url, redis_prefix):
+    keys = [f"https://example.com/shared/{i}" for i in range(3000)]
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = []
+    for seed in range(4):
+        mine = keys[:]
+        random.Random(seed).shuffle(mine)
+        procs.append(ctx.Process(target=_mark_worker, args=(redis_url, redis_prefix, mine, out)))
+    for p in procs:
+        p.start()
+    firsts = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    claimed = list(itertools.chain.from_iterable(firsts))
+    assert sorted(claimed) == sorted(keys), "every URL is new to exactly one process"
+
+
+# -- exact index ------------------------------------------------------------------------------
+
+
+def test_exact_claim_is_first_come_and_release_is_compare_and_delete(fn):
+    assert fn.exact_claim("", "h1", "00000000000000aa") is None
+    assert fn.exact_claim("", "h1", "00000000000000bb") == "00000000000000aa"
+    assert fn.exact_claim("restricted", "h1", "00000000000000bb") is None  # scopes never mix
+    assert fn.exact_find("", "h1") == "00000000000000aa"
+    assert not fn.exact_release("", "h1", "00000000000000bb")
+    assert fn.exact_release("", "h1", "00000000000000aa")
+    assert fn.exact_find("", "h1") is None
+
+
+# -- near-duplicate tables --------------------------------------------------------------------
+
+
+def test_near_add_scan_settle(fn):
+    fp = 0x0123_4567_89AB_CDEF
+    a, b = b"A" * 8, b"B" * 8
+    fn.near_add("", fp, a)
+    settled, pending = fn.near_scan("", fp ^ 0b111, 3)
+    assert settled == set() and pending == {(fp, a)}
+    assert fn.near_scan("", fp ^ 0b1111, 3) == (set(), set())  # distance 4
+    assert fn.near_settle("", fp, a, keep=True)
+    assert fn.near_scan("", fp, 3) == ({(fp, a)}, set())
+    assert not fn.near_settle("", fp, a, keep=True)  # no pending entry any more
+    fn.near_add("", fp, b)
+    assert fn.near_settle("", fp, b, keep=False)
+    assert fn.near_scan("", fp, 0) == ({(fp, a)}, set())
+    assert fn.near_scan("other scope", fp, 3) == (set(), set())
+    fn.near_remove("", fp, a)
+    assert fn.near_scan("", fp, 3) == (set(), set())
+
+
+def test_order_numbers_rise_and_leases_end(fn):
+    a, b = b"a" * 8, b"b" * 8
+    oa, ob = fn.order_take(a, 60_000), fn.order_take(b, 1)
+    assert ob == oa + 1
+    time.sleep(0.01)
+    (got_a, left_a), (got_b, left_b) = fn.order_get([a, b])
+    assert (got_a, got_b) == (oa, ob) and left_a > 0 and left_b < 0
+    assert not fn.order_reap(a, oa)  # lease not run out
+    assert fn.order_reap(b, ob)
+    assert not fn.order_release(b, ob)
+    assert fn.order_renew(a, oa, 60_000)
+    assert fn.order_release(a, oa)
+    assert fn.order_get([a, b]) == [None, None]
+
+
+# -- clusters ---------------------------------------------------------------------------------
+
+
+def _rank(key, length, run=1, alias=False):
+    return rk.rank_bytes(Candidate(key, key, length, run, alias))
+
+
+def test_cluster_representative_is_the_smallest_rank_whatever_the_join_order(fn):
+    members = [("https://h/a", 100), ("https://h/b", 300), ("https://h/c", 300), ("https://h/d", 50)]
+    for i, order in enumerate(itertools.permutations(members)):
+        cid = f"{i:016x}"
+        for key, length in order:
+            fn.cluster_join(cid, key, _rank(key, length))
+        assert fn.cluster_representative(cid) == "https://h/b"
+        assert fn.cluster_members(cid) == sorted(k for k, _ in members)
+
+
+def test_cluster_join_reports_take_overs_and_leave_promotes(fn):
+    cid = "00000000000000c1"
+    assert fn.cluster_join(cid, "https://h/short", _rank("https://h/short", 10)) == ("https://h/short", None)
+    assert fn.cluster_join(cid, "https://h/long", _rank("https://h/long", 99)) == ("https://h/long", "https://h/short")
+    assert fn.cluster_join(cid, "https://h/mid", _rank("https://h/mid", 50)) == ("https://h/long", "https://h/long")
+    assert fn.cluster_leave(cid, "https://h/short") == ("https://h/long", False)
+    assert fn.cluster_leave(cid, "https://h/long") == ("https://h/mid", True)
+    assert fn.cluster_leave(cid, "https://h/mid") == (None, True)
+    assert fn.cluster_members(cid) == []
+
+
+candidates = st.builds(
+    Candidate,
+    key=st.text(min_size=1, max_size=12),
+    url=st.sampled_from(["https://docs.example.com/x", "https://www.example.com/x", "https://mirror.org/x"]),
+    text_length=st.integers(0, 10**6),
+    first_run=st.integers(1, 1000),
+    canonical_alias=st.booleans(),
+)
+
+
+@given(st.lists(candidates, min_size=1, max_size=8))
+@settings(max_examples=200, deadline=None)
+def test_rank_bytes_sort_like_representative_order(cands):
+    authority = ["docs.example.com", "*.example.com"]
+    by_rule = sorted(cands, key=lambda c: representative_order(c, authority))
+    by_bytes = sorted(cands, key=lambda c: rk.rank_bytes(c, authority))
+    assert [representative_order(c, authority) for c in by_rule] == [
+        representative_order(c, authority) for c in by_bytes
+    ]
+
+
+# -- requests taken by a process --------------------------------------------------------------
+
+
+def test_pending_requests_are_settled_by_their_owner_or_reclaimed_after_the_lease(fn):
+    assert fn.pending_take("r1", "p1", 60_000, b"GET https://h/1")
+    assert not fn.pending_take("r1", "p2", 60_000, b"GET https://h/1")
+    assert fn.pending_take("r2", "p1", 1, b"GET https://h/2")
+    time.sleep(0.01)
+    assert fn.pending_reclaim("p2", 60_000) == [("r2", b"GET https://h/2")]
+    assert fn.pending_reclaim("p3", 60_000) == []
+    assert not fn.pending_settle("r2", "p1")  # no longer its own
+    assert fn.pending_settle("r2", "p2")
+    assert fn.pending_renew("p1", 60_000, ["r1", "r2"]) == 1
+    assert fn.pending_settle("r1", "p1")
+
+
+# -- the slot layout --------------------------------------------------------------------------
+
+
+def test_every_key_of_one_call_is_in_one_slot_and_the_tables_spread(redis_cluster):
+    client = connect(redis_cluster.url)
+    slot = client.keyslot
+    rng = random.Random(7)
+    masters = set()
+    for _ in range(200):
+        fp = rng.getrandbits(64)
+        for settled, pending in rk.near_buckets("crawl", "", fp):
+            assert slot(settled) == slot(pending)
+            masters.add(client.nodes_manager.get_node_from_slot(slot(settled)).name)
+    assert len(masters) == 3
+    counter, in_flight = rk.order_keys("crawl")
+    assert slot(counter) == slot(in_flight)
+    q, qz = rk.pending_keys("crawl", "r1")
+    assert slot(q) == slot(qz)
+    frontier_slots = {slot(rk.frontier_slot("crawl", f"https://h/{i}")[0]) for i in range(500)}
+    assert len(frontier_slots) > 450

@@ -1,0 +1,121 @@
+"""The Redis backend beyond the contract suite (which runs it in tests/test_store_contract.py):
+a cluster batch left half-applied by a writer that died is finished when a store is next opened;
+reports stream; passwords stay out of messages."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.base import IncompatibleStore, StoreError
+from scrapy_dedup.store.redis_store import RedisStore, _encode_commands
+
+PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
+
+
+def test_a_half_applied_cluster_batch_is_replayed(redis_cluster, redis_prefix):
+    store = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
+    records = [UrlRecord(key=f"http://h/{i}", url=f"http://h/{i}") for i in range(20)]
+    batch_commands = []
+    with store.batch() as b:
+        for r in records:
+            b.put_url(r)
+        batch_commands = list(b.commands)
+        b.commands.clear()  # nothing applied: as if the writer died right after journalling
+    store.client.hset(store._journal_key(), "dead-writer:1", _encode_commands(batch_commands, time.time() - 3600))
+    store._apply_by_slot(batch_commands[:7])  # ... and after applying a few slots
+    assert sum(store.get_url(r.key) is not None for r in records) < 20
+    store.close()
+    reopened = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
+    assert all(reopened.get_url(r.key) == r for r in records)
+    assert reopened.client.hlen(reopened._journal_key()) == 0
+
+
+def test_a_recent_journal_entry_is_left_to_its_writer(redis_cluster, redis_prefix):
+    store = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
+    store.client.hset(store._journal_key(), "live-writer:1", _encode_commands([], time.time()))
+    assert store.replay_journal() == 0
+    assert store.client.hexists(store._journal_key(), "live-writer:1")
+
+
+def test_other_parameters_are_refused_with_the_password_hidden(tmp_path):
+    from redis_servers import RedisServer
+
+    with RedisServer(tmp_path / "auth", extra=("--requirepass", "pw-123")) as server:
+        url = f"redis://:pw-123@127.0.0.1:{server.port}/0"
+        RedisStore(url, PARAMS, prefix="crawl").close()
+        with pytest.raises(IncompatibleStore) as info:
+            RedisStore(url, {**PARAMS, "max_distance": 2}, prefix="crawl")
+        assert "max_distance: store has 3, this crawl uses 2" in str(info.value)
+        assert "pw-123" not in str(info.value) and ":***@" in str(info.value)
+
+
+def test_open_existing_needs_a_store_under_the_prefix(redis_url, redis_prefix):
+    with pytest.raises(StoreError, match="no dedup store"):
+        RedisStore.open_existing(redis_url, prefix=redis_prefix)
+
+
+def test_prefixes_keep_crawls_apart(redis_url, redis_prefix):
+    a = RedisStore(redis_url, PARAMS, prefix=redis_prefix + ":a")
+    b = RedisStore(redis_url, {**PARAMS, "max_distance": 5}, prefix=redis_prefix + ":b")
+    assert a.frontier_mark("http://h/x", 1, "http://h/x") is None
+    assert b.frontier_mark("http://h/x", 1, "http://h/x") is None
+    assert a.begin_run() == 1 and b.begin_run() == 1 and a.begin_run() == 2
+
+
+def test_first_urls_of_recorded_keys_are_dropped_from_the_frontier(redis_url, redis_prefix):
+    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    assert store.frontier_mark("http://h/a", 1, "http://h/a/") is None
+    with store.batch() as b:
+        b.put_url(UrlRecord(key="http://h/a", url="http://h/a/"))
+    assert store.client.hlen(store._first_urls_key(rk.frontier_slot(store.prefix, "http://h/a")[0])) == 0
+    assert store.frontier_mark("http://h/a", 2, "http://h/a?x") == (1, "http://h/a/")
+
+
+def test_scan_streams_a_large_table(redis_url, redis_prefix):
+    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    with store.batch() as b:
+        for i in range(3000):
+            b.put_url(UrlRecord(key=f"http://h/{i}", url=f"http://h/{i}"))
+    seen = {r.key for r in store.iter_urls()}
+    assert len(seen) == 3000
+    assert seen == {f"http://h/{i}" for i in range(3000)}
+
+
+def test_processes_alive_together_share_one_run(redis_url, redis_prefix):
+    first = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    second = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    assert first.begin_run() == 1
+    assert second.begin_run() == 1  # joins the run in progress
+    assert first.frontier_mark("http://h/a", first.run, "http://h/a") is None
+    assert second.frontier_mark("http://h/a", second.run, "http://h/a") == (1, "http://h/a")
+    first.close()
+    late = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    assert late.begin_run() == 1  # second is still in it
+    second.close()
+    late.close()
+    after = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    assert after.begin_run() == 2  # every process had left: the next crawl is the next run
+    after.close()
+
+
+def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
+    from redis_servers import RedisServer
+
+    from scrapy_dedup.store.redis_functions import RetryPolicy, StoreConnectionLost
+
+    server = RedisServer(tmp_path / "goes-away", extra=("--requirepass", "pw-9")).start()
+    url = f"redis://:pw-9@127.0.0.1:{server.port}/0"
+    store = RedisStore(url, PARAMS, prefix="crawl", retry=RetryPolicy(retries=3, backoff_base=0.05, backoff_cap=0.2))
+    assert store.frontier_mark("http://h/a", 1, "http://h/a") is None
+    server.stop()
+    started = time.monotonic()
+    with pytest.raises(StoreConnectionLost) as info:
+        store.frontier_mark("http://h/b", 1, "http://h/b")
+    message = str(info.value)
+    assert "3 retries" in message and "pw-9" not in message and ":***@" in message
+    assert "\n" not in message
+    assert 0.05 < time.monotonic() - started < 20
