@@ -42,6 +42,7 @@ BENCHMARKS = {
     "bands": "MinHash LSH band index: inserts, bytes and lookups against the former one-key-per-band layout",
     "crawl": "crawl overhead on the PostgreSQL docs, fetches avoided on a duplicate-heavy site",
     "frontier": "memory of the seen-set at 10^6 URLs",
+    "longlived": "SimHash tables of a store after five runs of updates and deletions, against a fresh one",
     "diversify": "query-time dedup of retrieved hits: speed, and BM25 top 5 on a doc site crawled without dedup",
     "chunks": "chunk sizes and per-host boilerplate on real documentation",
     "export": "scrapy dedup export of a large store: documents/s and memory",

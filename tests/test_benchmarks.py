@@ -87,6 +87,19 @@ def test_index(tmp_path):
         assert (r["disk_bytes"] > 0) == (r["config"] in ("store", "packed", "probe"))
 
 
+def test_longlived(tmp_path):
+    data = run("bench_longlived.py", tmp_path, "--n", "2000", "--queries", "200")
+    assert data["n"] == 2000 and data["runs"] == 5
+    results = data["results"]
+    assert set(results) == {"aged", "aged_no_compaction", "fresh"}
+    for r in results.values():
+        assert r["recall"] == 1.0
+        assert 0 < r["lookup_cpu_ms"]["p50"] <= r["lookup_cpu_ms"]["p99"]
+    # compaction leaves the aged store holding what a fresh one holds
+    assert results["aged"]["kept_bytes_per_doc"] <= 1.05 * results["fresh"]["kept_bytes_per_doc"]
+    assert results["aged_no_compaction"]["kept_bytes_per_doc"] > 1.5 * results["fresh"]["kept_bytes_per_doc"]
+
+
 def test_packed_prototype_survives_a_restart(tmp_path):
     """Layout A keeps its newest documents in memory: the write-ahead keys must rebuild them."""
     import numpy as np

@@ -207,3 +207,113 @@ def test_bands_are_packed_into_few_keys(tmp_path):
     for i in (0, 1000, len(entries) - 1):
         assert model.bands.colliding(bytes(8), entries[i]) == {i.to_bytes(8, "big")}
     model.db.close()
+
+
+# --- compaction ---------------------------------------------------------------
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32), ops=st.integers(20, 200), l0=st.sampled_from([2, 3, 8]), l1=st.sampled_from([4, 16, 50]))
+def test_compaction_answers_like_the_model(tmp_path_factory, seed, ops, l0, l1):
+    """Adds, removals, re-adds, restarts and compactions in any order: the same answers."""
+    rng = random.Random(seed)
+    model = Model(str(tmp_path_factory.mktemp("tables")), l0, l1)
+    base = [rng.getrandbits(64) for _ in range(6)]
+    removed: list = []
+    try:
+        for _ in range(ops):
+            sid = rng.choice(SCOPES)
+            roll = rng.random()
+            if roll < 0.5:
+                model.add(sid, near(rng.choice(base), rng, rng.randint(0, 5)), rng.getrandbits(64).to_bytes(8, "big"))
+            elif roll < 0.75 and model.live:
+                entry = rng.choice(sorted(model.live))
+                model.remove(*entry)
+                removed.append(entry)
+            elif roll < 0.8 and removed:
+                model.add(*rng.choice(removed))  # a removed entry comes back
+            elif roll < 0.85:
+                model.restart()
+            elif roll < 0.95:
+                model.tables.compact()
+                assert next(model.db.iterator(prefix=b"z"), None) is None
+            model.check(sid, near(rng.choice(base), rng, rng.randint(0, 3)))
+        model.tables.compact()
+        model.restart()
+        for sid in SCOPES:
+            for fp in base:
+                model.check(sid, fp)
+        assert {(s, fp, cid) for s, fp, cid in model.tables.live_entries()} == model.live
+    finally:
+        model.db.close()
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32), ops=st.integers(20, 120), l0=st.sampled_from([2, 8]), l1=st.sampled_from([4, 16]))
+def test_band_compaction_answers_like_the_model(tmp_path_factory, seed, ops, l0, l1):
+    rng = random.Random(seed)
+    model = BandModel(str(tmp_path_factory.mktemp("bands")), l0, l1)
+    pool = [[rng.getrandbits(64) for _ in range(4)] for _ in range(BANDS)]
+    try:
+        for _ in range(ops):
+            sid = rng.choice(SCOPES)
+            roll = rng.random()
+            if roll < 0.55:
+                model.add(sid, tuple(rng.choice(pool[b]) for b in range(BANDS)), rng.getrandbits(64).to_bytes(8, "big"))
+            elif roll < 0.8 and model.live:
+                model.remove(*rng.choice(sorted(model.live)))
+            elif roll < 0.85:
+                model.restart()
+            else:
+                model.bands.compact()
+                assert next(model.db.iterator(prefix=b"t"), None) is None
+            model.check(sid, tuple(rng.choice(pool[b]) for b in range(BANDS)))
+    finally:
+        model.db.close()
+
+
+def _disk_pairs(db) -> int:
+    return sum(len(v) // 16 for _, v in db.iterator(prefix=b"p\x00"))
+
+
+def test_compaction_drops_removed_entries_from_the_runs(tmp_path):
+    model = Model(str(tmp_path / "t"), 64, 256)
+    rng = random.Random(5)
+    entries = [(SCOPES[0], rng.getrandbits(64), i.to_bytes(8, "big")) for i in range(2000)]
+    try:
+        for entry in entries:
+            model.add(*entry)
+        for entry in entries[:800]:
+            model.remove(*entry)
+        assert model.tables.needs_compaction()
+        on_disk = _disk_pairs(model.db)
+        assert on_disk >= 1792  # 7 flushes of 256
+        assert model.tables.compact() == 800
+        assert _disk_pairs(model.db) <= on_disk - 700  # the removed ones left the runs
+        assert not model.tables.needs_compaction()
+        for sid, fp, _ in entries[::50]:
+            model.check(sid, fp)
+    finally:
+        model.db.close()
+
+
+def test_a_store_compacts_when_it_closes(tmp_path):
+    from scrapy_dedup.store import packed_tables
+    from scrapy_dedup.store.leveldb import LevelDBStore
+
+    path = str(tmp_path / "store")
+    rng = random.Random(9)
+    docs = [(rng.getrandbits(64), f"{i:016x}") for i in range(3000)]
+    with LevelDBStore(path, {}) as store:
+        store._tables.l1_max = 512  # write runs out at this small size
+        for fp, cid in docs:
+            with store.batch() as batch:
+                batch.index_near("", fp, (), cid)
+        for fp, cid in docs[:1500]:
+            with store.batch() as batch:
+                batch.unindex_near("", fp, (), cid)
+        assert store._tables.removed >= packed_tables.COMPACT_RATIO * store._tables.on_disk
+    with LevelDBStore.open_existing(path) as store:
+        assert next(store._db.iterator(prefix=b"z"), None) is None
+        assert list(store.simhash_candidates("", docs[0][0], 0)) == []
+        assert list(store.simhash_candidates("", docs[-1][0], 0)) == [docs[-1]]

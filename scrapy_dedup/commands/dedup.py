@@ -12,13 +12,14 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext, redirect_stdout
 from typing import Any
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import NotConfigured, UsageError
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.store.base import DedupStore, StoreError
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 
 SUBCOMMANDS = {
     "summary": "counts by kind and the duplicate rate per host",
@@ -28,6 +29,9 @@ SUBCOMMANDS = {
     "clusters": "documents with several URLs: members, representative, distances",
     "calibrate": "stored pairs around the near-duplicate threshold, to choose it",
     "report": "one self-contained HTML page (report --html FILE)",
+    "check": "verify the store's invariants (exit 1 when one is broken)",
+    "repair": "salvage a damaged store and rebuild its indexes from the URL records",
+    "migrate": "bring a store written by an earlier version to this version's format, in place",
     "export": "the settled corpus as JSON Lines: one record per document (or per unique chunk, --chunks)",
 }
 
@@ -123,17 +127,26 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         self._check(args, opts)
-        handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{opts.subcommand}")
+        if opts.subcommand in ("repair", "migrate"):
+            return self._rewrite(opts)
+        # "_check" is taken by the argument check
+        name = "check_store" if opts.subcommand == "check" else opts.subcommand
+        handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{name}")
+        from scrapy_dedup.reports.formats import ControlFree
         from scrapy_dedup.reports.store import opened_store
 
+        # a table goes to a terminal: what a crawled page carries must not drive it
+        safe = redirect_stdout(ControlFree(sys.stdout)) if opts.format == "table" else nullcontext()
         try:
-            with opened_store(self.settings, opts.store, opts.spider, snapshot=opts.snapshot) as store:
+            with safe, opened_store(self.settings, opts.store, opts.spider, snapshot=opts.snapshot) as store:
                 handler(store, opts)
                 sys.stdout.flush()
         except UsageError:
             raise
         except StoreError as exc:
-            self._fail(" ".join(str(exc).split()))
+            damaged = opts.subcommand == "check" and not isinstance(exc, StoreWriteError)
+            hint = "; `scrapy dedup repair` salvages a damaged store" if damaged else ""
+            self._fail(" ".join(str(exc).split()) + hint)
         except BrokenPipeError:
             # the reader went away (`| head`): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -142,7 +155,8 @@ class Command(ScrapyCommand):
         except Exception as exc:  # noqa: BLE001 - a store that cannot be read is a one-line error
             if opts.pdb:
                 raise
-            self._fail(f"cannot read the store: {_reason(exc)}")
+            hint = "; `scrapy dedup repair` salvages a damaged store" if opts.subcommand == "check" else ""
+            self._fail(f"cannot read the store: {_reason(exc)}{hint}")
 
     def _fail(self, reason: str, code: int = 1) -> None:
         print(f"scrapy dedup: {reason}", file=sys.stderr)
@@ -277,6 +291,39 @@ class Command(ScrapyCommand):
             raise StoreError(f"cannot write {opts.html}: {exc.strerror or exc}") from None
         print(f"wrote {opts.html} ({len(page.encode('utf-8')):,} bytes)", file=sys.stderr)
 
+    def _check_store(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.store import maintenance
+
+        result = maintenance.check_store(store)
+        for line in maintenance.describe(result):
+            print(line)
+        if not result.consistent:
+            self.exitcode = 1
+
+    def _rewrite(self, opts: argparse.Namespace) -> None:
+        """repair and migrate: they open the store themselves, for writing."""
+        from scrapy_dedup.crawl.state import store_params
+        from scrapy_dedup.reports.store import store_path
+        from scrapy_dedup.store import maintenance, migrate
+
+        config = self._config(opts)
+        kwargs = {"min_tokens": config.min_tokens, "authority": tuple(config.authority)}
+        try:
+            path = store_path(self.settings, opts.store, opts.spider)
+            if opts.subcommand == "migrate":
+                print(migrate.migrate_store(path, **kwargs))
+                return
+            result = maintenance.repair_store(path, params=store_params(config), **kwargs)
+        except StoreError as exc:
+            return self._fail(" ".join(str(exc).split()))
+        except Exception as exc:  # noqa: BLE001 - one line, as for every subcommand
+            return self._fail(f"cannot {opts.subcommand} the store: {_reason(exc)}")
+        print(
+            f"repaired {path}: {result.records:,} URL records kept, {result.clusters:,} clusters rebuilt "
+            f"({result.lost_clusters:,} of them from their members alone); run `scrapy dedup check` to confirm"
+        )
+        if result.params_lost:
+            print("the store's parameters were lost: written again from the current settings")
     def _export(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import export
 

@@ -47,8 +47,7 @@ def canonical_of(state: DedupState, response: Response) -> tuple[str, str] | Non
             response.encoding if isinstance(response, TextResponse) else "utf-8",
         )
     except Exception:
-        state.inc("error/canonical")
-        logger.exception("scrapy-dedup could not read the canonical link of %s", response.url)
+        state.failed("canonical", "could not read the canonical link of %s", response.url)
         return None
     if link is None:
         return None

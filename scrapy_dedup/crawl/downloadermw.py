@@ -91,8 +91,7 @@ class DedupDownloaderMiddleware:
 
     def _failed(self, where: str, url: str) -> None:
         # one bad page or URL never stops a crawl
-        self.state.inc(f"error/{where}")
-        logger.exception("scrapy-dedup failed in %s for %s; passing it through", where, url)
+        self.state.failed(where, "failed in %s for %s; passing it through", where, url)
 
 
 def _header(response: Response, name: bytes) -> str | None:

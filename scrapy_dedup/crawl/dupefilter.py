@@ -18,6 +18,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
 from scrapy_dedup.crawl.state import DedupState
+from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -49,8 +50,12 @@ class DedupDupeFilter(BaseDupeFilter):
             return False
         state = self.state
         key = state.key(request.url)
-        state.record_redirect(request)
-        reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        try:
+            state.record_redirect(request)
+            reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        except StoreWriteError as exc:
+            state.store_failed(exc)
+            return True  # the crawl is stopping: fetch nothing more
         source = _redirect_source(state, request)
         if reason is None:
             # owed until its outcome is durable; a redirect's source is settled with it

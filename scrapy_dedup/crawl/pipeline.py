@@ -26,6 +26,7 @@ from scrapy_dedup.crawl.pending import LeftPending
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.workers import ExtractionPool, PoolClosed
+from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -119,9 +120,13 @@ class DedupPipeline:
             # the crawl is stopping: the item is not passed on, its request stays owed
             self.state.inc("doc/left_pending")
             raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it")
+        except StoreWriteError as exc:
+            # no record was written: the item is not emitted, its request stays owed
+            self.state.store_failed(exc)
+            self.state.inc("doc/left_pending")
+            raise LeftPending(f"the store could not record {url}; the next run decides it")
         except Exception as exc:
-            self.state.inc("error/pipeline")
-            logger.exception("scrapy-dedup could not decide the item of %s; passing it on as undecided", url)
+            self.state.failed("pipeline", "could not decide the item of %s; passing it on as undecided", url)
             return self._undecided(item, adapter, exc)
         return self._annotate(item, adapter, decision, text)
 

@@ -87,8 +87,7 @@ class DedupSpiderMiddleware:
                 )
             return request
         except Exception:
-            state.inc("error/normalize")
-            logger.exception("scrapy-dedup could not normalize %r; passing it through", request.url)
+            state.failed("normalize", "could not normalize %r; passing it through", request.url)
             return request
         if url == request.url:
             return request
@@ -132,5 +131,4 @@ class _Page:
             state.frontier.mark_without_document(self.response.url, key, kind)
             state.canonical_waits.release(key)
         except Exception:
-            state.inc("error/hub")
-            logger.exception("scrapy-dedup could not record hub page %s", self.response.url)
+            state.failed("hub", "could not record hub page %s", self.response.url)

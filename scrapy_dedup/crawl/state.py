@@ -15,6 +15,7 @@ over is handled: :meth:`DedupState.retire` and :meth:`DedupState.take_over`.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -29,7 +30,7 @@ from scrapy_dedup.crawl.sources import ItemSources
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
-from scrapy_dedup.store.base import DedupStore, StoreError
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -93,6 +94,7 @@ class DedupState:
         #: the run the current crawl started in: a run that resumes an interrupted one
         #: continues it, so that pages count as first seen in the same run
         self.first_run = 0
+        self._store_error: StoreWriteError | None = None
         # the dupefilter opens it earlier, when the scheduler opens; this covers components
         # listed by hand without it
         crawler.signals.connect(self.open, signal=signals.spider_opened)
@@ -168,6 +170,35 @@ class DedupState:
                 "" if not owed else " (run the crawl again to resume)",
             )
             self.store = self.frontier = self.index = self._pending = None
+
+    def failed(self, where: str, message: str, *args: Any) -> None:
+        """Count and log the exception being handled; the page or item passes through.
+
+        A store that cannot be written (disk full) is not one bad page: it is said once, in one
+        line that names the store and the cause, and the crawl stops (``dedup_store_error``).
+        """
+        exc = sys.exc_info()[1]
+        if isinstance(exc, StoreWriteError):
+            self.store_failed(exc)
+            return
+        self.inc(f"error/{where}")
+        logger.exception("scrapy-dedup " + message, *args)
+
+    def store_failed(self, exc: StoreWriteError) -> None:
+        self.inc("error/store_write")
+        if self._store_error is not None:
+            return
+        self._store_error = exc
+        logger.error("scrapy-dedup stops the crawl: %s", exc)
+        engine = self.crawler.engine
+        if engine is None:
+            return
+        if hasattr(engine, "close_spider_async"):
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="dedup_store_error"))
+        else:  # Scrapy 2.13
+            engine.close_spider(self.crawler.spider, "dedup_store_error")
 
     def inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:

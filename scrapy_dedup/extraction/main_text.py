@@ -37,6 +37,26 @@ _SNIFF = 4096
 _MAX_JUNK_RATIO = 0.05
 _JUNK_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
 
+# libxml2's HTML parser checks each new attribute against the tag's others: quadratic in the
+# attributes of one tag (10^5 of them took minutes, a stalled worker).  Attributes carry no main
+# text, so a tag's attribute run is cut at _MAX_TAG_CHARS (a real tag is far below; 2,000
+# attributes parse in ~10 ms).  "[^<>]" stops at the next tag, so the scan stays linear.
+_MAX_TAG_CHARS = 16384
+_LONG_RUN_RE = re.compile(r"<[^<>]{%d}" % _MAX_TAG_CHARS)
+_LONG_TAG_RE = re.compile(r"(<[A-Za-z][^\s<>]*)([^<>]{%d,})" % _MAX_TAG_CHARS)
+
+
+def _cut_long_tags(text: str) -> str:
+    # one search (~0.3 ms on a 90 KB page, against ~10 ms of extraction) rules most pages out
+    if len(text) < _MAX_TAG_CHARS or _LONG_RUN_RE.search(text) is None:
+        return text
+
+    def cut(match: re.Match[str]) -> str:
+        attrs = match.group(2)[:_MAX_TAG_CHARS]
+        return match.group(1) + attrs[: attrs.rfind(" ") + 1 or None]
+
+    return _LONG_TAG_RE.sub(cut, text)
+
 
 def _decode(html: bytes | bytearray | memoryview) -> str:
     # BOM, then <meta charset>, then UTF-8 with replacement: deterministic and never raises,
@@ -85,6 +105,7 @@ def extract_text(
         text = _decode(html) if isinstance(html, (bytes, bytearray, memoryview)) else html
         if not isinstance(text, str) or _looks_binary(text):
             return ""
+        text = _cut_long_tags(text)
         result = trafilatura.extract(
             text,
             url=url,

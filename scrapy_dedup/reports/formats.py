@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import sys
 import time
@@ -28,6 +29,30 @@ READABLE_URL = 40
 GAP = "  "
 
 T = TypeVar("T")
+
+# What a crawled page could use to take over a terminal: C0 and C1 controls (ESC starts the
+# escape sequences, CR rewrites a line) and the bidirectional overrides that reorder what is shown.
+# Tab and newline stay: the tables are made of them.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def strip_control(text: str) -> str:
+    """``text`` without control characters (a table or a terminal shows it as plain text)."""
+    return _CONTROL.sub("", text)
+
+
+class ControlFree:
+    """A text stream that drops control characters on the way out (``--format table``)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        self._out.write(strip_control(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def iso(ts: float | None) -> str | None:
@@ -49,7 +74,8 @@ def cell(value: Any) -> str:
         return f"{value:.2f}"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    # stripped here too, so that column widths count what is shown
+    return strip_control(str(value))
 
 
 def shorten(text: str, width: int) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.reports import calibrate, clusters, summary
 from scrapy_dedup.reports.diff import SAME, as_html, word_diff
-from scrapy_dedup.reports.formats import Progress
+from scrapy_dedup.reports.formats import Progress, strip_control
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.reports.svg import bar_chart, rate_bars
 from scrapy_dedup.reports.texts import Texts
@@ -114,7 +114,8 @@ def render(stats: summary.Summary, largest: list[dict[str, Any]], cal: calibrate
         _calibration_section(cal),
         "</main></body></html>",
     ]
-    return "\n".join(parts)
+    # escape() leaves control characters (ESC from a crawled page): they have no place in HTML
+    return strip_control("\n".join(parts))
 
 
 def _card(value: int, label: str) -> str:
@@ -198,6 +199,13 @@ def _num(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, float) else f"{value:,}"
 
 
+def _link(url: str) -> str:
+    """A link for http(s) URLs only: an item's URL comes from the spider (``javascript:``...)."""
+    if url.lower().startswith(("http://", "https://")):
+        return f'<a href="{escape(url)}">{escape(url)}</a>'
+    return escape(url)
+
+
 def _clusters_section(largest: list[dict[str, Any]], texts: Texts) -> str:
     out = [
         "<h2>Largest clusters</h2>"
@@ -208,7 +216,7 @@ def _clusters_section(largest: list[dict[str, Any]], texts: Texts) -> str:
     for c in largest:
         out.append(
             f"<h3>{c['size']} URLs · largest distance {c['max_distance']} · cluster <code>{c['cluster_id']}</code></h3>"
-            f'<p class="note">Kept <a href="{escape(c["representative"])}">{escape(c["representative"])}</a>: '
+            f'<p class="note">Kept {_link(c["representative"])}: '
             f"{escape(c['why'])}.</p>"
             "<table><tr><th>role</th><th>URL</th><th>distance</th><th>Jaccard</th><th>characters</th></tr>"
         )

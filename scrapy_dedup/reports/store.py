@@ -27,7 +27,7 @@ from typing import TextIO
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
-from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked, StoreWriteError
 
 DEFAULT_BACKEND = "scrapy_dedup.store.leveldb.LevelDBStore"
 #: copies attempted while a crawl keeps changing the store's files
@@ -93,6 +93,12 @@ def opened_store(
             f"scrapy dedup: a running crawl holds {path}; reading a snapshot taken at "
             f"{time.strftime('%H:%M:%S')} (later writes are not shown)\n"
         )
+    except StoreWriteError:
+        # a full filesystem: LevelDB cannot open in place, a copy elsewhere reads the same
+        if not snapshot or not _snapshot_capable(backend):
+            raise
+        copy_dir, store = _open_snapshot(backend, path)
+        err.write(f"scrapy dedup: no space left to open {path} in place; reading a copy\n")
     try:
         with store:
             yield store

@@ -11,6 +11,7 @@ from scrapy_dedup.store.base import (
     StoreBatch,
     StoreError,
     StoreLocked,
+    StoreWriteError,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "StoreBatch",
     "StoreError",
     "StoreLocked",
+    "StoreWriteError",
 ]

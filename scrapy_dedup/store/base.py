@@ -70,12 +70,36 @@ MEMBERS = "members"  # cluster id -> {url key: b""}
 SETS = (ALIASES, MEMBERS)
 
 
+#: the oldest store format ``scrapy dedup migrate`` brings up to date (0.1.0 wrote format 2)
+OLDEST_MIGRATABLE = 2
+
+
+def format_problem(path: str, stored_format: Any) -> str | None:
+    """Why a store of ``stored_format`` cannot be used as it is, or None when it can."""
+    if stored_format is None or stored_format == STORE_FORMAT:
+        return None
+    if isinstance(stored_format, int) and OLDEST_MIGRATABLE <= stored_format < STORE_FORMAT:
+        return (
+            f"the dedup store {path!r} has store format {stored_format}, from an earlier version; this "
+            f"version uses format {STORE_FORMAT}: run `scrapy dedup migrate --store {path}` to "
+            "migrate it in place (copy the directory first to keep the old one)"
+        )
+    return (
+        f"the dedup store {path!r} has store format {stored_format!r}; this version reads format "
+        f"{STORE_FORMAT} (and migrates formats {OLDEST_MIGRATABLE} to {STORE_FORMAT - 1})"
+    )
+
+
 class StoreError(Exception):
     """The store cannot be opened or used (locked, incompatible, corrupt)."""
 
 
 class StoreLocked(StoreError):
     """Another process holds the store (embedded backends are single-process)."""
+
+
+class StoreWriteError(StoreError):
+    """A write did not reach the store (disk full, I/O error); what was written before stands."""
 
 
 class IncompatibleStore(StoreError):
@@ -308,13 +332,10 @@ class DedupStore(abc.ABC):
 
     def _check_format(self, stored: dict[str, Any]) -> None:
         """Refuse a store written in another layout (reading it would give wrong answers)."""
-        found = stored.get("store_format")
-        if found != STORE_FORMAT:
+        problem = format_problem(self.path, stored.get("store_format", "none"))
+        if problem is not None:
             self.close()
-            raise IncompatibleStore(
-                f"the dedup store {self.path!r} is in store format {found!r}; this version reads "
-                f"store format {STORE_FORMAT} only: migrate the store, or use a new DEDUP_STORE directory"
-            )
+            raise IncompatibleStore(problem)
 
     # -- runs ---------------------------------------------------------------
     def begin_run(self) -> int:

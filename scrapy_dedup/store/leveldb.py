@@ -64,9 +64,11 @@ from scrapy_dedup.store.base import (
     StoreBatch,
     StoreError,
     StoreLocked,
+    StoreWriteError,
     band_tuple,
     scope_id,
 )
+from scrapy_dedup.store.holder import held_message, record_holder, release_holder
 from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
 
 _RUN = struct.Struct(">I")
@@ -138,13 +140,34 @@ class LevelDBBatch(StoreBatch):
 
 def _open_db(path: str, locked_message: str, **options: Any) -> Any:
     try:
-        return plyvel.DB(path, **options)
+        db = plyvel.DB(path, **options)
     except plyvel.IOError as exc:
         if "lock" in str(exc).lower():
-            raise StoreLocked(f"the dedup store {path!r} is in use {locked_message}") from exc
-        raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+            raise StoreLocked(
+                f"the dedup store {path!r} is in use {locked_message.format(holder=held_message(path))}"
+            ) from exc
+        raise _open_error(path, exc) from exc
     except plyvel.Error as exc:
-        raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+        raise _open_error(path, exc) from exc
+    record_holder(path)
+    return db
+
+
+def _detail(exc: Exception) -> str:
+    """LevelDB's message (plyvel gives it as bytes)."""
+    detail = exc.args[0] if exc.args else exc
+    return detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+
+
+def _open_error(path: str, exc: Exception) -> StoreError:
+    detail = _detail(exc)
+    if "No space left" in detail:
+        # opening replays the log into a table: LevelDB needs room to open a store
+        return StoreWriteError(
+            f"cannot open the dedup store {path!r}: no space left on its filesystem (opening writes "
+            f"a little); free some space and try again ({detail})"
+        )
+    return StoreError(f"cannot open the dedup store {path!r}: {detail}")
 
 
 class LevelDBStore(DedupStore):
@@ -157,7 +180,7 @@ class LevelDBStore(DedupStore):
         # the store: a crawl of millions of URLs stays flat.
         self._db = _open_db(
             path,
-            "by another process (LevelDB allows one process per store: wait for the crawl to finish, "
+            "by another process, {holder} (LevelDB allows one process per store: wait for it to finish, "
             "or read a copy)",
             create_if_missing=True,
             lru_cache_size=cache_mb * 1024 * 1024,
@@ -167,6 +190,7 @@ class LevelDBStore(DedupStore):
         self.params = self._check_params({**params, **LAYOUT})
         self._read_run()
         self._open_indexes()
+        self._writer = True
 
     @classmethod
     def open_existing(cls, path: str) -> LevelDBStore:
@@ -177,7 +201,7 @@ class LevelDBStore(DedupStore):
         store.path = path
         store._db = _open_db(
             path,
-            "by a running crawl (LevelDB allows one process per store); try again when it ends",
+            "by a running crawl, {holder} (LevelDB allows one process per store); try again when it ends",
             create_if_missing=False,
         )
         store.params = store.get_meta("params") or {}
@@ -193,16 +217,40 @@ class LevelDBStore(DedupStore):
     # -- life cycle ---------------------------------------------------------
     def close(self) -> None:
         if not self._db.closed:
+            if getattr(self, "_writer", False):
+                # the end of a crawl run: a good moment to drop what updates and deletions left
+                for index in (self._tables, self._bands):
+                    if index.needs_compaction():
+                        try:
+                            index.compact()
+                        except plyvel.Error:
+                            break  # safe to leave for the next run: every step keeps the index correct
+            release_holder(self.path)
             self._db.close()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Turn a failed write into one StoreWriteError that names the store and the cause.
+
+        LevelDB applies nothing of a batch whose log write failed, and refuses every later
+        write of this process: the store stays as it was before the failure.
+        """
+        try:
+            yield
+        except plyvel.IOError as exc:
+            detail = _detail(exc)
+            cause = detail.rsplit(": ", 1)[-1] if ": " in detail else detail
+            raise StoreWriteError(f"cannot write to the dedup store {self.path!r}: {cause} ({detail})") from exc
 
     @contextmanager
     def batch(self) -> Iterator[LevelDBBatch]:
         pending: tuple[list, list] = ([], [])
-        with self._db.write_batch(transaction=True) as wb:
-            yield LevelDBBatch(wb, self._tables, self._bands, pending)
-        # only what was written reaches the indexes' memory
-        self._tables.apply(pending[0])
-        self._bands.apply(pending[1])
+        with self._writing():
+            with self._db.write_batch(transaction=True) as wb:
+                yield LevelDBBatch(wb, self._tables, self._bands, pending)
+            # only what was written reaches the indexes' memory
+            self._tables.apply(pending[0])
+            self._bands.apply(pending[1])
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
@@ -217,7 +265,8 @@ class LevelDBStore(DedupStore):
         k = _record_key(table, key)
         previous = self._db.get(k)
         if previous is None:
-            self._db.put(k, value)
+            with self._writing():
+                self._db.put(k, value)
         return previous
 
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
@@ -231,7 +280,8 @@ class LevelDBStore(DedupStore):
         return json.loads(raw) if raw is not None else None
 
     def put_meta(self, name: str, value: Any) -> None:
-        self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
+        with self._writing():
+            self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
 
     def put_meta_if_absent(self, name: str, value: Any) -> Any:
         previous = self.get_meta(name)
@@ -249,11 +299,13 @@ class LevelDBStore(DedupStore):
         k = b"f:" + key.encode()
         previous = self._db.get(k)
         if previous is None:
-            self._db.put(k, _RUN.pack(run) + url.encode())
+            with self._writing():
+                self._db.put(k, _RUN.pack(run) + url.encode())
             return None
         last_run, first_url = _RUN.unpack(previous[:4])[0], previous[4:].decode()
         if last_run != run:
-            self._db.put(k, _RUN.pack(run) + previous[4:])
+            with self._writing():
+                self._db.put(k, _RUN.pack(run) + previous[4:])
         return last_run, first_url
 
     def frontier_size(self) -> int:

@@ -18,7 +18,12 @@ entries are written in packed runs instead:
   lookup folds together;
 - removing an entry writes a tombstone ``<tomb>[<column>]<scope><value><cluster id>``
   that lookups check for the few candidates they return; adding the same entry
-  again deletes it.
+  again deletes it;
+- compaction (:meth:`PackedTables.compact`, run when a crawl closes the store once
+  tombstones pass ``COMPACT_RATIO`` of the entries written out) rewrites each
+  (table, scope, block) as one run without the removed entries, then deletes the
+  tombstones: a long-lived store with many updates stays as small and as fast as a
+  fresh one with the same documents.
 
 Memory is bounded by the two levels whatever the number of documents; a lookup
 reads at most one key per table and generation of level 1 written out.  The two
@@ -37,6 +42,8 @@ import numpy as np
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 
 _SEQ = struct.Struct(">Q")
+#: tombstones per entry written out above which closing the store compacts an index
+COMPACT_RATIO = 0.2
 
 
 def _u64(raw: bytes) -> int:
@@ -151,6 +158,10 @@ class PackedTables:
         self.seq = 0
         # until something is removed, an insert need not look for a tombstone to lift
         self.any_removed = next(db.iterator(prefix=spec.tomb, include_value=False), None) is not None
+        # entries written out to runs, and removals, since the last compaction (when to compact)
+        self._counts_key = spec.gen_key.replace(b"_gen", b"_counts")
+        raw_counts = db.get(self._counts_key)
+        self.on_disk, self.removed = (int(n) for n in raw_counts.split(b",")) if raw_counts else (0, 0)
         self._replay()
 
     # -- writing ------------------------------------------------------------
@@ -173,6 +184,8 @@ class PackedTables:
 
     def stage_remove(self, wb: Any, sid: bytes, values: Sequence[int], cid: bytes, removed: set) -> None:
         self.any_removed = True
+        # a count for deciding when to compact, not an exact one (a failed batch leaves it high)
+        self.removed += 1
         for column, value in enumerate(values):
             tombstone = self._tombstone(column, sid, value, cid)
             wb.put(tombstone, b"")
@@ -239,8 +252,128 @@ class PackedTables:
             for seq in self.l1_seq.tolist():
                 wb.delete(self.spec.wal + _SEQ.pack(seq))
             wb.put(self.spec.gen_key, str(self.gen + 1).encode())
+            self.on_disk += len(self.l1_sid)
+            wb.put(self._counts_key, self._counts())
         self.gen += 1
         self._reset_l1()
+
+    def _counts(self) -> bytes:
+        return f"{self.on_disk},{self.removed}".encode()
+
+    # -- compaction ---------------------------------------------------------
+    def needs_compaction(self) -> bool:
+        return self.removed > 0 and self.removed >= COMPACT_RATIO * max(self.on_disk, 1)
+
+    def compact(self) -> int:
+        """Drop removed entries from the packed runs, then their tombstones; returns how many.
+
+        Each (table, scope, block) is rewritten as one run under a new generation; the old
+        runs are deleted after the new ones are written and the tombstones last, so a crash at
+        any point leaves a correct index (copies of a pair fold together in a lookup, removed
+        pairs are still tombstoned).  Removed entries still in the write-ahead keys go too;
+        the in-memory levels are rebuilt from what stays.
+        """
+        dead = self._tombstones()
+        if not dead:
+            self.removed = 0
+            self.db.put(self._counts_key, self._counts())
+            return 0
+        gen = self.gen.to_bytes(4, "big")
+        # the next flush must not reuse the generation the rewritten runs take
+        self.gen += 1
+        self.db.put(self.spec.gen_key, str(self.gen).encode())
+        kept = [self._compact_table(table, dead.get(self.spec.column(table)), gen) for table in range(self.spec.tables)]
+        wal = list(self.db.iterator(prefix=self.spec.wal))
+        if wal and 0 in dead:
+            entries = np.frombuffer(b"".join(v for _, v in wal), dtype="<u8").reshape(-1, self.spec.width + 2)
+            # an entry is removed from every column at once: its first value tells
+            first = np.ascontiguousarray(entries[:, [0, 1, -1]]).view("V24").ravel()
+            with self.db.write_batch() as wb:
+                for i in np.flatnonzero(np.isin(first, dead[0])).tolist():
+                    wb.delete(wal[i][0])
+        with self.db.write_batch() as wb:
+            for key in self.db.iterator(prefix=self.spec.tomb, include_value=False):
+                wb.delete(key)
+            self.on_disk, self.removed = kept[0], 0
+            wb.put(self._counts_key, self._counts())
+        self.any_removed = False
+        self.l0 = _Level(self.l0_max, self.spec.width)
+        self._reset_l1()
+        self._replay()
+        return len(dead[0]) if 0 in dead else sum(len(d) for d in dead.values())
+
+    def _compact_table(self, table: int, dead: np.ndarray | None, gen: bytes) -> int:
+        """Rewrite one table's runs without ``dead`` entries (or copies); returns entries kept."""
+        keys, values = [], []
+        for key, value in self.db.iterator(prefix=self.spec.run + bytes((table,))):
+            keys.append(key)
+            values.append(value)
+        if not keys:
+            return 0
+        prefix_of: dict[bytes, int] = {}
+        groups = np.array([prefix_of.setdefault(k[:-4], len(prefix_of)) for k in keys], np.uint64)
+        counts = np.array([len(v) // 16 for v in values])
+        pairs = np.frombuffer(b"".join(values), dtype="<u8").reshape(-1, 2)
+        # one (run, scope, value, cluster) row per stored pair; a run is (table, scope, block)
+        rows = np.empty((len(pairs), 4), "<u8")
+        rows[:, 0] = np.repeat(groups, counts)
+        rows[:, 1] = np.repeat(np.array([_u64(k[2:10]) for k in keys], np.uint64), counts)
+        rows[:, 2:] = pairs
+        if dead is not None:
+            rows = rows[~np.isin(np.ascontiguousarray(rows[:, 1:]).view("V24").ravel(), dead)]
+        # copies of a pair (a replayed flush) fold together; rows come out grouped by run
+        rows = np.unique(np.ascontiguousarray(rows).view("V32").ravel()).view("<u8").reshape(-1, 4)
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        cuts = np.flatnonzero(np.diff(rows[:, 0])) + 1
+        bounds = dict(zip(rows[np.r_[0, cuts], 0].tolist(), zip([0, *cuts.tolist()], [*cuts.tolist(), len(rows)])))
+        wb = self.db.write_batch()
+        for n, (prefix, group) in enumerate(prefix_of.items(), 1):
+            if group in bounds:
+                start, end = bounds[group]
+                wb.put(prefix + gen, np.ascontiguousarray(rows[start:end, 2:]).tobytes())
+            if n % 4096 == 0:
+                wb.write()
+                wb = self.db.write_batch()
+        # the new runs are written (or in this batch): the old ones can go
+        for key in keys:
+            wb.delete(key)
+        wb.write()
+        return len(rows)
+
+    def _tombstones(self) -> dict[int, np.ndarray]:
+        """Per column, every tombstone as a (scope id, value, cluster id) record for ``np.isin``."""
+        head = 1 if self.spec.width > 1 else 0
+        raw = b"".join(self.db.iterator(prefix=self.spec.tomb, include_value=False))
+        if not raw:
+            return {}
+        keys = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 1 + head + 24)
+        columns = keys[:, 1] if head else np.zeros(len(keys), np.uint8)
+        body = keys[:, 1 + head :]
+        out = np.empty((len(keys), 3), "<u8")
+        out[:, 0] = np.ascontiguousarray(body[:, 0:8]).view("<u8").ravel()
+        out[:, 1] = np.ascontiguousarray(body[:, 8:16]).view(">u8").ravel()
+        out[:, 2] = np.ascontiguousarray(body[:, 16:24]).view("<u8").ravel()
+        records = out.view("V24").ravel()
+        return {int(c): records[columns == c] for c in np.unique(columns).tolist()}
+
+    def live_entries(self) -> Iterator[tuple[bytes, int, bytes]]:
+        """(scope id, first value, cluster id) of every live entry, each once (for checks)."""
+        seen: set[tuple[bytes, int, bytes]] = set()
+
+        def entries() -> Iterator[tuple[bytes, int, bytes]]:
+            for _, value in self.db.iterator(prefix=self.spec.wal):
+                sid, first, *_, cid = self._entry.unpack(value)
+                yield sid.to_bytes(8, "little"), first, cid.to_bytes(8, "little")
+            for key, value in self.db.iterator(prefix=self.spec.run + b"\x00"):
+                sid = key[2:10]
+                for i in range(0, len(value) - 15, 16):
+                    yield sid, int.from_bytes(value[i : i + 8], "little"), value[i + 8 : i + 16]
+
+        for entry in entries():
+            if entry in seen or self.db.get(self._tombstone(0, *entry)) is not None:
+                continue
+            seen.add(entry)
+            yield entry
 
     def _replay(self) -> None:
         pending = []

@@ -1,0 +1,115 @@
+"""``scrapy dedup migrate``: bring a store written by an earlier version to this store format.
+
+What a crawl found is kept as it is: the URL records, the frontier, URL variants and aliases,
+MinHash signatures and texts.  What is derived from the records (clusters, memberships, the exact,
+raw and near-duplicate indexes) is rebuilt with this version's layout, the way
+``scrapy dedup repair`` rebuilds it, and the store's format is updated last, so a migration cut
+short is run again.  A format change that touches the kept keys adds its conversion to
+:data:`CONVERSIONS`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import plyvel
+
+from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, fingerprint
+from scrapy_dedup.store.base import OLDEST_MIGRATABLE, STORE_FORMAT, StoreError, StoreLocked, format_problem
+from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
+from scrapy_dedup.store.maintenance import _rebuild
+
+#: format N -> what turns the kept keys of format N into those of format N + 1 (raw LevelDB)
+CONVERSIONS: dict[int, Callable[[Any], None]] = {}
+
+
+@dataclass
+class Migration:
+    path: str
+    from_format: int
+    to_format: int
+    records: int = 0
+    clusters: int = 0
+    rebuilt: bool = False
+
+    def __str__(self) -> str:
+        if not self.rebuilt:
+            return f"{self.path} already has store format {self.to_format}: nothing to migrate"
+        return (
+            f"migrated {self.path} from store format {self.from_format} to {self.to_format}: "
+            f"{self.records:,} URL records kept, {self.clusters:,} clusters rebuilt"
+        )
+
+
+def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority: tuple[str, ...] = ()) -> Migration:
+    try:
+        db = plyvel.DB(path, create_if_missing=False)
+    except plyvel.IOError as exc:
+        if "lock" in str(exc).lower():
+            raise StoreLocked(f"the dedup store {path!r} is in use by another process; stop it first") from exc
+        raise StoreError(f"cannot open the dedup store {path!r}: {exc}") from exc
+    except plyvel.Error as exc:
+        raise StoreError(f"no dedup store at {path!r} ({exc})") from exc
+    try:
+        raw = db.get(b"m:params")
+        params = json.loads(raw) if raw else None
+        found = params.get("store_format") if params else None
+        if not isinstance(found, int) or not OLDEST_MIGRATABLE <= found <= STORE_FORMAT:
+            raise StoreError(format_problem(path, found) or f"{path!r} has no store parameters")
+        interrupted = db.get(b"m:migrating")
+        if found == STORE_FORMAT and interrupted is None:
+            return Migration(path, found, found)
+        refingerprint = False
+        if interrupted is not None:
+            marker = json.loads(interrupted)
+            found, refingerprint = marker["from"], marker.get("refingerprint", False)
+        for version in range(found, STORE_FORMAT):
+            if version in CONVERSIONS:
+                CONVERSIONS[version](db)
+        # fingerprints of another definition (a new tokenizer) are computed again from the texts
+        refingerprint = params.get("fingerprint") != json.loads(json.dumps(dict(FINGERPRINT_PARAMS)))
+        updated = {**params, **LAYOUT, "fingerprint": dict(FINGERPRINT_PARAMS)}
+        new_params = json.dumps(updated, sort_keys=True).encode()
+    finally:
+        db.close()
+    # the derived indexes are rebuilt through this version's backend, which needs the format it
+    # reads: the parameters are written first as they will be, and the migration is redone from
+    # the records if it is cut short
+    db = plyvel.DB(path, create_if_missing=False)
+    try:
+        db.put(b"m:migrating", json.dumps({"from": found, "refingerprint": refingerprint}).encode())
+        db.put(b"m:params", new_params)
+    finally:
+        db.close()
+    store = LevelDBStore.open_existing(path)
+    try:
+        if refingerprint:
+            _refingerprint(store)
+        rebuilt = _rebuild(store, min_tokens, authority)
+        store._db.delete(b"m:migrating")
+    finally:
+        store.close()
+    return Migration(path, found, STORE_FORMAT, rebuilt.records, rebuilt.clusters, rebuilt=True)
+
+
+def _refingerprint(store: LevelDBStore) -> int:
+    """Fingerprint every document whose text the store kept again, with this version's
+    definition; returns how many.  Clusters keep their members (past decisions stand); a
+    document without its text keeps its old fingerprints, which match nothing new exactly."""
+    done = 0
+    for record in list(store.iter_urls()):
+        if record.cluster_id is None:
+            continue
+        text = store.get_text(record.key)
+        if text is None:
+            continue
+        fp = fingerprint(text)
+        record.content_hash, record.simhash, record.tokens = fp.content_hash, fp.simhash, fp.tokens
+        with store.batch() as batch:
+            batch.put_url(record)
+            batch.put_minhash(record.key, fp.minhash)
+        done += 1
+    return done

@@ -1,0 +1,159 @@
+"""``scrapy dedup check`` and ``scrapy dedup repair`` on stores damaged on purpose.
+
+The store is a copy of the committed fixture (two real crawls of the demo site, migrated to this
+version's format); the damage is
+done to its files the way a crash, a full disk or a careless copy does it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrapy_dedup.core.records import Cluster
+from scrapy_dedup.store import maintenance
+from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.migrate import migrate_store
+
+FIXTURE = Path(__file__).parent / "fixtures" / "store-0.1.0" / "store"
+
+
+@pytest.fixture
+def store_dir(tmp_path) -> Path:
+    path = tmp_path / "store"
+    shutil.copytree(FIXTURE, path)
+    migrate_store(str(path))  # the fixture has the format 0.1.0 wrote
+    return path
+
+
+def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", *args, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=store.parent,
+    )
+
+
+def _tables(path: Path) -> list[Path]:
+    return sorted(path.glob("*.ldb"), key=lambda p: p.stat().st_size)
+
+
+def _check(path: Path) -> maintenance.CheckResult:
+    with LevelDBStore.open_existing(str(path)) as store:
+        return maintenance.check_store(store)
+
+
+def test_a_sound_store_is_consistent(store_dir):
+    proc = dedup(store_dir, "check")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "consistent"
+    assert any(line.startswith("clusters") and " 35 checked" in line for line in lines)
+    assert any(line.startswith("records") and " 76 checked" in line for line in lines)
+
+
+def test_half_written_decisions_are_found_and_repaired(store_dir):
+    """What a decision written without its batch leaves: every invariant broken once."""
+    with LevelDBStore.open_existing(str(store_dir)) as store:
+        record = next(r for r in store.iter_urls() if r.cluster_id is not None)
+        db = store._db
+        # a cluster without members, a record pointing at a dead cluster, orphan fingerprints
+        db.put(b"c:00000000000000aa", Cluster("00000000000000aa", "gone", "http://gone/", 1, 1).to_json())
+        record.cluster_id = "00000000000000bb"
+        db.put(b"u:" + record.key.encode(), record.to_json())
+        db.put(b"h:0000000000000000:ffff", b"00000000000000cc")
+        db.put(b"n:http://nowhere/", b"\x00" * 1024)
+        db.put(b"x:http://nowhere/", b"x")
+    proc = dedup(store_dir, "check")
+    assert proc.returncode == 1
+    assert "inconsistent: 6 problem(s)" in proc.stdout, proc.stdout
+    result = _check(store_dir)
+    assert result.problems == {"clusters": 3, "records": 1, "minhashes": 1, "texts": 1}
+    # an exact entry no record stands behind: a claim whose decision never completed
+    assert result.notes == {"stale exact claims": 1}
+
+    proc = dedup(store_dir, "repair")
+    assert proc.returncode == 0, proc.stderr
+    assert "76 URL records kept" in proc.stdout
+    proc = dedup(store_dir, "check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not _check(store_dir).notes
+    with LevelDBStore.open_existing(str(store_dir)) as store:
+        # the moved record founded its own cluster again: nothing was lost
+        assert store.get_url(record.key).cluster_id == "00000000000000bb"
+        assert store.cluster_members("00000000000000bb") == [record.key]
+        assert store.get_cluster("00000000000000aa") is None
+
+
+def test_deleted_table_file(store_dir):
+    _tables(store_dir)[0].unlink()
+    proc = dedup(store_dir, "check")
+    assert proc.returncode == 1
+    assert "scrapy dedup repair" in proc.stderr, proc.stderr
+    proc = dedup(store_dir, "repair")
+    assert proc.returncode == 0, proc.stderr
+    assert dedup(store_dir, "check").returncode == 0
+
+
+def test_truncated_table_file(store_dir):
+    table = _tables(store_dir)[-1]
+    with open(table, "r+b") as f:
+        f.truncate(table.stat().st_size // 2)
+    before = _check_or_error(store_dir)
+    assert before is not True  # the damage shows: an error, or problems
+    proc = dedup(store_dir, "repair")
+    assert proc.returncode == 0, proc.stderr
+    assert _check(store_dir).consistent
+    with LevelDBStore.open_existing(str(store_dir)) as store:
+        kept = sum(1 for _ in store.iter_urls())
+    assert 0 < kept <= 76  # what the first half of the table held survives
+
+
+def _check_or_error(path: Path) -> bool | str:
+    proc = dedup(path, "check")
+    if proc.returncode == 0:
+        return True
+    return proc.stdout + proc.stderr
+
+
+def test_torn_batch_at_the_end_of_the_log(store_dir):
+    """A crash in the middle of writing a batch: LevelDB drops the whole batch on open."""
+    with LevelDBStore.open_existing(str(store_dir)) as store:
+        records = list(store.iter_urls())
+        first = records[0]
+        with store.batch() as batch:
+            for i in range(200):
+                clone = Cluster(f"{i:016x}", first.key, first.url, 1, 1)
+                batch.put_cluster(clone)  # clusters without members: inconsistent if half-applied
+        # keep the log: no compaction on close for a small write
+    log = max(store_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
+    size = log.stat().st_size
+    assert size > 10_000
+    with open(log, "r+b") as f:
+        f.truncate(size - 3000)
+    assert _check(store_dir).consistent
+    with LevelDBStore.open_existing(str(store_dir)) as store:
+        assert store.get_cluster(f"{0:016x}") is None  # none of the batch, not half of it
+
+
+def test_repair_refuses_a_held_store(store_dir):
+    held = LevelDBStore.open_existing(str(store_dir))
+    try:
+        proc = dedup(store_dir, "repair")
+        assert proc.returncode == 1
+        assert "in use by another process" in proc.stderr
+    finally:
+        held.close()
+
+
+def test_check_registry_is_open():
+    assert list(maintenance.CHECKS)[:2] == ["clusters", "records"]
+    assert "pending requests" in maintenance.CHECKS
+    assert os.path.exists(FIXTURE / "CURRENT")
