@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -406,6 +407,12 @@ def test_a_page_limit_run_is_resumed(site, uninterrupted, tmp_path):
     assert "interrupted: " in crawl.logs[-1] and "pending (run the crawl again to resume)" in crawl.logs[-1]
     before = crawl.summary()
     assert "last run interrupted: " in before and " pending" in before
+    # the owed requests are real pending data for the store check: every one deserializes
+    check = subprocess.run([sys.executable, "-m", "scrapy", "dedup", "check", "--store", str(crawl.store)],
+                           cwd=crawl.out, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    owed_count = re.search(r"pending requests\D*(\d[\d,]*)", check.stdout)
+    assert owed_count and int(owed_count.group(1).replace(",", "")) > 0, check.stdout
     log = crawl.run_to_end()
     assert "resuming" in log and "pending requests from an interrupted run" in log
     assert crawl.stats()["dedup/frontier/resumed"] > 0

@@ -268,12 +268,9 @@ class PendingSpiderMiddleware:
         state = self._begin(response)
         try:
             for element in result:
-                if element is not None and not isinstance(element, Request):
-                    state[2] += 1
-                yield element
+                yield self._count(state, element)
         finally:
-            state[1] -= 1
-            self._maybe_settle(response, state)
+            self._end(response, state)
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider=None
@@ -281,12 +278,19 @@ class PendingSpiderMiddleware:
         state = self._begin(response)
         try:
             async for element in result:
-                if element is not None and not isinstance(element, Request):
-                    state[2] += 1
-                yield element
+                yield self._count(state, element)
         finally:
-            state[1] -= 1
-            self._maybe_settle(response, state)
+            self._end(response, state)
+
+    @staticmethod
+    def _count(state: list, element: Any) -> Any:
+        if element is not None and not isinstance(element, Request):
+            state[2] += 1  # an item: its request settles only once the item left the pipelines
+        return element
+
+    def _end(self, response: Response, state: list) -> None:
+        state[1] -= 1
+        self._maybe_settle(response, state)
 
     def _begin(self, response: Response) -> list:
         state = self._open.get(id(response))

@@ -198,15 +198,35 @@ local function check_entry(fp, token)
   return nil
 end
 
+-- The 16-byte record of an entry's arguments, or nil and the error.
+local function entry_record(args)
+  local err = check_entry(args[1], args[2])
+  if err then return nil, err end
+  return args[1] .. args[2]
+end
+
+-- Appends a near-duplicate record to the blob at key unless it is there already.
+local function add_once(key, record)
+  local blob = redis.call('GET', key) or ''
+  if find_record(blob, record, NEAR_WIDTH) == nil then
+    redis.call('APPEND', key, record)
+  end
+end
+
+-- Takes a near-duplicate record out of the blob at key; replies 1, or 0 when it was not there.
+local function remove_once(key, record)
+  local blob = redis.call('GET', key) or ''
+  local pos = find_record(blob, record, NEAR_WIDTH)
+  if pos == nil then return 0 end
+  put_blob(key, without_record(blob, pos, NEAR_WIDTH))
+  return 1
+end
+
 -- ARGV: simhash, token.  Adds a pending entry (once).
 local function near_add(keys, args)
-  local err = check_entry(args[1], args[2])
+  local record, err = entry_record(args)
   if err then return fail(err) end
-  local record = args[1] .. args[2]
-  local pending = redis.call('GET', keys[2]) or ''
-  if find_record(pending, record, NEAR_WIDTH) == nil then
-    redis.call('APPEND', keys[2], record)
-  end
+  add_once(keys[2], record)
   return 1
 end
 
@@ -234,44 +254,26 @@ end
 -- among the settled ones.  Replies 1, or 0 when the pending entry was no longer there (a
 -- caller whose lease expired and whose entries were reaped: it must decide again).
 local function near_settle(keys, args)
-  local err = check_entry(args[1], args[2])
+  local record, err = entry_record(args)
   if err then return fail(err) end
-  local record = args[1] .. args[2]
-  local pending = redis.call('GET', keys[2]) or ''
-  local pos = find_record(pending, record, NEAR_WIDTH)
-  if pos == nil then return 0 end
-  put_blob(keys[2], without_record(pending, pos, NEAR_WIDTH))
-  if args[3] == '1' then
-    local settled = redis.call('GET', keys[1]) or ''
-    if find_record(settled, record, NEAR_WIDTH) == nil then
-      redis.call('APPEND', keys[1], record)
-    end
-  end
+  if remove_once(keys[2], record) == 0 then return 0 end
+  if args[3] == '1' then add_once(keys[1], record) end
   return 1
 end
 
 -- ARGV: simhash, token.  Removes a settled entry (a representative replaced or gone).
 local function near_remove(keys, args)
-  local err = check_entry(args[1], args[2])
+  local record, err = entry_record(args)
   if err then return fail(err) end
-  local record = args[1] .. args[2]
-  local settled = redis.call('GET', keys[1]) or ''
-  local pos = find_record(settled, record, NEAR_WIDTH)
-  if pos == nil then return 0 end
-  put_blob(keys[1], without_record(settled, pos, NEAR_WIDTH))
-  return 1
+  return remove_once(keys[1], record)
 end
 
 -- ARGV: simhash, token.  Enters a settled entry directly (a representative chosen without a
 -- race, e.g. a member promoted when its representative left).
 local function near_put(keys, args)
-  local err = check_entry(args[1], args[2])
+  local record, err = entry_record(args)
   if err then return fail(err) end
-  local record = args[1] .. args[2]
-  local settled = redis.call('GET', keys[1]) or ''
-  if find_record(settled, record, NEAR_WIDTH) == nil then
-    redis.call('APPEND', keys[1], record)
-  end
+  add_once(keys[1], record)
   return 1
 end
 

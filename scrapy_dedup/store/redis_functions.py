@@ -210,12 +210,16 @@ class StoreFunctions:
         return bool(self._call("sdd_exact_release", [key], field, rk.cluster_token(cluster_id)))
 
     # -- near-duplicate tables --------------------------------------------------------------
-    def near_add(self, scope: str, simhash: int, token: bytes) -> None:
+    def _near_calls(self, function: str, scope: str, simhash: int, *args: Any) -> Any:
+        """A pipeline with one call of ``function`` per bucket of ``simhash`` (settled, pending)."""
         fp = rk.simhash_bytes(simhash)
         pipe = self.client.pipeline(transaction=False)
         for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_add", 2, settled, pending, fp, token)
-        pipe.execute()
+            pipe.fcall(function, 2, settled, pending, fp, *args)
+        return pipe
+
+    def near_add(self, scope: str, simhash: int, token: bytes) -> None:
+        self._near_calls("sdd_near_add", scope, simhash, token).execute()
 
     def near_add_then_order(self, scope: str, simhash: int, token: bytes, lease_ms: int) -> int:
         """:meth:`near_add`, then :meth:`order_take` once every entry is in.
@@ -226,16 +230,12 @@ class StoreFunctions:
         if is_cluster(self.client):
             self.near_add(scope, simhash, token)
             return self.order_take(token, lease_ms)
-        fp = rk.simhash_bytes(simhash)
-        pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_add", 2, settled, pending, fp, token)
+        pipe = self._near_calls("sdd_near_add", scope, simhash, token)
         pipe.fcall("sdd_order_take", 2, *rk.order_keys(self.prefix), token, lease_ms)
         return int(pipe.execute()[-1])
 
     def near_settle_then_release(self, scope: str, simhash: int, token: bytes, keep: bool, order: int) -> bool:
         """:meth:`near_settle`, then :meth:`order_release` if every pending entry was still there."""
-        fp = rk.simhash_bytes(simhash)
         if is_cluster(self.client):
             if not self.near_settle(scope, simhash, token, keep):
                 return False
@@ -244,9 +244,7 @@ class StoreFunctions:
         # one server runs a connection's pipeline in order: the release comes after every
         # settle. If a settle found nothing, the decision was reaped and its order entry is
         # gone already, so the release (compare-and-delete) does nothing.
-        pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_settle", 2, settled, pending, fp, token, 1 if keep else 0)
+        pipe = self._near_calls("sdd_near_settle", scope, simhash, token, 1 if keep else 0)
         pipe.fcall("sdd_order_release", 2, *rk.order_keys(self.prefix), token, order)
         return all(int(r) == 1 for r in pipe.execute()[:-1])
 
@@ -254,10 +252,7 @@ class StoreFunctions:
         self, scope: str, simhash: int, max_distance: int
     ) -> tuple[set[tuple[int, bytes]], set[tuple[int, bytes]]]:
         """(settled, pending) entries within ``max_distance`` in the four buckets of ``simhash``."""
-        fp = rk.simhash_bytes(simhash)
-        pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_scan", 2, settled, pending, fp, max_distance)
+        pipe = self._near_calls("sdd_near_scan", scope, simhash, max_distance)
         settled_out: set[tuple[int, bytes]] = set()
         pending_out: set[tuple[int, bytes]] = set()
         for settled_records, pending_records in pipe.execute():
@@ -267,25 +262,14 @@ class StoreFunctions:
 
     def near_settle(self, scope: str, simhash: int, token: bytes, keep: bool) -> bool:
         """Take the pending entries out (and with ``keep`` enter them as settled); False if any was gone."""
-        fp = rk.simhash_bytes(simhash)
-        pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_settle", 2, settled, pending, fp, token, 1 if keep else 0)
-        return all(int(r) == 1 for r in pipe.execute())
+        replies = self._near_calls("sdd_near_settle", scope, simhash, token, 1 if keep else 0).execute()
+        return all(int(r) == 1 for r in replies)
 
     def near_put(self, scope: str, simhash: int, token: bytes) -> None:
-        fp = rk.simhash_bytes(simhash)
-        pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_put", 2, settled, pending, fp, token)
-        pipe.execute()
+        self._near_calls("sdd_near_put", scope, simhash, token).execute()
 
     def near_remove(self, scope: str, simhash: int, token: bytes) -> None:
-        fp = rk.simhash_bytes(simhash)
-        pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_remove", 2, settled, pending, fp, token)
-        pipe.execute()
+        self._near_calls("sdd_near_remove", scope, simhash, token).execute()
 
     # -- global order of decisions in flight ------------------------------------------------
     def order_take(self, token: bytes, lease_ms: int) -> int:
