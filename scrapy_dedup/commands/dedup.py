@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "calibrate": "stored pairs around the near-duplicate threshold, to choose it",
     "report": "one self-contained HTML page (report --html FILE)",
     "export": "the settled corpus as JSON Lines: one record per document (or per unique chunk, --chunks)",
+    "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
@@ -40,9 +41,12 @@ SCOPED = {
     "sample": ("calibrate", "report"),
     "fetch_text": ("calibrate", "report"),
     "html": ("report",),
-    "url": ("lookup",),
+    "url": ("lookup", "ingest"),
     "chunks": ("export",),
     "output": ("export",),
+    "url_field": ("ingest",),
+    "text_field": ("ingest",),
+    "html_field": ("ingest",),
 }
 
 
@@ -86,7 +90,7 @@ class Command(ScrapyCommand):
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("subcommand", nargs="?", choices=list(SUBCOMMANDS), help="what to show")
-        parser.add_argument("url", nargs="?", help="the URL to look up (lookup)")
+        parser.add_argument("url", nargs="?", help="lookup: the URL to look up; ingest: the JSON Lines file")
         where = parser.add_argument_group("Store")
         where.add_argument("--store", metavar="PATH", help="the store directory (outside a project)")
         where.add_argument("--spider", metavar="NAME", help="the spider whose store to read (inside a project)")
@@ -120,9 +124,14 @@ class Command(ScrapyCommand):
         sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
         sub.add_argument("--chunks", action="store_true", default=None, help="export: one record per unique chunk")
         sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout")
+        sub.add_argument("--url-field", metavar="NAME", help="ingest: the field holding the URL (default url)")
+        sub.add_argument("--text-field", metavar="NAME", help="ingest: the field holding the text (default text)")
+        sub.add_argument("--html-field", metavar="NAME", help="ingest: the field holding HTML (default html)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         self._check(args, opts)
+        if opts.subcommand == "ingest":
+            return self._ingest(opts)
         handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{opts.subcommand}")
         from scrapy_dedup.reports.store import opened_store
 
@@ -165,6 +174,8 @@ class Command(ScrapyCommand):
                 "say which store to read: --store PATH, or --spider NAME inside a Scrapy project, "
                 "or -s DEDUP_STORE=PATH"
             )
+        if opts.subcommand == "ingest" and not opts.url:
+            raise UsageError("ingest needs a file: scrapy dedup ingest FILE.jsonl")
         if opts.subcommand == "lookup" and not opts.url:
             raise UsageError("lookup needs a URL: scrapy dedup lookup URL")
         if opts.subcommand == "report" and not opts.html:
@@ -293,3 +304,55 @@ class Command(ScrapyCommand):
         print(f"exported {what}" + (f" to {opts.output}" if opts.output else ""), file=sys.stderr)
         if counts.note():
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
+
+    def _ingest(self, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.crawl.state import open_store
+        from scrapy_dedup.decide import ingest
+
+        if opts.store:
+            self.settings.set("DEDUP_STORE", opts.store, priority="cmdline")
+        config = self._config(opts)
+        if not config.store:
+            raise UsageError("ingest writes to a store: --store PATH or -s DEDUP_STORE=PATH")
+        fields = ingest.Fields(opts.url_field or "url", opts.text_field or "text", opts.html_field or "html")
+        try:
+            source = open(opts.url, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return self._fail(f"cannot read {opts.url}: {exc.strerror or exc}")
+        try:
+            with source, open_store(config, None) as store:
+                index = ingest.ContentIndex(
+                    store,
+                    store.run,
+                    max_distance=config.max_distance,
+                    min_jaccard=config.min_jaccard,
+                    min_tokens=config.min_tokens,
+                    authority=config.authority,
+                )
+                options = ingest.ExtractOptions(
+                    favor_precision=config.extract_mode == "precision",
+                    favor_recall=config.extract_mode == "recall",
+                    include_tables=config.extract_tables,
+                    include_comments=config.extract_comments,
+                    max_text_chars=config.max_text_chars,
+                )
+                counts = ingest.ingest(
+                    source,
+                    index,
+                    config.url_rules.key,
+                    fields=fields,
+                    options=options,
+                    keep_text=config.keep_text,
+                    workers=config.workers,
+                    progress=sys.stderr,
+                )
+        except StoreError as exc:
+            return self._fail(" ".join(str(exc).split()))
+        for number, why in counts.malformed:
+            print(f"{opts.url}:{number}: skipped: {why}", file=sys.stderr)
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.statuses.items()))
+        print(
+            f"ingested {counts.documents} records of {counts.lines} lines into {config.store}"
+            f" ({statuses or 'nothing decided'}); {len(counts.malformed)} malformed line(s) skipped",
+            file=sys.stderr,
+        )
