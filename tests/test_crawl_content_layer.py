@@ -70,8 +70,10 @@ def test_items_carry_text_and_the_dedup_field(crawl):
         assert item["text"].strip()
         field = item["dedup"]
         assert set(field) == {
-            "status", "content_hash", "simhash", "cluster_id", "canonical_url", "duplicate_of", "distance", "supersedes",
+            "status", "document_id", "content_hash", "simhash", "cluster_id", "canonical_url", "duplicate_of",
+            "distance", "supersedes",
         }
+        assert field["document_id"] == field["cluster_id"]
         assert len(field["simhash"]) == 16 and len(field["content_hash"]) == 32
         assert field["canonical_url"] == item["url"]  # only representatives are emitted by default
 

@@ -79,6 +79,9 @@ def test_the_next_member_takes_over_and_supersedes_the_lost_representative(site,
     assert len(taken_over) == 1
     assert taken_over[0]["dedup"]["status"] == "new"
     assert taken_over[0]["dedup"]["supersedes"] == [site.url + "/a"]
+    # the member taking over carries the document id of the copy it supersedes
+    lost = [i for i in first.items if i["url"] == site.url + "/a"]
+    assert taken_over[0]["dedup"]["document_id"] == lost[0]["dedup"]["document_id"] is not None
     assert second.stat(f"dedup/doc/{event}") == 1
     assert second.stat("dedup/doc/promoted") == 1
     store = StoreView(tmp_path / "store")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from crawl_helpers import StoreView
 from testing import DemoServer, run_crawl
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -151,3 +152,20 @@ def test_usage_errors(crawled):
     store = str(work / "with-text" / "store")
     assert dedup("export", "--store", store, "--format", "csv", cwd=work).returncode == 2
     assert dedup("aliases", "--store", store, "--chunks", cwd=work).returncode == 2
+
+
+def test_upserting_the_emitted_items_by_document_id_leaves_one_record_per_document(crawled, exported):
+    _, work, result = crawled
+    index: dict[str, dict] = {}
+    for item in result.items:  # in the order the crawl emitted them, later copies included
+        index[item["dedup"]["document_id"]] = item
+    store = StoreView(work / "with-text" / "store")
+    # the feed holds more items than documents (copies that were superseded later) ...
+    assert sum(len(i["dedup"]["supersedes"]) for i in result.items) >= 1
+    assert len(result.items) > len(index)
+    # ... and the upserted index ends with exactly the store's documents, each at its canonical URL
+    assert {doc_id: item["url"] for doc_id, item in index.items()} == {
+        cid: cluster.rep_url for cid, cluster in store.clusters.items()
+    }
+    records, _ = exported
+    assert {r["document_id"]: r["url"] for r in records}.items() <= {k: v["url"] for k, v in index.items()}.items()

@@ -265,3 +265,28 @@ def test_a_cluster_founded_meanwhile_by_another_process_is_joined(store_path):
             assert sorted(s.cluster_members(clusters[0].cluster_id)) == ["http://a/page", "http://b/page"]
     finally:
         MemoryStore.discard(store_path)
+
+
+def _borderline_pair() -> tuple[str, str]:
+    # MinHash estimates 0.80 (a match at min_jaccard 0.8), the exact word 5-shingle Jaccard is 0.796
+    base = [f"w{i}" for i in range(400)]
+    edited = [f"x{i}" if (i + 1) % 41 == 0 else w for i, w in enumerate(base)]
+    return " ".join(base), " ".join(edited)
+
+
+@pytest.mark.parametrize("keep_text", [True, False])
+def test_a_borderline_estimate_is_decided_by_the_kept_texts(store, keep_text):
+    a, b = _borderline_pair()
+
+    def page(url: str, body: str, **kw) -> Document:
+        kept = doc(url, body, **kw)
+        kept.text = body if keep_text else None
+        return kept
+
+    index = make_index(store)
+    index.ingest(page("http://h/a", a))
+    decision = index.ingest(page("http://h/b", b))
+    # with both texts kept the exact Jaccard (under 0.8) decides; without them the estimate does
+    assert decision.status == ("new" if keep_text else "near_duplicate")
+    canonical = index.ingest(page("http://h/c", b, canonical_key="http://h/a", canonical_url="http://h/a"))
+    assert canonical.canonical == ("mismatch" if keep_text else "honored")

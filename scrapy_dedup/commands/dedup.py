@@ -33,6 +33,7 @@ SUBCOMMANDS = {
     "repair": "salvage a damaged store and rebuild its indexes from the URL records",
     "migrate": "bring a store written by an earlier version to this version's format, in place",
     "export": "the settled corpus as JSON Lines: one record per document (or per unique chunk, --chunks)",
+    "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
@@ -44,9 +45,12 @@ SCOPED = {
     "sample": ("calibrate", "report"),
     "fetch_text": ("calibrate", "report"),
     "html": ("report",),
-    "url": ("lookup",),
+    "url": ("lookup", "ingest"),
     "chunks": ("export",),
     "output": ("export",),
+    "url_field": ("ingest",),
+    "text_field": ("ingest",),
+    "html_field": ("ingest",),
 }
 
 
@@ -90,7 +94,7 @@ class Command(ScrapyCommand):
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("subcommand", nargs="?", choices=list(SUBCOMMANDS), help="what to show")
-        parser.add_argument("url", nargs="?", help="the URL to look up (lookup)")
+        parser.add_argument("url", nargs="?", help="lookup: the URL to look up; ingest: the JSON Lines file")
         where = parser.add_argument_group("Store")
         where.add_argument("--store", metavar="PATH", help="the store directory (outside a project)")
         where.add_argument("--spider", metavar="NAME", help="the spider whose store to read (inside a project)")
@@ -124,11 +128,16 @@ class Command(ScrapyCommand):
         sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
         sub.add_argument("--chunks", action="store_true", default=None, help="export: one record per unique chunk")
         sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout")
+        sub.add_argument("--url-field", metavar="NAME", help="ingest: the field holding the URL (default url)")
+        sub.add_argument("--text-field", metavar="NAME", help="ingest: the field holding the text (default text)")
+        sub.add_argument("--html-field", metavar="NAME", help="ingest: the field holding HTML (default html)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         self._check(args, opts)
         if opts.subcommand in ("repair", "migrate"):
             return self._rewrite(opts)
+        if opts.subcommand == "ingest":
+            return self._ingest(opts)
         # "_check" is taken by the argument check
         name = "check_store" if opts.subcommand == "check" else opts.subcommand
         handler: Callable[[DedupStore, argparse.Namespace], None] = getattr(self, f"_{name}")
@@ -179,6 +188,8 @@ class Command(ScrapyCommand):
                 "say which store to read: --store PATH, or --spider NAME inside a Scrapy project, "
                 "or -s DEDUP_STORE=PATH"
             )
+        if opts.subcommand == "ingest" and not opts.url:
+            raise UsageError("ingest needs a file: scrapy dedup ingest FILE.jsonl")
         if opts.subcommand == "lookup" and not opts.url:
             raise UsageError("lookup needs a URL: scrapy dedup lookup URL")
         if opts.subcommand == "report" and not opts.html:
@@ -340,3 +351,55 @@ class Command(ScrapyCommand):
         print(f"exported {what}" + (f" to {opts.output}" if opts.output else ""), file=sys.stderr)
         if counts.note():
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
+
+    def _ingest(self, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.crawl.state import open_store
+        from scrapy_dedup.decide import ingest
+
+        if opts.store:
+            self.settings.set("DEDUP_STORE", opts.store, priority="cmdline")
+        config = self._config(opts)
+        if not config.store:
+            raise UsageError("ingest writes to a store: --store PATH or -s DEDUP_STORE=PATH")
+        fields = ingest.Fields(opts.url_field or "url", opts.text_field or "text", opts.html_field or "html")
+        try:
+            source = open(opts.url, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return self._fail(f"cannot read {opts.url}: {exc.strerror or exc}")
+        try:
+            with source, open_store(config, None) as store:
+                index = ingest.ContentIndex(
+                    store,
+                    store.run,
+                    max_distance=config.max_distance,
+                    min_jaccard=config.min_jaccard,
+                    min_tokens=config.min_tokens,
+                    authority=config.authority,
+                )
+                options = ingest.ExtractOptions(
+                    favor_precision=config.extract_mode == "precision",
+                    favor_recall=config.extract_mode == "recall",
+                    include_tables=config.extract_tables,
+                    include_comments=config.extract_comments,
+                    max_text_chars=config.max_text_chars,
+                )
+                counts = ingest.ingest(
+                    source,
+                    index,
+                    config.url_rules.key,
+                    fields=fields,
+                    options=options,
+                    keep_text=config.keep_text,
+                    workers=config.workers,
+                    progress=sys.stderr,
+                )
+        except StoreError as exc:
+            return self._fail(" ".join(str(exc).split()))
+        for number, why in counts.malformed:
+            print(f"{opts.url}:{number}: skipped: {why}", file=sys.stderr)
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.statuses.items()))
+        print(
+            f"ingested {counts.documents} records of {counts.lines} lines into {config.store}"
+            f" ({statuses or 'nothing decided'}); {len(counts.malformed)} malformed line(s) skipped",
+            file=sys.stderr,
+        )

@@ -53,6 +53,9 @@ class Decision:
     def as_item_field(self) -> dict:
         return {
             "status": self.status,
+            # the cluster is the document: a member that takes over a cluster keeps its id,
+            # so an index upserting by it ends with one copy per document
+            "document_id": self.cluster_id,
             "content_hash": self.content_hash,
             "simhash": f"{self.simhash:016x}" if self.simhash is not None else None,
             "cluster_id": self.cluster_id,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrapy_dedup.core.bands import band_hashes
-from scrapy_dedup.core.fingerprints import Fingerprint, hamming, near_match
+from scrapy_dedup.core.fingerprints import VERIFY_MARGIN, Fingerprint, hamming, jaccard_estimate, near_match
 from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, UrlRecord
 from scrapy_dedup.decide.decision import Document
 from scrapy_dedup.store.base import DedupStore
@@ -72,9 +72,24 @@ class Matching:
             seen.add(key)
         return key
 
-    def _near(self, fp: Fingerprint, other: Fingerprint) -> tuple[bool, int | None, float | None]:
+    def _near(
+        self, fp: Fingerprint, other: Fingerprint, text: str | None = None, other_key: str | None = None
+    ) -> tuple[bool, int | None, float | None]:
+        texts = None
+        # a borderline estimate is decided by the exact Jaccard of the two texts when both are
+        # kept (DEDUP_KEEP_TEXT); the stored text is read only for such a pair
+        if text is not None and other_key is not None:
+            if abs(jaccard_estimate(fp.minhash, other.minhash) - self.min_jaccard) < VERIFY_MARGIN:
+                other_text = self.store.get_text(other_key)
+                if other_text is not None:
+                    texts = (text, other_text)
         return near_match(
-            fp, other, max_distance=self.max_distance, min_jaccard=self.min_jaccard, min_tokens=self.min_tokens
+            fp,
+            other,
+            max_distance=self.max_distance,
+            min_jaccard=self.min_jaccard,
+            min_tokens=self.min_tokens,
+            texts=texts,
         )
 
     def _match_canonical(self, doc: Document, content_hash: str) -> tuple[Match | None, str]:
@@ -88,7 +103,7 @@ class Matching:
             return Match(target.cluster_id, "rel_canonical", target.key, 0, 1.0), "honored"
         target_fp = self.fingerprint_of(target)
         if doc.fingerprint is not None and target_fp is not None:
-            ok, distance, jaccard = self._near(doc.fingerprint, target_fp)
+            ok, distance, jaccard = self._near(doc.fingerprint, target_fp, doc.text, target.key)
             if ok:
                 return Match(target.cluster_id, "rel_canonical", target.key, distance, jaccard), "honored"
         return None, "mismatch"
@@ -108,25 +123,25 @@ class Matching:
             for stored, cid in self.store.simhash_candidates(doc.scope, fp.simhash, self.max_distance)
         )
         for _, cid in close:
-            match = self._confirm(fp, cid)
+            match = self._confirm(fp, cid, doc.text)
             if match is not None:
                 return match
         return self._match_bands(doc, fp, exclude={cid for _, cid in close})
 
-    def _confirm(self, fp: Fingerprint, cluster_id: str) -> Match | None:
+    def _confirm(self, fp: Fingerprint, cluster_id: str, text: str | None = None) -> Match | None:
         """A near-duplicate match with the cluster's representative, or None."""
         cluster = self.store.get_cluster(cluster_id)
         rep = self.store.get_url(cluster.representative) if cluster else None
         rep_fp = self.fingerprint_of(rep) if rep else None
         if rep_fp is None:
             return None
-        ok, distance, jaccard = self._near(fp, rep_fp)
+        ok, distance, jaccard = self._near(fp, rep_fp, text, rep.key)
         return Match(cluster_id, "near_duplicate", rep.key, distance, jaccard) if ok else None
 
     def _match_bands(self, doc: Document, fp: Fingerprint, exclude: set[str]) -> Match | None:
         best: Match | None = None
         for cid in sorted(self.store.band_candidates(doc.scope, band_hashes(fp.minhash)) - exclude):
-            match = self._confirm(fp, cid)
+            match = self._confirm(fp, cid, doc.text)
             if match is not None and (best is None or match.jaccard > best.jaccard):
                 best = match
         return best

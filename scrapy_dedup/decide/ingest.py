@@ -1,0 +1,125 @@
+"""Decide the records of a JSON Lines file, without crawling.
+
+Each line is one page: a URL and its text, or its HTML (extracted as the crawl
+extracts it).  Every record goes through :meth:`ContentIndex.ingest`, the path
+the crawl's pipeline takes, so the store ends as a crawl of the same pages
+would leave it, and the reports and export read it the same way.  Extraction
+may run in worker processes; decisions are made in file order, one at a time,
+so the result does not depend on the number of workers.  A malformed line is
+reported with its number and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import IO, Any
+
+from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
+from scrapy_dedup.decide.index import ContentIndex, Document
+from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text, warm_up
+
+#: records extracted ahead of the decisions (bounds memory, keeps the workers busy)
+BATCH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Fields:
+    url: str = "url"
+    text: str = "text"
+    html: str = "html"
+
+
+@dataclass(slots=True)
+class IngestCounts:
+    lines: int = 0
+    documents: int = 0
+    #: (line number, why) of every line that was not ingested
+    malformed: list[tuple[int, str]] = field(default_factory=list)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Page:
+    line: int
+    url: str
+    body: str
+    is_html: bool
+
+
+def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts) -> Iterator[_Page]:
+    for number, line in enumerate(lines, 1):
+        counts.lines = number
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            counts.malformed.append((number, f"not JSON ({exc.msg})"))
+            continue
+        if not isinstance(record, dict):
+            counts.malformed.append((number, "not a JSON object"))
+            continue
+        url = record.get(fields.url)
+        if not isinstance(url, str) or "://" not in url:
+            counts.malformed.append((number, f"no {fields.url!r} URL"))
+            continue
+        text, html = record.get(fields.text), record.get(fields.html)
+        if isinstance(text, str):
+            yield _Page(number, url, text, False)
+        elif isinstance(html, str):
+            yield _Page(number, url, html, True)
+        else:
+            counts.malformed.append((number, f"no {fields.text!r} or {fields.html!r} string"))
+
+
+def _analyse(page: _Page, options: ExtractOptions) -> tuple[str, Fingerprint]:
+    if page.is_html:
+        return analyse_html(page.body, page.url, options)
+    return analyse_text(page.body, options)
+
+
+def ingest(
+    lines: Iterable[str],
+    index: ContentIndex,
+    key: Callable[[str], str],
+    *,
+    fields: Fields = Fields(),
+    options: ExtractOptions = ExtractOptions(),
+    keep_text: bool = True,
+    workers: int = 0,
+    progress: IO[str] | None = None,
+    every: int = 1000,
+) -> IngestCounts:
+    """Decide every record of ``lines``; ``key`` makes a URL key (the crawl's URL rules)."""
+    counts = IngestCounts()
+    pages = _parse(lines, fields, counts)
+    pool = (
+        ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=warm_up)
+        if workers > 0
+        else None
+    )
+    try:
+        while batch := list(islice(pages, BATCH)):
+            if pool is not None:
+                analysed: Iterable[Any] = pool.map(_analyse, batch, [options] * len(batch))
+            else:
+                analysed = (_analyse(page, options) for page in batch)
+            for page, (text, fp) in zip(batch, analysed):
+                body = page.body.encode("utf-8", "surrogatepass")
+                doc = Document(key=key(page.url), url=page.url, fingerprint=fp, raw_hash=raw_hash(body))
+                if keep_text:
+                    doc.text = text[: options.max_text_chars]
+                decision = index.ingest(doc)
+                counts.documents += 1
+                counts.statuses[decision.status] = counts.statuses.get(decision.status, 0) + 1
+                if progress is not None and counts.documents % every == 0:
+                    print(f"ingested {counts.documents:,} records (line {page.line:,})", file=progress, flush=True)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return counts

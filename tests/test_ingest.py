@@ -1,0 +1,68 @@
+"""``scrapy dedup ingest``: the demo site's pages from a JSON Lines file end in the clusters a crawl finds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from crawl_helpers import StoreView
+from test_demo_site import html_pages
+from test_export import dedup, jsonl, ok
+from testing import DemoServer, run_crawl
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    work = tmp_path_factory.mktemp("ingest")
+    with DemoServer() as server:
+        rules = server.manifest["host_rules"]
+        run_crawl(server.url + "/", work / "crawl", {"DEDUP_HOST_RULES": rules})
+        pages = html_pages(server)
+    lines = [json.dumps({"url": url, "html": html}) for url, html in sorted(pages.items())]
+    # malformed lines among the good ones: broken JSON, no URL, no text, not an object
+    lines[3:3] = ['{"url": "http://x/broken', '{"html": "<p>no url</p>"}', '{"url": "http://x/a"}', "[1, 2]"]
+    corpus = work / "pages.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = work / "ingested"
+    proc = ok("ingest", str(corpus), "--store", str(store), "-s", "DEDUP_HOST_RULES=" + json.dumps(rules), cwd=work)
+    return server, work, pages, proc
+
+
+def test_malformed_lines_are_reported_with_their_numbers_and_the_rest_ingested(both):
+    _, _, pages, proc = both
+    for number in (4, 5, 6, 7):
+        assert f"pages.jsonl:{number}: skipped:" in proc.stderr
+    assert f"ingested {len(pages)} records of {len(pages) + 4} lines" in proc.stderr
+    assert "4 malformed line(s) skipped" in proc.stderr
+
+
+def test_ingested_pages_end_in_the_clusters_of_a_crawl(both):
+    _, work, pages, _ = both
+    crawl, ingested = StoreView(work / "crawl" / "store"), StoreView(work / "ingested")
+    keys = {ingested.key(url) for url in pages}
+    # the file has no link graph: a rel=canonical the crawl honoured is not known to the ingest
+    aside = {k for k, r in crawl.records.items() if r.canonical_alias or r.reason == "rel_canonical"}
+
+    def groups(view: StoreView) -> set[frozenset]:
+        found = {frozenset(m for m in members if m in keys and m not in aside) for members in view.members.values()}
+        return found - {frozenset()}
+
+    assert groups(ingested) == groups(crawl)
+    assert sum(len(g) > 1 for g in groups(crawl)) >= 3  # duplicate groups are compared, not only singletons
+    for key in keys - aside:
+        if key in crawl.records and crawl.records[key].cluster_id in crawl.clusters:
+            assert ingested.clusters[ingested.records[key].cluster_id].representative == (
+                crawl.clusters[crawl.records[key].cluster_id].representative
+            ), key
+
+
+def test_the_ingested_store_exports_like_a_crawled_one(both):
+    _, work, pages, _ = both
+    records = jsonl(ok("export", "--store", str(work / "ingested"), cwd=work).stdout)
+    assert records and len({r["document_id"] for r in records}) == len(records) < len(pages)
+
+
+def test_a_missing_file_is_a_one_line_error(both):
+    _, work, _, _ = both
+    proc = dedup("ingest", str(work / "absent.jsonl"), "--store", str(work / "other"), cwd=work)
+    assert proc.returncode == 1 and "cannot read" in proc.stderr
