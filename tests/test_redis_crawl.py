@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import uuid
 
 from redis_servers import free_port
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
@@ -48,7 +49,7 @@ SUMMARY_FIGURES = ("urls_known", "url_records", "frontier_keys", "documents", "a
 
 def crawl_in_processes(start_url, out_dir, url, processes):
     results = [None] * processes
-    settings = {"DEDUP_STORE": url, "DEDUP_STORE_BACKEND": REDIS_BACKEND}
+    settings = {"DEDUP_STORE": url}  # a redis:// store alone selects the Redis backend
 
     def crawl(i):
         results[i] = run_crawl(start_url, out_dir / f"p{i}", settings)
@@ -76,13 +77,13 @@ def test_same_clusters_and_representatives_at_any_process_count(demo_server, tmp
             node.flushdb()
         results = crawl_in_processes(start, tmp_path / label, server_url, processes)
         assert all(r.returncode == 0 for r in results)
-        with RedisStore.open_existing(server_url) as store:
+        with RedisStore.open_existing(server_url, prefix="dedup:site") as store:
             got = outcome(store)
             assert store.run == 1, "processes alive together share one run"
         assert got["partition"] == expected["partition"], label
         assert got["per_key"] == expected["per_key"], label
         # reports read the shared store as it is, streaming: no snapshot
-        got_summary = summary("--store", server_url, "-s", f"DEDUP_STORE_BACKEND={REDIS_BACKEND}")
+        got_summary = summary("--store", server_url, "--redis-prefix", "dedup:site")
         assert {k: got_summary[k] for k in SUMMARY_FIGURES} == {k: expected_summary[k] for k in SUMMARY_FIGURES}
         # every process fetches its start URL (start requests skip the dupefilter), and two
         # processes deciding the same page at the same moment may both emit it; any other page
@@ -115,3 +116,29 @@ def test_a_crawl_with_a_password_never_logs_it(demo_server, tmp_path):
     assert result.items
     assert "c0rrect-h0rse" not in result.log
     assert f"redis://:***@127.0.0.1:{server.port}/0" in result.log
+
+
+def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server, tmp_path, redis_single):
+    """DEDUP_STORE = "redis://..." alone selects the Redis store; each crawl's keys are under
+    dedup:<spider name>, so two crawls share the server without seeing each other's URLs."""
+    names = [f"site{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    demo_site = demo_server.url + "/"
+    first = run_crawl(demo_site, tmp_path / "a", {"DEDUP_STORE": redis_single.url}, spider_args={"name": names[0]})
+    second = run_crawl(demo_site, tmp_path / "b", {"DEDUP_STORE": redis_single.url}, spider_args={"name": names[1]})
+    # the second crawl did not find the first one's URLs: it fetched the site again
+    assert len(first.items) > 10 and len(second.items) > 10
+    assert second.stat("dedup/url/dropped/fresh") == 0
+    client = connect(redis_single.url)
+    for name, crawl in zip(names, (first, second)):
+        keys = [k.decode() for k in client.scan_iter(match=f"*{name}*", count=1000)]
+        assert keys and all(k.startswith(f"dedup:{name}:") for k in keys)
+        with RedisStore.open_existing(redis_single.url, prefix=f"dedup:{name}") as store:
+            assert {r.url for r in store.iter_urls()} >= set(crawl.urls)
+        assert f"dedup store {redis_single.url} opened" in crawl.log
+    # reports pick the backend from the URL; the prefix comes from the option or the setting
+    assert summary("--store", redis_single.url, "--redis-prefix", f"dedup:{names[0]}")["documents"] > 10
+    assert summary("--store", redis_single.url, "-s", f"DEDUP_REDIS_PREFIX=dedup:{names[1]}")["documents"] > 10
+    # an explicit prefix puts a crawl under it, whatever its spider's name
+    run_crawl(demo_site, tmp_path / "c", {"DEDUP_STORE": redis_single.url, "DEDUP_REDIS_PREFIX": f"own:{names[0]}"})
+    with RedisStore.open_existing(redis_single.url, prefix=f"own:{names[0]}") as store:
+        assert next(store.iter_urls(), None) is not None
