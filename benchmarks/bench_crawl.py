@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import posixpath
 import re
 import resource
@@ -211,11 +212,14 @@ class Site:
 
 
 def crawl(mode: str, start_url: str, workdir: Path, *, workers: int = 0, allow: Path | None = None,
-          host_rules: dict | None = None) -> dict:
-    """One ``scrapy runspider`` of this file; returns stats, items, wall and CPU seconds."""
-    run = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=workdir))
+          host_rules: dict | None = None, baseline: Path | None = None) -> dict:
+    """One ``scrapy runspider`` of this file; returns stats, items, wall and CPU seconds.
+
+    ``baseline``: a directory holding another version's ``scrapy_dedup`` package, imported
+    instead of this checkout's."""
+    run = Path(tempfile.mkdtemp(prefix=f"{mode.replace(':', '-')}-", dir=workdir))
     items, stats_file = run / "items.jsonl", run / "stats.json"
-    spider_mode = {"dedup_workers": "dedup"}.get(mode, mode)
+    spider_mode = {"dedup_workers": "dedup", "dedup_baseline": "dedup"}.get(mode, mode)
     settings = {
         "LOG_LEVEL": "WARNING",
         "TELNETCONSOLE_ENABLED": "False",
@@ -243,7 +247,10 @@ def crawl(mode: str, start_url: str, workdir: Path, *, workers: int = 0, allow: 
         cmd += ["-s", f"{k}={v}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=run, capture_output=True, text=True)
+    env = None
+    if baseline is not None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(baseline), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(cmd, cwd=run, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0 or not stats_file.exists():
@@ -305,18 +312,24 @@ def overhead(args, workdir: Path) -> dict:
     server, origin = site.serve()
     start = origin + "/index.html"
     modes = [("raw", 0), ("extract", 0), ("dedup", 0), ("dedup_workers", 2)]
+    if args.baseline is not None:
+        modes.append(("dedup_baseline", 2))  # another version, DEDUP_WORKERS=2, interleaved
+    if args.modes:
+        modes = [(m, w) for m, w in modes if m in args.modes.split(",")]
     runs: dict[str, list[dict]] = {m: [] for m, _ in modes}
     empty: dict[str, list[dict]] = {m: [] for m, _ in modes}
     try:
         for rnd in range(args.rounds):
             for mode, workers in modes:
                 if args.empty:
-                    e = crawl(mode + ":empty", start, workdir, workers=workers, allow=allow)
+                    e = crawl(mode + ":empty", start, workdir, workers=workers, allow=allow,
+                              baseline=args.baseline if mode == "dedup_baseline" else None)
                     e.pop("items")
                 else:  # tiny runs: start-up CPU stays in the per-page figure
                     e = {"cpu_s": 0.0, "wall_s": 0.0, "cpu_crawl_process_s": 0.0}
                 empty[mode].append(e)
-                r = crawl(mode, start, workdir, workers=workers, allow=allow)
+                r = crawl(mode, start, workdir, workers=workers, allow=allow,
+                          baseline=args.baseline if mode == "dedup_baseline" else None)
                 r["cpu_above_empty_s"] = r["cpu_s"] - e["cpu_s"]
                 r["pages_per_s"] = r["responses"] / r["elapsed_s"] if r["elapsed_s"] else 0.0
                 r["cpu_per_page_s"] = r["cpu_above_empty_s"] / max(r["responses"], 1)
@@ -338,7 +351,10 @@ def overhead(args, workdir: Path) -> dict:
         }
         for mode, _ in modes
     }
-    return {"pages": len(chosen), "rounds": args.rounds, "summary": summary, "runs": runs, "empty": empty}
+    out = {"pages": len(chosen), "rounds": args.rounds, "summary": summary, "runs": runs, "empty": empty}
+    if args.baseline is not None:
+        out["baseline_name"] = args.baseline_name or str(args.baseline)
+    return out
 
 
 # == 2. fetches avoided on a duplicate-heavy site ==============================================
@@ -476,7 +492,7 @@ def make_rows(result: dict) -> list[dict]:
     from run_all import fmt, row
 
     rows = []
-    if "overhead" in result:
+    if "overhead" in result and {"raw", "extract", "dedup", "dedup_workers"} <= set(result["overhead"]["summary"]):
         s = result["overhead"]["summary"]
         n = result["overhead"]["pages"]
         ex, d0, d2, raw = s["extract"], s["dedup"], s["dedup_workers"], s["raw"]
@@ -495,6 +511,14 @@ def make_rows(result: dict) -> list[dict]:
                 f"{d2['crawl_process_cpu_per_page_ms']:.1f}",
                 f"raw HTML {raw['crawl_process_cpu_per_page_ms']:.1f} (no extraction)", "", "report", None),
         ]
+    if "overhead" in result and "dedup_baseline" in result["overhead"]["summary"]:
+        s = result["overhead"]["summary"]
+        d2, base = s["dedup_workers"], s["dedup_baseline"]
+        ratio = d2["pages_per_s"] / base["pages_per_s"]
+        rows.append(row(NAME, f"{result['overhead']['pages']} PostgreSQL doc pages: pages/s, DEDUP_WORKERS=2, "
+                              f"this version vs {result['overhead'].get('baseline_name', 'baseline')}",
+                        fmt(d2["pages_per_s"]), f"baseline {fmt(base['pages_per_s'])}", f"{ratio:.2f}x",
+                        ">= 0.95x", ratio >= 0.95))
     if "fetches" in result:
         f = result["fetches"]
         raw, ex, dd = f["runs"]["raw"], f["runs"]["extract"], f["runs"]["dedup_workers"]
@@ -532,6 +556,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure an empty crawl per configuration to subtract start-up CPU (default: not at tiny)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="server delay per response (default 0)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--baseline", type=Path, help="directory holding another version's scrapy_dedup package: "
+                        "its DEDUP_WORKERS=2 crawl runs interleaved with this one's (e.g. git archive of a commit)")
+    parser.add_argument("--modes", help="overhead configurations to run, comma-separated (default: all)")
+    parser.add_argument("--baseline-name", help="how the results name the baseline (default: its path)")
     args = parser.parse_args(argv)
     args.pages = args.pages or PAGES[args.size]
     args.articles = args.articles or ARTICLES[args.size]

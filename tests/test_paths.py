@@ -10,6 +10,7 @@ from scrapy.utils.misc import load_object
 from scrapy_dedup.crawl.addon import Addon
 from scrapy_dedup.crawl.downloadermw import DedupDownloaderMiddleware
 from scrapy_dedup.crawl.dupefilter import DedupDupeFilter
+from scrapy_dedup.crawl.pending import PendingDownloaderMiddleware, PendingSpiderMiddleware
 from scrapy_dedup.crawl.pipeline import DedupPipeline
 from scrapy_dedup.crawl.settings import DEFAULTS
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
@@ -27,6 +28,8 @@ DOCUMENTED = {
     "scrapy_dedup.spidermw.DedupSpiderMiddleware": DedupSpiderMiddleware,
     "scrapy_dedup.downloadermw.DedupDownloaderMiddleware": DedupDownloaderMiddleware,
     "scrapy_dedup.pipeline.DedupPipeline": DedupPipeline,
+    "scrapy_dedup.crawl.pending.PendingSpiderMiddleware": PendingSpiderMiddleware,
+    "scrapy_dedup.crawl.pending.PendingDownloaderMiddleware": PendingDownloaderMiddleware,
     "scrapy_dedup.store.leveldb.LevelDBStore": LevelDBStore,
     "scrapy_dedup.store.memory.MemoryStore": MemoryStore,
     "scrapy_dedup.store.redis_store.RedisStore": RedisStore,

@@ -270,3 +270,39 @@ def test_open_existing_reads_the_recorded_parameters(backend, store_path):
 def test_open_existing_needs_a_store(backend, tmp_path):
     with pytest.raises(StoreError, match="no dedup store"):
         backend.open_existing(str(tmp_path / "nothing"))
+
+
+def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, store_path):
+    with backend(store_path, PARAMS) as s:
+        assert s.pending_count() == 0 and list(s.iter_pending()) == []
+        with s.batch() as b:
+            b.put_pending("http://h/a", b"request a")
+            b.put_pending("http://h/b", b"request b")
+        assert s.has_pending("http://h/a") and not s.has_pending("http://h/c")
+        with s.batch() as b:
+            b.settle_pending("http://h/a")
+            b.settle_pending("http://h/never-owed")  # settling twice, or what was never owed, is harmless
+    with backend(store_path, PARAMS) as s:
+        assert dict(s.iter_pending()) == {"http://h/b": b"request b"}
+        assert s.pending_count() == 1
+
+
+def test_a_batch_that_fails_owes_nothing(store):
+    with pytest.raises(RuntimeError):
+        with store.batch() as b:
+            b.put_pending("http://h/a", b"request a")
+            raise RuntimeError("crash before the batch is applied")
+    assert not store.has_pending("http://h/a")
+
+
+def test_iterating_pending_requests_while_settling_them(store):
+    with store.batch() as b:
+        for i in range(50):
+            b.put_pending(f"http://h/{i}", b"r")
+    seen = []
+    for pending_id, _ in store.iter_pending():
+        seen.append(pending_id)
+        with store.batch() as b:
+            b.settle_pending(pending_id)
+            b.put_pending(pending_id + "/child", b"r")
+    assert len(seen) >= 50 and store.pending_count() == 50

@@ -72,7 +72,8 @@ class UrlRecord:
     last_seen: float = 0.0
     fetched_at: float | None = None
     fetch_count: int = 0
-    #: crawl run in which the URL was first seen (representative tie-break)
+    #: crawl run in which the URL was first seen (representative tie-break); a run that
+    #: resumes an interrupted one counts as the run it resumes
     first_run: int = 0
 
     def to_json(self) -> bytes:

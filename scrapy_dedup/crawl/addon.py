@@ -18,6 +18,11 @@ PIPELINE = ("scrapy_dedup.crawl.pipeline.DedupPipeline", 200)
 #: the state the components share (store, frontier, content index)
 STATE = ("scrapy_dedup.crawl.state.DedupState", 0)
 DUPEFILTER = "scrapy_dedup.crawl.dupefilter.DedupDupeFilter"
+#: The resumable frontier's hooks sit at the engine end of each chain: the spider
+#: middleware sees exactly what reaches the engine (after HttpErrorMiddleware, 50, and
+#: the start middleware, 25); the downloader middleware sees only final exceptions.
+PENDING_SPIDER_MIDDLEWARE = ("scrapy_dedup.crawl.pending.PendingSpiderMiddleware", 10)
+PENDING_DOWNLOADER_MIDDLEWARE = ("scrapy_dedup.crawl.pending.PendingDownloaderMiddleware", 10)
 
 
 class Addon:
@@ -27,7 +32,9 @@ class Addon:
         settings.set("DUPEFILTER_CLASS", DUPEFILTER, "addon")
         for name, (path, priority) in (
             ("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE),
+            ("SPIDER_MIDDLEWARES", PENDING_SPIDER_MIDDLEWARE),
             ("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE),
+            ("DOWNLOADER_MIDDLEWARES", PENDING_DOWNLOADER_MIDDLEWARE),
             ("ITEM_PIPELINES", PIPELINE),
             ("EXTENSIONS", STATE),
         ):

@@ -75,6 +75,7 @@ class DedupDownloaderMiddleware:
                 self.state.index.mark_unchanged(key)
                 self.state.inc("url/not_modified")
                 self.state.inc("doc/unchanged")
+                self.state.pending.settle(request)  # the outcome (unchanged) is recorded
                 raise IgnoreRequest(f"not modified since the last run: {response.url}")
             if response.status in GONE_STATUSES:
                 self._gone(request, response, key)

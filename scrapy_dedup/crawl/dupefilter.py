@@ -27,6 +27,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def _redirect_source(state: DedupState, request: Request) -> str | None:
+    """The pending id of the request this one is a redirect of, if any."""
+    owed = request.meta.get("dedup_pending")
+    sources = request.meta.get("redirect_urls")
+    if owed is None or not sources or state.key(sources[-1]) != owed:
+        return None  # not a redirect of an owed request (meta copied from a parent, say)
+    return owed
+
+
 class DedupDupeFilter(BaseDupeFilter):
     def __init__(self, state: DedupState) -> None:
         self.state = state
@@ -58,8 +67,13 @@ class DedupDupeFilter(BaseDupeFilter):
         key = state.key(request.url)
         state.record_redirect(request)
         reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+        source = _redirect_source(state, request)
         if reason is None:
+            # owed until its outcome is durable; a redirect's source is settled with it
+            state.pending.owe(request, key, settles=source)
             return False
+        if source is not None:
+            state.pending.settle_id(source)  # redirected to a URL already known: recorded
         state.inc(f"url/dropped/{reason}")
         request.meta["dedup_dropped"] = reason
         return True

@@ -22,9 +22,10 @@ from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.canonical import await_canonical
 from scrapy_dedup.crawl.responses import content_kind
+from scrapy_dedup.crawl.pending import LeftPending
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
-from scrapy_dedup.crawl.workers import ExtractionPool
+from scrapy_dedup.crawl.workers import ExtractionPool, PoolClosed
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -33,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 #: Name of the field added to each item.
 ITEM_FIELD = "dedup"
+
+#: The ``dedup`` field of an undecided item: these are None, ``status`` is ``undecided``.
+UNDECIDED_FIELDS = ("content_hash", "simhash", "cluster_id", "canonical_url", "duplicate_of", "distance")
 
 #: Counts shown in the periodic log line.
 LOGGED_STATS = ("new", "updated", "unchanged", "exact_duplicate", "near_duplicate")
@@ -62,6 +66,11 @@ class DedupPipeline:
     def open_spider(self, spider=None) -> None:
         self.state.open()
         self.pool.start()
+        from twisted.internet import reactor
+
+        # a forced stop (a second Ctrl-C) stops the reactor without closing the spider:
+        # terminate the workers then, so that the process never waits on them at exit
+        reactor.addSystemEventTrigger("before", "shutdown", self.pool.close, False)
         interval = self.state.config.logstats_interval
         if interval > 0:
             self._logstats = task.LoopingCall(self.log_stats)
@@ -94,6 +103,8 @@ class DedupPipeline:
             return item
         try:
             decision, text = await self._decide(adapter, str(url), source, response)
+            # a document decided before an interruption, whose emission it may have cut off
+            self.state.pending.replay(decision, self.state.key(str(url)))
             self._count(decision)
             # this URL's old content now lives on in another member: emit that one too
             gone = [] if decision.status == "updated" else [decision.url]
@@ -104,10 +115,14 @@ class DedupPipeline:
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
         except DropItem:
             raise
-        except Exception:
+        except PoolClosed:
+            # the crawl is stopping: the item is not passed on, its request stays owed
+            self.state.inc("doc/left_pending")
+            raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it")
+        except Exception as exc:
             self.state.inc("error/pipeline")
-            logger.exception("scrapy-dedup could not process the item of %s; passing it through", url)
-            return item
+            logger.exception("scrapy-dedup could not decide the item of %s; passing it on as undecided", url)
+            return self._undecided(item, adapter, exc)
         return self._annotate(item, adapter, decision, text)
 
     async def _decide(
@@ -193,6 +208,18 @@ class DedupPipeline:
     def _wants_text(self, item: Any, adapter: ItemAdapter) -> bool:
         field = self.state.config.text_field
         return field not in adapter and (isinstance(item, dict) or field in adapter.field_names())
+
+    @staticmethod
+    def _undecided(item: Any, adapter: ItemAdapter, exc: Exception) -> Any:
+        """An item the extension could not decide goes on saying so, never looking decided."""
+        if isinstance(item, dict) or ITEM_FIELD in adapter.field_names():
+            adapter[ITEM_FIELD] = {
+                **{name: None for name in UNDECIDED_FIELDS},
+                "status": "undecided",
+                "supersedes": [],
+                "error": f"{type(exc).__name__}: {exc}",
+            }
+        return item
 
     def _annotate(self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None) -> Any:
         if isinstance(item, dict) or ITEM_FIELD in adapter.field_names():

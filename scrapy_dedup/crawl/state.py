@@ -98,6 +98,12 @@ class DedupState:
         self.store: DedupStore | None = None
         self.frontier: Frontier | None = None
         self.index: ContentIndex | None = None
+        self._pending: Any = None
+        #: requests an interrupted run left owed, counted when the store opened
+        self.pending_at_start = 0
+        #: the run the current crawl started in: a run that resumes an interrupted one
+        #: continues it, so that pages count as first seen in the same run
+        self.first_run = 0
         # the dupefilter opens it earlier, when the scheduler opens; this covers components
         # listed by hand without it
         crawler.signals.connect(self.open, signal=signals.spider_opened)
@@ -130,22 +136,49 @@ class DedupState:
         except StoreError as exc:
             logger.error("scrapy-dedup cannot start: %s", exc)
             raise
-        self.frontier = Frontier(self.store, self.store.run, revisit_after=self.config.revisit_after)
+        store, run = self.store, self.store.run
+        self.pending_at_start = store.pending_count()
+        job = store.get_meta("job") or {}
+        self.first_run = int(job.get("first_run", run)) if self.pending_at_start else run
+        store.put_meta("job", {"first_run": self.first_run, "run": run, "state": "running"})
+        self.frontier = Frontier(store, run, revisit_after=self.config.revisit_after, first_run=self.first_run)
         self.index = ContentIndex(
             self.store,
-            self.store.run,
+            self.first_run,
             max_distance=self.config.max_distance,
             min_jaccard=self.config.min_jaccard,
             min_tokens=self.config.min_tokens,
             authority=self.config.authority,
         )
 
+    @property
+    def pending(self) -> Any:
+        """The requests the store owes (:mod:`scrapy_dedup.crawl.pending`)."""
+        if self._pending is None:
+            from scrapy_dedup.crawl.pending import PendingRequests
+
+            self._pending = PendingRequests(self)
+        return self._pending
+
     def close(self) -> None:
         self.canonical_waits.release_all()
         if self.store is not None:
-            self.store.close()
-            logger.info("dedup store %s closed", self.store.path)
-            self.store = self.frontier = self.index = None
+            store = self.store
+            owed = store.pending_count()
+            state = "complete" if not owed else f"interrupted: {owed:,} pending"
+            store.put_meta(
+                "job",
+                {"first_run": self.first_run, "run": store.run, "state": "complete" if not owed else "interrupted"},
+            )
+            store.close()
+            logger.info(
+                "dedup store %s closed, run %d: %s%s",
+                store.path,
+                store.run,
+                state,
+                "" if not owed else " (run the crawl again to resume)",
+            )
+            self.store = self.frontier = self.index = self._pending = None
 
     def inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:
@@ -173,16 +206,19 @@ class DedupState:
         """
         if not promoted:
             return
+        from scrapy_dedup.crawl.pending import promoted_id
+
         self.inc("doc/promoted")
-        self.crawler.engine.crawl(
-            Request(
-                promoted,
-                callback=getattr(like, "callback", None),
-                errback=getattr(like, "errback", None),
-                dont_filter=True,
-                meta={"dedup_promoted": True, "dedup_supersedes": list(supersedes)},
-            )
+        request = Request(
+            promoted,
+            callback=getattr(like, "callback", None),
+            errback=getattr(like, "errback", None),
+            dont_filter=True,
+            meta={"dedup_promoted": True, "dedup_supersedes": list(supersedes)},
         )
+        # owed like any request: an interruption must not lose the take-over
+        self.pending.owe(request, promoted_id(self.key(promoted)))
+        self.crawler.engine.crawl(request)
 
     def record_redirect(self, request: Request) -> None:
         """Record the source URLs of a redirected request as aliases of its URL."""

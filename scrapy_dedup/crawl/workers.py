@@ -4,20 +4,36 @@ With ``DEDUP_WORKERS = N > 0`` extraction runs in N worker processes (spawned,
 never forked from a process that runs a reactor and threads), so a crawl uses
 every core.  ``DEDUP_WORKERS = 0`` runs it in one thread of the crawl process:
 simpler to debug, bound by the GIL.
+
+Signals are the crawl process's business: a terminal's Ctrl-C reaches the whole
+process group, and a worker that died of it would fail every item in flight.
+Workers ignore SIGINT and SIGTERM; the crawl stops them when it closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import signal
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from scrapy.utils.reactor import is_asyncio_reactor_installed
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 
 from scrapy_dedup.extraction.analysis import warm_up
+
+
+class PoolClosed(RuntimeError):
+    """The pool was closed (the crawl is stopping) before the work was done."""
+
+
+def _worker_start() -> None:
+    # leave SIGINT/SIGTERM to the crawl process, which shuts the pool down in order
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    warm_up()
 
 T = TypeVar("T")
 
@@ -26,29 +42,48 @@ class ExtractionPool:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._executor: Executor | None = None
+        self._closed = False
 
     def start(self) -> None:
         if self._executor is not None:
             return
         if self.workers > 0:
             self._executor = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=warm_up
+                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
             )
         else:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="dedup-extract")
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` in the pool; raises PoolClosed once the pool is closed."""
+        if self._closed:
+            raise PoolClosed("the extraction pool is closed")
         if self._executor is None:
             self.start()
-        future = self._executor.submit(fn, *args)
-        if is_asyncio_reactor_installed():
-            return await asyncio.wrap_future(future)
-        return await _deferred_from_future(future)
+        try:
+            future = self._executor.submit(fn, *args)
+        except RuntimeError as exc:  # shut down, or broken by a dead worker
+            raise PoolClosed(str(exc)) from exc
+        try:
+            if is_asyncio_reactor_installed():
+                return await asyncio.wrap_future(future)
+            return await _deferred_from_future(future)
+        except (asyncio.CancelledError, CancelledError, BrokenExecutor) as exc:
+            # the pool was shut down under the work, or a worker died
+            raise PoolClosed(f"extraction stopped: {type(exc).__name__}") from exc
 
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+    def close(self, wait: bool = True) -> None:
+        """Stop the pool.  ``wait``: let the work already running finish (a graceful stop);
+        else the workers are terminated (a forced stop must not wait for them)."""
+        self._closed = True
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        if not wait and isinstance(executor, ProcessPoolExecutor):
+            # terminate the workers, so that interpreter exit never waits on a busy one
+            for process in list((getattr(executor, "_processes", None) or {}).values()):
+                process.terminate()
+        executor.shutdown(wait=wait, cancel_futures=True)
 
 
 def _deferred_from_future(future: Future) -> Deferred:

@@ -26,10 +26,13 @@ class Frontier:
         run: int,
         *,
         revisit_after: float | None = None,
+        first_run: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.run = run
+        #: recorded as a new URL's first run (a resumed run continues the run it resumes)
+        self.first_run = run if first_run is None else first_run
         self.revisit_after = revisit_after
         self.clock = clock
 
@@ -64,6 +67,8 @@ class Frontier:
             return None  # a server error is no answer: ask again
         if self.revisit_due(record):
             return None
+        if self.store.has_pending(key):
+            return None  # owed by an interrupted run: fetched, but its outcome was never recorded
         return DROP_ALIAS if record.status == "redirect" else DROP_FRESH
 
     def revisit_due(self, record: UrlRecord) -> bool:
@@ -102,7 +107,7 @@ class Frontier:
             for i, (url, key) in enumerate(sources):
                 if key == target_key or key in touched:
                     continue
-                record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.run)
+                record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.first_run)
                 touched[key] = record
                 if record.status == "redirect" and record.duplicate_of == target_key:
                     continue
@@ -130,7 +135,7 @@ class Frontier:
     ) -> UrlRecord:
         """Record a response; returns the updated record."""
         now = self.clock()
-        record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.run)
+        record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.first_run)
         record.http_status = http_status
         if http_status != 304:
             record.etag, record.last_modified = etag, last_modified

@@ -55,6 +55,13 @@ class Summary:
     near_distances: Counter[int] = field(default_factory=Counter)
     #: number of clusters of each size
     cluster_sizes: Counter[int] = field(default_factory=Counter)
+    #: requests the last run left owed (an interrupted run, resumed by the next one)
+    pending: int = 0
+
+    @property
+    def frontier_state(self) -> str:
+        """``complete``, or ``interrupted: N pending``."""
+        return "complete" if not self.pending else f"interrupted: {self.pending:,} pending"
 
     @property
     def urls_known(self) -> int:
@@ -70,6 +77,8 @@ class Summary:
             ("urls_known", self.urls_known),
             ("url_records", self.url_records),
             ("frontier_keys", self.frontier_keys),
+            ("frontier", "complete" if not self.pending else "interrupted"),
+            ("pending", self.pending),
             ("dropped_before_fetch", sum(self.dropped_urls.values())),
         ]
         rows += [(f"dropped_before_fetch/{r}", n) for r, n in sorted(self.dropped_urls.items())]
@@ -131,6 +140,7 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
         summary.documents += 1
         summary.cluster_sizes[cluster.size] += 1
     summary.frontier_keys = store.frontier_size()
+    summary.pending = store.pending_count()
     progress.done()
     return summary
 
@@ -153,8 +163,10 @@ def render_text(s: Summary, out: TextIO) -> None:
     out.write(f"store  {s.path}\n")
     out.write(
         f"       format {s.params.get('store_format', '?')}, {s.runs} crawl run(s), "
-        f"near duplicates within Hamming distance {k}\n\n"
+        f"near duplicates within Hamming distance {k}\n"
     )
+    resume = " (the next crawl run resumes it)" if s.pending else ""
+    out.write(f"       last run {s.frontier_state}{resume}\n\n")
     dropped = sum(s.dropped_urls.values())
     by_reason = ", ".join(
         f"{r} {_n(n)} URLs / {_n(s.dropped_requests[r])} requests" for r, n in sorted(s.dropped_urls.items())

@@ -60,7 +60,9 @@ EXACT = "exact"  # <scope id hex>:<content hash> -> cluster id
 RAW = "raw"  # raw body hash -> url key (a byte-identical body skips extraction)
 MINHASH = "minhash"  # url key -> MinHash signature
 TEXT = "text"  # url key -> document text, zlib-compressed (DEDUP_KEEP_TEXT)
-TABLES = (URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT)
+PENDING = "pending"  # pending id (a url key) -> request still owed: pickled request dict
+EMITTED = "emitted"  # url key -> content hash of the last item emitted for it
+TABLES = (URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED)
 
 #: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
 ALIASES = "aliases"  # target url key -> {URL of a redirect or variant: reason}
@@ -182,6 +184,18 @@ class StoreBatch(abc.ABC):
 
     def delete_text(self, key: str) -> None:
         self.delete(TEXT, key)
+
+    def put_pending(self, pending_id: str, request: bytes) -> None:
+        """Owe a request: it passed the frontier and its outcome is not durable yet."""
+        self.put(PENDING, pending_id, request)
+
+    def settle_pending(self, pending_id: str) -> None:
+        """The request's outcome is recorded: it is owed no more."""
+        self.delete(PENDING, pending_id)
+
+    def put_emitted(self, key: str, content_hash: str) -> None:
+        """An item with this content left the pipelines for ``key``."""
+        self.put(EMITTED, key, content_hash.encode())
 
 
 class DedupStore(abc.ABC):
@@ -338,6 +352,22 @@ class DedupStore(abc.ABC):
         """(url, reason) of every redirect and URL variant that points to ``key``."""
         for url, reason in self.set_members(ALIASES, key):
             yield url, reason.decode()
+
+    # -- requests still owed (the resumable frontier) -------------------------
+    def has_pending(self, pending_id: str) -> bool:
+        return self.get(PENDING, pending_id) is not None
+
+    def iter_pending(self) -> Iterator[tuple[str, bytes]]:
+        """(id, serialized request) of every request still owed."""
+        yield from self.scan(PENDING)
+
+    def pending_count(self) -> int:
+        return sum(1 for _ in self.scan(PENDING))
+
+    def get_emitted(self, key: str) -> str | None:
+        """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""
+        raw = self.get(EMITTED, key)
+        return raw.decode() if raw is not None else None
 
     # -- content index ------------------------------------------------------
     def find_exact(self, scope: str, content_hash: str) -> str | None:

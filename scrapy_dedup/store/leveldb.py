@@ -12,6 +12,8 @@ Key layout (format 3, recorded as ``store_format`` in the store parameters)::
     m:run                         current crawl run number
     m:<name>                      other metadata (JSON), e.g. m:url_rules
     f:<url key>                   frontier: run the key was last scheduled in (4 bytes), first URL
+    o:<pending id>                request still owed (pickled request dict); the id is its URL key
+    e:<url key>                   content hash of the last item emitted for the key
     u:<url key>                   UrlRecord (JSON)
     v:<url>                       URL variant dropped before fetch (JSON)
     a:<target key>\0<url>         redirect or URL variant pointing to a key -> reason
@@ -48,9 +50,11 @@ import plyvel
 from scrapy_dedup.store.base import (
     ALIASES,
     CLUSTER,
+    EMITTED,
     EXACT,
     MEMBERS,
     MINHASH,
+    PENDING,
     RAW,
     STORE_FORMAT,
     TEXT,
@@ -79,6 +83,8 @@ _TABLE_PREFIX = {
     RAW: b"r:",
     MINHASH: b"n:",
     TEXT: b"x:",
+    PENDING: b"o:",
+    EMITTED: b"e:",
 }
 #: owned set -> (key prefix, separator between owner and member)
 _SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}

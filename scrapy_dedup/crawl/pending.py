@@ -1,0 +1,376 @@
+"""The resumable frontier: requests the crawl still owes, kept in the store.
+
+A request that passes the frontier is *owed* (stored with what it takes to issue it
+again, as JOBDIR does: Scrapy's request dict, callbacks by name) until its outcome is
+durable: its response went through the spider, every request the callback yielded was
+recorded (owed in turn, or dropped as known), and every item it yielded was decided.
+A request that fails for good, a redirect whose target is recorded and a 304 settle too.
+A run that starts on a store with requests still owed issues them again, next to the
+start requests: a crawl killed at any moment loses nothing.
+
+Two components of the add-on carry the hooks:
+
+- :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
+  owed requests after the start requests, counts the items of each response and settles
+  the response's request once its output is exhausted and every item has left the
+  pipelines (``item_scraped``, ``item_dropped``, ``item_error``);
+- :class:`PendingDownloaderMiddleware`, innermost of the engine side: it settles a
+  request whose download failed for good (retries exhausted), and drops a request that
+  a persisted queue (JOBDIR) issued again although the store resumes it itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy import Request, signals
+from scrapy.exceptions import DropItem, IgnoreRequest
+from scrapy.utils.request import request_from_dict
+
+from scrapy_dedup.crawl.state import DedupState
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: the item field the pipeline adds (see pipeline.ITEM_FIELD)
+ITEM_FIELD = "dedup"
+
+#: request meta: the id the request is owed under, the run that owed it (or issued it
+#: again), and the run that issued it again from the store
+META_PENDING = "dedup_pending"
+META_RUN = "dedup_run"
+META_RESUMED = "dedup_resumed"
+
+_PICKLE_PROTOCOL = 4
+
+
+class _StaleRequest(IgnoreRequest):
+    """A copy of an owed request that the store issues itself."""
+
+
+class LeftPending(DropItem):
+    """An item that could not be decided because the crawl is stopping.
+
+    It is not passed on, and its request stays owed: the next run decides it.
+    """
+
+
+def promoted_id(key: str) -> str:
+    """The id a take-over fetch is owed under (its URL key may be owed as well)."""
+    return key + "\0promoted"
+
+
+class PendingRequests:
+    """What the store owes, seen from the crawl."""
+
+    def __init__(self, state: DedupState) -> None:
+        self.state = state
+        self._warned_unserializable = False
+        self._warned_unresumable = False
+        self._method_names: dict[Any, str] = {}
+
+    @property
+    def store(self):
+        return self.state.store
+
+    # -- owing and settling -------------------------------------------------
+    def owe(self, request: Request, pending_id: str, settles: str | None = None) -> None:
+        """``request`` passed the frontier: keep it until its outcome is durable.
+
+        ``settles``: the id of a request this one replaces (a redirect's source), settled
+        in the same batch.
+        """
+        meta = request.meta
+        run = self.state.store.run
+        blob = None
+        if not (meta.get(META_RESUMED) == run and meta.get(META_PENDING) == pending_id):
+            meta[META_PENDING], meta[META_RUN] = pending_id, run
+            blob = self._serialize(request)
+            if blob is None:
+                del meta[META_PENDING], meta[META_RUN]
+        else:
+            meta[META_RUN] = run  # already in the store
+        if blob is None and (settles is None or settles == pending_id):
+            return
+        with self.store.batch() as batch:
+            if blob is not None:
+                batch.put_pending(pending_id, blob)
+            if settles is not None and settles != pending_id:
+                batch.settle_pending(settles)
+
+    def settle(self, request: Request | None, emitted: Iterable[tuple[str, str]] = ()) -> None:
+        """``request`` is done; ``emitted``: (url key, content hash) of the items it emitted."""
+        pending_id = request.meta.get(META_PENDING) if request is not None else None
+        emitted = list(emitted)
+        if pending_id is None and not emitted:
+            return
+        with self.store.batch() as batch:
+            for key, content_hash in emitted:
+                batch.put_emitted(key, content_hash)
+            if pending_id is not None:
+                batch.settle_pending(pending_id)
+
+    def settle_id(self, pending_id: str) -> None:
+        with self.store.batch() as batch:
+            batch.settle_pending(pending_id)
+
+    def _serialize(self, request: Request) -> bytes | None:
+        try:
+            return pickle.dumps(self._request_dict(request), protocol=_PICKLE_PROTOCOL)
+        except Exception as exc:
+            self.state.inc("frontier/unserializable")
+            if not self._warned_unserializable:
+                self._warned_unserializable = True
+                logger.warning(
+                    "Unable to keep request %s in the dedup store for a resumed run (%s: %s); "
+                    "it is crawled, but an interrupted run would not issue it again. "
+                    "Further ones are only counted in dedup/frontier/unserializable",
+                    request,
+                    type(exc).__name__,
+                    exc,
+                )
+            return None
+
+    def _request_dict(self, request: Request) -> dict[str, Any]:
+        """What ``Request.to_dict(spider=...)`` returns, with callback names looked up once.
+
+        ``to_dict`` scans the spider's members for each callback (about 150 µs a request);
+        the name of a bound method of the spider is checked directly instead.
+        """
+        spider = self.state.crawler.spider
+        callback, errback = request.callback, request.errback
+        d: dict[str, Any] = {
+            "url": request.url,
+            "callback": self._method_name(spider, callback) if callable(callback) else callback,
+            "errback": self._method_name(spider, errback) if callable(errback) else errback,
+            "headers": dict(request.headers),
+        }
+        for attr in request.attributes:
+            d.setdefault(attr, getattr(request, attr))
+        if type(request) is not Request:
+            d["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+        return d
+
+    def _method_name(self, spider: Any, func: Any) -> str:
+        method = getattr(func, "__func__", None)
+        if method is None or getattr(func, "__self__", None) is not spider:
+            raise ValueError(f"{func!r} is not a method of the spider")
+        name = self._method_names.get(method)
+        if name is None:
+            name = method.__name__
+            if getattr(getattr(spider, name, None), "__func__", None) is not method:
+                raise ValueError(f"{func!r} is not reachable by name on the spider")
+            self._method_names[method] = name
+        return name
+
+    # -- emissions ----------------------------------------------------------
+    def emission(self, item: Any) -> tuple[str, str] | None:
+        """(url key, content hash) of a decided item that left the pipelines, or None."""
+        adapter = ItemAdapter(item)
+        dedup = adapter.get(ITEM_FIELD) if ITEM_FIELD in adapter else None
+        url = adapter.get(self.state.config.url_field)
+        if not isinstance(dedup, dict) or not dedup.get("content_hash") or not url:
+            return None
+        return self.state.key(str(url)), dedup["content_hash"]
+
+    def replay(self, decision: Any, key: str) -> None:
+        """A document decided in this crawl, before an interruption, and fetched again.
+
+        Its decision is durable but its emission may have been cut off (between the two
+        lie a few turns of the event loop, a sizeable fraction of a second under load): a
+        representative first seen in this crawl and not emitted with this content goes on
+        as ``new``, once.  A document of an earlier, finished crawl stays ``unchanged``.
+        """
+        if decision.status != "unchanged":
+            return
+        record = self.store.get_url(key)
+        if record is None or record.first_run != self.state.first_run:
+            return
+        if self.store.get_emitted(key) == record.content_hash:
+            return
+        cluster = self.store.get_cluster(record.cluster_id) if record.cluster_id else None
+        if cluster is None or cluster.representative != key:
+            return
+        self.state.inc("frontier/replayed")
+        decision.status, decision.is_representative = "new", True
+        decision.canonical_url = decision.url
+
+    # -- resuming -----------------------------------------------------------
+    def resume(self) -> Iterator[Request]:
+        """The requests owed by an earlier run, issued again."""
+        state = self.state
+        spider = state.crawler.spider
+        count = state.pending_at_start
+        if not count:
+            return
+        logger.info("resuming %s pending requests from an interrupted run", f"{count:,}")
+        for pending_id, blob in self.store.iter_pending():
+            try:
+                request = request_from_dict(pickle.loads(blob), spider=spider)
+            except Exception as exc:
+                state.inc("frontier/unresumable")
+                if not self._warned_unresumable:
+                    self._warned_unresumable = True
+                    logger.warning(
+                        "A pending request of an interrupted run cannot be issued again (%s: %s); "
+                        "it is dropped from the store. Further ones are only counted in "
+                        "dedup/frontier/unresumable",
+                        type(exc).__name__,
+                        exc,
+                    )
+                self.settle_id(pending_id)
+                continue
+            request.meta[META_PENDING] = pending_id
+            request.meta[META_RESUMED] = request.meta[META_RUN] = state.store.run
+            state.inc("frontier/resumed")
+            yield request
+
+
+class PendingSpiderMiddleware:
+    """Issues owed requests after the start requests; settles a response's request."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.state = DedupState.of(crawler)
+        self.pending = self.state.pending
+        #: id(response) -> [response, outputs still running, items in the pipelines, keep owed,
+        #: (url key, content hash) of the items emitted]
+        self._open: dict[int, list] = {}
+        crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(self._item_error, signal=signals.item_error)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PendingSpiderMiddleware:
+        return cls(crawler)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for element in start:
+            if isinstance(element, Request):
+                # tagged with the run: a copy a persisted queue issues in a later run is stale
+                element.meta.setdefault(META_RUN, self.state.store.run)
+            yield element
+        try:
+            resumed = self.pending.resume()
+            for request in resumed:
+                yield request
+        except Exception:
+            self.state.inc("error/resume")
+            logger.exception("scrapy-dedup could not read the pending requests of the store")
+
+    def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
+        state = self._begin(response)
+        try:
+            for element in result:
+                if element is not None and not isinstance(element, Request):
+                    state[2] += 1
+                yield element
+        finally:
+            state[1] -= 1
+            self._maybe_settle(response, state)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider=None
+    ) -> AsyncIterator[Any]:
+        state = self._begin(response)
+        try:
+            async for element in result:
+                if element is not None and not isinstance(element, Request):
+                    state[2] += 1
+                yield element
+        finally:
+            state[1] -= 1
+            self._maybe_settle(response, state)
+
+    def _begin(self, response: Response) -> list:
+        state = self._open.get(id(response))
+        if state is None:
+            state = self._open[id(response)] = [response, 0, 0, False, []]
+        state[1] += 1
+        return state
+
+    def _item_scraped(self, item: Any, response: Any = None, spider=None) -> None:
+        # Remember what was emitted, so that a resumed run re-emits only what was cut off;
+        # written with the settlement when this is the response's last item.
+        try:
+            emitted = self.pending.emission(item)
+        except Exception:
+            self.state.inc("error/settle")
+            logger.exception("scrapy-dedup could not read an emitted item")
+            emitted = None
+        self._item_done(response, keep=False, emitted=emitted)
+
+    def _item_dropped(self, item: Any, response: Any = None, exception: Any = None, spider=None) -> None:
+        self._item_done(response, keep=isinstance(exception, LeftPending))
+
+    def _item_error(self, item: Any, response: Any = None, spider=None, failure: Any = None) -> None:
+        self._item_done(response, keep=False)
+
+    def _item_done(self, response: Any, keep: bool, emitted: tuple[str, str] | None = None) -> None:
+        state = self._open.get(id(response)) if response is not None else None
+        if state is None or state[0] is not response:
+            if emitted is not None:  # an item of no tracked response (an errback's)
+                self._settle(None, [emitted], getattr(response, "url", "an item"))
+            return
+        state[2] -= 1
+        if emitted is not None:
+            if state[1] > 0 or state[2] > 0:
+                self._settle(None, [emitted], response.url)  # now: the request is not done yet
+            else:
+                state[4].append(emitted)  # with the settlement, in one batch
+        state[3] = state[3] or keep
+        self._maybe_settle(response, state)
+
+    def _maybe_settle(self, response: Response, state: list) -> None:
+        if state[1] > 0 or state[2] > 0:
+            return
+        self._open.pop(id(response), None)
+        # an item left undecided by a stop keeps the request owed: the next run decides it
+        self._settle(None if state[3] else response.request, state[4], response.url)
+
+    def _settle(self, request: Request | None, emitted: list, url: str) -> None:
+        try:
+            self.pending.settle(request, emitted)
+        except Exception:
+            self.state.inc("error/settle")
+            logger.exception("scrapy-dedup could not settle the request of %s", url)
+
+
+class PendingDownloaderMiddleware:
+    """Settles requests that failed for good; drops stale copies from a persisted queue."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.state = DedupState.of(crawler)
+        self.pending = self.state.pending
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PendingDownloaderMiddleware:
+        return cls(crawler)
+
+    def process_request(self, request: Request, spider=None) -> None:
+        meta = request.meta
+        owed_in, run = meta.get(META_RUN), self.state.store.run
+        if owed_in is None or owed_in == run:
+            return None
+        # Owed by an earlier run and issued again by a persisted queue (JOBDIR): the store
+        # issues every request still owed itself, and what is not owed any more is done.
+        self.state.inc("frontier/stale")
+        raise _StaleRequest(f"issued again from the store instead: {request.url}")
+
+    def process_exception(self, request: Request, exception: BaseException, spider=None) -> None:
+        # innermost on the engine side: an exception that reaches this point is final
+        # (RetryMiddleware has given up or was not asked)
+        if isinstance(exception, _StaleRequest):
+            return None  # the copy the store issued is still owed
+        try:
+            self.pending.settle(request)
+        except Exception:
+            self.state.inc("error/settle")
+            logger.exception("scrapy-dedup could not settle the failed request %s", request.url)
+        return None
