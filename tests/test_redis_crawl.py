@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 import threading
+import time
+import uuid
 
 from redis_servers import free_port
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
@@ -48,7 +50,7 @@ SUMMARY_FIGURES = ("urls_known", "url_records", "frontier_keys", "documents", "a
 
 def crawl_in_processes(start_url, out_dir, url, processes):
     results = [None] * processes
-    settings = {"DEDUP_STORE": url, "DEDUP_STORE_BACKEND": REDIS_BACKEND}
+    settings = {"DEDUP_STORE": url}  # a redis:// store alone selects the Redis backend
 
     def crawl(i):
         results[i] = run_crawl(start_url, out_dir / f"p{i}", settings)
@@ -76,13 +78,13 @@ def test_same_clusters_and_representatives_at_any_process_count(demo_server, tmp
             node.flushdb()
         results = crawl_in_processes(start, tmp_path / label, server_url, processes)
         assert all(r.returncode == 0 for r in results)
-        with RedisStore.open_existing(server_url) as store:
+        with RedisStore.open_existing(server_url, prefix="dedup:site") as store:
             got = outcome(store)
             assert store.run == 1, "processes alive together share one run"
         assert got["partition"] == expected["partition"], label
         assert got["per_key"] == expected["per_key"], label
         # reports read the shared store as it is, streaming: no snapshot
-        got_summary = summary("--store", server_url, "-s", f"DEDUP_STORE_BACKEND={REDIS_BACKEND}")
+        got_summary = summary("--store", server_url, "--redis-prefix", "dedup:site")
         assert {k: got_summary[k] for k in SUMMARY_FIGURES} == {k: expected_summary[k] for k in SUMMARY_FIGURES}
         # every process fetches its start URL (start requests skip the dupefilter), and two
         # processes deciding the same page at the same moment may both emit it; any other page
@@ -115,3 +117,59 @@ def test_a_crawl_with_a_password_never_logs_it(demo_server, tmp_path):
     assert result.items
     assert "c0rrect-h0rse" not in result.log
     assert f"redis://:***@127.0.0.1:{server.port}/0" in result.log
+
+
+def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server, tmp_path, redis_single):
+    """DEDUP_STORE = "redis://..." alone selects the Redis store; each crawl's keys are under
+    dedup:<spider name>, so two crawls share the server without seeing each other's URLs."""
+    names = [f"site{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    demo_site = demo_server.url + "/"
+    first = run_crawl(demo_site, tmp_path / "a", {"DEDUP_STORE": redis_single.url}, spider_args={"name": names[0]})
+    second = run_crawl(demo_site, tmp_path / "b", {"DEDUP_STORE": redis_single.url}, spider_args={"name": names[1]})
+    # the second crawl did not find the first one's URLs: it fetched the site again
+    assert len(first.items) > 10 and len(second.items) > 10
+    assert second.stat("dedup/url/dropped/fresh") == 0
+    client = connect(redis_single.url)
+    for name, crawl in zip(names, (first, second)):
+        keys = [k.decode() for k in client.scan_iter(match=f"*{name}*", count=1000)]
+        assert keys and all(k.startswith(f"dedup:{name}:") for k in keys)
+        with RedisStore.open_existing(redis_single.url, prefix=f"dedup:{name}") as store:
+            assert {r.url for r in store.iter_urls()} >= set(crawl.urls)
+        assert f"dedup store {redis_single.url} opened" in crawl.log
+    # reports pick the backend from the URL; the prefix comes from the option or the setting
+    assert summary("--store", redis_single.url, "--redis-prefix", f"dedup:{names[0]}")["documents"] > 10
+    assert summary("--store", redis_single.url, "-s", f"DEDUP_REDIS_PREFIX=dedup:{names[1]}")["documents"] > 10
+    # an explicit prefix puts a crawl under it, whatever its spider's name
+    run_crawl(demo_site, tmp_path / "c", {"DEDUP_STORE": redis_single.url, "DEDUP_REDIS_PREFIX": f"own:{names[0]}"})
+    with RedisStore.open_existing(redis_single.url, prefix=f"own:{names[0]}") as store:
+        assert next(store.iter_urls(), None) is not None
+
+
+def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, tmp_path):
+    from redis_servers import RedisServer
+
+    server = RedisServer(tmp_path / "lost", extra=("--requirepass", "l0st-h0rse")).start()
+    url = f"redis://:l0st-h0rse@127.0.0.1:{server.port}/0"
+    settings = {"DEDUP_STORE": url, "DEDUP_REDIS_RETRIES": 2, "CONCURRENT_REQUESTS": 1, "DOWNLOAD_DELAY": 0.25}
+    result: list = []
+    crawl = threading.Thread(target=lambda: result.append(run_crawl(demo_server.url + "/", tmp_path / "crawl",
+                                                                    settings, check=False, timeout=180)))
+    crawl.start()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(demo_server.counts().values()) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)  # a few pages fetched: the crawl is under way
+        assert sum(demo_server.counts().values()) >= 5
+    finally:
+        server.stop()
+        crawl.join(200)
+    (outcome,) = result
+    fetched = sum(demo_server.counts().values())
+    assert outcome.stat("finish_reason") == "dedup_store_error", outcome.log[-3000:]
+    assert fetched < 54  # stopped, not crawled to the end: the demo site has 54 pages
+    lines = [line for line in outcome.log.splitlines() if "scrapy-dedup stops the crawl" in line]
+    assert len(lines) == 1, lines
+    assert "l0st-h0rse" not in outcome.log and "***" in lines[0]
+    assert outcome.log.count("Traceback") == 0, outcome.log[-3000:]
+    # nothing that passed the pipeline claims a decision the store did not record
+    assert all(item.get("dedup", {}).get("status") != "undecided" for item in outcome.items)

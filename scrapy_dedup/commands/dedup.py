@@ -96,8 +96,13 @@ class Command(ScrapyCommand):
         parser.add_argument("subcommand", nargs="?", choices=list(SUBCOMMANDS), help="what to show")
         parser.add_argument("url", nargs="?", help="lookup: the URL to look up; ingest: the JSON Lines file")
         where = parser.add_argument_group("Store")
-        where.add_argument("--store", metavar="PATH", help="the store directory (outside a project)")
+        where.add_argument("--store", metavar="PATH", help="the store directory, or a redis:// URL (outside a project)")
         where.add_argument("--spider", metavar="NAME", help="the spider whose store to read (inside a project)")
+        where.add_argument(
+            "--redis-prefix",
+            metavar="PREFIX",
+            help="a redis:// store: the crawl's key prefix (default: DEDUP_REDIS_PREFIX, or dedup:<spider name>)",
+        )
         where.add_argument(
             "--no-snapshot",
             dest="snapshot",
@@ -147,7 +152,9 @@ class Command(ScrapyCommand):
         # a table goes to a terminal: what a crawled page carries must not drive it
         safe = redirect_stdout(ControlFree(sys.stdout)) if opts.format == "table" else nullcontext()
         try:
-            with safe, opened_store(self.settings, opts.store, opts.spider, snapshot=opts.snapshot) as store:
+            with safe, opened_store(
+                self.settings, opts.store, opts.spider, snapshot=opts.snapshot, prefix=opts.redis_prefix
+            ) as store:
                 handler(store, opts)
                 sys.stdout.flush()
         except UsageError:

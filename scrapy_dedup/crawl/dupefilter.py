@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.request import referer_str
 
 from scrapy_dedup.crawl.state import DedupState
@@ -44,6 +45,21 @@ class DedupDupeFilter(BaseDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupDupeFilter:
         return cls(DedupState.of(crawler))
+
+    @classmethod
+    def from_spider(cls, spider) -> DedupDupeFilter:
+        """How scrapy-redis's scheduler builds its dupefilter; it never calls ``open()``,
+        so the store opens here, and an unreachable store still fails the crawl at start."""
+        dupefilter = cls.from_crawler(spider.crawler)
+        dupefilter.open()
+        return dupefilter
+
+    @classmethod
+    def from_settings(cls, settings) -> DedupDupeFilter:
+        raise NotConfigured(
+            f"{cls.__name__} needs the crawler (it shares the crawl's dedup state): "
+            "build it with from_crawler(crawler) or from_spider(spider)"
+        )
 
     def request_seen(self, request: Request) -> bool:
         if request.meta.get("dont_dedup"):
@@ -91,6 +107,14 @@ class DedupDupeFilter(BaseDupeFilter):
     def open(self) -> None:
         # open the store now, so that a store another crawl holds fails the crawl at start
         self.state.open()
+
+    def clear(self) -> None:
+        """Called by scrapy-redis's scheduler when it does not persist its queue.
+
+        Deletes nothing: the store is shared by every process of the crawl and by
+        later runs (what was fetched, kept and clustered), so one process ending
+        must not wipe what the others use.
+        """
 
     def close(self, reason: str) -> None:
         pass

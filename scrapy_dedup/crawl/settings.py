@@ -18,6 +18,7 @@ from scrapy_dedup.core.canonical import SCOPES
 from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.hostrules import HostRules
 from scrapy_dedup.core.urls import DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS, UrlRules
+from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
 
 EXTRACT_MODES = ("balanced", "precision", "recall")
 
@@ -32,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_STORE": None,  # directory; None: <project>/.scrapy/dedup/<spider name>
     "DEDUP_STORE_BACKEND": "scrapy_dedup.store.leveldb.LevelDBStore",
     "DEDUP_STORE_CACHE_MB": 16,
+    "DEDUP_REDIS_PREFIX": None,  # None: dedup:<spider name>
+    "DEDUP_REDIS_RETRIES": 5,
     "DEDUP_HOST_RULES": {},
     "DEDUP_TRACKING_PARAMS": list(DEFAULT_TRACKING_PARAMS),
     "DEDUP_SESSION_PARAMS": list(DEFAULT_SESSION_PARAMS),
@@ -129,12 +132,19 @@ class DedupConfig:
     keep_text: bool
     debug: bool
     logstats_interval: float
+    #: the Redis store's key prefix; None: ``dedup:<spider name>``
+    redis_prefix: str | None = None
+    redis_retries: int = 5
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DedupConfig:
         if not settings.getbool("DEDUP_ENABLED", True):
             raise NotConfigured("DEDUP_ENABLED is False")
         debug = settings.getbool("DEDUP_DEBUG") or settings.getbool("DUPEFILTER_DEBUG")
+        # a redis:// store picks its backend; a backend named explicitly still wins
+        backend = settings.get("DEDUP_STORE_BACKEND") or (
+            REDIS_BACKEND if is_redis_url(settings.get("DEDUP_STORE")) else DEFAULTS["DEDUP_STORE_BACKEND"]
+        )
         # explicit None keeps its meaning only where None is the default
         settings = {
             name: default if settings.get(name) is None else settings.get(name) for name, default in DEFAULTS.items()
@@ -151,7 +161,7 @@ class DedupConfig:
         workers = settings["DEDUP_WORKERS"]
         return cls(
             store=settings["DEDUP_STORE"] or None,
-            store_backend=settings["DEDUP_STORE_BACKEND"],
+            store_backend=backend,
             store_cache_mb=int(_number(settings, "DEDUP_STORE_CACHE_MB", minimum=1)),
             url_rules=UrlRules(
                 settings["DEDUP_HOST_RULES"] or {},
@@ -181,6 +191,8 @@ class DedupConfig:
             keep_text=_bool(settings, "DEDUP_KEEP_TEXT"),
             debug=debug,
             logstats_interval=_number(settings, "DEDUP_LOGSTATS_INTERVAL"),
+            redis_prefix=settings["DEDUP_REDIS_PREFIX"] or None,
+            redis_retries=int(_number(settings, "DEDUP_REDIS_RETRIES")),
         )
 
     @property

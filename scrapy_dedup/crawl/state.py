@@ -26,6 +26,7 @@ from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.crawl.canonical import CanonicalWaits
 from scrapy_dedup.crawl.settings import DedupConfig
+from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.crawl.sources import ItemSources
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
@@ -60,11 +61,22 @@ def store_path(config: DedupConfig, crawler: Crawler) -> str:
     return default_store_path(spider.name if spider else "default")
 
 
+def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
+    """The key prefix and retries of a Redis store (nothing for other backends)."""
+    if not config.store or not is_redis_url(config.store):
+        return {}
+    from scrapy_dedup.store.redis_functions import RetryPolicy
+
+    spider = getattr(crawler, "spider", None)
+    prefix = config.redis_prefix or f"dedup:{spider.name if spider else 'default'}"
+    return {"prefix": prefix, "retry": RetryPolicy(retries=config.redis_retries)}
+
+
 def open_store(config: DedupConfig, crawler: Crawler) -> DedupStore:
     """Build the configured backend, start a crawl run, record what keys and text were made with."""
     backend = load_object(config.store_backend)
     path = store_path(config, crawler)
-    store = backend(path, store_params(config), cache_mb=config.store_cache_mb)
+    store = backend(path, store_params(config), cache_mb=config.store_cache_mb, **redis_options(config, crawler))
     run = store.begin_run()
     # what the URL keys were made with, so reports key a looked-up URL the same way
     store.put_meta("url_rules", config.url_rules.to_json())
@@ -153,23 +165,32 @@ class DedupState:
 
     def close(self) -> None:
         self.canonical_waits.release_all()
-        if self.store is not None:
-            store = self.store
+        if self.store is None:
+            return
+        store = self.store
+        self.store = self.frontier = self.index = self._pending = None
+        try:
             owed = store.pending_count()
-            state = "complete" if not owed else f"interrupted: {owed:,} pending"
             store.put_meta(
                 "job",
                 {"first_run": self.first_run, "run": store.run, "state": "complete" if not owed else "interrupted"},
             )
+            state = "complete" if not owed else f"interrupted: {owed:,} pending"
+        except StoreWriteError as exc:
+            # the store failed under the crawl (said once already): what it owes stays owed
+            self.store_failed(exc)
+            owed, state = 1, "interrupted: the store failed"
+        try:
             store.close()
-            logger.info(
-                "dedup store %s closed, run %d: %s%s",
-                store.path,
-                store.run,
-                state,
-                "" if not owed else " (run the crawl again to resume)",
-            )
-            self.store = self.frontier = self.index = self._pending = None
+        except StoreWriteError as exc:
+            self.store_failed(exc)
+        logger.info(
+            "dedup store %s closed, run %d: %s%s",
+            store.path,
+            store.run,
+            state,
+            "" if not owed else " (run the crawl again to resume)",
+        )
 
     def failed(self, where: str, message: str, *args: Any) -> None:
         """Count and log the exception being handled; the page or item passes through.

@@ -27,6 +27,7 @@ from typing import TextIO
 from scrapy.settings import BaseSettings
 from scrapy.utils.misc import load_object
 
+from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked, StoreWriteError
 
 DEFAULT_BACKEND = "scrapy_dedup.store.leveldb.LevelDBStore"
@@ -69,6 +70,24 @@ def spider_settings(settings: BaseSettings, spider: str) -> BaseSettings:
     return settings
 
 
+def redis_prefix(settings: BaseSettings, spider: str | None, prefix: str | None) -> str:
+    """The key prefix of the crawl to read on a Redis server: ``--redis-prefix``, then
+    ``DEDUP_REDIS_PREFIX``, then the crawl's default ``dedup:<spider name>``."""
+    if prefix:
+        return prefix
+    if spider:
+        settings = spider_settings(settings, spider)
+    configured = settings.get("DEDUP_REDIS_PREFIX")
+    if configured:
+        return str(configured)
+    if spider is None:
+        raise StoreError(
+            "say which crawl to read on the Redis server: --spider NAME (its keys are under "
+            "dedup:<spider name>), --redis-prefix PREFIX, or -s DEDUP_REDIS_PREFIX=PREFIX"
+        )
+    return f"dedup:{spider}"
+
+
 @contextmanager
 def opened_store(
     settings: BaseSettings,
@@ -77,14 +96,20 @@ def opened_store(
     *,
     snapshot: bool = True,
     err: TextIO | None = None,
+    prefix: str | None = None,
 ) -> Iterator[DedupStore]:
     """Open the store for reading; a snapshot of it when a crawl holds it."""
     err = err if err is not None else sys.stderr
     path = store_path(settings, path, spider)
-    backend = load_object(settings.get("DEDUP_STORE_BACKEND") or DEFAULT_BACKEND)
+    redis = is_redis_url(path)
+    backend = load_object(settings.get("DEDUP_STORE_BACKEND") or (REDIS_BACKEND if redis else DEFAULT_BACKEND))
     copy_dir = None
     try:
-        store = backend.open_existing(path)
+        if redis:
+            # a shared Redis store is read as it is, streaming: no snapshot
+            store = backend.open_existing(path, prefix=redis_prefix(settings, spider, prefix))
+        else:
+            store = backend.open_existing(path)
     except StoreLocked:
         if not snapshot or not _snapshot_capable(backend):
             raise

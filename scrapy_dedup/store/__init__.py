@@ -1,8 +1,11 @@
 """Store backends behind one interface (:class:`DedupStore`).
 
 ``scrapy_dedup.store.leveldb.LevelDBStore`` (the default) keeps a store on
-disk; ``scrapy_dedup.store.memory.MemoryStore`` keeps it in memory.
+disk; ``scrapy_dedup.store.memory.MemoryStore`` keeps it in memory;
+``scrapy_dedup.store.redis_store.RedisStore`` shares one on a Redis server or cluster.
 """
+
+from typing import Any
 
 from scrapy_dedup.store.base import (
     STORE_FORMAT,
@@ -14,7 +17,21 @@ from scrapy_dedup.store.base import (
     StoreWriteError,
 )
 
+#: the backend a ``redis://`` or ``rediss://`` location selects (it needs the ``redis`` extra)
+REDIS_BACKEND = "scrapy_dedup.store.redis_store.RedisStore"
+
+
+def is_redis_url(value: Any) -> bool:
+    """Whether a store location names a Redis server (``redis://`` or ``rediss://``).
+
+    >>> is_redis_url("rediss://:secret@cache:6380/1"), is_redis_url("/var/lib/dedup")
+    (True, False)
+    """
+    return isinstance(value, str) and value.split("://", 1)[0].lower() in ("redis", "rediss")
+
+
 __all__ = [
+    "REDIS_BACKEND",
     "STORE_FORMAT",
     "DedupStore",
     "IncompatibleStore",
@@ -22,4 +39,5 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "StoreWriteError",
+    "is_redis_url",
 ]

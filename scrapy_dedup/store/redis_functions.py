@@ -23,7 +23,8 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import StoreError
+from scrapy_dedup.store import is_redis_url
+from scrapy_dedup.store.base import StoreError, StoreWriteError
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ MIN_SERVER_MAJOR = 7
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
 
-class StoreConnectionLost(StoreError):
+class StoreConnectionLost(StoreWriteError):
     """The Redis store stopped answering and the retries ran out: the crawl stops."""
 
 
@@ -58,10 +59,6 @@ def redact(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def is_redis_url(value: Any) -> bool:
-    return isinstance(value, str) and value.split("://", 1)[0].lower() in ("redis", "rediss")
 
 
 def _scrub(text: str, url: str) -> str:
