@@ -6,20 +6,15 @@
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from scrapy_dedup.diversify import diversify
-
-logger = logging.getLogger(__name__)
+from scrapy_dedup.integrations.options import DiversifyOptions
 
 __all__ = ["DiversifyPostprocessor"]
 
 
-class DiversifyPostprocessor(BaseNodePostprocessor):
+class DiversifyPostprocessor(DiversifyOptions, BaseNodePostprocessor):
     """Removes exact and near copies from retrieved nodes, merges overlapping chunks of one
     document, and keeps at most ``k``, using the nodes' scores and embeddings when they have them.
 
@@ -29,29 +24,10 @@ class DiversifyPostprocessor(BaseNodePostprocessor):
     ``explain=True`` each dropped or flagged node is logged at INFO.
     """
 
-    k: int | None = None
-    text: str | None = None
-    score: str | None = None
-    embedding: str | None = None
-    source: str | None = None
-    max_per_source: int | None = None
-    lambda_mult: float = 0.5
-    semantic_threshold: float = 0.95
-    drop_semantic: bool = False
-    explain: bool = False
-    near: bool = True
-    merge_overlaps: bool = True
-
     @classmethod
     def class_name(cls) -> str:
         return "DiversifyPostprocessor"
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore],
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
-        options: dict[str, Any] = {name: getattr(self, name) for name in (
-            "text", "score", "embedding", "source", "max_per_source", "lambda_mult",
-            "semantic_threshold", "drop_semantic", "explain", "near", "merge_overlaps")}
-        kept = diversify(nodes, self.k, **options)
-        for line in kept.explanation:
-            logger.info("diversify: %s", line)
-        return list(kept)
+        return self._diversify(nodes)

@@ -35,23 +35,32 @@ DEFAULT_BACKEND = "scrapy_dedup.store.leveldb.LevelDBStore"
 SNAPSHOT_ATTEMPTS = 5
 
 
-def store_path(settings: BaseSettings, path: str | None, spider: str | None) -> str:
-    """The directory of the store to read."""
-    if path:
-        return path
+def _chosen(settings: BaseSettings, spider: str | None, given: str | None, setting: str, missing: str) -> str | None:
+    """``given`` (an option of the command), else ``setting`` as the spider crawls with it, else
+    None for the spider's default; without a spider, ``missing`` says what to pass."""
+    if given:
+        return given
     if spider:
         settings = spider_settings(settings, spider)
-    configured = settings.get("DEDUP_STORE")
+    configured = settings.get(setting)
     if configured:
         return str(configured)
     if spider is None:
-        raise StoreError(
-            "say which store to read: --spider NAME inside a Scrapy project, "
-            "-s DEDUP_STORE=PATH, or --store PATH"
-        )
+        raise StoreError(missing)
+    return None
+
+
+def store_path(settings: BaseSettings, path: str | None, spider: str | None) -> str:
+    """The directory (or Redis URL) of the store to read."""
+    chosen = _chosen(
+        settings, spider, path, "DEDUP_STORE",
+        "say which store to read: --spider NAME inside a Scrapy project, -s DEDUP_STORE=PATH, or --store PATH",
+    )
+    if chosen:
+        return chosen
     from scrapy.utils.project import data_path
 
-    # the crawl's default (scrapy_dedup.crawl.runtime.default_store_path), without creating it
+    # the crawl's default (scrapy_dedup.crawl.state.default_store_path), without creating it
     return data_path(f"dedup/{spider}")
 
 
@@ -73,19 +82,12 @@ def spider_settings(settings: BaseSettings, spider: str) -> BaseSettings:
 def redis_prefix(settings: BaseSettings, spider: str | None, prefix: str | None) -> str:
     """The key prefix of the crawl to read on a Redis server: ``--redis-prefix``, then
     ``DEDUP_REDIS_PREFIX``, then the crawl's default ``dedup:<spider name>``."""
-    if prefix:
-        return prefix
-    if spider:
-        settings = spider_settings(settings, spider)
-    configured = settings.get("DEDUP_REDIS_PREFIX")
-    if configured:
-        return str(configured)
-    if spider is None:
-        raise StoreError(
-            "say which crawl to read on the Redis server: --spider NAME (its keys are under "
-            "dedup:<spider name>), --redis-prefix PREFIX, or -s DEDUP_REDIS_PREFIX=PREFIX"
-        )
-    return f"dedup:{spider}"
+    chosen = _chosen(
+        settings, spider, prefix, "DEDUP_REDIS_PREFIX",
+        "say which crawl to read on the Redis server: --spider NAME (its keys are under "
+        "dedup:<spider name>), --redis-prefix PREFIX, or -s DEDUP_REDIS_PREFIX=PREFIX",
+    )
+    return chosen or f"dedup:{spider}"
 
 
 @contextmanager
