@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scrapy_dedup.core.chunks import (
@@ -161,6 +161,7 @@ _texts = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(_texts, st.integers(min_value=3, max_value=40))
+@example("a!a a\n。\na", 3)  # a line of 0 tokens at the cap: never carried into the next chunk
 def test_chunks_are_in_order_within_the_cap_and_slice_the_text(text, cap):
     chunks = chunk_text(text, max_words=cap)
     pos = 0
@@ -174,6 +175,7 @@ def test_chunks_are_in_order_within_the_cap_and_slice_the_text(text, cap):
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200))
+@example("00\x1b0:0\u00af{0\u0e0000:0{0")  # NFKC widens U+00AF: a run is cut between tokens, not chars
 def test_chunker_never_raises_and_loses_no_token(text):
     chunks = chunk_text(text, max_words=8)
     covered = sum(c.tokens for c in chunks)

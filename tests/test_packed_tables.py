@@ -4,7 +4,7 @@ import random
 
 import plyvel
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scrapy_dedup.core.fingerprints import hamming
@@ -250,6 +250,7 @@ def test_compaction_answers_like_the_model(tmp_path_factory, seed, ops, l0, l1):
 
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**32), ops=st.integers(20, 120), l0=st.sampled_from([2, 8]), l1=st.sampled_from([4, 16]))
+@example(seed=65, ops=24, l0=2, l1=4)  # every entry of a table removed before a compaction
 def test_band_compaction_answers_like_the_model(tmp_path_factory, seed, ops, l0, l1):
     rng = random.Random(seed)
     model = BandModel(str(tmp_path_factory.mktemp("bands")), l0, l1)

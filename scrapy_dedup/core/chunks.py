@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import xxhash
 
 from .fingerprints import content_hash
-from .text import TOKENIZER_VERSION, token_count
+from .text import TOKENIZER_VERSION, token_count, token_starts
 
 __all__ = [
     "CHUNK_PARAMS",
@@ -167,8 +167,10 @@ def _units(text: str, start: int, end: int, cap: int) -> Iterator[tuple[int, int
                 if n <= cap:
                     yield wa, wb, n
                     continue
-                for i in range(wa, wb):
-                    yield i, i + 1, token_count(text[i])
+                # a run without spaces (CJK, or a long identifier): cut between tokens
+                cuts = [wa + i for i in token_starts(text[wa:wb])[1:]]
+                for ca, cb in zip([wa, *cuts], [*cuts, wb]):
+                    yield ca, cb, token_count(text[ca:cb])
 
 
 def _pack(text: str, units: Iterable[tuple[int, int, int]], cap: int, overlap: int) -> Iterator[tuple[int, int]]:
@@ -181,7 +183,7 @@ def _pack(text: str, units: Iterable[tuple[int, int, int]], cap: int, overlap: i
             yield current[0][0], current[-1][1]
             carried: list[tuple[int, int, int]] = []
             kept = 0
-            for prev in reversed(current):
+            for prev in reversed(current) if overlap else ():  # (units of 0 tokens are no overlap)
                 if kept + prev[2] > overlap or kept + prev[2] + unit[2] > cap:
                     break
                 carried.insert(0, prev)

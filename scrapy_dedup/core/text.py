@@ -218,6 +218,16 @@ def tokenize(canonical: str) -> list[str]:
     return _TOKEN_RE.findall(canonical)
 
 
+def token_starts(text: str) -> list[int]:
+    """Where each token of ``text`` begins, as written (not canonicalized): the places a run
+    without spaces can be cut without cutting a token.
+
+    >>> token_starts("std::iter::Chain")
+    [0, 5, 11]
+    """
+    return [m.start() for m in _TOKEN_RE.finditer(text)]
+
+
 def token_count(text: str) -> int:
     """Number of tokens the fingerprints see in ``text`` (canonicalized, then tokenized): the
     unit of every size limit (minimum tokens for near matching, chunk sizes).

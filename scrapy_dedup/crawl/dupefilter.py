@@ -69,16 +69,16 @@ class DedupDupeFilter(BaseDupeFilter):
         try:
             state.record_redirect(request)
             reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+            source = _redirect_source(state, request)
+            if reason is None:
+                # owed until its outcome is durable; a redirect's source is settled with it
+                state.pending.owe(request, key, settles=source)
+                return False
+            if source is not None:
+                state.pending.settle_id(source)  # redirected to a URL already known: recorded
         except StoreWriteError as exc:
             state.store_failed(exc)
             return True  # the crawl is stopping: fetch nothing more
-        source = _redirect_source(state, request)
-        if reason is None:
-            # owed until its outcome is durable; a redirect's source is settled with it
-            state.pending.owe(request, key, settles=source)
-            return False
-        if source is not None:
-            state.pending.settle_id(source)  # redirected to a URL already known: recorded
         state.inc(f"url/dropped/{reason}")
         request.meta["dedup_dropped"] = reason
         return True

@@ -325,7 +325,8 @@ class PackedTables:
         rows = np.unique(np.ascontiguousarray(rows).view("V32").ravel()).view("<u8").reshape(-1, 4)
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
         cuts = np.flatnonzero(np.diff(rows[:, 0])) + 1
-        bounds = dict(zip(rows[np.r_[0, cuts], 0].tolist(), zip([0, *cuts.tolist()], [*cuts.tolist(), len(rows)])))
+        firsts = rows[np.r_[0, cuts], 0].tolist() if len(rows) else []  # every entry dead: no run
+        bounds = dict(zip(firsts, zip([0, *cuts.tolist()], [*cuts.tolist(), len(rows)])))
         wb = self.db.write_batch()
         for n, (prefix, group) in enumerate(prefix_of.items(), 1):
             if group in bounds:
