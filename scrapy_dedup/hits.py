@@ -184,30 +184,37 @@ class _Dict(HitKind):
         return new
 
 
-class _LangChain(HitKind):
-    """langchain_core.documents.Document: ``page_content``, ``metadata``, ``id``."""
+class _DocumentObject(HitKind):
+    """A document object that carries its text, metadata and id as attributes."""
 
-    name = "langchain"
+    meta_attr = text_attr = ""
 
     def meta(self, hit):
-        return hit.metadata
+        return getattr(hit, self.meta_attr)
 
     def text(self, hit):
-        return hit.page_content
-
-    def score(self, hit):
-        # LangChain keeps scores beside documents; rerankers and retrievers that keep them on
-        # the document write one of these.
-        return _first(hit.metadata, ("score", "relevance_score"))
+        return getattr(hit, self.text_attr)
 
     def ident(self, hit):
         return getattr(hit, "id", None)
 
     def replace(self, hit, fields, drop, text, span):
-        update = {"metadata": self._new_meta(hit.metadata, fields, drop, span)}
+        update = {self.meta_attr: self._new_meta(getattr(hit, self.meta_attr), fields, drop, span)}
         if text is not None:
-            update["page_content"] = text
+            update[self.text_attr] = text
         return _copy_with(hit, update)
+
+
+class _LangChain(_DocumentObject):
+    """langchain_core.documents.Document: ``page_content``, ``metadata``, ``id``."""
+
+    name = "langchain"
+    meta_attr, text_attr = "metadata", "page_content"
+
+    def score(self, hit):
+        # LangChain keeps scores beside documents; rerankers and retrievers that keep them on
+        # the document write one of these.
+        return _first(hit.metadata, ("score", "relevance_score"))
 
 
 class _LlamaIndex(HitKind):
@@ -266,32 +273,18 @@ class _LlamaIndex(HitKind):
         return _copy_with(hit, {"node": _copy_with(node, update)})
 
 
-class _Haystack(HitKind):
+class _Haystack(_DocumentObject):
     """haystack.Document: ``content``, ``meta``, ``score``, ``embedding``, ``id``; splits carry
     ``source_id`` and ``split_idx_start`` in ``meta``."""
 
     name = "haystack"
-
-    def meta(self, hit):
-        return hit.meta
-
-    def text(self, hit):
-        return hit.content
+    meta_attr, text_attr = "meta", "content"
 
     def score(self, hit):
         return hit.score
 
     def embedding(self, hit):
         return hit.embedding
-
-    def ident(self, hit):
-        return getattr(hit, "id", None)
-
-    def replace(self, hit, fields, drop, text, span):
-        update = {"meta": self._new_meta(hit.meta, fields, drop, span)}
-        if text is not None:
-            update["content"] = text
-        return _copy_with(hit, update)
 
 
 def _copy_with(obj: Any, update: dict[str, Any]) -> Any:
