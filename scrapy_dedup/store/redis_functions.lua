@@ -20,6 +20,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + (usec - usec % 1000) / 1000
 end
 
+local LEASE_ERROR = 'the lease is a positive number of ms'
+
+-- A lease argument as a positive number of milliseconds, or nil.
+local function lease_ms(value)
+  local lease = tonumber(value)
+  if lease == nil or lease <= 0 then return nil end
+  return lease
+end
+
 -- Position (1-based) of the first record of `width` bytes that starts with `needle`, or nil.
 -- string.find with plain=true is a C scan; a hit that does not start a record is skipped.
 local function find_record(blob, needle, width)
@@ -198,13 +207,6 @@ local function check_entry(fp, token)
   return nil
 end
 
--- The 16-byte record of an entry's arguments, or nil and the error.
-local function entry_record(args)
-  local err = check_entry(args[1], args[2])
-  if err then return nil, err end
-  return args[1] .. args[2]
-end
-
 -- Appends a near-duplicate record to the blob at key unless it is there already.
 local function add_once(key, record)
   local blob = redis.call('GET', key) or ''
@@ -222,13 +224,21 @@ local function remove_once(key, record)
   return 1
 end
 
+-- A function of (keys, args) that checks the entry's arguments (simhash, token, ...) and then
+-- calls action(keys, record, args) with the entry's 16-byte record.
+local function on_entry(action)
+  return function(keys, args)
+    local err = check_entry(args[1], args[2])
+    if err then return fail(err) end
+    return action(keys, args[1] .. args[2], args)
+  end
+end
+
 -- ARGV: simhash, token.  Adds a pending entry (once).
-local function near_add(keys, args)
-  local record, err = entry_record(args)
-  if err then return fail(err) end
+local near_add = on_entry(function(keys, record)
   add_once(keys[2], record)
   return 1
-end
+end)
 
 local function scan_blob(blob, fp, max_distance, out)
   local n = #blob / NEAR_WIDTH
@@ -253,36 +263,30 @@ end
 -- ARGV: simhash, token, keep (1 or 0).  Takes the pending entry out and, with keep, enters it
 -- among the settled ones.  Replies 1, or 0 when the pending entry was no longer there (a
 -- caller whose lease expired and whose entries were reaped: it must decide again).
-local function near_settle(keys, args)
-  local record, err = entry_record(args)
-  if err then return fail(err) end
+local near_settle = on_entry(function(keys, record, args)
   if remove_once(keys[2], record) == 0 then return 0 end
   if args[3] == '1' then add_once(keys[1], record) end
   return 1
-end
+end)
 
 -- ARGV: simhash, token.  Removes a settled entry (a representative replaced or gone).
-local function near_remove(keys, args)
-  local record, err = entry_record(args)
-  if err then return fail(err) end
+local near_remove = on_entry(function(keys, record)
   return remove_once(keys[1], record)
-end
+end)
 
 -- ARGV: simhash, token.  Enters a settled entry directly (a representative chosen without a
 -- race, e.g. a member promoted when its representative left).
-local function near_put(keys, args)
-  local record, err = entry_record(args)
-  if err then return fail(err) end
+local near_put = on_entry(function(keys, record)
   add_once(keys[1], record)
   return 1
-end
+end)
 
 -- Global order of pending decisions ---------------------------------------------------------
 -- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight.
 -- ARGV: token, lease in ms.  Replies the order number taken.
 local function order_take(keys, args)
-  local lease = tonumber(args[2])
-  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local lease = lease_ms(args[2])
+  if not lease then return fail(LEASE_ERROR) end
   local order = redis.call('INCR', keys[1])
   redis.call('HSET', keys[2], args[1], order .. ':' .. (now_ms() + lease))
   return order
@@ -304,40 +308,37 @@ local function order_get(keys, args)
   return replies
 end
 
+-- The "order:deadline_ms" entry of the decision ``token`` while it holds order number ``order``.
+local function entry_in_flight(keys, token, order)
+  local value = redis.call('HGET', keys[2], token)
+  if value and string.match(value, '^(%d+):') == order then return value end
+  return nil
+end
+
 -- ARGV: token, order.  Ends a decision in flight; replies 1, or 0 when it had been reaped.
 local function order_release(keys, args)
-  local value = redis.call('HGET', keys[2], args[1])
-  if value and string.match(value, '^(%d+):') == args[2] then
-    redis.call('HDEL', keys[2], args[1])
-    return 1
-  end
-  return 0
+  if not entry_in_flight(keys, args[1], args[2]) then return 0 end
+  redis.call('HDEL', keys[2], args[1])
+  return 1
 end
 
 -- ARGV: token, order, lease ms.  Extends the lease of a decision still in flight (one that
 -- waits for an earlier one); replies 1, or 0 when it had been reaped.
 local function order_renew(keys, args)
-  local lease = tonumber(args[3])
-  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
-  local value = redis.call('HGET', keys[2], args[1])
-  if value and string.match(value, '^(%d+):') == args[2] then
-    redis.call('HSET', keys[2], args[1], args[2] .. ':' .. (now_ms() + lease))
-    return 1
-  end
-  return 0
+  local lease = lease_ms(args[3])
+  if not lease then return fail(LEASE_ERROR) end
+  if not entry_in_flight(keys, args[1], args[2]) then return 0 end
+  redis.call('HSET', keys[2], args[1], args[2] .. ':' .. (now_ms() + lease))
+  return 1
 end
 
 -- ARGV: token, order.  Removes a decision whose lease has run out (its process died);
 -- replies 1 if it was removed by this call.
 local function order_reap(keys, args)
-  local value = redis.call('HGET', keys[2], args[1])
-  if not value then return 0 end
-  local order, deadline = string.match(value, '^(%d+):(%d+)$')
-  if order == args[2] and tonumber(deadline) < now_ms() then
-    redis.call('HDEL', keys[2], args[1])
-    return 1
-  end
-  return 0
+  local value = entry_in_flight(keys, args[1], args[2])
+  if not value or tonumber(string.match(value, ':(%d+)$')) >= now_ms() then return 0 end
+  redis.call('HDEL', keys[2], args[1])
+  return 1
 end
 
 -- Clusters: joins and take-overs ----------------------------------------------------------
@@ -409,8 +410,8 @@ end
 
 -- ARGV: process id, lease ms.  Replies {run, 1 if this call began it}.
 local function run_join(keys, args)
-  local lease = tonumber(args[2])
-  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local lease = lease_ms(args[2])
+  if not lease then return fail(LEASE_ERROR) end
   local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now)
   -- a process that begins again (a second crawl in one process) does not keep its own run alive
@@ -449,8 +450,8 @@ end
 
 -- ARGV: request id, owner, lease ms, payload.  Replies 1 if taken now, 0 if already taken.
 local function pending_take(keys, args)
-  local lease = tonumber(args[3])
-  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local lease = lease_ms(args[3])
+  if not lease then return fail(LEASE_ERROR) end
   if redis.call('HEXISTS', keys[1], args[1]) == 1 then return 0 end
   redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. args[4])
   redis.call('ZADD', keys[2], now_ms() + lease, args[1])
@@ -473,8 +474,8 @@ end
 -- ARGV: owner, lease ms, request ids.  Extends the leases this owner still holds; replies
 -- how many.
 local function pending_renew(keys, args)
-  local lease = tonumber(args[2])
-  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local lease = lease_ms(args[2])
+  if not lease then return fail(LEASE_ERROR) end
   local deadline = now_ms() + lease
   local renewed = 0
   for i = 3, #args do
