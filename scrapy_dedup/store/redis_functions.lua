@@ -308,16 +308,22 @@ local function order_get(keys, args)
   return replies
 end
 
--- The "order:deadline_ms" entry of the decision ``token`` while it holds order number ``order``.
-local function entry_in_flight(keys, token, order)
-  local value = redis.call('HGET', keys[2], token)
-  if value and string.match(value, '^(%d+):') == order then return value end
+-- The value of ``id`` in ``hash`` while ``holder_of(value)`` is ``holder``, else nil: a decision
+-- that still holds its order number, a request its process still owns.
+local function held_by(hash, id, holder, holder_of)
+  local value = redis.call('HGET', hash, id)
+  if value and holder_of(value) == holder then return value end
   return nil
+end
+
+-- The order number of an "order:deadline_ms" entry.
+local function order_of(value)
+  return string.match(value, '^(%d+):')
 end
 
 -- ARGV: token, order.  Ends a decision in flight; replies 1, or 0 when it had been reaped.
 local function order_release(keys, args)
-  if not entry_in_flight(keys, args[1], args[2]) then return 0 end
+  if not held_by(keys[2], args[1], args[2], order_of) then return 0 end
   redis.call('HDEL', keys[2], args[1])
   return 1
 end
@@ -327,7 +333,7 @@ end
 local function order_renew(keys, args)
   local lease = lease_ms(args[3])
   if not lease then return fail(LEASE_ERROR) end
-  if not entry_in_flight(keys, args[1], args[2]) then return 0 end
+  if not held_by(keys[2], args[1], args[2], order_of) then return 0 end
   redis.call('HSET', keys[2], args[1], args[2] .. ':' .. (now_ms() + lease))
   return 1
 end
@@ -335,7 +341,7 @@ end
 -- ARGV: token, order.  Removes a decision whose lease has run out (its process died);
 -- replies 1 if it was removed by this call.
 local function order_reap(keys, args)
-  local value = entry_in_flight(keys, args[1], args[2])
+  local value = held_by(keys[2], args[1], args[2], order_of)
   if not value or tonumber(string.match(value, ':(%d+)$')) >= now_ms() then return 0 end
   redis.call('HDEL', keys[2], args[1])
   return 1
@@ -464,8 +470,7 @@ end
 
 -- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.
 local function pending_settle(keys, args)
-  local value = redis.call('HGET', keys[1], args[1])
-  if not value or owner_of(value) ~= args[2] then return 0 end
+  if not held_by(keys[1], args[1], args[2], owner_of) then return 0 end
   redis.call('HDEL', keys[1], args[1])
   redis.call('ZREM', keys[2], args[1])
   return 1
@@ -479,8 +484,7 @@ local function pending_renew(keys, args)
   local deadline = now_ms() + lease
   local renewed = 0
   for i = 3, #args do
-    local value = redis.call('HGET', keys[1], args[i])
-    if value and owner_of(value) == args[1] then
+    if held_by(keys[1], args[i], args[1], owner_of) then
       redis.call('ZADD', keys[2], deadline, args[i])
       renewed = renewed + 1
     end
