@@ -316,16 +316,26 @@ local function held_by(hash, id, holder, holder_of)
   return nil
 end
 
--- The order number of an "order:deadline_ms" entry.
+-- Deletes ``id`` from ``hash`` if ``holder`` still holds it; replies 1, or 0 when it did not.
+local function delete_if_held(hash, id, holder, holder_of)
+  if not held_by(hash, id, holder, holder_of) then return 0 end
+  redis.call('HDEL', hash, id)
+  return 1
+end
+
+-- Who holds an entry: the order number of a decision's "order:deadline_ms", the owner of a
+-- request's "owner\npayload".
 local function order_of(value)
   return string.match(value, '^(%d+):')
 end
 
+local function owner_of(value)
+  return string.match(value, '^([^\n]*)\n')
+end
+
 -- ARGV: token, order.  Ends a decision in flight; replies 1, or 0 when it had been reaped.
 local function order_release(keys, args)
-  if not held_by(keys[2], args[1], args[2], order_of) then return 0 end
-  redis.call('HDEL', keys[2], args[1])
-  return 1
+  return delete_if_held(keys[2], args[1], args[2], order_of)
 end
 
 -- ARGV: token, order, lease ms.  Extends the lease of a decision still in flight (one that
@@ -464,16 +474,11 @@ local function pending_take(keys, args)
   return 1
 end
 
-local function owner_of(value)
-  return string.match(value, '^([^\n]*)\n')
-end
-
 -- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.
 local function pending_settle(keys, args)
-  if not held_by(keys[1], args[1], args[2], owner_of) then return 0 end
-  redis.call('HDEL', keys[1], args[1])
-  redis.call('ZREM', keys[2], args[1])
-  return 1
+  local settled = delete_if_held(keys[1], args[1], args[2], owner_of)
+  if settled == 1 then redis.call('ZREM', keys[2], args[1]) end
+  return settled
 end
 
 -- ARGV: owner, lease ms, request ids.  Extends the leases this owner still holds; replies
@@ -516,32 +521,24 @@ local function pending_reclaim(keys, args)
 end
 
 -- Registration ----------------------------------------------------------------------------
-local READ_ONLY = {'no-writes'}
+-- Every function is registered as 'sdd_' .. its name; the readers with the no-writes flag, so
+-- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
+local WRITERS = {
+  {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url},
+  {'records_add', records_add}, {'records_remove', records_remove},
+  {'exact_claim', exact_claim}, {'exact_release', exact_release},
+  {'near_add', near_add}, {'near_settle', near_settle}, {'near_remove', near_remove}, {'near_put', near_put},
+  {'order_take', order_take}, {'order_release', order_release}, {'order_renew', order_renew},
+  {'order_reap', order_reap}, {'cluster_join', cluster_join}, {'cluster_leave', cluster_leave},
+  {'run_join', run_join}, {'run_renew', run_renew}, {'run_leave', run_leave},
+  {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
+  {'pending_reclaim', pending_reclaim},
+}
+local READERS = {{'version', version}, {'records_find', records_find}, {'near_scan', near_scan}, {'order_get', order_get}}
 
-redis.register_function{function_name = 'sdd_version', callback = version, flags = READ_ONLY}
-redis.register_function('sdd_frontier_mark', frontier_mark)
-redis.register_function('sdd_frontier_mark_url', frontier_mark_url)
-redis.register_function('sdd_records_add', records_add)
-redis.register_function('sdd_records_remove', records_remove)
-redis.register_function{function_name = 'sdd_records_find', callback = records_find, flags = READ_ONLY}
-redis.register_function('sdd_exact_claim', exact_claim)
-redis.register_function('sdd_exact_release', exact_release)
-redis.register_function('sdd_near_add', near_add)
-redis.register_function{function_name = 'sdd_near_scan', callback = near_scan, flags = READ_ONLY}
-redis.register_function('sdd_near_settle', near_settle)
-redis.register_function('sdd_near_remove', near_remove)
-redis.register_function('sdd_near_put', near_put)
-redis.register_function('sdd_order_take', order_take)
-redis.register_function{function_name = 'sdd_order_get', callback = order_get, flags = READ_ONLY}
-redis.register_function('sdd_order_release', order_release)
-redis.register_function('sdd_order_renew', order_renew)
-redis.register_function('sdd_order_reap', order_reap)
-redis.register_function('sdd_cluster_join', cluster_join)
-redis.register_function('sdd_cluster_leave', cluster_leave)
-redis.register_function('sdd_run_join', run_join)
-redis.register_function('sdd_run_renew', run_renew)
-redis.register_function('sdd_run_leave', run_leave)
-redis.register_function('sdd_pending_take', pending_take)
-redis.register_function('sdd_pending_settle', pending_settle)
-redis.register_function('sdd_pending_renew', pending_renew)
-redis.register_function('sdd_pending_reclaim', pending_reclaim)
+for i = 1, #WRITERS do
+  redis.register_function('sdd_' .. WRITERS[i][1], WRITERS[i][2])
+end
+for i = 1, #READERS do
+  redis.register_function{function_name = 'sdd_' .. READERS[i][1], callback = READERS[i][2], flags = {'no-writes'}}
+end
