@@ -261,8 +261,7 @@ class PendingSpiderMiddleware:
             for request in resumed:
                 yield request
         except Exception:
-            self.state.inc("error/resume")
-            logger.exception("scrapy-dedup could not read the pending requests of the store")
+            self.state.failed("resume", "could not read the pending requests of the store")
 
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
         state = self._begin(response)
@@ -305,8 +304,7 @@ class PendingSpiderMiddleware:
         try:
             emitted = self.pending.emission(item)
         except Exception:
-            self.state.inc("error/settle")
-            logger.exception("scrapy-dedup could not read an emitted item")
+            self.state.failed("settle", "could not read an emitted item")
             emitted = None
         self._item_done(response, keep=False, emitted=emitted)
 
@@ -342,8 +340,8 @@ class PendingSpiderMiddleware:
         try:
             self.pending.settle(request, emitted)
         except Exception:
-            self.state.inc("error/settle")
-            logger.exception("scrapy-dedup could not settle the request of %s", url)
+            # a store that cannot be written stops the crawl once; the request stays owed
+            self.state.failed("settle", "could not settle the request of %s", url)
 
 
 class PendingDownloaderMiddleware:
@@ -375,6 +373,5 @@ class PendingDownloaderMiddleware:
         try:
             self.pending.settle(request)
         except Exception:
-            self.state.inc("error/settle")
-            logger.exception("scrapy-dedup could not settle the failed request %s", request.url)
+            self.state.failed("settle", "could not settle the failed request %s", request.url)
         return None
