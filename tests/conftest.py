@@ -1,13 +1,21 @@
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from scrapy.utils.reactor import install_reactor, is_reactor_installed
 
 if not is_reactor_installed():
     # before any module imports twisted's default reactor: the in-process adapter tests
     # await the pipeline on the asyncio loop, as a crawl does (crawls run in subprocesses)
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+
+# `make test` (and so CI) runs the property tests on a fixed seed: a green main stays green, and a
+# failure replays. HYPOTHESIS_PROFILE=explore draws new examples each run, to look for new bugs.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "example_project"

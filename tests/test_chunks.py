@@ -176,6 +176,8 @@ def test_chunks_are_in_order_within_the_cap_and_slice_the_text(text, cap):
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200))
 @example("00\x1b0:0\u00af{0\u0e0000:0{0")  # NFKC widens U+00AF: a run is cut between tokens, not chars
+@example("0\x1b0\x1b0\u00a8\u00b40\u00b8\u02d8\u02d8\x1b0")  # NFKC makes U+00B4 a combining mark that joins the next 0
+@example("co\u200bop" * 6)  # a zero-width space joins its neighbours: no cut between them
 def test_chunker_never_raises_and_loses_no_token(text):
     chunks = chunk_text(text, max_words=8)
     covered = sum(c.tokens for c in chunks)

@@ -222,10 +222,24 @@ def token_starts(text: str) -> list[int]:
     """Where each token of ``text`` begins, as written (not canonicalized): the places a run
     without spaces can be cut without cutting a token.
 
+    A start is left out when folding would join its token to the one before (a zero-width
+    space between them, or a spacing accent that NFKC turns into a combining mark): cutting
+    there would count one canonical token twice.
+
     >>> token_starts("std::iter::Chain")
     [0, 5, 11]
+    >>> token_starts("co\u200bop \u00b4x")
+    [0]
     """
-    return [m.start() for m in _TOKEN_RE.finditer(text)]
+    matches = list(_TOKEN_RE.finditer(text))
+    starts = [m.start() for m in matches[:1]]
+    for before, m in zip(matches, matches[1:]):
+        span = text[before.start() : m.end()]
+        if span.isascii() or len(_token_bytes(span)) == len(_token_bytes(text[before.start() : m.start()])) + len(
+            _token_bytes(text[m.start() : m.end()])
+        ):
+            starts.append(m.start())
+    return starts
 
 
 def token_count(text: str) -> int:
