@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
+
+import numpy as np
 
 __all__ = ["TOKENIZER_VERSION", "canonical_text", "token_count", "tokenize"]
 
@@ -174,6 +177,132 @@ def _canonical_token_bytes(text: str) -> tuple[bytes, list[bytes], int]:
         return canonical, tokens, len(canonical) if folded.isascii() else len(canonical.decode("utf-8"))
     canonical_str = " ".join(folded.split())
     return canonical_str.encode("utf-8"), tokens, len(canonical_str)
+
+
+# -- many texts at once -----------------------------------------------------------------------
+#
+# canonical_text() costs ~30 us for 2 KB of text, most of it in str.split() and " ".join()
+# building a str per word. For a batch of texts (retrieved hits), the same result is computed
+# over their concatenated UTF-8 with a few passes of bytes.translate and numpy; each text only
+# has to show that folding would change nothing in it but its ASCII letters.
+
+# ASCII bytes as folding and str.split() see them: letters lower-cased, every ASCII whitespace
+# (str.split() also splits on U+001C..U+001F) a space.
+_ASCII_FOLD = bytes(
+    0x20 if b in (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F) else b + 32 if 0x41 <= b <= 0x5A else b
+    for b in range(256)
+)
+_ASCII_BYTES = bytes(range(0x80))
+_GROUP_BYTES = 1 << 18
+# Non-ASCII characters met so far, by whether folding leaves them alone wherever they stand
+# (see _stable). NBSP counts as stable: folding only makes it a space, which the batch does.
+_STABLE_CHARS: set[str] = {"\xa0"}
+_UNSTABLE_CHARS: set[str] = set()
+
+
+def _stable(ch: str) -> bool:
+    """Whether folding leaves ``ch`` unchanged in every context: not whitespace, not invisible,
+    not a surrogate, unchanged by NFKC, lower() and casefold(), and a starter that no character
+    before it can compose with (tests/test_text.py checks this against every canonical
+    composition). Then a text whose non-ASCII characters are all stable folds to itself with
+    its ASCII letters lower-cased."""
+    code = ord(ch)
+    if ch.isspace() or ch in _INVISIBLE_CHARS or 0xD800 <= code <= 0xDFFF:
+        return False
+    if 0x1100 <= code <= 0x11FF or 0xA960 <= code <= 0xA97F or 0xD7B0 <= code <= 0xD7FF:
+        return False  # Hangul jamo compose algorithmically, not through the decomposition table
+    if unicodedata.combining(ch) or unicodedata.category(ch).startswith("M"):
+        return False
+    return unicodedata.normalize("NFKC", ch) == ch and ch.lower() == ch and ch.casefold() == ch
+
+
+def _all_stable(chars: set[str]) -> bool:
+    if chars <= _STABLE_CHARS:
+        return True
+    if chars & _UNSTABLE_CHARS:
+        return False
+    verdict = True
+    for ch in chars - _STABLE_CHARS:  # each character is judged once per process
+        if _stable(ch):
+            _STABLE_CHARS.add(ch)
+        else:
+            _UNSTABLE_CHARS.add(ch)
+            verdict = False
+    return verdict
+
+
+def _folded_utf8(text: str, encoded: bytes | None = None) -> bytes:
+    """UTF-8 whose canonical form, as the batch computes it (NBSP a space, ASCII letters
+    lower-cased, ASCII whitespace collapsed, ends stripped), is canonical_text(text)."""
+    if encoded is None:
+        try:
+            encoded = text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: the slow path replaces them
+            return canonical_text(text).encode("utf-8")
+    if text.isascii() or _all_stable(set(encoded.translate(None, _ASCII_BYTES).decode("utf-8"))):
+        return encoded
+    folded, encoded, simple = _fold(text)
+    # Simple folded text has ASCII whitespace only; otherwise (U+2028, U+0085, ...) str.split()
+    # decides, and canonical text passes through the batch unchanged.
+    return encoded if simple else " ".join(folded.split()).encode("utf-8")
+
+
+def _collapse(joined: bytes) -> list[bytes]:
+    """The batch's passes over texts joined by NUL: ASCII folded, NBSP and each whitespace
+    run one space, no space at either end of a text; split at the NULs."""
+    folded = joined.translate(_ASCII_FOLD)
+    data = np.frombuffer(folded, dtype=np.uint8)
+    lead = np.flatnonzero(data[:-1] == 0xC2)  # C2 only ever leads a character: C2 A0 is NBSP
+    if len(lead):
+        nbsp = lead[data[lead + 1] == 0xA0]
+        if len(nbsp):  # only texts of stable characters still hold NBSP: two spaces, collapsed below
+            data = data.copy()
+            data[nbsp] = data[nbsp + 1] = 0x20
+            folded = None
+    space = data == 0x20
+    runs = space[1:] & space[:-1]
+    if runs.any():  # a boolean compress costs ~3 ns a byte: only when there is a run to shorten
+        keep = np.empty(len(data), dtype=bool)
+        keep[0] = True
+        np.logical_not(runs, out=keep[1:])
+        folded = data[keep].tobytes()
+    elif folded is None:
+        folded = data.tobytes()
+    return [piece.strip(b" ") for piece in folded.split(b"\x00")]
+
+
+def _canonical_batch(texts: Sequence[str]) -> list[bytes]:
+    """``[canonical_text(t).encode("utf-8") for t in texts]``, several times faster on a batch
+    (tested equal on arbitrary Unicode)."""
+    if not texts:
+        return []
+    try:
+        encoded = [text.encode("utf-8") for text in texts]
+    except UnicodeEncodeError:
+        parts = [_folded_utf8(text) for text in texts]
+    else:
+        wide = [i for i, text in enumerate(texts) if not text.isascii()]
+        parts = encoded
+        # Most batches hold a few distinct non-ASCII characters, all stable: one check for all.
+        if wide and not _all_stable(set(b"".join(encoded[i] for i in wide).translate(None, _ASCII_BYTES).decode())):
+            parts = list(encoded)
+            for i in wide:
+                parts[i] = _folded_utf8(texts[i], encoded[i])
+    pieces = []
+    start = size = 0
+    for end, part in enumerate(parts, 1):  # in groups of ~256 KB: the passes stay in the CPU's cache
+        size += len(part) + 1
+        if size >= _GROUP_BYTES or end == len(parts):
+            pieces += _collapse(b"\x00".join(parts[start:end]))
+            start, size = end, 0
+    if len(pieces) == len(parts):
+        return pieces
+    # A text holds NUL, the separator: those are canonicalized one by one.
+    out = [canonical_text(text).encode("utf-8") if b"\x00" in part else None for text, part in zip(texts, parts)]
+    clean = [i for i, piece in enumerate(out) if piece is None]
+    for i, piece in zip(clean, _collapse(b"\x00".join(parts[i] for i in clean)) if clean else ()):
+        out[i] = piece
+    return out
 
 
 def canonical_text(text: str) -> str:
