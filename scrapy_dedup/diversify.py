@@ -29,7 +29,7 @@ import numpy as np
 import xxhash
 
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, Fingerprint, fingerprint, near_match
-from scrapy_dedup.core.text import canonical_text, tokenize
+from scrapy_dedup.core.text import _canonical_batch, canonical_text, tokenize
 from scrapy_dedup.hits import HitKind, kind_of, resolve
 
 __all__ = ["ALSO_IN", "REASONS", "SEMANTIC_DUPLICATE_OF", "SEMANTIC_SIMILARITY",
@@ -149,42 +149,82 @@ def _is_candidate(shared: int, a: int, b: int) -> bool:
     return 2 * shared >= min(a, b)
 
 
+def _sampled_keys(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The sampled features of the texts as sorted, distinct keys (48 bits of window hash,
+    then 16 bits of the text's position), and the number of features of each text; None
+    when there is nothing to sample."""
+    n = len(texts)
+    if n > 0xFFFF:
+        return None
+    groups, lo, size = [], 0, 0
+    for hi, text in enumerate(texts, 1):  # in groups of ~128 KB: the passes stay in the CPU's cache
+        size += len(text)
+        if size >= _GROUP_BYTES or hi == n:
+            groups.append(_group_keys(texts[lo:hi], lo))
+            lo, size = hi, 0
+    keys = np.sort(np.concatenate(groups)) if len(groups) > 1 else np.sort(groups[0])
+    if len(keys) == 0:
+        return None
+    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    return keys, np.bincount((keys & np.uint64(0xFFFF)).astype(np.intp), minlength=n)
+
+
+_GROUP_BYTES = 1 << 17
+_NO_KEYS = np.empty(0, dtype=np.uint64)
+
+
+def _group_keys(texts: list[bytes], offset: int) -> np.ndarray:
+    """The keys of the sampled windows of some consecutive texts, the first at ``offset``."""
+    buf = b"".join(texts)
+    size = len(buf)
+    if size < _WINDOW:
+        return _NO_KEYS
+    # Padded so that a window may start at any byte: the ones that run into the next text (or
+    # the padding) are dropped after sampling, which leaves 1 in 8 to check.
+    data = np.frombuffer(buf + bytes(_WINDOW), dtype=np.uint8)
+    # Token starts: after a space, and every character of a script written without spaces
+    # (all of them have 3- or 4-byte UTF-8 encodings), as core.text tokenizes; and the very
+    # first byte (only that one: texts are joined, and a text's start follows the last
+    # character of the one before).
+    if buf.isascii():
+        pos = np.flatnonzero(data[: size - 1] == 0x20)
+        pos += 1
+        if offset == 0:
+            pos = np.concatenate((np.zeros(1, dtype=pos.dtype), pos))
+    else:
+        start = data[:size] >= 0xE0
+        start[1:] |= data[: size - 1] == 0x20
+        start[0] |= offset == 0
+        pos = np.flatnonzero(start)
+    # The window's 32 bytes as 4 little-endian words: one row gather from a strided view.
+    words = np.lib.stride_tricks.as_strided(data, shape=(size, _WINDOW), strides=(1, 1))[pos].view("<u8")
+    with np.errstate(over="ignore"):
+        a, b, c, d = _WORD_MIX
+        hashes = words[:, 0] * a
+        hashes += words[:, 1] * b
+        hashes += words[:, 2] * c
+        hashes += words[:, 3] * d
+        hashes ^= hashes >> np.uint64(31)
+        hashes *= a
+    keep = (hashes >> _SAMPLE_SHIFT) == 0
+    pos, hashes = pos[keep], hashes[keep]
+    ends = np.cumsum([len(t) for t in texts])
+    owner = np.searchsorted(ends, pos, side="right")
+    fits = pos + _WINDOW <= ends[owner]  # windows that do not run into the next text
+    return (hashes[fits] << np.uint64(16)) | (owner[fits] + offset).astype(np.uint64)
+
+
 def _features(texts: list[bytes]) -> tuple[list[np.ndarray], np.ndarray]:
     """For each text, the sampled window hashes that another text has too, and the number of
     distinct sampled hashes it has in all."""
     n = len(texts)
     none = [np.empty(0, dtype=np.uint64)] * n
-    buf = b"".join(texts)
-    size = len(buf)
-    if size < _WINDOW or n > 0xFFFF:
+    sampled = _sampled_keys(texts)
+    if sampled is None:
         return none, np.zeros(n, dtype=np.intp)
-    data = np.frombuffer(buf, dtype=np.uint8)
-    # Token starts: after a space, and every character of a script written without spaces
-    # (all of them have 3- or 4-byte UTF-8 encodings), as core.text tokenizes.
-    start = data >= 0xE0
-    start[1:] |= data[:-1] == 0x20
-    start[0] = True
-    pos = np.flatnonzero(start)
-    ends = np.cumsum([len(t) for t in texts])
-    owner = np.searchsorted(ends, pos, side="right")
-    fits = pos + _WINDOW <= ends[owner]  # windows that do not run into the next text
-    pos, owner = pos[fits], owner[fits]
-    # The 8 bytes at every position, as one unaligned view (no copy).
-    words = np.ndarray((size - 7,), dtype="<u8", buffer=buf, offset=0, strides=(1,))
-    with np.errstate(over="ignore"):
-        a, b, c, d = _WORD_MIX
-        hashes = words[pos] * a + words[pos + 8] * b + words[pos + 16] * c + words[pos + 24] * d
-        hashes ^= hashes >> np.uint64(31)
-        hashes *= a
-    keep = (hashes >> _SAMPLE_SHIFT) == 0
-    # 48 bits of hash and 16 of owner in one key: one sort groups equal features.
-    keys = np.sort((hashes[keep] << np.uint64(16)) | owner[keep].astype(np.uint64))
-    if len(keys) == 0:
-        return none, np.zeros(n, dtype=np.intp)
-    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    keys, counts = sampled
     owner = (keys & np.uint64(0xFFFF)).astype(np.intp)
     hashes = keys >> np.uint64(16)
-    counts = np.bincount(owner, minlength=n)
     same = hashes[1:] == hashes[:-1]
     shared = np.zeros(len(hashes), dtype=bool)
     shared[1:] |= same
@@ -196,6 +236,41 @@ def _features(texts: list[bytes]) -> tuple[list[np.ndarray], np.ndarray]:
     hashes, owner = hashes[order], owner[order]
     cuts = np.searchsorted(owner, np.arange(n + 1))
     return [hashes[cuts[i] : cuts[i + 1]] for i in range(n)], counts
+
+
+#: Pairs of texts sharing a feature, counted with repeats, above which the candidates are found
+#: by walking posting lists instead (many copies of one text share every feature).
+_MAX_PAIRS = 1 << 20
+
+
+def _candidate_pairs(texts: list[bytes]) -> tuple[list[int], list[int]] | None:
+    """Every pair ``(i, j)``, ``i < j``, that :func:`_is_candidate` accepts, ordered by ``j``
+    then ``i``, counted for all pairs at once; None when there would be too many pairs."""
+    n = len(texts)
+    sampled = _sampled_keys(texts)
+    if sampled is None:
+        return [], []
+    keys, counts = sampled
+    hashes = keys >> np.uint64(16)
+    owner = (keys & np.uint64(0xFFFF)).astype(np.intp)
+    # Runs of equal hashes (their owners ascending): every element pairs with the later ones.
+    first = np.flatnonzero(np.concatenate(([True], hashes[1:] != hashes[:-1])))
+    length = np.diff(np.append(first, len(keys)))
+    later = np.repeat(first + length, length) - np.arange(len(keys)) - 1
+    total = int(later.sum())
+    if total == 0:
+        return [], []
+    if total > _MAX_PAIRS:
+        return None
+    lo = np.repeat(np.arange(len(keys)), later)
+    hi = lo + 1 + np.arange(total) - np.repeat(np.cumsum(later) - later, later)
+    code, shared = np.unique(owner[hi] * n + owner[lo], return_counts=True)
+    j, i = np.divmod(code, n)
+    a, b = counts[i], counts[j]
+    union = a + b - shared
+    accept = (shared >= 2) & np.where(union >= _MIN_UNION, shared >= _MIN_SAMPLED_JACCARD * union,
+                                      2 * shared >= np.minimum(a, b))
+    return i[accept].tolist(), j[accept].tolist()
 
 
 # -- the steps -------------------------------------------------------------------------------
@@ -240,25 +315,50 @@ def _eligible(hit: _Hit) -> bool:
     # near_match never matches texts under DEFAULT_MIN_TOKENS tokens. Canonical text has one
     # space between words and a word is at least one token, so long texts need no tokenizing;
     # short ones are counted with the core's tokenizer, whatever it does with punctuation.
+    # Counting spaces costs ~1.5 ns a byte: a prefix usually holds enough of them already.
     canonical = hit.canonical
-    return canonical.count(" ") + 1 >= DEFAULT_MIN_TOKENS or len(tokenize(canonical)) >= DEFAULT_MIN_TOKENS
+    return (canonical.count(b" ", 0, 12 * DEFAULT_MIN_TOKENS) + 1 >= DEFAULT_MIN_TOKENS
+            or canonical.count(b" ") + 1 >= DEFAULT_MIN_TOKENS
+            or len(tokenize(canonical.decode("utf-8"))) >= DEFAULT_MIN_TOKENS)
 
 
 def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
     pool = [h for h in hits if _eligible(h)]
     if len(pool) < 2:
         return hits
-    shared, counts = _features([h.canonical.encode("utf-8") for h in pool])
+    texts = [h.canonical for h in pool]
 
     def fp(h: _Hit) -> Fingerprint:
         found = fingerprints.get(h.key)
         if found is None:
-            found = fingerprints[h.key] = fingerprint(h.canonical)
+            found = fingerprints[h.key] = fingerprint(h.canonical.decode("utf-8"))
         return found
 
     # In rank order, each hit is compared with the better hits still standing that share
     # enough features with it, best first, and joins the first it matches (as in the crawl's
-    # clusters, only representatives are compared, so the posting lists stay short).
+    # clusters, only representatives are compared).
+    pairs = _candidate_pairs(texts)
+    if pairs is None:
+        _near_posting(pool, texts, fp)
+        return [h for h in hits if h.parent is None]
+    joined = [False] * len(pool)
+    for i, j in zip(*pairs):
+        if joined[j] or joined[i]:
+            continue
+        rep, hit = pool[i], pool[j]
+        if rep.cluster is not None and hit.cluster is not None:
+            continue  # the crawl already decided these two are different documents
+        matched, distance, jaccard = near_match(fp(rep), fp(hit))
+        if matched:
+            _collapse(hit, rep, "near_duplicate", jaccard=jaccard, distance=distance)
+            joined[j] = True
+    return [h for h in hits if h.parent is None]
+
+
+def _near_posting(pool: list[_Hit], texts: list[bytes], fp: Callable[[_Hit], Fingerprint]) -> None:
+    """The same decisions as _near, with posting lists of the representatives' features: for
+    sets whose features pair up too often to count all pairs at once."""
+    shared, counts = _features(texts)
     posting: dict[int, list[int]] = {}
     counts = counts.tolist()
     for j, hit in enumerate(pool):
@@ -273,7 +373,7 @@ def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
         for i in sorted(i for i, c in together.items() if _is_candidate(c, counts[i], mine_count)):
             rep = pool[i]
             if rep.cluster is not None and hit.cluster is not None:
-                continue  # the crawl already decided these two are different documents
+                continue
             matched, distance, jaccard = near_match(fp(rep), fp(hit))
             if matched:
                 _collapse(hit, rep, "near_duplicate", jaccard=jaccard, distance=distance)
@@ -281,7 +381,6 @@ def _near(hits: list[_Hit], fingerprints: dict[str, Fingerprint]) -> list[_Hit]:
         else:
             for f in mine:
                 posting.setdefault(f, []).append(j)
-    return [h for h in hits if h.parent is None]
 
 
 def _merge_spans(hits: list[_Hit]) -> tuple[list[_Hit], bool]:
@@ -310,8 +409,8 @@ def _merge_spans(hits: list[_Hit]) -> tuple[list[_Hit], bool]:
                     if other is not best:
                         _collapse(other, best, "overlapping_span", span=list(other.span))
                 best.text, best.span, best.merged = text, (start, end), True
-                best.canonical = canonical_text(text)
-                best.key = _key(best.canonical)
+                best.canonical = canonical_text(text).encode("utf-8")
+                best.key = xxhash.xxh3_128_hexdigest(best.canonical)
                 changed = True
             if hit is not None:
                 block, start, end, text = [hit], hit.span[0], hit.span[1], hit.text
@@ -481,29 +580,35 @@ def _read(hits: Sequence[Any], text, score, embedding, source, cluster) -> list[
         kind = kind_of(obj)
         hit = _Hit(index, obj, kind)
         try:
-            value = get_text(kind, obj)
+            value = kind.text(obj) if text is None else get_text(kind, obj)
         except KeyError as exc:
             raise ValueError(f"hit {index}: {exc.args[0]}") from None
         if not isinstance(value, str):
             raise TypeError(f"hit {index}: text must be a str, got {type(value).__name__}")
         hit.text = value
-        hit.canonical = canonical_text(value)
-        hit.key = _key(hit.canonical)
-        hit.score = _number(get_score(kind, obj), "score", index)
-        vector = get_embedding(kind, obj)
+        # The kinds' own readers are called directly when no field was named (most calls).
+        number = kind.score(obj) if score is None else get_score(kind, obj)
+        hit.score = number if type(number) is float and number == number else _number(number, "score", index)
+        vector = kind.embedding(obj) if embedding is None else get_embedding(kind, obj)
         hit.embedding = None if vector is None or len(vector) == 0 else vector
-        hit.source = get_source(kind, obj)
+        hit.source = kind.source(obj) if source is None else get_source(kind, obj)
         hit.ident = kind.ident(obj)
         hit.label = hit.source if hit.source is not None else hit.ident
         hit.document = kind.document(obj)
         if hit.document is None:
             hit.document = hit.source
         hit.span = kind.span(obj, len(value))
-        hit.cluster = get_cluster(kind, obj) if get_cluster else _cluster_of(kind, obj, hit.key)
+        hit.cluster = get_cluster(kind, obj) if get_cluster else None
         meta = kind.meta(obj)
         earlier = meta.get(ALSO_IN) if meta else None
         hit.also_in = list(earlier) if isinstance(earlier, (list, tuple)) else []
         out.append(hit)
+    # All texts canonicalized together (the batch is several times faster than one by one).
+    for hit, canonical in zip(out, _canonical_batch([hit.text for hit in out])):
+        hit.canonical = canonical  # UTF-8
+        hit.key = xxhash.xxh3_128_hexdigest(canonical)
+        if not get_cluster:
+            hit.cluster = _cluster_of(hit.kind, hit.obj, hit.key)
     return out
 
 
