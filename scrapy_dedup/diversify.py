@@ -591,13 +591,11 @@ def _read(hits: Sequence[Any], text, score, embedding, source, cluster) -> list[
         hit.score = number if type(number) is float and number == number else _number(number, "score", index)
         vector = kind.embedding(obj) if embedding is None else get_embedding(kind, obj)
         hit.embedding = None if vector is None or len(vector) == 0 else vector
-        hit.source = kind.source(obj) if source is None else get_source(kind, obj)
-        hit.ident = kind.ident(obj)
+        own_source, hit.ident, hit.document, hit.span = kind.place(obj, len(value))
+        hit.source = own_source if source is None else get_source(kind, obj)
         hit.label = hit.source if hit.source is not None else hit.ident
-        hit.document = kind.document(obj)
         if hit.document is None:
             hit.document = hit.source
-        hit.span = kind.span(obj, len(value))
         hit.cluster = get_cluster(kind, obj) if get_cluster else None
         meta = kind.meta(obj)
         earlier = meta.get(ALSO_IN) if meta else None
@@ -618,16 +616,14 @@ def _rank(hits: list[_Hit], scored: bool) -> list[_Hit]:
     if not scored:
         ordered = sorted(hits, key=lambda h: h.index)
     else:
-        def key(h: _Hit) -> tuple:
-            return (-h.score, h.key, str(h.label), h.span or (-1, -1))
-
-        ordered = sorted(hits, key=key)
+        keyed = sorted(((-h.score, h.key, str(h.label), h.span or (-1, -1)), h.index, h) for h in hits)
+        ordered = [h for _, _, h in keyed]
         # Hits equal on every key so far differ (if at all) in other fields: order those by
         # their content too, so that a permutation of the input cannot change which is kept.
         i = 0
-        while i < len(ordered):
+        while i < len(keyed):
             j = i + 1
-            while j < len(ordered) and key(ordered[j]) == key(ordered[i]):
+            while j < len(keyed) and keyed[j][0] == keyed[i][0]:
                 j += 1
             if j - i > 1:
                 ordered[i:j] = sorted(ordered[i:j], key=lambda h: repr(_plain(h)))
@@ -741,6 +737,11 @@ def _output(records: list[_Hit], kept: list[_Hit], flags: dict[int, tuple[int, f
                                            hit.source, dict(hit.detail), hit.obj))
     out = []
     for pos, hit in enumerate(kept):
+        if not (hit.absorbed or hit.also_in or hit.merged or pos in flags):  # most hits: nothing to add
+            meta = hit.kind.meta(hit.obj)
+            if not meta or not any(f in meta for f in _FIELDS):
+                out.append(hit.obj)
+                continue
         fields: dict[str, Any] = {}
         also_in = list(hit.also_in)
         own = {hit.label} if hit.label is not None else set()

@@ -90,6 +90,10 @@ class HitKind:
         """``(start, end)`` of the chunk in its document, in characters, when it says."""
         return _span_of(self.meta(hit), length)
 
+    def place(self, hit: Any, length: int) -> tuple[Any, Any, Any, tuple[int, int] | None]:
+        """``(source, ident, document, span)`` at once (kinds may read them faster together)."""
+        return self.source(hit), self.ident(hit), self.document(hit), self.span(hit, length)
+
     def lookup(self, hit: Any, key: str) -> Any:
         """A user-named field: the hit's metadata first, then an attribute."""
         meta = self.meta(hit)
@@ -136,6 +140,7 @@ class _Str(HitKind):
 
 
 _TEXT_KEYS = ("text", "page_content", "content")
+_NESTED = frozenset(("metadata", "meta"))
 
 
 class _Dict(HitKind):
@@ -170,6 +175,18 @@ class _Dict(HitKind):
 
     def span(self, hit, length):
         return super().span(hit, length) or _span_of(self._inner(hit), length)
+
+    def place(self, hit, length):
+        # source(), ident(), document() and span() with the nested metadata looked up once
+        inner = None if hit.keys().isdisjoint(_NESTED) else self._inner(hit)
+        source = _first(hit, SOURCE_KEYS)
+        if source is None:
+            source = _first(inner, SOURCE_KEYS)
+        document = _first(hit, DOCUMENT_KEYS)
+        if document is None:
+            document = _first(inner, DOCUMENT_KEYS)
+        return (source, hit.get("id", hit.get("chunk_id")), document,
+                _span_of(hit, length) or _span_of(inner, length))
 
     def lookup(self, hit, key):
         if key in hit:
