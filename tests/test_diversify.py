@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 import scrapy_dedup
 from scrapy_dedup import diversify
 from scrapy_dedup.core.fingerprints import content_hash, fingerprint, near_match
+from scrapy_dedup.core.text import _canonical_batch
 from scrapy_dedup.diversify import Diversified, Explanation, _features, _is_candidate, _key
+
+_div = sys.modules["scrapy_dedup.diversify"]
 
 WORDS = [f"w{i}" for i in range(2000)]
 
@@ -157,6 +160,50 @@ def test_candidate_sampling_finds_every_pair_near_match_confirms():
                     common = len(set(shared[i].tolist()) & set(shared[j].tolist()))
                     assert _is_candidate(common, counts[i], counts[j]), (seed, i, j)
     assert accepted > 100  # the check had pairs to check
+
+
+def _edit_family(seed: int, n: int = 40, most: int = 40) -> list[str]:
+    rng = np.random.default_rng(seed)
+    base = passage(seed)
+    texts = [base, passage(seed + 100), passage(seed + 100)[:900] + base[:900]]  # a shared paragraph
+    texts += [edited(base, *rng.choice(300, size=int(m), replace=False)) for m in rng.integers(1, most, n)]
+    return texts
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_candidate_pairs_counted_at_once_are_the_pairs_of_shared_features(seed):
+    # _candidate_pairs counts the shared features of every pair in one pass; the definition
+    # is the intersection of the two texts' shared features, judged by _is_candidate.
+    texts = _canonical_batch(_edit_family(seed))
+    shared, counts = _features(texts)
+    expected = [(i, j) for j in range(len(texts)) for i in range(j)
+                if _is_candidate(len(set(shared[i].tolist()) & set(shared[j].tolist())), counts[i], counts[j])]
+    i, j = _div._candidate_pairs(texts)
+    assert list(zip(i, j)) == expected
+    assert len(expected) > 100  # the family is close enough to give many
+
+
+@pytest.mark.parametrize("seed", [14, 15])
+def test_posting_lists_decide_as_the_pairs_do(seed):
+    # Sets with too many feature pairs (many copies of one text) walk posting lists instead:
+    # the same collapses, into the same hits.
+    rng = np.random.default_rng(seed)
+    hits = [{"text": t, "score": float(s), "url": f"u{k}"}
+            for k, (t, s) in enumerate(zip(_edit_family(seed, most=12), rng.random(100)))]
+
+    def decided(walk: bool) -> list[tuple[int, int | None]]:
+        records = _div._rank(_div._read(hits, None, None, None, None, None), True)
+        kept = _div._exact(records)
+        if walk:
+            pool = [h for h in kept if _div._eligible(h)]
+            _div._near_posting(pool, [h.canonical for h in pool], lambda h: fingerprint(h.canonical.decode()))
+        else:
+            _div._near(kept, {})
+        return [(h.index, None if h.parent is None else h.parent.index) for h in records]
+
+    pairs, walked = decided(False), decided(True)
+    assert pairs == walked
+    assert sum(parent is not None for _, parent in pairs) > 8
 
 
 def test_sampling_works_on_text_written_without_spaces():

@@ -202,3 +202,55 @@ def test_slow_path_lead_bytes_cover_every_script_without_spaces():
     for ch in _all_code_points():
         if T._NO_SPACE_RE.match(ch):
             assert ch.encode()[0] in T._SLOW_BYTES, hex(ord(ch))
+
+
+# -- many texts at once (_canonical_batch) ----------------------------------------------------
+
+# Characters the batch treats specially, and ones that send a text down the per-text path.
+_BATCH_ALPHABET = st.sampled_from(
+    "aZ09 _.,-\t\n\r\x0b\x0c\x1c\x1f\x00\u00a0\u2028\u0085\u1680\u3000\u2009"  # separators and spaces
+    "é→“—πø\u00c9\u00df\u0301\u200b\u00adﬁＡΣ\u0130\u1161\u11a8가中ア\ud800"  # stable and unstable characters
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(), max_size=8))
+def test_batch_equals_canonical_text_one_by_one(texts):
+    assert T._canonical_batch(texts) == [canonical_text(t).encode("utf-8") for t in texts]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(alphabet=_BATCH_ALPHABET, max_size=40), max_size=8))
+def test_batch_equals_canonical_text_on_whitespace_nul_and_folding(texts):
+    assert T._canonical_batch(texts) == [canonical_text(t).encode("utf-8") for t in texts]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.text(alphabet=_BATCH_ALPHABET, min_size=1, max_size=12), st.integers(1, 20_000)),
+                min_size=1, max_size=12))
+def test_batch_equals_canonical_text_across_groups(parts):
+    texts = [part * repeat for part, repeat in parts]  # up to ~1 MB: several groups of _GROUP_BYTES
+    assert T._canonical_batch(texts) == [canonical_text(t).encode("utf-8") for t in texts]
+
+
+def test_stable_characters_fold_to_themselves_next_to_anything():
+    # The batch leaves a text of ASCII and stable characters as it is but for its ASCII letters:
+    # exact only if no stable character is folded, is whitespace, or composes with the one before.
+    seconds = {chr(c) for c in range(0x1161, 0x1176)} | {chr(c) for c in range(0x11A8, 0x11C3)}  # Hangul V, T
+    for ch in _all_code_points():
+        decomposition = unicodedata.decomposition(ch).split()
+        if len(decomposition) == 2 and not decomposition[0].startswith("<"):
+            pair = "".join(chr(int(cp, 16)) for cp in decomposition)
+            if unicodedata.normalize("NFC", pair) == ch:
+                seconds.add(pair[1])
+    stable = [ch for ch in _all_code_points() if ord(ch) > 0x7F and T._stable(ch)]
+    assert len(stable) > 100_000  # most of Unicode: letters without case, symbols, CJK
+    assert not [hex(ord(ch)) for ch in stable if ch in seconds or ch.isspace() or unicodedata.combining(ch)]
+    # next to ASCII letters, to itself, to the stable characters around it in code point order
+    text = " ".join(f"A{ch}{ch}b{ch}" for ch in stable) + "".join(stable)
+    assert canonical_text(text) == text.replace("A", "a")
+
+
+def test_batch_of_nothing_and_of_empty_texts():
+    assert T._canonical_batch([]) == []
+    assert T._canonical_batch(["", " ", "\n\u00a0\n"]) == [b"", b"", b""]
