@@ -11,7 +11,12 @@ Speed, on passages of 300 words cut from real page texts (the PostgreSQL 15 docs
   ``fingerprint()`` every hit and ``near_match`` every pair. CPU time of the calling thread is
   what the targets are judged on (the wall clock of a shared 2-core machine also counts waiting
   for a core); both are reported.
-- The floor: ``canonical_text`` of the same hits alone, which the exact hash needs anyway.
+- Every call gets new hits (new dicts and str objects, built outside the clock; the cases of 50
+  take a different 50 of the 1,000 passages each call): nothing from an earlier call is reused.
+- The floor: the canonical text of the same hits alone, which the exact hash needs anyway, with
+  the crawl's ``canonical_text`` one by one and as the batch ``diversify`` computes it.
+- The same sizes with passages as a splitter returns them (the page's own line breaks, runs of
+  spaces and NBSP between the words), and where the time of a call goes, stage by stage.
 - 50 hits of which 20 are copies (10 exact, 10 with a word changed), as a set retrieved from
   an index that was never deduplicated looks: the copies have to be fingerprinted and confirmed.
 
@@ -48,7 +53,7 @@ from run_all import RESULTS, SIZES, fmt, log, row, write_result  # noqa: E402
 
 from scrapy_dedup import diversify  # noqa: E402
 from scrapy_dedup.core.fingerprints import content_hash, fingerprint, near_match  # noqa: E402
-from scrapy_dedup.core.text import canonical_text, tokenize  # noqa: E402
+from scrapy_dedup.core.text import _canonical_batch, canonical_text, tokenize  # noqa: E402
 
 NAME = "diversify"
 REPEATS = {"tiny": 5, "default": 200, "large": 500}
@@ -62,19 +67,25 @@ TARGET_DUPS, TARGET_BEST = 0.01, 0.99
 MIRROR = "https://mirror.example.org/postgresql/15.20/"
 COPY_REASONS = {"exact_duplicate", "near_duplicate", "same_chunk", "same_cluster", "overlapping_span"}
 _TITLE = re.compile(rb"<title>(.*?)</title>", re.S | re.I)
+_WORD = re.compile(r"\S+")
 
 
 # -- speed ----------------------------------------------------------------------------------
 
 
-def passages(texts: list[str], words: int, count: int) -> list[str]:
+def passages(texts: list[str], words: int, count: int, *, as_extracted: bool = False) -> list[str]:
     """``count`` distinct passages of ``words`` words cut from the texts; when the texts are
-    too few (the tests' small site), the rest are drawn at random from their vocabulary."""
+    too few (the tests' small site), the rest are drawn at random from their vocabulary.
+    ``as_extracted`` keeps the page's own whitespace between the words (line breaks, runs of
+    spaces, NBSP), as a splitter returns it; otherwise the words are joined by one space."""
     out, seen = [], set()
     for text in texts:
-        toks = text.split()
-        for start in range(0, len(toks) - words + 1, words):
-            piece = " ".join(toks[start : start + words])
+        spans = [m.span() for m in _WORD.finditer(text)]
+        for start in range(0, len(spans) - words + 1, words):
+            if as_extracted:
+                piece = text[spans[start][0] : spans[start + words - 1][1]]
+            else:
+                piece = " ".join(text[a:b] for a, b in spans[start : start + words])
             if content_hash(piece) not in seen:
                 seen.add(content_hash(piece))
                 out.append(piece)
@@ -88,14 +99,18 @@ def passages(texts: list[str], words: int, count: int) -> list[str]:
     return out
 
 
-def timed(fn, repeats: int) -> dict[str, float]:
-    """Wall and CPU (this thread's) milliseconds per call. On a shared machine the wall clock
-    also counts waiting for a core; the targets are judged on the call's own CPU time."""
-    fn()  # warm: first calls pay for imports and numpy's dispatch caches
+def timed(make, fn, repeats: int) -> dict[str, float]:
+    """Wall and CPU (this thread's) milliseconds per call of ``fn(make(r))``. Every call gets
+    inputs built for it beforehand, outside the clock (new dicts, new str objects, different
+    passages where the case allows): nothing computed for an earlier call can be reused. On a
+    shared machine the wall clock also counts waiting for a core; the targets are judged on
+    the call's own CPU time."""
+    inputs = [make(r) for r in range(repeats + 1)]
+    fn(inputs.pop())  # warm: first calls pay for imports and numpy's dispatch caches
     wall, cpu = [], []
-    for _ in range(repeats):
+    for data in inputs:
         c0, t0 = time.thread_time(), time.perf_counter()
-        fn()
+        fn(data)
         wall.append((time.perf_counter() - t0) * 1e3)
         cpu.append((time.thread_time() - c0) * 1e3)
     wall.sort()
@@ -115,40 +130,90 @@ def pairwise(hits: list[dict]) -> list[dict]:
     return [hits[j] for j in kept]
 
 
+def fresh(hits: list[dict]) -> list[dict]:
+    """New dicts with new str objects of the same texts (a str caches its hash and UTF-8)."""
+    return [dict(h, text=(h["text"] + " ")[:-1]) for h in hits]
+
+
+def phases(hits: list[dict]) -> dict[str, float]:
+    """CPU milliseconds of diversify's stages on these hits: reading them (canonical text and
+    exact hash included), the sampled features and candidate pairs, fingerprints and
+    near_match of the candidates, the rest."""
+    div = sys.modules["scrapy_dedup.diversify"]
+    clock = time.thread_time
+    t0 = clock()
+    records = div._read(hits, None, None, None, None, None)
+    t1 = clock()
+    kept = div._clusters(div._exact(div._rank(records, div._scored(records))))
+    pool = [h for h in kept if div._eligible(h)]
+    t2 = clock()
+    div._candidate_pairs([h.canonical for h in pool])
+    t3 = clock()
+    kept = div._near(kept, {})  # candidates again, then their fingerprints and near_match
+    t4 = clock()
+    kept, _ = div._merge_spans(kept)
+    kept, flags = div._semantic(kept, None, 0.5, 0.95, False, True)
+    div._output(records, kept, flags, False)
+    t5 = clock()
+    return {"read_canonical_hash": (t1 - t0) * 1e3, "features_candidates": (t3 - t2) * 1e3,
+            "fingerprints_near_match": max(0.0, (t4 - t3) - (t3 - t2)) * 1e3,
+            "rank_exact_merge_output": ((t2 - t1) + (t5 - t4)) * 1e3}
+
+
 def speed(texts: list[str], repeats: int) -> dict[str, object]:
     rng = np.random.default_rng(0)
     # 1,000 passages that are not copies of each other (some pages of a doc site repeat whole
     # paragraphs; those belong to the case with copies, below).
     pool = list(diversify(passages(texts, SPEED_WORDS, 2000)))[:1000]
-    if len(pool) < 1000:
-        raise SystemExit(f"only {len(pool)} distinct passages of {SPEED_WORDS} words")
+    raw_pool = list(diversify(passages(texts, SPEED_WORDS, 2000, as_extracted=True)))[:1000]
+    if len(pool) < 1000 or len(raw_pool) < 1000:
+        raise SystemExit(f"only {min(len(pool), len(raw_pool))} distinct passages of {SPEED_WORDS} words")
     scores = rng.random(1000)
     hits = [{"text": t, "score": float(s), "url": f"https://docs/{i}"} for i, (t, s) in enumerate(zip(pool, scores))]
-    vectors = rng.normal(size=(50, 768)).astype(np.float32)
-    with_emb = [dict(h, embedding=vectors[i]) for i, h in enumerate(hits[:50])]
+    raw = [{"text": t, "score": float(s), "url": f"https://docs/{i}"} for i, (t, s) in enumerate(zip(raw_pool, scores))]
+    vectors = rng.normal(size=(1000, 768)).astype(np.float32)
     copies = list(hits[:30])
     for i in range(10):  # 10 exact copies from other hosts, 10 with one word changed
         copies.append(dict(hits[i], url=f"https://mirror/{i}", score=hits[i]["score"] - 1e-3))
         words = hits[10 + i]["text"].split()
         words[len(words) // 2] = "changed"
         copies.append({"text": " ".join(words), "score": hits[10 + i]["score"] - 1e-3, "url": f"https://old/{i}"})
+
+    def window(source: list[dict], r: int) -> list[dict]:  # call r gets passages 50r.. (mod 1,000)
+        return fresh(source[50 * (r % 20) : 50 * (r % 20) + 50])
+
+    def with_emb(r: int) -> list[dict]:
+        lo = 50 * (r % 20)
+        return [dict(h, embedding=vectors[lo + i].copy()) for i, h in enumerate(window(hits, r))]
+
     cases = {
-        "50": lambda: diversify(hits[:50]),
-        "50+emb": lambda: diversify(with_emb, 10),
-        "1000": lambda: diversify(hits),
-        "50 with 20 copies": lambda: diversify(copies),
-        "50, canonical_text alone": lambda: [canonical_text(h["text"]) for h in hits[:50]],
-        "1000, canonical_text alone": lambda: [canonical_text(h["text"]) for h in hits],
-        "50, pairwise near_match": lambda: pairwise(hits[:50]),
-        "50 with 20 copies, pairwise near_match": lambda: pairwise(copies),
+        "50": (lambda r: window(hits, r), diversify),
+        "50+emb": (with_emb, lambda h: diversify(h, 10)),
+        "1000": (lambda r: fresh(hits), diversify),
+        "50 with 20 copies": (lambda r: fresh(copies), diversify),
+        "50 as extracted": (lambda r: window(raw, r), diversify),
+        "1000 as extracted": (lambda r: fresh(raw), diversify),
+        "50, canonical_text alone": (lambda r: window(hits, r), lambda h: [canonical_text(x["text"]) for x in h]),
+        "50, batch canonical text alone": (lambda r: window(hits, r), lambda h: _canonical_batch([x["text"] for x in h])),
+        "1000, canonical_text alone": (lambda r: fresh(hits), lambda h: [canonical_text(x["text"]) for x in h]),
+        "1000, batch canonical text alone": (lambda r: fresh(hits), lambda h: _canonical_batch([x["text"] for x in h])),
+        "50, pairwise near_match": (lambda r: window(hits, r), pairwise),
+        "50 with 20 copies, pairwise near_match": (lambda r: fresh(copies), pairwise),
     }
     assert len(diversify(copies)) == 30 and len(pairwise(copies)) == 30 and len(diversify(hits)) == 1000
-    out = {}
-    for name, fn in cases.items():
+    out: dict[str, object] = {}
+    for name, (make, fn) in cases.items():
         n = max(3, repeats // (10 if "1000" in name or "pairwise" in name else 1))
-        out[name] = timed(fn, n)
+        out[name] = timed(make, fn, n)
         log(NAME, f"{name}: CPU median {out[name]['cpu_median_ms']:.3f} ms, wall median {out[name]['median_ms']:.3f} "
                   f"(p90 {out[name]['p90_ms']:.3f}, n={n})")
+    # Where the time goes: medians of each stage over the same kind of cold calls.
+    split = {}
+    for name, make, n in (("50", lambda r: window(hits, r), repeats), ("1000", lambda r: fresh(hits), max(3, repeats // 10))):
+        runs = [phases(make(r)) for r in range(n)]
+        split[name] = {stage: statistics.median(run[stage] for run in runs) for stage in runs[0]}
+        log(NAME, f"{name} by stage (CPU ms, median): " + ", ".join(f"{k} {v:.3f}" for k, v in split[name].items()))
+    out["stages"] = split
     return out
 
 
@@ -291,18 +356,20 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     what = {"50": "50 hits of 300 words, no embeddings", "50+emb": "50 hits of 300 words, 768-d embeddings, k=10 (MMR)",
-            "1000": "1,000 hits of 300 words", "50 with 20 copies": "50 hits of 300 words, 20 of them copies"}
+            "1000": "1,000 hits of 300 words", "50 with 20 copies": "50 hits of 300 words, 20 of them copies",
+            "50 as extracted": "50 hits of 300 words with the page's own whitespace (line breaks, NBSP)",
+            "1000 as extracted": "1,000 hits of 300 words with the page's own whitespace"}
+    targets = {**TARGETS_MS, "50 as extracted": TARGETS_MS["50"], "1000 as extracted": TARGETS_MS["1000"]}
     for case in what:
-        target = TARGETS_MS.get(case)
+        target = targets.get(case)
         cpu, wall = sp[case]["cpu_median_ms"], sp[case]["median_ms"]
-        alternative = ratio = ""
         alt_case = {"50": "50, pairwise near_match", "50 with 20 copies": "50 with 20 copies, pairwise near_match"}.get(case)
-        floor = {"50": "50, canonical_text alone", "50+emb": "50, canonical_text alone",
-                 "1000": "1000, canonical_text alone"}.get(case)
+        size = "1000" if case.startswith("1000") else "50" if case in ("50", "50+emb") else None
         parts, ratios = [], []
-        if floor:
-            parts.append(f"canonical_text of the same texts alone {fmt(sp[floor]['cpu_median_ms'])} ms")
-            ratios.append(f"{cpu / sp[floor]['cpu_median_ms']:.1f}x canonical_text")
+        if size:
+            one, batch = sp[f"{size}, canonical_text alone"]["cpu_median_ms"], sp[f"{size}, batch canonical text alone"]["cpu_median_ms"]
+            parts.append(f"canonical_text of the same texts one by one {fmt(one)} ms, as one batch {fmt(batch)} ms")
+            ratios.append(f"{cpu / one:.1f}x canonical_text")
         if alt_case:
             alt = sp[alt_case]["cpu_median_ms"]
             parts.append(f"fingerprint + pairwise near_match {fmt(alt)} ms")
@@ -321,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
                     f">= {TARGET_BEST:.0%}", ql["best_kept"] >= TARGET_BEST))
     notes = [f"quality corpus: {ql['corpus']}; {ql['passages']:,} passages of {PASSAGE_WORDS} words; "
              f"diversify(top {CANDIDATES}, k={TOP}) median {fmt(ql['diversify_ms_median'] or 0)} ms per query"]
+    for case, stages in sp["stages"].items():
+        notes.append(f"{case} hits by stage, CPU ms median: " + ", ".join(f"{k} {fmt(v)}" for k, v in stages.items()))
     write_result(NAME, {"size": args.size, "results": {"speed": sp, "quality": ql}, "rows": rows, "notes": notes},
                  args.out)
     return 0

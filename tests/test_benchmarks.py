@@ -162,9 +162,15 @@ def test_frontier(tmp_path):
 def test_diversify(tmp_path, corpus):
     data = run("bench_diversify.py", tmp_path)
     speed = data["results"]["speed"]
-    for case in ("50", "50+emb", "1000", "50 with 20 copies", "50, pairwise near_match", "50, canonical_text alone"):
+    for case in ("50", "50+emb", "1000", "50 with 20 copies", "50, pairwise near_match", "50, canonical_text alone",
+                 "50, batch canonical text alone", "50 as extracted", "1000 as extracted"):
         assert 0 < speed[case]["best_ms"] <= speed[case]["median_ms"] <= speed[case]["p90_ms"]
         assert speed[case]["cpu_median_ms"] >= 0
+    for size in ("50", "1000"):  # where the time goes, stage by stage
+        stages = speed["stages"][size]
+        assert set(stages) == {"read_canonical_hash", "features_candidates", "fingerprints_near_match",
+                               "rank_exact_merge_output"}
+        assert stages["read_canonical_hash"] > 0 and all(v >= 0 for v in stages.values())
     quality = data["results"]["quality"]
     assert quality["passages"] > 0 and quality["answered"] > 0
     before, after = quality["top5"]["before"], quality["top5"]["after"]
