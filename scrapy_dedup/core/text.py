@@ -193,7 +193,7 @@ _ASCII_FOLD = bytes(
     for b in range(256)
 )
 _ASCII_BYTES = bytes(range(0x80))
-_GROUP_BYTES = 1 << 18
+_GROUP_BYTES = 1 << 17
 # Non-ASCII characters met so far, by whether folding leaves them alone wherever they stand
 # (see _stable). NBSP counts as stable: folding only makes it a space, which the batch does.
 _STABLE_CHARS: set[str] = {"\xa0"}
@@ -274,27 +274,28 @@ def _collapse(joined: bytes) -> list[bytes]:
 def _canonical_batch(texts: Sequence[str]) -> list[bytes]:
     """``[canonical_text(t).encode("utf-8") for t in texts]``, several times faster on a batch
     (tested equal on arbitrary Unicode)."""
-    if not texts:
-        return []
+    out: list[bytes] = []
+    start = size = 0
+    for end, text in enumerate(texts, 1):  # in groups of ~128 K characters: the passes stay in the CPU's cache
+        size += len(text) + 1
+        if size >= _GROUP_BYTES or end == len(texts):
+            out += _canonical_group(texts[start:end])
+            start, size = end, 0
+    return out
+
+
+def _canonical_group(texts: Sequence[str]) -> list[bytes]:
     try:
-        encoded = [text.encode("utf-8") for text in texts]
+        parts = [text.encode("utf-8") for text in texts]
     except UnicodeEncodeError:
         parts = [_folded_utf8(text) for text in texts]
     else:
         wide = [i for i, text in enumerate(texts) if not text.isascii()]
-        parts = encoded
         # Most batches hold a few distinct non-ASCII characters, all stable: one check for all.
-        if wide and not _all_stable(set(b"".join(encoded[i] for i in wide).translate(None, _ASCII_BYTES).decode())):
-            parts = list(encoded)
+        if wide and not _all_stable(set(b"".join(parts[i] for i in wide).translate(None, _ASCII_BYTES).decode())):
             for i in wide:
-                parts[i] = _folded_utf8(texts[i], encoded[i])
-    pieces = []
-    start = size = 0
-    for end, part in enumerate(parts, 1):  # in groups of ~256 KB: the passes stay in the CPU's cache
-        size += len(part) + 1
-        if size >= _GROUP_BYTES or end == len(parts):
-            pieces += _collapse(b"\x00".join(parts[start:end]))
-            start, size = end, 0
+                parts[i] = _folded_utf8(texts[i], parts[i])
+    pieces = _collapse(b"\x00".join(parts))
     if len(pieces) == len(parts):
         return pieces
     # A text holds NUL, the separator: those are canonicalized one by one.
