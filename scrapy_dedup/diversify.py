@@ -739,7 +739,7 @@ def _output(records: list[_Hit], kept: list[_Hit], flags: dict[int, tuple[int, f
     for pos, hit in enumerate(kept):
         if not (hit.absorbed or hit.also_in or hit.merged or pos in flags):  # most hits: nothing to add
             meta = hit.kind.meta(hit.obj)
-            if not meta or not any(f in meta for f in _FIELDS):
+            if not meta or not (ALSO_IN in meta or SEMANTIC_DUPLICATE_OF in meta or SEMANTIC_SIMILARITY in meta):
                 out.append(hit.obj)
                 continue
         fields: dict[str, Any] = {}

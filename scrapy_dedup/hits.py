@@ -27,19 +27,12 @@ END_KEYS = ("end_index", "end_char_idx")
 Accessor = Callable[[Any], Any]
 
 
-_KEYSETS: dict[tuple[str, ...], frozenset[str]] = {}
-
-
 def _first(meta: Mapping[str, Any] | None, keys: tuple[str, ...]) -> Any:
     if not meta:
         return None
-    keyset = _KEYSETS.get(keys)
-    if keyset is None:
-        keyset = _KEYSETS[keys] = frozenset(keys)
-    if isinstance(meta, dict) and meta.keys().isdisjoint(keyset):
-        return None  # the common case, one set operation instead of a lookup per key
+    get = meta.get
     for key in keys:
-        value = meta.get(key)
+        value = get(key)
         if value is not None:
             return value
     return None
@@ -140,7 +133,6 @@ class _Str(HitKind):
 
 
 _TEXT_KEYS = ("text", "page_content", "content")
-_NESTED = frozenset(("metadata", "meta"))
 
 
 class _Dict(HitKind):
@@ -178,15 +170,17 @@ class _Dict(HitKind):
 
     def place(self, hit, length):
         # source(), ident(), document() and span() with the nested metadata looked up once
-        inner = None if hit.keys().isdisjoint(_NESTED) else self._inner(hit)
+        inner = self._inner(hit) if "metadata" in hit or "meta" in hit else None
         source = _first(hit, SOURCE_KEYS)
-        if source is None:
+        if source is None and inner is not None:
             source = _first(inner, SOURCE_KEYS)
         document = _first(hit, DOCUMENT_KEYS)
-        if document is None:
+        if document is None and inner is not None:
             document = _first(inner, DOCUMENT_KEYS)
-        return (source, hit.get("id", hit.get("chunk_id")), document,
-                _span_of(hit, length) or _span_of(inner, length))
+        span = _span_of(hit, length)
+        if span is None and inner is not None:
+            span = _span_of(inner, length)
+        return source, hit.get("id", hit.get("chunk_id")), document, span
 
     def lookup(self, hit, key):
         if key in hit:
