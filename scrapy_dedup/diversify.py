@@ -157,11 +157,14 @@ def _sampled_keys(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray] | None:
     if n > 0xFFFF:
         return None
     groups, lo, size = [], 0, 0
+    first, last = True, True  # whether a group's first byte starts a token; after a space?
     for hi, text in enumerate(texts, 1):  # in groups of ~128 KB: the passes stay in the CPU's cache
         size += len(text)
+        if text:
+            last = text[-1] == 0x20
         if size >= _GROUP_BYTES or hi == n:
-            groups.append(_group_keys(texts[lo:hi], lo))
-            lo, size = hi, 0
+            groups.append(_group_keys(texts[lo:hi], lo, first))
+            lo, size, first = hi, 0, last
     keys = np.sort(np.concatenate(groups)) if len(groups) > 1 else np.sort(groups[0])
     if len(keys) == 0:
         return None
@@ -173,8 +176,10 @@ _GROUP_BYTES = 1 << 17
 _NO_KEYS = np.empty(0, dtype=np.uint64)
 
 
-def _group_keys(texts: list[bytes], offset: int) -> np.ndarray:
-    """The keys of the sampled windows of some consecutive texts, the first at ``offset``."""
+def _group_keys(texts: list[bytes], offset: int, first: bool) -> np.ndarray:
+    """The keys of the sampled windows of some consecutive texts, the first at ``offset``;
+    ``first``: whether their first byte starts a token (a text's start counts as one only at
+    the very start, or after a space)."""
     buf = b"".join(texts)
     size = len(buf)
     if size < _WINDOW:
@@ -183,18 +188,17 @@ def _group_keys(texts: list[bytes], offset: int) -> np.ndarray:
     # the padding) are dropped after sampling, which leaves 1 in 8 to check.
     data = np.frombuffer(buf + bytes(_WINDOW), dtype=np.uint8)
     # Token starts: after a space, and every character of a script written without spaces
-    # (all of them have 3- or 4-byte UTF-8 encodings), as core.text tokenizes; and the very
-    # first byte (only that one: texts are joined, and a text's start follows the last
-    # character of the one before).
+    # (all of them have 3- or 4-byte UTF-8 encodings), as core.text tokenizes. The texts are
+    # sampled as if joined: a text's first byte follows the last byte of the one before.
     if buf.isascii():
         pos = np.flatnonzero(data[: size - 1] == 0x20)
         pos += 1
-        if offset == 0:
+        if first:
             pos = np.concatenate((np.zeros(1, dtype=pos.dtype), pos))
     else:
         start = data[:size] >= 0xE0
         start[1:] |= data[: size - 1] == 0x20
-        start[0] |= offset == 0
+        start[0] |= first
         pos = np.flatnonzero(start)
     # The window's 32 bytes as 4 little-endian words: one row gather from a strided view.
     words = np.lib.stride_tricks.as_strided(data, shape=(size, _WINDOW), strides=(1, 1))[pos].view("<u8")

@@ -206,6 +206,21 @@ def test_posting_lists_decide_as_the_pairs_do(seed):
     assert sum(parent is not None for _, parent in pairs) > 8
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["alpha ", "beta ", "\u03b4\u03ad\u03bb\u03c4\u03b1 ", "\u4e2d\u6587", " "]),
+                          st.integers(0, 12_000)), min_size=1, max_size=40))
+def test_sampling_in_groups_equals_sampling_all_texts_joined(parts):
+    # Features are sampled group by group (~128 KB each) for the CPU's cache; the groups must
+    # see exactly the windows one pass over all texts joined sees, at their edges too.
+    texts = [(word * repeat).encode() for word, repeat in parts]
+    whole = _div._group_keys(texts, 0, True)
+    grouped = _div._sampled_keys(texts)
+    if grouped is None:
+        assert len(whole) == 0
+    else:
+        assert np.array_equal(grouped[0], np.unique(whole))
+
+
 def test_sampling_works_on_text_written_without_spaces():
     rng = np.random.default_rng(7)
     han = "".join(chr(0x4E00 + int(c)) for c in rng.integers(0, 3000, 400))
