@@ -198,6 +198,7 @@ _GROUP_BYTES = 1 << 17
 # (see _stable). NBSP counts as stable: folding only makes it a space, which the batch does.
 _STABLE_CHARS: set[str] = {"\xa0"}
 _UNSTABLE_CHARS: set[str] = set()
+_REMEMBER_CHARS = 1 << 16  # a text of every code point must not grow them without bound
 
 
 def _stable(ch: str) -> bool:
@@ -222,11 +223,14 @@ def _all_stable(chars: set[str]) -> bool:
     if chars & _UNSTABLE_CHARS:
         return False
     verdict = True
+    remember = len(_STABLE_CHARS) + len(_UNSTABLE_CHARS) < _REMEMBER_CHARS
     for ch in chars - _STABLE_CHARS:  # each character is judged once per process
         if _stable(ch):
-            _STABLE_CHARS.add(ch)
+            if remember:
+                _STABLE_CHARS.add(ch)
         else:
-            _UNSTABLE_CHARS.add(ch)
+            if remember:
+                _UNSTABLE_CHARS.add(ch)
             verdict = False
     return verdict
 
