@@ -246,6 +246,7 @@ def test_stable_characters_fold_to_themselves_next_to_anything():
     stable = [ch for ch in _all_code_points() if ord(ch) > 0x7F and T._stable(ch)]
     assert len(stable) > 100_000  # most of Unicode: letters without case, symbols, CJK
     assert not [hex(ord(ch)) for ch in stable if ch in seconds or ch.isspace() or unicodedata.combining(ch)]
+    assert not [ch for ch in seconds if ch.isascii()]  # nor does an ASCII character compose with one
     # next to ASCII letters, to itself, to the stable characters around it in code point order
     text = " ".join(f"A{ch}{ch}b{ch}" for ch in stable) + "".join(stable)
     assert canonical_text(text) == text.replace("A", "a")
