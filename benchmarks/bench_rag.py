@@ -342,7 +342,7 @@ def cjk(site: str, root: Path, texts: dict[str, str]) -> dict:
     pages = sorted(texts)
     learner = learn_boilerplate(site, pages, texts)
     keys = learner.boilerplate_keys(site)
-    tokens, per_page = [], []
+    tokens, per_page, content_tokens = [], [], []
     cuts: Counter[str] = Counter()
     lines_over = 0
     removed = 0
@@ -353,6 +353,7 @@ def cjk(site: str, root: Path, texts: dict[str, str]) -> dict:
         chunks = chunk_text(text, headings=heading_spans(_html(root, page), text), boilerplate=stripped.removed)
         per_page.append(len(chunks))
         tokens += [c.tokens for c in chunks]
+        content_tokens += [c.tokens for c in chunks if not c.boilerplate]
         line_ends = set()
         for a, b in paragraphs(text):
             line_ends.update((a, b))
@@ -365,6 +366,7 @@ def cjk(site: str, root: Path, texts: dict[str, str]) -> dict:
             cuts["at 。！？" if last and last in CJK_STOPS else "at . ! ?" if last and last in LATIN_STOPS
                  else "between words or characters"] += 1
     tokens_arr = np.array(tokens or [0])
+    content_arr = np.array(content_tokens or [0])
     total = sum(len(t) for t in texts.values())
     return {
         "pages": len(pages),
@@ -375,6 +377,9 @@ def cjk(site: str, root: Path, texts: dict[str, str]) -> dict:
         "tokens": {q: int(np.percentile(tokens_arr, p)) for q, p in (("p10", 10), ("p50", 50), ("p90", 90), ("p99", 99))}
         | {"max": int(tokens_arr.max())},
         "chunks_under_min_tokens": round(float((tokens_arr < DEFAULT_MIN_TOKENS).mean()), 4),
+        "content_chunks": len(content_tokens),
+        "content_tokens": {q: int(np.percentile(content_arr, p)) for q, p in (("p10", 10), ("p50", 50), ("p90", 90))},
+        "content_chunks_under_min_tokens": round(float((content_arr < DEFAULT_MIN_TOKENS).mean()), 4),
         "lines": sum(1 for t in texts.values() for _ in paragraphs(t)),
         "lines_over_cap": lines_over,
         "cuts_inside_lines": dict(cuts),
@@ -396,14 +401,16 @@ def markdown(report: dict) -> str:
               f"Chunks of the cluster representatives (cap {DEFAULT_CHUNK_WORDS} words, heading spans, boilerplate "
               "with the defaults), settled in representative order.", "",
               "| site | pages | documents after page dedup | chunks | duplicate of another document (exact + near) "
-              "| exact | near | share of characters | repeats inside one document |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| exact | near | share of characters | repeats inside one document | without page dedup |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for site, r in sites.items():
         c = r["chunks"]
         same = sum(v for k, v in c["statuses"].items() if "same document" in k)
         lines.append(f"| {site} | {r['pages']} | {c['documents']} | {c['chunks']:,} | "
                      f"{c['share_duplicate_of_other_document']:.1%} | {c['share_exact_other']:.1%} | "
-                     f"{c['share_near_other']:.1%} | {c['share_of_chars_duplicate_of_other_document']:.1%} | {same} |")
+                     f"{c['share_near_other']:.1%} | {c['share_of_chars_duplicate_of_other_document']:.1%} | {same} | "
+                     f"{r['chunks_before_page_dedup']['share_duplicate_of_other_document']:.1%} of "
+                     f"{r['chunks_before_page_dedup']['chunks']:,} |")
     for site, r in sites.items():
         lines += ["", f"Most shared chunks, {site}:", "", "| documents | tokens | chunk |", "|---|---|---|"]
         lines += [f"| {t['documents']} | {t['tokens']} | {t['text'].replace('|', '/')} |" for t in r["chunks"]["most_shared"]]
@@ -434,13 +441,15 @@ def markdown(report: dict) -> str:
     if report["cjk"]:
         lines += ["", "## Chinese and Japanese pages", "",
                   "| site | pages | chunks (per page: mean, min-max) | tokens p10 / p50 / p90 / p99 / max | chunks < 50 tokens "
-                  "| lines over the cap | cuts inside lines | boilerplate share |", "|---|---|---|---|---|---|---|---|"]
+                  "| non-boilerplate chunks: tokens p10 / p50 / p90, < 50 tokens "
+                  "| lines over the cap | cuts inside lines | boilerplate share |", "|---|---|---|---|---|---|---|---|---|"]
         for site, r in report["cjk"].items():
-            t, cp = r["tokens"], r["chunks_per_page"]
+            t, cp, ct = r["tokens"], r["chunks_per_page"], r["content_tokens"]
             cuts = ", ".join(f"{k}: {v}" for k, v in sorted(r["cuts_inside_lines"].items())) or "none"
             lines.append(f"| {site} | {r['pages']} | {r['chunks']} ({cp['mean']}, {cp['min']}-{cp['max']}) | "
                          f"{t['p10']} / {t['p50']} / {t['p90']} / {t['p99']} / {t['max']} | "
-                         f"{r['chunks_under_min_tokens']:.1%} | {r['lines_over_cap']} of {r['lines']:,} | {cuts} | "
+                         f"{r['chunks_under_min_tokens']:.1%} | {r['content_chunks']}: {ct['p10']} / {ct['p50']} / {ct['p90']}, "
+                         f"{r['content_chunks_under_min_tokens']:.1%} | {r['lines_over_cap']} of {r['lines']:,} | {cuts} | "
                          f"{r['boilerplate_share_of_chars']:.1%} ({r['boilerplate_paragraphs']} paragraphs) |")
     return "\n".join(lines) + "\n"
 
@@ -461,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
             "pages": len(texts),
             "page_statuses": statuses,
             "chunks": shared_chunks(site, root, reps, texts, learner),
+            "chunks_before_page_dedup": shared_chunks(site, root, sorted(p for p, t in texts.items() if t.strip()), texts,
+                                                      learn_boilerplate(site, sorted(texts), texts)),
             "boilerplate": boilerplate_side_by_side(site, root, reps, texts, learner),
             "costs": costs(root, reps, texts, TIMING_SAMPLE[args.size]),
         }
