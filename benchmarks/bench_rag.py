@@ -79,6 +79,7 @@ CJK = {
 }
 DEMO = HERE.parent / "example_project" / "demo_site"
 ORDERS = ("url order", "reverse url order")
+LOW_SHARE = 0.1
 TIMING_SAMPLE = {"tiny": 20, "default": 120, "large": 400}
 HOST = "http://docs.example"
 CJK_STOPS = "。！？"
@@ -283,6 +284,14 @@ def boilerplate_side_by_side(site: str, root: Path, pages: list[str], texts: dic
         ours[page] = Counter(paragraph_key(text[a:b]) for a, b in cut)
     result = {"this extension (defaults)": removal(pages, texts, ours),
               "boilerplate paragraphs learned": len(keys)}
+    # a lower share, to show what the method takes when it does take something
+    low = BoilerplateLearner(share=LOW_SHARE)
+    for page in pages:
+        low.observe(site, f"{HOST}/{page}", texts[page])
+    low_keys = low.boilerplate_keys(site)
+    cut = {p: Counter(paragraph_key(texts[p][a:b]) for a, b in strip_boilerplate(texts[p], low_keys).removed)
+           for p in pages}
+    result[f"this extension (share {LOW_SHARE})"] = removal(pages, texts, cut)
     dedup = trafilatura_dedup(site, root, pages)
     for order, got in dedup.items():
         lost: dict[str, Counter[str]] = {}
