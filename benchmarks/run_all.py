@@ -46,6 +46,8 @@ BENCHMARKS = {
     "diversify": "query-time dedup of retrieved hits: speed, and BM25 top 5 on a doc site crawled without dedup",
     "chunks": "chunk sizes and per-host boilerplate on real documentation",
     "export": "scrapy dedup export of a large store: documents/s and memory",
+    "ingest": "scrapy dedup ingest of doc pages: documents/s with text given and with HTML",
+    "rag": "shared chunks after page dedup, boilerplate vs trafilatura deduplicate=True, heading spans, CJK pages",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own

@@ -245,3 +245,36 @@ def test_export(tmp_path):
     assert res["documents"] == 2_000
     assert res["export"]["docs"] == res["plain"]["docs"] == 2_000
     assert res["export"]["seconds"] > 0 and res["export"]["peak_anon_mb"] >= 0
+
+
+def test_ingest(tmp_path, corpus):
+    data = run("bench_ingest.py", tmp_path)
+    runs = data["results"]["runs"]
+    assert set(runs) == {"text", "html", "html, 2 workers"}
+    pages = data["results"]["pages"]
+    for r in runs.values():
+        assert r["records"] == pages > 0 and r["documents_per_s"] > 0
+        assert sum(r["statuses"].values()) == pages
+    # the same pages end in the same decisions whichever way they came in
+    assert runs["text"]["statuses"] == runs["html"]["statuses"] == runs["html, 2 workers"]["statuses"]
+
+
+def test_rag(tmp_path):
+    data = run("bench_rag.py", tmp_path)
+    site = data["results"]["sites"]["demo"]
+    assert site["pages"] > site["chunks"]["documents"] > 0  # the demo site has exact and near copies
+    assert site["chunks"]["chunks"] == sum(site["chunks"]["statuses"].values()) > 0
+    assert 0 <= site["chunks"]["share_duplicate_of_other_document"] <= 1
+    bp = site["boilerplate"]
+    ours = bp["this extension (defaults)"]
+    assert ours["unique_removed_chars"] == 0  # a paragraph on one page is never boilerplate
+    for order in ("url order", "reverse url order"):
+        traf = bp[f"trafilatura deduplicate=True, {order}"]
+        assert traf["chars"] == ours["chars"] > 0 and 0 <= traf["removed_share"] <= 1
+    costs = site["costs"]
+    assert costs["extract_ms_per_page"] > 0 and costs["heading_spans_ms_per_page"] > 0
+    assert costs["heading_spans_found"] > 0  # the demo pages keep their headings in <main>/<article>
+    chunking = costs["chunking"]
+    assert chunking["with heading spans"]["chunks"] > 0 and chunking["without heading spans"]["chunks"] > 0
+    assert data["notes"]  # CJK needs downloads: said, not silently skipped
+    assert (tmp_path / "rag.md").read_text(encoding="utf-8").startswith("# RAG corpus measures")
