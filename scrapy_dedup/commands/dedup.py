@@ -33,12 +33,14 @@ SUBCOMMANDS = {
     "repair": "salvage a damaged store and rebuild its indexes from the URL records",
     "migrate": "bring a store written by an earlier version to this version's format, in place",
     "export": "the settled corpus as JSON Lines: one record per document (or per unique chunk, --chunks)",
+    "chunks": "chunks that several documents share: the first source and every copy (crawled with DEDUP_CHUNKS)",
+    "boilerplate": "lines learned as boilerplate per host, with their page counts and an example URL",
     "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
 SCOPED = {
-    "host": ("aliases", "provenance"),
+    "host": ("aliases", "provenance", "boilerplate"),
     "reason": ("aliases",),
     "min_size": ("clusters",),
     "top": ("clusters", "report"),
@@ -114,7 +116,7 @@ class Command(ScrapyCommand):
             "--format", choices=("table", "jsonl", "csv"), default="table", help="output format (default: table)"
         )
         sub = parser.add_argument_group("Subcommand options")
-        sub.add_argument("--host", help="aliases, provenance: only URLs of this host (host or host:port)")
+        sub.add_argument("--host", help="aliases, provenance, boilerplate: only URLs of this host (host or host:port)")
         sub.add_argument(
             "--reason",
             action="append",
@@ -358,6 +360,50 @@ class Command(ScrapyCommand):
         print(f"exported {what}" + (f" to {opts.output}" if opts.output else ""), file=sys.stderr)
         if counts.note():
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
+
+    def _chunks(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import chunks
+        from scrapy_dedup.reports.formats import write_rows
+
+        if not chunks.has_chunks(store):
+            raise StoreError("the store keeps no chunks: crawl with DEDUP_CHUNKS = True")
+        self._warn_unsettled(store)
+        write_rows(
+            chunks.shared_chunks(store),
+            chunks.CHUNK_FIELDS,
+            opts.format,
+            sys.stdout,
+            table_fields=chunks.CHUNK_TABLE_FIELDS,
+            shrink=("first_source", "text"),
+        )
+
+    def _boilerplate(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import chunks
+        from scrapy_dedup.reports.formats import write_rows
+
+        if not chunks.has_chunks(store):
+            raise StoreError("the store keeps no chunks: crawl with DEDUP_CHUNKS = True")
+        self._warn_unsettled(store)
+        rows = chunks.learned_boilerplate(store, opts.host)
+        write_rows(
+            rows,
+            chunks.BOILERPLATE_FIELDS,
+            opts.format,
+            sys.stdout,
+            table_fields=chunks.BOILERPLATE_TABLE_FIELDS,
+            shrink=("example_url", "text"),
+        )
+        if not rows:
+            print("scrapy dedup: no line is boilerplate yet (on at least the larger of "
+                  "DEDUP_BOILERPLATE_MIN_PAGES pages and DEDUP_BOILERPLATE_SHARE of its host's pages)", file=sys.stderr)
+
+    @staticmethod
+    def _warn_unsettled(store: DedupStore) -> None:
+        from scrapy_dedup.decide.chunk_layer import OWED
+
+        if store.get_meta(OWED):
+            print("scrapy dedup: the last crawl stopped before it settled the chunk statuses; these are the "
+                  "statuses known when each page was decided (the next crawl settles them)", file=sys.stderr)
 
     def _ingest(self, opts: argparse.Namespace) -> None:
         from scrapy_dedup.crawl.state import open_store

@@ -10,6 +10,7 @@ body seen before skips extraction entirely.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -19,6 +20,7 @@ from twisted.internet import task
 
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
+from scrapy_dedup.core.page_chunks import page_chunks
 from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.canonical import await_canonical
 from scrapy_dedup.crawl.responses import content_kind
@@ -111,9 +113,11 @@ class DedupPipeline:
             gone = [] if decision.status == "updated" else [decision.url]
             self.state.take_over(decision.promoted, gone, like=getattr(response, "request", None))
             self._settle(decision)
-            if text is None and self._wants_text(item, adapter) and _kind(response) == "html":
+            chunking = self.state.chunks is not None and config.chunks
+            if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
+            chunks = await self._chunks(decision, str(url), text, self._scope_of(adapter)) if chunking else None
         except DropItem:
             raise
         except PoolClosed:
@@ -128,16 +132,38 @@ class DedupPipeline:
         except Exception as exc:
             self.state.failed("pipeline", "could not decide the item of %s; passing it on as undecided", url)
             return self._undecided(item, adapter, exc)
-        return self._annotate(item, adapter, decision, text)
+        return self._annotate(item, adapter, decision, text, chunks)
+
+    def _scope_of(self, adapter: ItemAdapter) -> str:
+        field = self.state.config.scope_field
+        return str(adapter.get(field)) if field and adapter.get(field) is not None else ""
+
+    async def _chunks(self, decision: Decision, url: str, text: str | None, scope: str) -> list[dict[str, Any]]:
+        """The item's chunks with their statuses; a representative's are kept in the store."""
+        layer, config = self.state.chunks, self.state.config
+        for gone in decision.supersedes:
+            layer.forget(self.state.key(gone))
+        if text is None:
+            return []
+        text = text[: config.max_text_chars]  # the text the store keeps: offsets point into it
+        key = self.state.key(url)
+        # headings: the extracted text has no heading marks yet; Markdown '#' lines are read
+        page = await self.pool.run(partial(page_chunks, text, **layer.chunk_args(key, url)))
+        if decision.is_representative:
+            rows = layer.record(key, url, scope, page)
+        else:
+            rows = layer.lookup(key, scope, page)
+        self.state.inc("chunks/chunks", len(rows))
+        for row in rows:
+            self.state.inc(f"chunks/{row.status}")
+        return [row.as_item(text) for row in rows]
 
     async def _decide(
         self, adapter: ItemAdapter, url: str, source: ItemSource | None, response: Any
     ) -> tuple[Decision, str | None]:
         state, config = self.state, self.state.config
         key = state.key(url)
-        scope = ""
-        if config.scope_field and adapter.get(config.scope_field) is not None:
-            scope = str(adapter.get(config.scope_field))
+        scope = self._scope_of(adapter)
         text, fp, body_hash = await self._content(adapter, url, response)
         meta = response.meta if response is not None else {}
         doc = Document(
@@ -226,9 +252,13 @@ class DedupPipeline:
             }
         return item
 
-    def _annotate(self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None) -> Any:
+    def _annotate(
+        self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None, chunks: list | None = None
+    ) -> Any:
         if isinstance(item, dict) or ITEM_FIELD in adapter.field_names():
             adapter[ITEM_FIELD] = decision.as_item_field()
+            if chunks is not None:
+                adapter[ITEM_FIELD]["chunks"] = chunks
         if text is not None and self._wants_text(item, adapter):
             adapter[self.state.config.text_field] = text
         return item
