@@ -44,6 +44,7 @@ import posixpath
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -354,6 +355,12 @@ def overhead(args, workdir: Path) -> dict:
     out = {"pages": len(chosen), "rounds": args.rounds, "summary": summary, "runs": runs, "empty": empty}
     if args.baseline is not None:
         out["baseline_name"] = args.baseline_name or str(args.baseline)
+    if "dedup_workers" in runs and "dedup_baseline" in runs:
+        # The two versions run back to back in every round, so a round's ratio compares them under
+        # the same load; on a shared machine the median of those ratios is steadier than best-of.
+        ratios = sorted(a["pages_per_s"] / b["pages_per_s"] for a, b in zip(runs["dedup_workers"], runs["dedup_baseline"]))
+        out["round_ratios"] = ratios
+        out["median_round_ratio"] = statistics.median(ratios)
     return out
 
 
@@ -514,11 +521,14 @@ def make_rows(result: dict) -> list[dict]:
     if "overhead" in result and "dedup_baseline" in result["overhead"]["summary"]:
         s = result["overhead"]["summary"]
         d2, base = s["dedup_workers"], s["dedup_baseline"]
-        ratio = d2["pages_per_s"] / base["pages_per_s"]
+        best_ratio = d2["pages_per_s"] / base["pages_per_s"]
+        ratio = result["overhead"]["median_round_ratio"]
         rows.append(row(NAME, f"{result['overhead']['pages']} PostgreSQL doc pages: pages/s, DEDUP_WORKERS=2, "
-                              f"this version vs {result['overhead'].get('baseline_name', 'baseline')}",
-                        fmt(d2["pages_per_s"]), f"baseline {fmt(base['pages_per_s'])}", f"{ratio:.2f}x",
-                        ">= 0.95x", ratio >= 0.95))
+                              f"this version vs {result['overhead'].get('baseline_name', 'baseline')}, "
+                              "median of the rounds' ratios (best of rounds: "
+                              f"{fmt(d2['pages_per_s'])} vs {fmt(base['pages_per_s'])}, {best_ratio:.2f}x)",
+                        f"{ratio:.2f}x", f"rounds {', '.join(f'{r:.2f}' for r in result['overhead']['round_ratios'])}",
+                        f"{ratio:.2f}x", ">= 0.95x", ratio >= 0.95))
     if "fetches" in result:
         f = result["fetches"]
         raw, ex, dd = f["runs"]["raw"], f["runs"]["extract"], f["runs"]["dedup_workers"]
