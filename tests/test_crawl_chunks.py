@@ -133,6 +133,13 @@ def test_the_same_statuses_at_concurrency_1_and_16(crawls):
     assert strip == {k: [row[:10] for row in r["chunks"]] for k, r in sixteen.items()}
 
 
+def test_check_finds_the_chunk_tables_consistent(crawls):
+    _, runs = crawls
+    checked = dedup(runs[1][1], "check")
+    assert checked.returncode == 0, checked.stdout
+    assert "chunk exact index" in checked.stdout and "consistent" in checked.stdout
+
+
 def test_chunks_lists_shared_chunks_with_every_url(crawls):
     server, runs = crawls
     _, path = runs[1]
