@@ -117,7 +117,7 @@ class DedupPipeline:
             if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
-            chunks = await self._chunks(decision, str(url), text, self._scope_of(adapter)) if chunking else None
+            chunks = await self._safe_chunks(decision, str(url), text, adapter) if chunking else False
         except DropItem:
             raise
         except PoolClosed:
@@ -137,6 +137,17 @@ class DedupPipeline:
     def _scope_of(self, adapter: ItemAdapter) -> str:
         field = self.state.config.scope_field
         return str(adapter.get(field)) if field and adapter.get(field) is not None else ""
+
+    async def _safe_chunks(self, decision: Decision, url: str, text: str | None, adapter: ItemAdapter) -> list | None:
+        """The item's chunks; None when they could not be made (counted and logged: the page's
+        decision stands, and the end of the crawl chunks it from its kept text)."""
+        try:
+            return await self._chunks(decision, url, text, self._scope_of(adapter))
+        except (PoolClosed, StoreWriteError):
+            raise
+        except Exception:
+            self.state.failed("chunks", "could not chunk %s; its item goes on with chunks = None", url)
+            return None
 
     async def _chunks(self, decision: Decision, url: str, text: str | None, scope: str) -> list[dict[str, Any]]:
         """The item's chunks with their statuses; a representative's are kept in the store."""
@@ -253,11 +264,11 @@ class DedupPipeline:
         return item
 
     def _annotate(
-        self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None, chunks: list | None = None
+        self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None, chunks: list | None | bool = False
     ) -> Any:
         if isinstance(item, dict) or ITEM_FIELD in adapter.field_names():
             adapter[ITEM_FIELD] = decision.as_item_field()
-            if chunks is not None:
+            if chunks is not False:  # DEDUP_CHUNKS
                 adapter[ITEM_FIELD]["chunks"] = chunks
         if text is not None and self._wants_text(item, adapter):
             adapter[self.state.config.text_field] = text

@@ -184,7 +184,11 @@ class DedupState:
         """The end of the crawl: revise every chunk status from the final boilerplate counts, in
         representative order (a crawl cut short before this leaves it to the next one)."""
         layer = self.chunks
-        if layer is None or self.store is None or self._store_error is not None or not layer.owed:
+        if layer is None or self.store is None or self._store_error is not None:
+            return
+        # documents gone or taken over change who represents what, without a chunk written
+        moved = any(self.stats.get_value(f"dedup/doc/{k}", 0) for k in ("deleted", "redirected", "promoted", "superseded"))
+        if not (layer.owed or (moved and self.config.chunks)):
             return
         try:
             result = layer.settle()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -516,6 +515,3 @@ def _chunked(rows: Iterator[Any] | list[Any], size: int = _BATCH) -> Iterator[li
     if block:
         yield block
 
-
-def is_boilerplate(pages: int, group_pages: int, min_pages: int, share: float) -> bool:
-    return pages >= max(min_pages, math.ceil(round(share * group_pages, 9)))
