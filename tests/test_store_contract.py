@@ -342,19 +342,11 @@ def test_chunk_exact_claims_are_insert_if_absent(store):
     assert store.get(CHUNK_EXACT, "s:h") == b"http://h/a\0c1"
 
 
-def test_chunk_bands_are_owned_sets(store):
-    from scrapy_dedup.store.base import CHUNK_BANDS, MEMBERS
+def test_chunk_bands_are_a_table_of_their_own(store):
+    from scrapy_dedup.store.base import CHUNK_BANDS, EXACT
 
     with store.batch() as b:
-        b.add_to_set(CHUNK_BANDS, "s:0:ff", "http://h/a\0c1", (1).to_bytes(8, "big"))
-        b.add_to_set(CHUNK_BANDS, "s:0:ff", "http://h/b\0c2", (2).to_bytes(8, "big"))
-        b.add_to_set(CHUNK_BANDS, "s:1:ff", "http://h/a\0c1", (1).to_bytes(8, "big"))
-    assert sorted(store.set_members(CHUNK_BANDS, "s:0:ff")) == [
-        ("http://h/a\0c1", (1).to_bytes(8, "big")),
-        ("http://h/b\0c2", (2).to_bytes(8, "big")),
-    ]
-    assert list(store.set_members(MEMBERS, "s:0:ff")) == []
-    with store.batch() as b:
-        b.remove_from_set(CHUNK_BANDS, "s:0:ff", "http://h/a\0c1")
-    assert [m for m, _ in store.set_members(CHUNK_BANDS, "s:0:ff")] == ["http://h/b\0c2"]
-    assert [m for m, _ in store.set_members(CHUNK_BANDS, "s:1:ff")] == ["http://h/a\0c1"]
+        b.put(CHUNK_BANDS, "s:0:ff", b'[[1,"http://h/a\\u0000c1"]]')
+    assert store.get(CHUNK_BANDS, "s:0:ff") == b'[[1,"http://h/a\\u0000c1"]]'
+    assert store.get(EXACT, "s:0:ff") is None
+    assert [k for k, _ in store.scan(CHUNK_BANDS)] == ["s:0:ff"]

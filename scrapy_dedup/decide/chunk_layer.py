@@ -211,7 +211,9 @@ class ChunkLayer:
         if previous is None:
             return
         with self.store.batch() as b:
-            self._unindex(b, key, previous, keep=set())
+            bands: dict[str, tuple[dict, set]] = {}
+            self._unindex(b, key, previous, bands)
+            self._write_bands(b, bands)
             b.delete(CHUNKS, key)
 
     # -- store rows ---------------------------------------------------------------------------
@@ -243,14 +245,35 @@ class ChunkLayer:
         sid = scope_id(scope).hex()
         return [f"{sid}:{band}:{h:016x}" for band, h in enumerate(band_hashes(minhash))]
 
-    def _unindex(self, batch, key: str, previous: dict[str, Any], keep: set[str]) -> None:
-        """Take the chunks of ``previous`` (a stored record of ``key``) not in ``keep`` out of the
-        indexes, and drop their fingerprints."""
+    def _bands(self, owner: str) -> dict[str, int]:
+        """member -> order of the sources in one chunk band."""
+        raw = self.store.get(CHUNK_BANDS, owner)
+        if raw is None:
+            return {}
+        rows = (line.partition("\t") for line in raw.decode().split("\n"))
+        return {member: int(order) for order, _, member in rows}
+
+    def _write_bands(self, batch, changes: dict[str, tuple[dict[str, int], set[str]]]) -> None:
+        """Apply (added, removed) members per band owner: one write per owner, as a batch does not
+        read its own writes."""
+        for owner, (added, removed) in changes.items():
+            rows = self._bands(owner)
+            for member in removed:
+                rows.pop(member, None)
+            rows.update(added)
+            if rows:
+                # lines of "order TAB member" (URL keys hold no tab or line break)
+                value = "\n".join(f"{order}\t{member}" for member, order in sorted(rows.items()))
+                batch.put(CHUNK_BANDS, owner, value.encode())
+            else:
+                batch.delete(CHUNK_BANDS, owner)
+
+    def _unindex(self, batch, key: str, previous: dict[str, Any], bands: dict[str, tuple[dict, set]]) -> None:
+        """Take the chunks of ``previous`` (a stored record of ``key``) out of the indexes (band
+        removals go to ``bands``), and drop their fingerprints."""
         sid = scope_id(previous.get("scope", "")).hex()
         for row in previous["chunks"]:
             chunk = ChunkRecord.from_list(row)
-            if chunk.chunk_id in keep:
-                continue
             member = chunk_member(key, chunk.chunk_id)
             exact = f"{sid}:{chunk.content_hash}"
             if self.store.get(CHUNK_EXACT, exact) == member.encode():
@@ -260,7 +283,7 @@ class ChunkLayer:
                 p = ChunkPrint.from_bytes(raw)
                 if p.indexed:
                     for owner in self._owners(previous.get("scope", ""), p.minhash):
-                        batch.remove_from_set(CHUNK_BANDS, owner, member)
+                        bands.setdefault(owner, ({}, set()))[1].add(member)
                 batch.delete(CHUNK_PRINT, member)
 
     def _assign(
@@ -277,7 +300,7 @@ class ChunkLayer:
         store = self.store
         sid = scope_id(scope).hex()
         rows: list[ChunkRecord] = []
-        local: list[tuple[str, ChunkPrint]] = []  # sources of this document so far
+        local: list[tuple[str, ChunkPrint, frozenset[str]]] = []  # sources of this document so far
         sources: list[tuple[str, ChunkPrint, list[str]]] = []
         for c in chunks:
             row = ChunkRecord(c.chunk_id, c.content_hash, c.start, c.end, c.heading, c.tokens, c.boilerplate, "new")
@@ -301,15 +324,15 @@ class ChunkLayer:
                 row.status = "near_duplicate"
                 row.source_key, row.duplicate_of = split_member(match)
                 continue
-            local.append((me, p))
+            local.append((me, p, frozenset(owners)))
             sources.append((me, p, owners))
         if not claim:
             return rows
         new_ids = {r.chunk_id for r in rows}
-        order = seq.to_bytes(8, "big")
+        bands: dict[str, tuple[dict, set]] = {}
         with store.batch() as b:
             if previous is not None:
-                self._unindex(b, key, previous, keep=set())
+                self._unindex(b, key, previous, bands)
             for c in chunks:
                 p = prints.get(c.chunk_id)
                 if p is not None:
@@ -317,7 +340,8 @@ class ChunkLayer:
             for me, p, owners in sources:
                 b.put(CHUNK_PRINT, me, ChunkPrint(p.simhash, p.tokens, p.minhash, True).to_bytes())
                 for owner in owners:
-                    b.add_to_set(CHUNK_BANDS, owner, me, order)
+                    bands.setdefault(owner, ({}, set()))[0][me] = seq
+            self._write_bands(b, bands)
         if previous is not None:
             # the unindexing above may have dropped claims this document holds again
             for r in rows:
@@ -325,14 +349,16 @@ class ChunkLayer:
                     store.put_if_absent(CHUNK_EXACT, f"{sid}:{r.content_hash}", chunk_member(key, r.chunk_id).encode())
         return rows
 
-    def _first_near(self, key: str, p: ChunkPrint, owners: list[str], local: list[tuple[str, ChunkPrint]]) -> str | None:
+    def _first_near(
+        self, key: str, p: ChunkPrint, owners: list[str], local: list[tuple[str, ChunkPrint, frozenset[str]]]
+    ) -> str | None:
         """The earliest source (smallest order, then name) that near-matches ``p``; sources of
         this document come after the stored ones (they are later in the order)."""
         candidates: dict[str, int] = {}
         for owner in owners:
-            for member, order in self.store.set_members(CHUNK_BANDS, owner):
+            for member, order in self._bands(owner).items():
                 if not member.startswith(key + "\0"):  # an earlier version of this document
-                    candidates[member] = int.from_bytes(order, "big")
+                    candidates[member] = order
         fp = p.fingerprint()
         for member in sorted(candidates, key=lambda m: (candidates[m], m)):
             raw = self.store.get(CHUNK_PRINT, member)
@@ -341,16 +367,10 @@ class ChunkLayer:
             if self._near(ChunkPrint.from_bytes(raw).fingerprint(), fp):
                 return member
         mine = set(owners)
-        for member, q in local:
-            if mine & set(self._owners_of(owners, q)) and self._near(q.fingerprint(), fp):
+        for member, q, theirs in local:
+            if not mine.isdisjoint(theirs) and self._near(q.fingerprint(), fp):
                 return member
         return None
-
-    @staticmethod
-    def _owners_of(owners: list[str], q: ChunkPrint) -> list[str]:
-        """The band owners of ``q`` in the scope of ``owners``."""
-        sid = owners[0].split(":", 1)[0]
-        return [f"{sid}:{band}:{h:016x}" for band, h in enumerate(band_hashes(q.minhash))]
 
     def _near(self, a, b) -> bool:
         ok, _, _ = near_match(a, b, max_distance=self.max_distance, min_jaccard=self.min_jaccard, min_tokens=self.min_tokens)
@@ -435,18 +455,11 @@ class ChunkLayer:
                 for member, raw in rows:
                     key, _ = split_member(member)
                     p = ChunkPrint.from_bytes(raw)
-                    if p.indexed:
-                        scope = ""
-                        record = self._get(key)
-                        if record is not None:
-                            scope = record.get("scope", "")
-                        for owner in self._owners(scope, p.minhash):
-                            b.remove_from_set(CHUNK_BANDS, owner, member)
                     if key not in rep_keys:
                         b.delete(CHUNK_PRINT, member)
                     elif p.indexed:
                         b.put(CHUNK_PRINT, member, ChunkPrint(p.simhash, p.tokens, p.minhash).to_bytes())
-        for table in (CHUNK_EXACT, BOILERPLATE, BOILERPLATE_GROUP):
+        for table in (CHUNK_EXACT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP):
             for rows in _chunked(store.scan(table)):
                 with store.batch() as b:
                     for key, _ in rows:

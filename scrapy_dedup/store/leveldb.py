@@ -17,7 +17,7 @@ Key layout (format 3, recorded as ``store_format`` in the store parameters)::
     C:<url key>                   a representative's chunks and paragraph keys (JSON, DEDUP_CHUNKS)
     H:<scope id>:<chunk hash>     chunk exact index -> url key NUL chunk id of the first source
     P:<url key>\0<chunk id>       a chunk's near fingerprint
-    S:<scope>:<band>:<hash>\0<m>  chunk LSH band -> order of the source chunk m (url key NUL chunk id)
+    S:<scope>:<band>:<hash>       chunk LSH band -> lines "order TAB url key NUL chunk id" of its sources
     B:<group>\0<paragraph key>    document frequency of a line on 2+ pages of its group (JSON)
     G:<group>                     the group's page count, threshold and boilerplate keys (JSON)
     u:<url key>                   UrlRecord (JSON)
@@ -102,11 +102,12 @@ _TABLE_PREFIX = {
     CHUNKS: b"C:",
     CHUNK_EXACT: b"H:",
     CHUNK_PRINT: b"P:",
+    CHUNK_BANDS: b"S:",
     BOILERPLATE: b"B:",
     BOILERPLATE_GROUP: b"G:",
 }
 #: owned set -> (key prefix, separator between owner and member)
-_SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":"), CHUNK_BANDS: (b"S:", b"\0")}
+_SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}
 
 
 def _record_key(table: str, key: str) -> bytes:
