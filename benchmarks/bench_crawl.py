@@ -538,7 +538,9 @@ def make_rows(result: dict) -> list[dict]:
                               f"this version vs {result['overhead'].get('baseline_name', 'baseline')}, "
                               "median of the rounds' ratios (best of rounds: "
                               f"{fmt(d2['pages_per_s'])} vs {fmt(base['pages_per_s'])}, {best_ratio:.2f}x)",
-                        f"{ratio:.2f}x", f"rounds {', '.join(f'{r:.2f}' for r in result['overhead']['round_ratios'])}",
+                        f"median {fmt(statistics.median(r['pages_per_s'] for r in result['overhead']['runs']['dedup_workers']))}",
+                        f"baseline median {fmt(statistics.median(r['pages_per_s'] for r in result['overhead']['runs']['dedup_baseline']))}"
+                        f"; rounds' ratios {', '.join(f'{r:.2f}' for r in result['overhead']['round_ratios'])}",
                         f"{ratio:.2f}x", ">= 0.95x", ratio >= 0.95))
     if "fetches" in result:
         f = result["fetches"]

@@ -25,6 +25,7 @@ def main() -> int:
         return 1
     with atheris.instrument_imports():
         from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
+        from scrapy_dedup.extraction.headings import heading_spans
         from scrapy_dedup.core import (
             canonical_from_html,
             canonical_from_link_header,
@@ -50,6 +51,7 @@ def main() -> int:
         if found is not None:
             canonical_scope_check(url, found.url, "host")
         text, _ = analyse_html(body, url, options)
+        heading_spans(body, text)
         analyse_text(text, options)
         content_hash(body.decode("utf-8", "surrogateescape"))
 

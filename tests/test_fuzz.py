@@ -3,7 +3,8 @@
 Hypothesis strategies for URLs (the RFC 3986 grammar and garbage), ``Link`` headers,
 ``<link rel=canonical>`` / ``<base>`` markup and HTML bodies (truncated, binary, mixed encodings,
 BOMs), through the public functions of the core and through the analysis path the pipeline runs
-in its workers (``scrapy_dedup.extraction``: ``analyse_html`` / ``analyse_text`` / ``extract_text``).  The pathological sizes
+in its workers (``scrapy_dedup.extraction``: ``analyse_html`` / ``analyse_text`` / ``extract_text`` /
+``heading_spans``).  The pathological sizes
 (10^4-deep nesting, 10^5 attributes, 100 MB values) are fixed cases: a random generator would
 rarely reach them.  Item fields (a non-string URL, bytes text, None, 100 MB values) go through a
 real crawl in ``test_hostile_pages.py``.
@@ -42,6 +43,7 @@ from scrapy_dedup.core import (
     url_key,
 )
 from scrapy_dedup.core.canonical import SCOPES
+from scrapy_dedup.extraction.headings import heading_spans
 from scrapy_dedup.extraction.main_text import extract_text
 
 EXAMPLES = int(os.environ.get("DEDUP_FUZZ_EXAMPLES", "120"))
@@ -310,6 +312,16 @@ OPTIONS = st.builds(
 )
 
 
+def _check_headings(body, text: str) -> None:
+    spans = heading_spans(body, text)
+    assert isinstance(spans, tuple)
+    previous = 0
+    for h in spans:  # whole lines of the text, in order, none twice
+        assert previous <= h.start < h.end <= len(text) and 1 <= h.level <= 6
+        assert (h.start == 0 or text[h.start - 1] in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+        previous = h.end
+
+
 def _check_fingerprint(text: str, fp) -> None:
     assert isinstance(text, str)
     assert len(fp.content_hash) == 32 and 0 <= fp.simhash < 2**64 and fp.tokens >= 0
@@ -321,6 +333,7 @@ def _check_fingerprint(text: str, fp) -> None:
 def test_analysis_of_any_body_never_raises(body, url, options: ExtractOptions) -> None:
     text, fp = analyse_html(body, url, options)
     _check_fingerprint(text, fp)
+    _check_headings(body, text)
     assert extract_text(body, url) == analyse_html(body, url, ExtractOptions())[0]
 
 
@@ -353,6 +366,7 @@ def test_text_functions_never_raise(text: str, options: ExtractOptions) -> None:
     assert jaccard_estimate(sig, sig) in (0.0, 1.0)
     same, fp = analyse_text(text, options)
     assert same is text
+    _check_headings(f"<h1>{text}</h1><p>x</p><h2>{text[:5]}</h2>", text)
     _check_fingerprint(text, fp)
     assert near_match(fp, fingerprint(text))[0] in (True, False)
 
@@ -382,6 +396,8 @@ def _big_cases() -> dict[str, bytes | str]:
         "utf-16-bom": "\ufeff<html><body><p>".encode("utf-16-le") + ("UTF-16 text. " * 200).encode("utf-16-le"),
         "utf-32-bom": b"\x00\x00\xfe\xff" + ("<p>UTF-32 text.</p>" * 100).encode("utf-32-be"),
         "nul-bytes": b"<html><body><p>" + b"text\x00" * 5000 + b"</p></body></html>",
+        "many-equal-headings": "<html><body><main>" + "<h2>Step</h2><p>Do it.</p>" * (MANY // 50) + "</main></body></html>",
+        "unclosed-headings": "<html><body>" + "<h3>Open heading " * (MANY // 10) + para,
     }
 
 
@@ -391,6 +407,7 @@ def test_pathological_bodies(name: str) -> None:
     for data in (body, body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body):
         text, fp = analyse_html(data, "http://example.com/page", ExtractOptions())
         _check_fingerprint(text, fp)
+        _check_headings(data, text)
         canonical_from_html(data)
         resolve_canonical("http://example.com/page", data if isinstance(data, bytes) else data.encode(), None)
         raw_hash(data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass"))
