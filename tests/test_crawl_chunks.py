@@ -81,6 +81,10 @@ def test_items_carry_their_chunks(crawls):
             assert c["status"] in STATUSES
             assert (c["duplicate_of"] is not None) == (c["status"] in ("exact_duplicate", "near_duplicate"))
     assert result.stat("dedup/chunks/chunks") == sum(len(i["dedup"]["chunks"]) for i in html_items)
+    # heading paths come from the page's h1..h6
+    (deploy,) = [i for i in html_items if i["url"].endswith("/docs/deploy.html")]
+    assert {tuple(c["heading"]) for c in deploy["dedup"]["chunks"]} == {("Deploying to production",)}
+    assert not any(c["text"].startswith("Deploying to production") for c in deploy["dedup"]["chunks"])
 
 
 def test_each_planted_shared_chunk_names_its_first_source(crawls):

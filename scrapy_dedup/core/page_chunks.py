@@ -55,6 +55,8 @@ class PageChunks:
     chunks: tuple[Chunk, ...]
     #: chunk id -> near fingerprint, for chunks of ``min_tokens`` or more that are not boilerplate
     prints: dict[str, ChunkPrint] = field(default_factory=dict)
+    #: the heading spans the chunks were made with (None: Markdown ``#`` lines of the text)
+    headings: tuple[Heading, ...] | None = None
 
 
 def page_paragraphs(text: str) -> tuple[tuple[str, int, int], ...]:
@@ -96,4 +98,5 @@ def page_chunks(
     prints = {
         c.chunk_id: ChunkPrint.of(fingerprint(c.text)) for c in chunks if not c.boilerplate and c.tokens >= min_tokens
     }
-    return PageChunks(page_paragraphs(text), tuple(used), tuple(chunks), prints)
+    spans = None if headings is None else tuple(headings)
+    return PageChunks(page_paragraphs(text), tuple(used), tuple(chunks), prints, spans)

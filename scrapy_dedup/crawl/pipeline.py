@@ -18,9 +18,8 @@ from scrapy import signals
 from scrapy.exceptions import DropItem
 from twisted.internet import task
 
-from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
+from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_chunks, analyse_html, analyse_text
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
-from scrapy_dedup.core.page_chunks import page_chunks
 from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.canonical import await_canonical
 from scrapy_dedup.crawl.responses import content_kind
@@ -117,7 +116,7 @@ class DedupPipeline:
             if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
-            chunks = await self._safe_chunks(decision, str(url), text, adapter) if chunking else False
+            chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
         except DropItem:
             raise
         except PoolClosed:
@@ -138,18 +137,34 @@ class DedupPipeline:
         field = self.state.config.scope_field
         return str(adapter.get(field)) if field and adapter.get(field) is not None else ""
 
-    async def _safe_chunks(self, decision: Decision, url: str, text: str | None, adapter: ItemAdapter) -> list | None:
+    async def _safe_chunks(
+        self, decision: Decision, url: str, text: str | None, adapter: ItemAdapter, response: Any
+    ) -> list | None:
         """The item's chunks; None when they could not be made (counted and logged: the page's
         decision stands, and the end of the crawl chunks it from its kept text)."""
         try:
-            return await self._chunks(decision, url, text, self._scope_of(adapter))
+            return await self._chunks(decision, url, text, self._scope_of(adapter), self._markup(adapter, response))
         except (PoolClosed, StoreWriteError):
             raise
         except Exception:
             self.state.failed("chunks", "could not chunk %s; its item goes on with chunks = None", url)
             return None
 
-    async def _chunks(self, decision: Decision, url: str, text: str | None, scope: str) -> list[dict[str, Any]]:
+    def _markup(self, adapter: ItemAdapter, response: Any) -> str | bytes | None:
+        """The HTML the text was extracted from, for its heading spans (None: text given)."""
+        config = self.state.config
+        if isinstance(adapter.get(config.text_field) if config.text_field in adapter else None, str):
+            return None
+        html = adapter.get(config.html_field) if config.html_field in adapter else None
+        if isinstance(html, (str, bytes)):
+            return html[: config.max_body_bytes]
+        if response is not None and _kind(response) == "html":
+            return response.text[: config.max_body_bytes]
+        return None
+
+    async def _chunks(
+        self, decision: Decision, url: str, text: str | None, scope: str, markup: str | bytes | None
+    ) -> list[dict[str, Any]]:
         """The item's chunks with their statuses; a representative's are kept in the store."""
         layer, config = self.state.chunks, self.state.config
         for gone in decision.supersedes:
@@ -158,8 +173,8 @@ class DedupPipeline:
             return []
         text = text[: config.max_text_chars]  # the text the store keeps: offsets point into it
         key = self.state.key(url)
-        # headings: the extracted text has no heading marks yet; Markdown '#' lines are read
-        page = await self.pool.run(partial(page_chunks, text, **layer.chunk_args(key, url)))
+        # headings from the page's h1..h6 (text given by the spider: its Markdown '#' lines)
+        page = await self.pool.run(partial(analyse_chunks, text, markup, **layer.chunk_args(key, url)))
         if decision.is_representative:
             rows = layer.record(key, url, scope, page)
         else:

@@ -173,20 +173,18 @@ class ChunkLayer:
 
     def chunk(self, text: str, key: str, url: str, headings: Sequence[Heading] | None = None) -> PageChunks:
         """Chunk a page here (the crawl does the same call in a worker: :func:`page_chunks`)."""
-        return page_chunks(text, **self.chunk_args(key, url, headings))
+        return page_chunks(text, headings=headings, **self.chunk_args(key, url))
 
-    def chunk_args(self, key: str, url: str, headings: Sequence[Heading] | None = None) -> dict[str, Any]:
+    def chunk_args(self, key: str, url: str) -> dict[str, Any]:
+        """What :func:`page_chunks` takes besides the text and the headings."""
         return {
             "scope": key,
             "boilerplate_keys": self.boilerplate_keys(self.group(url)),
-            "headings": headings,
             "max_words": self.max_words,
             "min_tokens": self.min_tokens,
         }
 
-    def record(
-        self, key: str, url: str, scope: str, page: PageChunks, headings: Sequence[Heading] | None = None
-    ) -> list[ChunkRecord]:
+    def record(self, key: str, url: str, scope: str, page: PageChunks) -> list[ChunkRecord]:
         """Give a representative's chunks their statuses and keep them; returns them."""
         if not self._owed_marked:
             # before the first write: a crawl cut short from here on leaves the settling owed
@@ -197,7 +195,7 @@ class ChunkLayer:
         self.store.put_meta(SEQ_META, seq + 1)
         previous = self._get(key)
         rows = self._assign(key, scope, page.chunks, page.prints, seq, previous, claim=True)
-        self._put(key, url, scope, page, headings, rows)
+        self._put(key, url, scope, page, rows)
         return rows
 
     def lookup(self, key: str, scope: str, page: PageChunks) -> list[ChunkRecord]:
@@ -225,12 +223,12 @@ class ChunkLayer:
         record = self._get(key)
         return None if record is None else [ChunkRecord.from_list(r) for r in record["chunks"]]
 
-    def _put(self, key, url, scope, page: PageChunks, headings, rows: list[ChunkRecord], batch=None) -> None:
+    def _put(self, key, url, scope, page: PageChunks, rows: list[ChunkRecord], batch=None) -> None:
         record = {
             "url": url,
             "scope": scope,
             "group": self.group(url),
-            "headings": _headings_json(headings),
+            "headings": _headings_json(page.headings),
             "paragraphs": [list(p) for p in page.paragraphs],
             "boilerplate": list(page.boilerplate),
             "chunks": [r.to_list() for r in rows],
@@ -403,12 +401,11 @@ class ChunkLayer:
             page = self._page_for(key, url, previous, learned.get(self.group(url), frozenset()), result)
             if page is None:
                 continue
-            headings = _headings(previous.get("headings")) if previous is not None else None
             rows = self._assign(key, scope, page.chunks, page.prints, seq, None, claim=True)
             with store.batch() as b:
                 for cid in set(old) - {r.chunk_id for r in rows}:
                     b.delete(CHUNK_PRINT, chunk_member(key, cid))  # a chunk the document has no more
-                self._put(key, url, scope, page, headings, rows, batch=b)
+                self._put(key, url, scope, page, rows, batch=b)
             result.documents += 1
             result.chunks += len(rows)
             result.revised += sum(1 for r in rows if old.get(r.chunk_id) != (r.status, r.duplicate_of))
@@ -435,7 +432,8 @@ class ChunkLayer:
                             prints[r.chunk_id] = ChunkPrint.from_bytes(raw)
                 if len(prints) == sum(1 for c in chunks if not c.boilerplate and c.tokens >= self.min_tokens):
                     paragraphs = tuple(tuple(p) for p in previous["paragraphs"])
-                    return PageChunks(paragraphs, tuple(previous["boilerplate"]), tuple(chunks), prints)
+                    headings = _headings(previous.get("headings"))
+                    return PageChunks(paragraphs, tuple(previous["boilerplate"]), tuple(chunks), prints, headings)
         text = self.store.get_text(key)
         if text is None:
             result.without_text += 1
