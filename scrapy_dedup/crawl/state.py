@@ -198,6 +198,9 @@ class DedupState:
         except Exception:
             self.failed("chunks", "could not settle the chunk statuses; the next crawl settles them")
             return
+        if result is None:
+            logger.info("dedup chunks: another crawl process is settling the chunk statuses of this store")
+            return
         self.inc("chunks/revised", result.revised)
         self.inc("chunks/settled", result.chunks)
         self.inc("chunks/boilerplate_learned", result.boilerplate)
@@ -211,6 +214,8 @@ class DedupState:
             result.groups,
             f"; {result.without_text} document(s) without a kept text were left out" if result.without_text else "",
         )
+        if result.left_owed:
+            logger.info("dedup chunks: pages were recorded while settling; the next crawl to close settles them")
 
     def close(self) -> None:
         self.canonical_waits.release_all()

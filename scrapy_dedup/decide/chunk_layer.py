@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -53,8 +54,13 @@ logger = logging.getLogger(__name__)
 OWED = "chunks_owed"
 #: meta key: the params the stored chunks were made with
 PARAMS_META = "chunk_params"
-#: meta key: order given to the next document's chunk sources (settle gives 0..n-1)
-SEQ_META = "chunk_seq"
+#: meta key: documents whose chunks were recorded, ever (atomic counter): their order while a
+#: crawl runs, after every settled one (settle gives 0..n-1), and how settle sees writes under it
+WRITES_META = "chunk_writes"
+_LIVE_ORDER = 1 << 40
+#: meta key: a process of a shared store is settling (others skip; a lease older than this is taken over)
+LEASE_META = "chunks_settling"
+LEASE_SECONDS = 3600
 _BATCH = 500
 
 
@@ -114,6 +120,8 @@ class SettleResult:
     without_text: int = 0
     groups: int = 0
     boilerplate: int = 0
+    #: documents were recorded while it ran (another process of a shared store): still owed
+    left_owed: bool = False
 
 
 def _headings_json(headings: Sequence[Heading] | None) -> list[list[Any]] | None:
@@ -186,13 +194,13 @@ class ChunkLayer:
 
     def record(self, key: str, url: str, scope: str, page: PageChunks) -> list[ChunkRecord]:
         """Give a representative's chunks their statuses and keep them; returns them."""
+        # before each write: a crawl cut short from here on leaves the settling owed (every time,
+        # as another process of a shared store may have settled meanwhile)
+        self.store.put_meta(OWED, True)
         if not self._owed_marked:
-            # before the first write: a crawl cut short from here on leaves the settling owed
-            self.store.put_meta(OWED, True)
             self.store.put_meta(PARAMS_META, self.params)
             self._owed_marked = True
-        seq = int(self.store.get_meta(SEQ_META) or 0)
-        self.store.put_meta(SEQ_META, seq + 1)
+        seq = _LIVE_ORDER + self.store.increment_meta(WRITES_META)
         previous = self._get(key)
         rows = self._assign(key, scope, page.chunks, page.prints, seq, previous, claim=True)
         self._put(key, url, scope, page, rows)
@@ -379,12 +387,31 @@ class ChunkLayer:
     def owed(self) -> bool:
         return bool(self.store.get_meta(OWED))
 
-    def settle(self) -> SettleResult:
+    def settle(self) -> SettleResult | None:
         """Learn boilerplate from the current documents and give every chunk its status again,
         in representative order; keep the revised statuses. Streams the store (one document's
-        text at a time); holds the representatives' keys and one group's paragraph counts."""
+        text at a time); holds the representatives' keys and one group's paragraph counts.
+
+        On a shared store (several crawl processes) one process settles at a time: None when
+        another one is at it. Documents recorded while it runs leave the settling owed, so the
+        last process to close settles them."""
+        store = self.store
+        shared = bool(getattr(store, "shared", False))
+        if shared:
+            lease = store.get_meta(LEASE_META) or {}
+            if lease.get("since") and time.time() - lease["since"] < LEASE_SECONDS:
+                return None
+            store.put_meta(LEASE_META, {"since": time.time()})
+        try:
+            return self._settle()
+        finally:
+            if shared:
+                store.put_meta(LEASE_META, {"since": None})
+
+    def _settle(self) -> SettleResult:
         store = self.store
         result = SettleResult()
+        writes = store.get_meta(WRITES_META) or 0
         store.put_meta(OWED, True)
         reps = sorted(
             (c.rep_first_run, c.representative, c.scope, c.rep_url) for c in store.iter_clusters()
@@ -409,10 +436,12 @@ class ChunkLayer:
             result.documents += 1
             result.chunks += len(rows)
             result.revised += sum(1 for r in rows if old.get(r.chunk_id) != (r.status, r.duplicate_of))
-        store.put_meta(SEQ_META, len(reps))
         store.put_meta(PARAMS_META, self.params)
         self.params_changed = False
-        store.put_meta(OWED, False)
+        if (store.get_meta(WRITES_META) or 0) == writes:
+            store.put_meta(OWED, False)  # else pages were recorded meanwhile: settled next time
+        else:
+            result.left_owed = True
         return result
 
     def _page_for(self, key, url, previous, learned: frozenset[str], result: SettleResult) -> PageChunks | None:
