@@ -412,6 +412,7 @@ class Command(ScrapyCommand):
         if opts.store:
             self.settings.set("DEDUP_STORE", opts.store, priority="cmdline")
         config = self._config(opts)
+        settled = None
         if not config.store:
             raise UsageError("ingest writes to a store: --store PATH or -s DEDUP_STORE=PATH")
         fields = ingest.Fields(opts.url_field or "url", opts.text_field or "text", opts.html_field or "html")
@@ -446,6 +447,8 @@ class Command(ScrapyCommand):
                     workers=config.workers,
                     progress=sys.stderr,
                 )
+                if config.chunks:
+                    settled = self._settle_chunks(store, config)
         except StoreError as exc:
             return self._fail(" ".join(str(exc).split()))
         for number, why in counts.malformed:
@@ -456,3 +459,22 @@ class Command(ScrapyCommand):
             f" ({statuses or 'nothing decided'}); {len(counts.malformed)} malformed line(s) skipped",
             file=sys.stderr,
         )
+        if config.chunks and settled is not None:
+            print(
+                f"chunked {settled.documents} documents into {settled.chunks} chunks; "
+                f"{settled.boilerplate} boilerplate line(s) learned in {settled.groups} group(s)",
+                file=sys.stderr,
+            )
+
+    @staticmethod
+    def _settle_chunks(store: DedupStore, config: Any) -> Any:
+        """With DEDUP_CHUNKS, an ingest ends as a crawl does: every document chunked from its kept
+        text and the statuses settled in representative order (headings: Markdown '#' lines)."""
+        from scrapy_dedup.decide.chunk_layer import ChunkLayer
+
+        layer = ChunkLayer(
+            store, max_words=config.chunk_words, min_pages=config.boilerplate_min_pages,
+            share=config.boilerplate_share, by_path=config.boilerplate_by_path, min_tokens=config.min_tokens,
+            min_jaccard=config.min_jaccard, max_distance=config.max_distance,
+        )  # fmt: skip
+        return layer.settle()
