@@ -126,3 +126,35 @@ def test_settle_drops_what_non_representatives_left(store):
     layer.settle()
     assert store.get(CHUNKS, "http://h/gone") is None
     assert all(not v.startswith(b"http://h/gone") for _, v in store.scan(CHUNK_EXACT))
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"DEDUP_CHUNKS": True, "DEDUP_KEEP_TEXT": False}, "DEDUP_CHUNKS needs DEDUP_KEEP_TEXT"),
+        ({"DEDUP_BOILERPLATE_SHARE": 1.5}, "DEDUP_BOILERPLATE_SHARE must be in (0, 1]"),
+        ({"DEDUP_BOILERPLATE_MIN_PAGES": 1}, "DEDUP_BOILERPLATE_MIN_PAGES must be at least 2"),
+        ({"DEDUP_CHUNK_WORDS": 0}, "DEDUP_CHUNK_WORDS must be at least 1"),
+    ],
+)
+def test_chunk_settings_are_checked_at_start(settings, message):
+    from scrapy.settings import Settings
+
+    from scrapy_dedup.crawl.settings import DedupConfig
+
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        DedupConfig.from_settings(Settings(settings))
+
+
+def test_chunk_settings_reach_the_config():
+    from scrapy.settings import Settings
+
+    from scrapy_dedup.crawl.settings import DedupConfig
+
+    config = DedupConfig.from_settings(Settings({
+        "DEDUP_CHUNKS": "true", "DEDUP_CHUNK_WORDS": 150, "DEDUP_BOILERPLATE_MIN_PAGES": 4,
+        "DEDUP_BOILERPLATE_SHARE": 0.3, "DEDUP_BOILERPLATE_BY_PATH": True,
+    }))  # fmt: skip
+    assert (config.chunks, config.chunk_words, config.boilerplate_min_pages) == (True, 150, 4)
+    assert (config.boilerplate_share, config.boilerplate_by_path) == (0.3, True)
+    assert DedupConfig.from_settings(Settings()).chunks is False
