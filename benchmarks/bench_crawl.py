@@ -15,6 +15,8 @@ Configurations:
 - ``dedup``: ``ADDONS = {"scrapy_dedup.Addon": 500}``, ``DEDUP_WORKERS = 0`` (extraction in a
   thread of the crawl process, like ``extract``) and ``dedup_workers``: ``DEDUP_WORKERS = 2``
   (extraction in 2 worker processes). ``DEDUP_STORE`` is a fresh temporary directory.
+- ``dedup_chunks``: ``dedup_workers`` with ``DEDUP_CHUNKS = True`` (chunking in the workers, chunk
+  statuses in the store, settled when the spider closes: included in the crawl's elapsed time).
 
 1. Overhead (``--pages``, default 400): the PostgreSQL 15 documentation (Debian's
    postgresql-doc-15, see _corpus.py), the pages first reached breadth-first from index.html;
@@ -220,7 +222,7 @@ def crawl(mode: str, start_url: str, workdir: Path, *, workers: int = 0, allow: 
     instead of this checkout's."""
     run = Path(tempfile.mkdtemp(prefix=f"{mode.replace(':', '-')}-", dir=workdir))
     items, stats_file = run / "items.jsonl", run / "stats.json"
-    spider_mode = {"dedup_workers": "dedup", "dedup_baseline": "dedup"}.get(mode, mode)
+    spider_mode = {"dedup_workers": "dedup", "dedup_baseline": "dedup", "dedup_chunks": "dedup"}.get(mode, mode)
     settings = {
         "LOG_LEVEL": "WARNING",
         "TELNETCONSOLE_ENABLED": "False",
@@ -240,6 +242,8 @@ def crawl(mode: str, start_url: str, workdir: Path, *, workers: int = 0, allow: 
         })
         if host_rules:
             settings["DEDUP_HOST_RULES"] = json.dumps(host_rules)
+        if mode.startswith("dedup_chunks"):
+            settings["DEDUP_CHUNKS"] = "True"
     cmd = [sys.executable, "-m", "scrapy", "runspider", str(HERE / "bench_crawl.py"), "-O", str(items),
            "-a", f"start_url={start_url}", "-a", f"mode={'empty' if mode.endswith(':empty') else spider_mode}"]
     if allow is not None:
@@ -312,7 +316,7 @@ def overhead(args, workdir: Path) -> dict:
     allow.write_text("\n".join(chosen), encoding="utf-8")
     server, origin = site.serve()
     start = origin + "/index.html"
-    modes = [("raw", 0), ("extract", 0), ("dedup", 0), ("dedup_workers", 2)]
+    modes = [("raw", 0), ("extract", 0), ("dedup", 0), ("dedup_workers", 2), ("dedup_chunks", 2)]
     if args.baseline is not None:
         modes.append(("dedup_baseline", 2))  # another version, DEDUP_WORKERS=2, interleaved
     if args.modes:
@@ -518,6 +522,13 @@ def make_rows(result: dict) -> list[dict]:
                 f"{d2['crawl_process_cpu_per_page_ms']:.1f}",
                 f"raw HTML {raw['crawl_process_cpu_per_page_ms']:.1f} (no extraction)", "", "report", None),
         ]
+    if "overhead" in result and {"dedup_workers", "dedup_chunks"} <= set(result["overhead"]["summary"]):
+        s = result["overhead"]["summary"]
+        d2, dc = s["dedup_workers"], s["dedup_chunks"]
+        rows.append(row(NAME, f"{result['overhead']['pages']} PostgreSQL doc pages: pages/s, DEDUP_WORKERS=2, "
+                              "DEDUP_CHUNKS on vs off (settling at the spider's close included)",
+                        fmt(dc["pages_per_s"]), f"off {fmt(d2['pages_per_s'])}",
+                        f"{dc['pages_per_s'] / d2['pages_per_s']:.2f}x", "report", None))
     if "overhead" in result and "dedup_baseline" in result["overhead"]["summary"]:
         s = result["overhead"]["summary"]
         d2, base = s["dedup_workers"], s["dedup_baseline"]

@@ -66,3 +66,24 @@ def test_a_missing_file_is_a_one_line_error(both):
     _, work, _, _ = both
     proc = dedup("ingest", str(work / "absent.jsonl"), "--store", str(work / "other"), cwd=work)
     assert proc.returncode == 1 and "cannot read" in proc.stderr
+
+
+def test_an_ingest_with_dedup_chunks_settles_chunks_as_a_crawl_does(both):
+    server, work, _, _ = both
+    planted = server.manifest["chunks"]
+    rules = server.manifest["host_rules"]
+    store = work / "ingested-chunks"
+    proc = ok(
+        "ingest", str(work / "pages.jsonl"), "--store", str(store), "-s", "DEDUP_HOST_RULES=" + json.dumps(rules),
+        "-s", "DEDUP_CHUNKS=True", cwd=work,
+    )  # fmt: skip
+    assert "boilerplate line(s) learned" in proc.stderr
+    shared = [r for r in jsonl(ok("chunks", "--store", str(store), "--format", "jsonl", cwd=work).stdout)
+              if planted["marker"] in r["text"]]  # fmt: skip
+    by_source = {r["first_source"]: r for r in shared}
+    first, deploy = server.url_for(planted["shared"][0]["page"]), server.url_for("/docs/deploy.html")
+    assert set(by_source) == {first, deploy}
+    assert [c["status"] for c in by_source[first]["copies"]] == ["near_duplicate"]
+    assert {c["status"] for c in by_source[deploy]["copies"]} == {"exact_duplicate"}
+    learned = jsonl(ok("boilerplate", "--store", str(store), "--format", "jsonl", cwd=work).stdout)
+    assert [r["text"] for r in learned] == [planted["boilerplate"]["text"].lower()]

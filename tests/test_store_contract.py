@@ -306,3 +306,47 @@ def test_iterating_pending_requests_while_settling_them(store):
             b.settle_pending(pending_id)
             b.put_pending(pending_id + "/child", b"r")
     assert len(seen) >= 50 and store.pending_count() == 50
+
+
+# -- the chunk layer's tables (DEDUP_CHUNKS) --------------------------------------------------
+
+
+def test_chunk_tables_round_trip_and_scan(store):
+    from scrapy_dedup.store.base import BOILERPLATE, BOILERPLATE_GROUP, CHUNK_EXACT, CHUNK_PRINT, CHUNKS
+
+    rows = {
+        CHUNKS: ("http://h/a", b'{"chunks":[]}'),
+        CHUNK_EXACT: ("00ff:" + "1" * 32, b"http://h/a\0abcd"),
+        CHUNK_PRINT: ("http://h/a\0abcd", b"\x01\x02"),
+        BOILERPLATE: ("h\0" + "2" * 16, b'{"pages":3}'),
+        BOILERPLATE_GROUP: ("h", b'{"pages":4}'),
+    }
+    with store.batch() as b:
+        for table, (key, value) in rows.items():
+            b.put(table, key, value)
+    for table, (key, value) in rows.items():
+        assert store.get(table, key) == value
+        assert list(store.scan(table)) == [(key, value)]
+    # tables are apart from each other and from the page tables
+    assert store.get_url("http://h/a") is None
+    with store.batch() as b:
+        b.delete(CHUNKS, "http://h/a")
+    assert store.get(CHUNKS, "http://h/a") is None and store.get(CHUNK_PRINT, "http://h/a\0abcd") == b"\x01\x02"
+
+
+def test_chunk_exact_claims_are_insert_if_absent(store):
+    from scrapy_dedup.store.base import CHUNK_EXACT
+
+    assert store.put_if_absent(CHUNK_EXACT, "s:h", b"http://h/a\0c1") is None
+    assert store.put_if_absent(CHUNK_EXACT, "s:h", b"http://h/b\0c2") == b"http://h/a\0c1"
+    assert store.get(CHUNK_EXACT, "s:h") == b"http://h/a\0c1"
+
+
+def test_chunk_bands_are_a_table_of_their_own(store):
+    from scrapy_dedup.store.base import CHUNK_BANDS, EXACT
+
+    with store.batch() as b:
+        b.put(CHUNK_BANDS, "s:0:ff", b'[[1,"http://h/a\\u0000c1"]]')
+    assert store.get(CHUNK_BANDS, "s:0:ff") == b'[[1,"http://h/a\\u0000c1"]]'
+    assert store.get(EXACT, "s:0:ff") is None
+    assert [k for k, _ in store.scan(CHUNK_BANDS)] == ["s:0:ff"]

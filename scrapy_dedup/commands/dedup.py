@@ -33,12 +33,14 @@ SUBCOMMANDS = {
     "repair": "salvage a damaged store and rebuild its indexes from the URL records",
     "migrate": "bring a store written by an earlier version to this version's format, in place",
     "export": "the settled corpus as JSON Lines: one record per document (or per unique chunk, --chunks)",
+    "chunks": "chunks that several documents share: the first source and every copy (crawled with DEDUP_CHUNKS)",
+    "boilerplate": "lines learned as boilerplate per host, with their page counts and an example URL",
     "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
 SCOPED = {
-    "host": ("aliases", "provenance"),
+    "host": ("aliases", "provenance", "boilerplate"),
     "reason": ("aliases",),
     "min_size": ("clusters",),
     "top": ("clusters", "report"),
@@ -114,7 +116,7 @@ class Command(ScrapyCommand):
             "--format", choices=("table", "jsonl", "csv"), default="table", help="output format (default: table)"
         )
         sub = parser.add_argument_group("Subcommand options")
-        sub.add_argument("--host", help="aliases, provenance: only URLs of this host (host or host:port)")
+        sub.add_argument("--host", help="aliases, provenance, boilerplate: only URLs of this host (host or host:port)")
         sub.add_argument(
             "--reason",
             action="append",
@@ -359,6 +361,50 @@ class Command(ScrapyCommand):
         if counts.note():
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
 
+    def _chunks(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import chunks
+        from scrapy_dedup.reports.formats import write_rows
+
+        if not chunks.has_chunks(store):
+            raise StoreError("the store keeps no chunks: crawl with DEDUP_CHUNKS = True")
+        self._warn_unsettled(store)
+        write_rows(
+            chunks.shared_chunks(store),
+            chunks.CHUNK_FIELDS,
+            opts.format,
+            sys.stdout,
+            table_fields=chunks.CHUNK_TABLE_FIELDS,
+            shrink=("first_source", "text"),
+        )
+
+    def _boilerplate(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.reports import chunks
+        from scrapy_dedup.reports.formats import write_rows
+
+        if not chunks.has_chunks(store):
+            raise StoreError("the store keeps no chunks: crawl with DEDUP_CHUNKS = True")
+        self._warn_unsettled(store)
+        rows = chunks.learned_boilerplate(store, opts.host)
+        write_rows(
+            rows,
+            chunks.BOILERPLATE_FIELDS,
+            opts.format,
+            sys.stdout,
+            table_fields=chunks.BOILERPLATE_TABLE_FIELDS,
+            shrink=("example_url", "text"),
+        )
+        if not rows:
+            print("scrapy dedup: no line is boilerplate yet (on at least the larger of "
+                  "DEDUP_BOILERPLATE_MIN_PAGES pages and DEDUP_BOILERPLATE_SHARE of its host's pages)", file=sys.stderr)
+
+    @staticmethod
+    def _warn_unsettled(store: DedupStore) -> None:
+        from scrapy_dedup.decide.chunk_layer import OWED
+
+        if store.get_meta(OWED):
+            print("scrapy dedup: the last crawl stopped before it settled the chunk statuses; these are the "
+                  "statuses known when each page was decided (the next crawl settles them)", file=sys.stderr)
+
     def _ingest(self, opts: argparse.Namespace) -> None:
         from scrapy_dedup.crawl.state import open_store
         from scrapy_dedup.decide import ingest
@@ -366,6 +412,7 @@ class Command(ScrapyCommand):
         if opts.store:
             self.settings.set("DEDUP_STORE", opts.store, priority="cmdline")
         config = self._config(opts)
+        settled = None
         if not config.store:
             raise UsageError("ingest writes to a store: --store PATH or -s DEDUP_STORE=PATH")
         fields = ingest.Fields(opts.url_field or "url", opts.text_field or "text", opts.html_field or "html")
@@ -400,6 +447,8 @@ class Command(ScrapyCommand):
                     workers=config.workers,
                     progress=sys.stderr,
                 )
+                if config.chunks:
+                    settled = self._settle_chunks(store, config)
         except StoreError as exc:
             return self._fail(" ".join(str(exc).split()))
         for number, why in counts.malformed:
@@ -410,3 +459,22 @@ class Command(ScrapyCommand):
             f" ({statuses or 'nothing decided'}); {len(counts.malformed)} malformed line(s) skipped",
             file=sys.stderr,
         )
+        if config.chunks and settled is not None:
+            print(
+                f"chunked {settled.documents} documents into {settled.chunks} chunks; "
+                f"{settled.boilerplate} boilerplate line(s) learned in {settled.groups} group(s)",
+                file=sys.stderr,
+            )
+
+    @staticmethod
+    def _settle_chunks(store: DedupStore, config: Any) -> Any:
+        """With DEDUP_CHUNKS, an ingest ends as a crawl does: every document chunked from its kept
+        text and the statuses settled in representative order (headings: Markdown '#' lines)."""
+        from scrapy_dedup.decide.chunk_layer import ChunkLayer
+
+        layer = ChunkLayer(
+            store, max_words=config.chunk_words, min_pages=config.boilerplate_min_pages,
+            share=config.boilerplate_share, by_path=config.boilerplate_by_path, min_tokens=config.min_tokens,
+            min_jaccard=config.min_jaccard, max_distance=config.max_distance,
+        )  # fmt: skip
+        return layer.settle()

@@ -10,6 +10,7 @@ body seen before skips extraction entirely.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -17,7 +18,7 @@ from scrapy import signals
 from scrapy.exceptions import DropItem
 from twisted.internet import task
 
-from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
+from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_chunks, analyse_html, analyse_text
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.canonical import await_canonical
@@ -111,9 +112,11 @@ class DedupPipeline:
             gone = [] if decision.status == "updated" else [decision.url]
             self.state.take_over(decision.promoted, gone, like=getattr(response, "request", None))
             self._settle(decision)
-            if text is None and self._wants_text(item, adapter) and _kind(response) == "html":
+            chunking = self.state.chunks is not None and config.chunks
+            if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
+            chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
         except DropItem:
             raise
         except PoolClosed:
@@ -128,16 +131,65 @@ class DedupPipeline:
         except Exception as exc:
             self.state.failed("pipeline", "could not decide the item of %s; passing it on as undecided", url)
             return self._undecided(item, adapter, exc)
-        return self._annotate(item, adapter, decision, text)
+        return self._annotate(item, adapter, decision, text, chunks)
+
+    def _scope_of(self, adapter: ItemAdapter) -> str:
+        field = self.state.config.scope_field
+        return str(adapter.get(field)) if field and adapter.get(field) is not None else ""
+
+    async def _safe_chunks(
+        self, decision: Decision, url: str, text: str | None, adapter: ItemAdapter, response: Any
+    ) -> list | None:
+        """The item's chunks; None when they could not be made (counted and logged: the page's
+        decision stands, and the end of the crawl chunks it from its kept text)."""
+        try:
+            return await self._chunks(decision, url, text, self._scope_of(adapter), self._markup(adapter, response))
+        except (PoolClosed, StoreWriteError):
+            raise
+        except Exception:
+            self.state.failed("chunks", "could not chunk %s; its item goes on with chunks = None", url)
+            return None
+
+    def _markup(self, adapter: ItemAdapter, response: Any) -> str | bytes | None:
+        """The HTML the text was extracted from, for its heading spans (None: text given)."""
+        config = self.state.config
+        if isinstance(adapter.get(config.text_field) if config.text_field in adapter else None, str):
+            return None
+        html = adapter.get(config.html_field) if config.html_field in adapter else None
+        if isinstance(html, (str, bytes)):
+            return html[: config.max_body_bytes]
+        if response is not None and _kind(response) == "html":
+            return response.text[: config.max_body_bytes]
+        return None
+
+    async def _chunks(
+        self, decision: Decision, url: str, text: str | None, scope: str, markup: str | bytes | None
+    ) -> list[dict[str, Any]]:
+        """The item's chunks with their statuses; a representative's are kept in the store."""
+        layer, config = self.state.chunks, self.state.config
+        for gone in decision.supersedes:
+            layer.forget(self.state.key(gone))
+        if text is None:
+            return []
+        text = text[: config.max_text_chars]  # the text the store keeps: offsets point into it
+        key = self.state.key(url)
+        # headings from the page's h1..h6 (text given by the spider: its Markdown '#' lines)
+        page = await self.pool.run(partial(analyse_chunks, text, markup, **layer.chunk_args(key, url)))
+        if decision.is_representative:
+            rows = layer.record(key, url, scope, page)
+        else:
+            rows = layer.lookup(key, scope, page)
+        self.state.inc("chunks/chunks", len(rows))
+        for row in rows:
+            self.state.inc(f"chunks/{row.status}")
+        return [row.as_item(text) for row in rows]
 
     async def _decide(
         self, adapter: ItemAdapter, url: str, source: ItemSource | None, response: Any
     ) -> tuple[Decision, str | None]:
         state, config = self.state, self.state.config
         key = state.key(url)
-        scope = ""
-        if config.scope_field and adapter.get(config.scope_field) is not None:
-            scope = str(adapter.get(config.scope_field))
+        scope = self._scope_of(adapter)
         text, fp, body_hash = await self._content(adapter, url, response)
         meta = response.meta if response is not None else {}
         doc = Document(
@@ -226,9 +278,13 @@ class DedupPipeline:
             }
         return item
 
-    def _annotate(self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None) -> Any:
+    def _annotate(
+        self, item: Any, adapter: ItemAdapter, decision: Decision, text: str | None, chunks: list | None | bool = False
+    ) -> Any:
         if isinstance(item, dict) or ITEM_FIELD in adapter.field_names():
             adapter[ITEM_FIELD] = decision.as_item_field()
+            if chunks is not False:  # DEDUP_CHUNKS
+                adapter[ITEM_FIELD]["chunks"] = chunks
         if text is not None and self._wants_text(item, adapter):
             adapter[self.state.config.text_field] = text
         return item

@@ -14,7 +14,9 @@ from typing import Any
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
+from scrapy_dedup.core.boilerplate import DEFAULT_BOILERPLATE_MIN_PAGES, DEFAULT_BOILERPLATE_SHARE
 from scrapy_dedup.core.canonical import SCOPES
+from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS
 from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.hostrules import HostRules
 from scrapy_dedup.core.urls import DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS, UrlRules
@@ -58,6 +60,11 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_EXTRACT_TABLES": True,
     "DEDUP_EXTRACT_COMMENTS": False,
     "DEDUP_KEEP_TEXT": True,
+    "DEDUP_CHUNKS": False,
+    "DEDUP_CHUNK_WORDS": DEFAULT_CHUNK_WORDS,
+    "DEDUP_BOILERPLATE_MIN_PAGES": DEFAULT_BOILERPLATE_MIN_PAGES,
+    "DEDUP_BOILERPLATE_SHARE": DEFAULT_BOILERPLATE_SHARE,
+    "DEDUP_BOILERPLATE_BY_PATH": False,
     "DEDUP_DEBUG": False,
     "DEDUP_LOGSTATS_INTERVAL": 60.0,
 }
@@ -135,6 +142,11 @@ class DedupConfig:
     #: the Redis store's key prefix; None: ``dedup:<spider name>``
     redis_prefix: str | None = None
     redis_retries: int = 5
+    chunks: bool = False
+    chunk_words: int = DEFAULT_CHUNK_WORDS
+    boilerplate_min_pages: int = DEFAULT_BOILERPLATE_MIN_PAGES
+    boilerplate_share: float = DEFAULT_BOILERPLATE_SHARE
+    boilerplate_by_path: bool = False
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DedupConfig:
@@ -159,6 +171,17 @@ class DedupConfig:
         if min_jaccard > 1:
             raise ValueError(f"DEDUP_MIN_JACCARD must be between 0 and 1, got {min_jaccard}")
         workers = settings["DEDUP_WORKERS"]
+        chunks = _bool(settings, "DEDUP_CHUNKS")
+        keep_text = _bool(settings, "DEDUP_KEEP_TEXT")
+        if chunks and not keep_text:
+            raise ValueError(
+                "DEDUP_CHUNKS needs DEDUP_KEEP_TEXT = True: the chunk statuses are settled at the end "
+                "of the crawl from the documents' kept texts"
+            )
+        min_pages = int(_number(settings, "DEDUP_BOILERPLATE_MIN_PAGES", minimum=2))
+        share = _number(settings, "DEDUP_BOILERPLATE_SHARE")
+        if not 0 < share <= 1:
+            raise ValueError(f"DEDUP_BOILERPLATE_SHARE must be in (0, 1], got {share}")
         return cls(
             store=settings["DEDUP_STORE"] or None,
             store_backend=backend,
@@ -188,11 +211,16 @@ class DedupConfig:
             extract_mode=_choice(settings, "DEDUP_EXTRACT_MODE", EXTRACT_MODES),
             extract_tables=_bool(settings, "DEDUP_EXTRACT_TABLES"),
             extract_comments=_bool(settings, "DEDUP_EXTRACT_COMMENTS"),
-            keep_text=_bool(settings, "DEDUP_KEEP_TEXT"),
+            keep_text=keep_text,
             debug=debug,
             logstats_interval=_number(settings, "DEDUP_LOGSTATS_INTERVAL"),
             redis_prefix=settings["DEDUP_REDIS_PREFIX"] or None,
             redis_retries=int(_number(settings, "DEDUP_REDIS_RETRIES")),
+            chunks=chunks,
+            chunk_words=int(_number(settings, "DEDUP_CHUNK_WORDS", minimum=1)),
+            boilerplate_min_pages=min_pages,
+            boilerplate_share=share,
+            boilerplate_by_path=_bool(settings, "DEDUP_BOILERPLATE_BY_PATH"),
         )
 
     @property

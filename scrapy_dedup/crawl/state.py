@@ -28,6 +28,8 @@ from scrapy_dedup.crawl.canonical import CanonicalWaits
 from scrapy_dedup.crawl.settings import DedupConfig
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.crawl.sources import ItemSources
+from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED
+from scrapy_dedup.decide.chunk_layer import ChunkLayer
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
@@ -100,6 +102,8 @@ class DedupState:
         self.store: DedupStore | None = None
         self.frontier: Frontier | None = None
         self.index: ContentIndex | None = None
+        #: the chunk layer (DEDUP_CHUNKS, or chunk statuses an earlier crawl left to settle)
+        self.chunks: ChunkLayer | None = None
         self._pending: Any = None
         #: requests an interrupted run left owed, counted when the store opened
         self.pending_at_start = 0
@@ -111,6 +115,7 @@ class DedupState:
         # listed by hand without it
         crawler.signals.connect(self.open, signal=signals.spider_opened)
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
+        crawler.signals.connect(self.settle_chunks, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupState:
@@ -153,6 +158,18 @@ class DedupState:
             min_tokens=self.config.min_tokens,
             authority=self.config.authority,
         )
+        config = self.config
+        if config.chunks or store.get_meta(CHUNKS_OWED):
+            self.chunks = ChunkLayer(
+                store,
+                max_words=config.chunk_words,
+                min_pages=config.boilerplate_min_pages,
+                share=config.boilerplate_share,
+                by_path=config.boilerplate_by_path,
+                min_tokens=config.min_tokens,
+                min_jaccard=config.min_jaccard,
+                max_distance=config.max_distance,
+            )
 
     @property
     def pending(self) -> Any:
@@ -163,12 +180,49 @@ class DedupState:
             self._pending = PendingRequests(self)
         return self._pending
 
+    def settle_chunks(self) -> None:
+        """The end of the crawl: revise every chunk status from the final boilerplate counts, in
+        representative order (a crawl cut short before this leaves it to the next one)."""
+        layer = self.chunks
+        if layer is None or self.store is None or self._store_error is not None:
+            return
+        # documents gone or taken over change who represents what, without a chunk written
+        moved = any(self.stats.get_value(f"dedup/doc/{k}", 0) for k in ("deleted", "redirected", "promoted", "superseded"))
+        if not (layer.owed or (moved and self.config.chunks)):
+            return
+        try:
+            result = layer.settle()
+        except StoreWriteError as exc:
+            self.store_failed(exc)
+            return
+        except Exception:
+            self.failed("chunks", "could not settle the chunk statuses; the next crawl settles them")
+            return
+        if result is None:
+            logger.info("dedup chunks: another crawl process is settling the chunk statuses of this store")
+            return
+        self.inc("chunks/revised", result.revised)
+        self.inc("chunks/settled", result.chunks)
+        self.inc("chunks/boilerplate_learned", result.boilerplate)
+        logger.info(
+            "dedup chunks settled: %d chunks of %d documents in representative order, %d status(es) revised; "
+            "%d boilerplate line(s) learned in %d group(s)%s",
+            result.chunks,
+            result.documents,
+            result.revised,
+            result.boilerplate,
+            result.groups,
+            f"; {result.without_text} document(s) without a kept text were left out" if result.without_text else "",
+        )
+        if result.left_owed:
+            logger.info("dedup chunks: pages were recorded while settling; the next crawl to close settles them")
+
     def close(self) -> None:
         self.canonical_waits.release_all()
         if self.store is None:
             return
         store = self.store
-        self.store = self.frontier = self.index = self._pending = None
+        self.store = self.frontier = self.index = self._pending = self.chunks = None
         try:
             owed = store.pending_count()
             store.put_meta(

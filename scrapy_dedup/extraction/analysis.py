@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 from scrapy_dedup.core.fingerprints import Fingerprint, fingerprint
+from scrapy_dedup.core.page_chunks import PageChunks, page_chunks
+from scrapy_dedup.extraction.headings import heading_spans
 from scrapy_dedup.extraction.main_text import extract_text
 
 
@@ -39,6 +43,13 @@ def analyse_html(html: str | bytes, url: str | None, options: ExtractOptions) ->
 def analyse_text(text: str, options: ExtractOptions) -> tuple[str, Fingerprint]:
     """Fingerprint text a spider already extracted."""
     return text, fingerprint(text[: options.max_text_chars])
+
+
+def analyse_chunks(text: str, html: str | bytes | None, **options: Any) -> PageChunks:
+    """A page's chunks (:func:`scrapy_dedup.core.page_chunks.page_chunks`), with the heading
+    spans of its HTML when it has some, so that chunks follow its sections."""
+    headings = heading_spans(html, text) if html is not None else None
+    return page_chunks(text, headings=headings or None, **options)
 
 
 def warm_up() -> None:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, chunk_text
+from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, Chunk, chunk_text
 from scrapy_dedup.reports.formats import Progress, iso
 from scrapy_dedup.reports.resolve import Resolver
-from scrapy_dedup.store.base import DedupStore, StoreError
+from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError
 
 FIELDS = ("document_id", "url", "title", "text", "sources", "first_seen", "last_seen")
 CHUNK_FIELDS = ("content_hash", "text", "tokens", "documents", "urls")
@@ -114,14 +114,45 @@ def documents(
             "sources": sources,
             "first_seen": iso(first),
             "last_seen": iso(last),
+            "_key": cluster.representative,  # not exported: where the stored chunks are
         }
     progress.done()
 
 
+def _stored_chunks(store: DedupStore) -> Callable[[str, str, str], list[tuple[Chunk, dict[str, Any]]] | None] | None:
+    """The chunks a crawl with DEDUP_CHUNKS kept and settled, by representative key; None when the
+    store keeps none (the texts are chunked here instead)."""
+    from scrapy_dedup.decide.chunk_layer import ChunkLayer
+
+    if next(iter(store.scan(CHUNKS)), None) is None:
+        return None
+    layer = ChunkLayer(store)
+
+    def stored(key: str, text: str, doc_id: str) -> list[tuple[Chunk, dict[str, Any]]] | None:
+        rows = layer.get_chunks(key)
+        if rows is None:
+            return None
+        out = []
+        for r in rows:
+            piece = text[r.start : r.end]
+            chunk = Chunk(r.chunk_id, piece, r.start, r.end, r.heading, r.content_hash, r.tokens, r.boilerplate)
+            out.append((chunk, {"status": r.status, "duplicate_of": r.duplicate_of}))
+        return out
+
+    return stored
+
+
 def unique_chunks(
-    records: Iterator[dict[str, Any]], counts: ExportCounts, *, max_words: int = DEFAULT_CHUNK_WORDS
+    records: Iterator[dict[str, Any]],
+    counts: ExportCounts,
+    *,
+    max_words: int = DEFAULT_CHUNK_WORDS,
+    stored: Callable[[str, str, str], list[tuple[Chunk, dict[str, Any]]] | None] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One record per distinct chunk content, with every document and URL it appears in."""
+    """One record per distinct chunk content, with every document and URL it appears in.
+
+    With ``stored`` (a crawl kept its chunks), a document's chunks, ids and settled statuses
+    are read from the store; other documents are chunked here."""
     import plyvel
 
     tmp = tempfile.mkdtemp(prefix="scrapy-dedup-export-")
@@ -132,10 +163,13 @@ def unique_chunks(
                 doc_id = doc["document_id"]
                 urls = [doc["url"]] + [s["url"] for s in doc["sources"] if s["url"] != doc["url"]]
                 batch.put(b"d" + doc_id.encode(), json.dumps(urls).encode())
-                for c in chunk_text(doc["text"], max_words=max_words, scope=doc_id):
+                kept = stored(doc.get("_key", ""), doc["text"], doc_id) if stored is not None else None
+                if kept is None:
+                    kept = [(c, {}) for c in chunk_text(doc["text"], max_words=max_words, scope=doc_id)]
+                for c, status in kept:
                     # the position in the document keeps occurrences of one content in document order
                     key = f"c{c.content_hash}\0{doc_id}\0{c.start:012d}".encode()
-                    value = {"chunk_id": c.chunk_id, "start": c.start, "end": c.end, "heading": list(c.heading)}
+                    value = {"chunk_id": c.chunk_id, "start": c.start, "end": c.end, "heading": list(c.heading), **status}
                     batch.put(b"t" + c.content_hash.encode(), json.dumps([c.text, c.tokens]).encode())
                     batch.put(key, json.dumps(value).encode())
                 if n % 1000 == 999:  # keep the batch bounded
@@ -177,7 +211,7 @@ def write(store: DedupStore, out: TextIO, *, chunks: bool = False, progress: Pro
     counts = ExportCounts()
     records = documents(store, counts, progress)
     if chunks:
-        records = unique_chunks(records, counts)
+        records = unique_chunks(records, counts, stored=_stored_chunks(store))
     fields = CHUNK_FIELDS if chunks else FIELDS
     for record in records:
         out.write(json.dumps({f: record.get(f) for f in fields}, ensure_ascii=False) + "\n")

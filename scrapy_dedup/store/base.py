@@ -62,7 +62,17 @@ MINHASH = "minhash"  # url key -> MinHash signature
 TEXT = "text"  # url key -> document text, zlib-compressed (DEDUP_KEEP_TEXT)
 PENDING = "pending"  # pending id (a url key) -> request still owed: pickled request dict
 EMITTED = "emitted"  # url key -> content hash of the last item emitted for it
-TABLES = (URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED)
+# The chunk layer (DEDUP_CHUNKS), derived from the documents' texts and rebuilt at the end of a crawl:
+CHUNKS = "chunks"  # url key of a representative -> its chunks and paragraph keys (JSON)
+CHUNK_EXACT = "chunk_exact"  # <scope id hex>:<chunk content hash> -> "<url key>\0<chunk id>" of its first source
+CHUNK_PRINT = "chunk_print"  # "<url key>\0<chunk id>" -> near fingerprint of a chunk of DEDUP_MIN_TOKENS or more
+CHUNK_BANDS = "chunk_bands"  # "<scope id hex>:<band>:<band hash hex>" -> lines "<order>\t<url key>\0<chunk id>" of its sources
+BOILERPLATE = "boilerplate"  # "<group>\0<paragraph key>" -> {pages, text, example_url}: lines on 2+ pages
+BOILERPLATE_GROUP = "boilerplate_group"  # group -> {pages, threshold, keys}: what counts as boilerplate there
+TABLES = (
+    URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED,
+    CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP,
+)  # fmt: skip
 
 #: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
 ALIASES = "aliases"  # target url key -> {URL of a redirect or variant: reason}

@@ -14,6 +14,12 @@ Key layout (format 3, recorded as ``store_format`` in the store parameters)::
     f:<url key>                   frontier: run the key was last scheduled in (4 bytes), first URL
     o:<pending id>                request still owed (pickled request dict); the id is its URL key
     e:<url key>                   content hash of the last item emitted for the key
+    C:<url key>                   a representative's chunks and paragraph keys (JSON, DEDUP_CHUNKS)
+    H:<scope id>:<chunk hash>     chunk exact index -> url key NUL chunk id of the first source
+    P:<url key>\0<chunk id>       a chunk's near fingerprint
+    S:<scope>:<band>:<hash>       chunk LSH band -> lines "order TAB url key NUL chunk id" of its sources
+    B:<group>\0<paragraph key>    document frequency of a line on 2+ pages of its group (JSON)
+    G:<group>                     the group's page count, threshold and boilerplate keys (JSON)
     u:<url key>                   UrlRecord (JSON)
     v:<url>                       URL variant dropped before fetch (JSON)
     a:<target key>\0<url>         redirect or URL variant pointing to a key -> reason
@@ -49,6 +55,12 @@ import plyvel
 
 from scrapy_dedup.store.base import (
     ALIASES,
+    BOILERPLATE,
+    BOILERPLATE_GROUP,
+    CHUNK_BANDS,
+    CHUNK_EXACT,
+    CHUNK_PRINT,
+    CHUNKS,
     CLUSTER,
     EMITTED,
     EXACT,
@@ -87,6 +99,12 @@ _TABLE_PREFIX = {
     TEXT: b"x:",
     PENDING: b"o:",
     EMITTED: b"e:",
+    CHUNKS: b"C:",
+    CHUNK_EXACT: b"H:",
+    CHUNK_PRINT: b"P:",
+    CHUNK_BANDS: b"S:",
+    BOILERPLATE: b"B:",
+    BOILERPLATE_GROUP: b"G:",
 }
 #: owned set -> (key prefix, separator between owner and member)
 _SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}

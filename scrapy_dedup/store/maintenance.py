@@ -195,6 +195,37 @@ def _check_pending(view: _View, result: CheckResult) -> None:
             result.problem("pending requests", f"the pending request of {key} does not deserialize")
 
 
+@register_check("chunks")
+def _check_chunks(view: _View, result: CheckResult) -> None:
+    """Chunk records (DEDUP_CHUNKS) belong to representatives, and every chunk exact entry names a
+    chunk a record holds. Before the statuses are settled (a crawl cut short) leftovers are
+    expected: they are counted apart, and the next crawl settles them."""
+    owed = bool(view.store.get_meta("chunks_owed"))
+    reps = {c.representative for c in view.clusters.values()}
+    held: dict[str, set[str]] = {}
+    for key, value in view.keys(b"C:"):
+        result.checked["chunks"] += 1
+        url_key = key[2:].decode()
+        try:
+            held[url_key] = {row[0] for row in json.loads(value)["chunks"]}
+        except (ValueError, KeyError, TypeError, IndexError):
+            result.problem("chunks", f"the chunk record of {url_key} does not parse")
+            continue
+        if url_key not in reps:
+            if owed:
+                result.notes["chunk records to settle"] += 1
+            else:
+                result.problem("chunks", f"chunks of {url_key}, which represents no document")
+    for key, value in view.keys(b"H:"):
+        result.checked["chunk exact index"] += 1
+        url_key, _, chunk_id = value.decode().rpartition("\0")
+        if chunk_id not in held.get(url_key, ()):
+            if owed:
+                result.notes["chunk claims to settle"] += 1
+            else:
+                result.problem("chunk exact index", f"{key.decode(errors='replace')} names a chunk no record holds")
+
+
 def check_store(store: LevelDBStore) -> CheckResult:
     result = CheckResult()
     view = _View(store)
@@ -333,6 +364,9 @@ def _rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -
                 minhash = store.get_minhash(rep.key)
                 batch.index_near(rep.scope, rep.simhash, band_hashes(minhash) if minhash else (), cid)
         result.clusters += 1
+    if next(db.iterator(prefix=b"C:", include_value=False), None) is not None:
+        # representatives may have changed: the next crawl settles the chunk statuses again
+        store.put_meta("chunks_owed", True)
     db.put(b"m:repaired", json.dumps({"records": result.records, "clusters": result.clusters}).encode())
     return result
 

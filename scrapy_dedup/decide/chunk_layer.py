@@ -1,0 +1,557 @@
+"""The crawl's chunk layer: chunk statuses and per-host boilerplate, kept in the store.
+
+While a crawl runs, each representative's chunks get the statuses known when it is decided:
+the chunk exact index (first source of a content hash) and the chunk LSH bands (sources of
+``DEDUP_MIN_TOKENS`` tokens or more) of the same store, and the boilerplate learned by the last
+settled crawl. :meth:`ChunkLayer.settle`, at the end of the crawl, revises them all: it learns
+boilerplate again from the current documents (each counted once, whatever its number of URLs),
+then takes the documents in representative order (first-seen run, then URL key) and gives every
+chunk its status from empty indexes, so the result depends on the set of documents only, never
+on the order pages arrived in. Until it has run to its end the store says that it is owed
+(meta ``chunks_owed``), so a crawl cut short is settled by the next one.
+
+Everything goes through the store interface's primitives, so every backend keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scrapy_dedup.core.bands import band_hashes
+from scrapy_dedup.core.boilerplate import (
+    BOILERPLATE_PARAMS,
+    DEFAULT_BOILERPLATE_MIN_PAGES,
+    DEFAULT_BOILERPLATE_SHARE,
+    boilerplate_group,
+    boilerplate_threshold,
+)
+from scrapy_dedup.core.chunks import CHUNK_PARAMS, DEFAULT_CHUNK_WORDS, Chunk, Heading
+from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS, near_match
+from scrapy_dedup.core.page_chunks import ChunkPrint, PageChunks, page_chunks, page_paragraphs
+from scrapy_dedup.core.text import canonical_text
+from scrapy_dedup.store.base import (
+    BOILERPLATE,
+    BOILERPLATE_GROUP,
+    CHUNK_BANDS,
+    CHUNK_EXACT,
+    CHUNK_PRINT,
+    CHUNKS,
+    DedupStore,
+    scope_id,
+)
+
+__all__ = ["ChunkLayer", "ChunkRecord", "SettleResult", "chunk_member", "split_member"]
+
+logger = logging.getLogger(__name__)
+
+#: meta key: the chunk statuses must be settled (a crawl wrote chunks and has not settled them)
+OWED = "chunks_owed"
+#: meta key: the params the stored chunks were made with
+PARAMS_META = "chunk_params"
+#: meta key: documents whose chunks were recorded, ever (atomic counter): their order while a
+#: crawl runs, after every settled one (settle gives 0..n-1), and how settle sees writes under it
+WRITES_META = "chunk_writes"
+_LIVE_ORDER = 1 << 40
+#: meta key: a process of a shared store is settling (others skip; a lease older than this is taken over)
+LEASE_META = "chunks_settling"
+LEASE_SECONDS = 3600
+_BATCH = 500
+
+
+def chunk_member(key: str, chunk_id: str) -> str:
+    """How a chunk is named in the chunk indexes: the document's URL key and the chunk id."""
+    return f"{key}\0{chunk_id}"
+
+
+def split_member(member: str) -> tuple[str, str]:
+    key, _, chunk_id = member.rpartition("\0")
+    return key, chunk_id
+
+
+@dataclass
+class ChunkRecord:
+    """One chunk of a stored document, with the status it was last given."""
+
+    chunk_id: str
+    content_hash: str
+    start: int
+    end: int
+    heading: tuple[str, ...]
+    tokens: int
+    boilerplate: bool
+    status: str
+    duplicate_of: str | None = None  #: chunk id of the first source
+    source_key: str | None = None  #: URL key of the document the first source is in
+
+    def to_list(self) -> list[Any]:
+        return [self.chunk_id, self.content_hash, self.start, self.end, list(self.heading), self.tokens,
+                self.boilerplate, self.status, self.duplicate_of, self.source_key]  # fmt: skip
+
+    @classmethod
+    def from_list(cls, row: list[Any]) -> ChunkRecord:
+        cid, digest, start, end, heading, tokens, bp, status, dup, source = row
+        return cls(cid, digest, start, end, tuple(heading), tokens, bool(bp), status, dup, source)
+
+    def as_item(self, text: str) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "text": text[self.start : self.end],
+            "start": self.start,
+            "end": self.end,
+            "heading": list(self.heading),
+            "content_hash": self.content_hash,
+            "status": self.status,
+            "duplicate_of": self.duplicate_of,
+        }
+
+
+@dataclass
+class SettleResult:
+    documents: int = 0
+    chunks: int = 0
+    revised: int = 0
+    rechunked: int = 0
+    without_text: int = 0
+    groups: int = 0
+    boilerplate: int = 0
+    #: documents were recorded while it ran (another process of a shared store): still owed
+    left_owed: bool = False
+
+
+def _headings_json(headings: Sequence[Heading] | None) -> list[list[Any]] | None:
+    return None if headings is None else [[h.start, h.end, h.level, h.title] for h in headings]
+
+
+def _headings(raw: list[list[Any]] | None) -> tuple[Heading, ...] | None:
+    return None if raw is None else tuple(Heading(*h) for h in raw)
+
+
+class ChunkLayer:
+    """Chunk statuses and boilerplate of one store (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: DedupStore,
+        *,
+        max_words: int = DEFAULT_CHUNK_WORDS,
+        min_pages: int = DEFAULT_BOILERPLATE_MIN_PAGES,
+        share: float = DEFAULT_BOILERPLATE_SHARE,
+        by_path: bool = False,
+        min_tokens: int = DEFAULT_MIN_TOKENS,
+        min_jaccard: float = DEFAULT_MIN_JACCARD,
+        max_distance: int = DEFAULT_MAX_DISTANCE,
+    ) -> None:
+        self.store = store
+        self.max_words = max_words
+        self.min_pages = min_pages
+        self.share = share
+        self.by_path = by_path
+        self.min_tokens = min_tokens
+        self.min_jaccard = min_jaccard
+        self.max_distance = max_distance
+        self._learned: dict[str, frozenset[str]] = {}
+        self._owed_marked = False
+        self.params = json.loads(json.dumps({
+            "chunks": CHUNK_PARAMS, "boilerplate": BOILERPLATE_PARAMS, "max_words": max_words,
+            "min_pages": min_pages, "share": share, "by_path": by_path, "min_tokens": min_tokens,
+            "min_jaccard": min_jaccard, "max_distance": max_distance,
+        }, sort_keys=True))  # fmt: skip
+        stored = store.get_meta(PARAMS_META)
+        #: stored chunks were made with other params: settle makes them again from the texts
+        self.params_changed = stored is not None and stored != self.params
+
+    # -- during the crawl -------------------------------------------------------------------
+    def group(self, url: str) -> str:
+        return boilerplate_group(url, self.by_path)
+
+    def boilerplate_keys(self, group: str) -> frozenset[str]:
+        """What the last settled crawl learned as boilerplate in ``group``."""
+        keys = self._learned.get(group)
+        if keys is None:
+            raw = self.store.get(BOILERPLATE_GROUP, group)
+            keys = frozenset(json.loads(raw)["keys"]) if raw is not None and not self.params_changed else frozenset()
+            self._learned[group] = keys
+        return keys
+
+    def chunk(self, text: str, key: str, url: str, headings: Sequence[Heading] | None = None) -> PageChunks:
+        """Chunk a page here (the crawl does the same call in a worker: :func:`page_chunks`)."""
+        return page_chunks(text, headings=headings, **self.chunk_args(key, url))
+
+    def chunk_args(self, key: str, url: str) -> dict[str, Any]:
+        """What :func:`page_chunks` takes besides the text and the headings."""
+        return {
+            "scope": key,
+            "boilerplate_keys": self.boilerplate_keys(self.group(url)),
+            "max_words": self.max_words,
+            "min_tokens": self.min_tokens,
+        }
+
+    def record(self, key: str, url: str, scope: str, page: PageChunks) -> list[ChunkRecord]:
+        """Give a representative's chunks their statuses and keep them; returns them."""
+        # before each write: a crawl cut short from here on leaves the settling owed (every time,
+        # as another process of a shared store may have settled meanwhile)
+        self.store.put_meta(OWED, True)
+        if not self._owed_marked:
+            self.store.put_meta(PARAMS_META, self.params)
+            self._owed_marked = True
+        seq = _LIVE_ORDER + self.store.increment_meta(WRITES_META)
+        previous = self._get(key)
+        rows = self._assign(key, scope, page.chunks, page.prints, seq, previous, claim=True)
+        self._put(key, url, scope, page, rows)
+        return rows
+
+    def lookup(self, key: str, scope: str, page: PageChunks) -> list[ChunkRecord]:
+        """Statuses of a page that is not a representative (passed on as a duplicate): read only."""
+        return self._assign(key, scope, page.chunks, page.prints, 0, None, claim=False)
+
+    def forget(self, key: str) -> None:
+        """A document is no representative any more: its chunks leave the indexes (settle does
+        the same for any it missed)."""
+        previous = self._get(key)
+        if previous is None:
+            return
+        with self.store.batch() as b:
+            bands: dict[str, tuple[dict, set]] = {}
+            self._unindex(b, key, previous, bands)
+            self._write_bands(b, bands)
+            b.delete(CHUNKS, key)
+
+    # -- store rows ---------------------------------------------------------------------------
+    def _get(self, key: str) -> dict[str, Any] | None:
+        raw = self.store.get(CHUNKS, key)
+        return json.loads(raw) if raw is not None else None
+
+    def get_chunks(self, key: str) -> list[ChunkRecord] | None:
+        record = self._get(key)
+        return None if record is None else [ChunkRecord.from_list(r) for r in record["chunks"]]
+
+    def _put(self, key, url, scope, page: PageChunks, rows: list[ChunkRecord], batch=None) -> None:
+        record = {
+            "url": url,
+            "scope": scope,
+            "group": self.group(url),
+            "headings": _headings_json(page.headings),
+            "paragraphs": [list(p) for p in page.paragraphs],
+            "boilerplate": list(page.boilerplate),
+            "chunks": [r.to_list() for r in rows],
+        }
+        if batch is None:
+            with self.store.batch() as b:
+                b.put(CHUNKS, key, json.dumps(record, separators=(",", ":")).encode())
+        else:
+            batch.put(CHUNKS, key, json.dumps(record, separators=(",", ":")).encode())
+
+    def _owners(self, scope: str, minhash: bytes) -> list[str]:
+        sid = scope_id(scope).hex()
+        return [f"{sid}:{band}:{h:016x}" for band, h in enumerate(band_hashes(minhash))]
+
+    def _bands(self, owner: str) -> dict[str, int]:
+        """member -> order of the sources in one chunk band."""
+        raw = self.store.get(CHUNK_BANDS, owner)
+        if raw is None:
+            return {}
+        rows = (line.partition("\t") for line in raw.decode().split("\n"))
+        return {member: int(order) for order, _, member in rows}
+
+    def _write_bands(self, batch, changes: dict[str, tuple[dict[str, int], set[str]]]) -> None:
+        """Apply (added, removed) members per band owner: one write per owner, as a batch does not
+        read its own writes."""
+        for owner, (added, removed) in changes.items():
+            rows = self._bands(owner)
+            for member in removed:
+                rows.pop(member, None)
+            rows.update(added)
+            if rows:
+                # lines of "order TAB member" (URL keys hold no tab or line break)
+                value = "\n".join(f"{order}\t{member}" for member, order in sorted(rows.items()))
+                batch.put(CHUNK_BANDS, owner, value.encode())
+            else:
+                batch.delete(CHUNK_BANDS, owner)
+
+    def _unindex(self, batch, key: str, previous: dict[str, Any], bands: dict[str, tuple[dict, set]]) -> None:
+        """Take the chunks of ``previous`` (a stored record of ``key``) out of the indexes (band
+        removals go to ``bands``), and drop their fingerprints."""
+        sid = scope_id(previous.get("scope", "")).hex()
+        for row in previous["chunks"]:
+            chunk = ChunkRecord.from_list(row)
+            member = chunk_member(key, chunk.chunk_id)
+            exact = f"{sid}:{chunk.content_hash}"
+            if self.store.get(CHUNK_EXACT, exact) == member.encode():
+                batch.delete(CHUNK_EXACT, exact)
+            raw = self.store.get(CHUNK_PRINT, member)
+            if raw is not None:
+                p = ChunkPrint.from_bytes(raw)
+                if p.indexed:
+                    for owner in self._owners(previous.get("scope", ""), p.minhash):
+                        bands.setdefault(owner, ({}, set()))[1].add(member)
+                batch.delete(CHUNK_PRINT, member)
+
+    def _assign(
+        self,
+        key: str,
+        scope: str,
+        chunks: Sequence[Chunk],
+        prints: dict[str, ChunkPrint],
+        seq: int,
+        previous: dict[str, Any] | None,
+        *,
+        claim: bool,
+    ) -> list[ChunkRecord]:
+        store = self.store
+        sid = scope_id(scope).hex()
+        rows: list[ChunkRecord] = []
+        local: list[tuple[str, ChunkPrint, frozenset[str]]] = []  # sources of this document so far
+        sources: list[tuple[str, ChunkPrint, list[str]]] = []
+        for c in chunks:
+            row = ChunkRecord(c.chunk_id, c.content_hash, c.start, c.end, c.heading, c.tokens, c.boilerplate, "new")
+            rows.append(row)
+            if c.boilerplate:
+                row.status = "boilerplate"  # never matched, never a source
+                continue
+            me = chunk_member(key, c.chunk_id)
+            exact = f"{sid}:{c.content_hash}"
+            held = store.put_if_absent(CHUNK_EXACT, exact, me.encode()) if claim else store.get(CHUNK_EXACT, exact)
+            if held is not None and held.decode() != me:
+                row.status = "exact_duplicate"
+                row.source_key, row.duplicate_of = split_member(held.decode())
+                continue
+            p = prints.get(c.chunk_id)
+            if p is None:
+                continue  # too short for near matching: exact only
+            owners = self._owners(scope, p.minhash)
+            match = self._first_near(key, p, owners, local)
+            if match is not None:
+                row.status = "near_duplicate"
+                row.source_key, row.duplicate_of = split_member(match)
+                continue
+            local.append((me, p, frozenset(owners)))
+            sources.append((me, p, owners))
+        if not claim:
+            return rows
+        new_ids = {r.chunk_id for r in rows}
+        bands: dict[str, tuple[dict, set]] = {}
+        with store.batch() as b:
+            if previous is not None:
+                self._unindex(b, key, previous, bands)
+            for c in chunks:
+                p = prints.get(c.chunk_id)
+                if p is not None:
+                    b.put(CHUNK_PRINT, chunk_member(key, c.chunk_id), ChunkPrint(p.simhash, p.tokens, p.minhash).to_bytes())
+            for me, p, owners in sources:
+                b.put(CHUNK_PRINT, me, ChunkPrint(p.simhash, p.tokens, p.minhash, True).to_bytes())
+                for owner in owners:
+                    bands.setdefault(owner, ({}, set()))[0][me] = seq
+            self._write_bands(b, bands)
+        if previous is not None:
+            # the unindexing above may have dropped claims this document holds again
+            for r in rows:
+                if r.status == "new" and r.chunk_id in new_ids:
+                    store.put_if_absent(CHUNK_EXACT, f"{sid}:{r.content_hash}", chunk_member(key, r.chunk_id).encode())
+        return rows
+
+    def _first_near(
+        self, key: str, p: ChunkPrint, owners: list[str], local: list[tuple[str, ChunkPrint, frozenset[str]]]
+    ) -> str | None:
+        """The earliest source (smallest order, then name) that near-matches ``p``; sources of
+        this document come after the stored ones (they are later in the order)."""
+        candidates: dict[str, int] = {}
+        for owner in owners:
+            for member, order in self._bands(owner).items():
+                if not member.startswith(key + "\0"):  # an earlier version of this document
+                    candidates[member] = order
+        fp = p.fingerprint()
+        for member in sorted(candidates, key=lambda m: (candidates[m], m)):
+            raw = self.store.get(CHUNK_PRINT, member)
+            if raw is None:
+                continue
+            if self._near(ChunkPrint.from_bytes(raw).fingerprint(), fp):
+                return member
+        mine = set(owners)
+        for member, q, theirs in local:
+            if not mine.isdisjoint(theirs) and self._near(q.fingerprint(), fp):
+                return member
+        return None
+
+    def _near(self, a, b) -> bool:
+        ok, _, _ = near_match(a, b, max_distance=self.max_distance, min_jaccard=self.min_jaccard, min_tokens=self.min_tokens)
+        return ok
+
+    # -- at the end of the crawl --------------------------------------------------------------
+    @property
+    def owed(self) -> bool:
+        return bool(self.store.get_meta(OWED))
+
+    def settle(self) -> SettleResult | None:
+        """Learn boilerplate from the current documents and give every chunk its status again,
+        in representative order; keep the revised statuses. Streams the store (one document's
+        text at a time); holds the representatives' keys and one group's paragraph counts.
+
+        On a shared store (several crawl processes) one process settles at a time: None when
+        another one is at it. Documents recorded while it runs leave the settling owed, so the
+        last process to close settles them."""
+        store = self.store
+        shared = bool(getattr(store, "shared", False))
+        if shared:
+            lease = store.get_meta(LEASE_META) or {}
+            if lease.get("since") and time.time() - lease["since"] < LEASE_SECONDS:
+                return None
+            store.put_meta(LEASE_META, {"since": time.time()})
+        try:
+            return self._settle()
+        finally:
+            if shared:
+                store.put_meta(LEASE_META, {"since": None})
+
+    def _settle(self) -> SettleResult:
+        store = self.store
+        result = SettleResult()
+        writes = store.get_meta(WRITES_META) or 0
+        store.put_meta(OWED, True)
+        reps = sorted(
+            (c.rep_first_run, c.representative, c.scope, c.rep_url) for c in store.iter_clusters()
+        )
+        rep_keys = {key for _, key, _, _ in reps}
+        self._clear(rep_keys)
+        learned = self._learn(reps, result)
+        self._learned = dict(learned)
+        for seq, (_, key, scope, url) in enumerate(reps):
+            previous = self._get(key)
+            if previous is not None and previous.get("scope", "") != scope:
+                previous = None
+            old = {} if previous is None else {r[0]: (r[7], r[8]) for r in previous["chunks"]}
+            page = self._page_for(key, url, previous, learned.get(self.group(url), frozenset()), result)
+            if page is None:
+                continue
+            rows = self._assign(key, scope, page.chunks, page.prints, seq, None, claim=True)
+            with store.batch() as b:
+                for cid in set(old) - {r.chunk_id for r in rows}:
+                    b.delete(CHUNK_PRINT, chunk_member(key, cid))  # a chunk the document has no more
+                self._put(key, url, scope, page, rows, batch=b)
+            result.documents += 1
+            result.chunks += len(rows)
+            result.revised += sum(1 for r in rows if old.get(r.chunk_id) != (r.status, r.duplicate_of))
+        store.put_meta(PARAMS_META, self.params)
+        self.params_changed = False
+        if (store.get_meta(WRITES_META) or 0) == writes:
+            store.put_meta(OWED, False)  # else pages were recorded meanwhile: settled next time
+        else:
+            result.left_owed = True
+        return result
+
+    def _page_for(self, key, url, previous, learned: frozenset[str], result: SettleResult) -> PageChunks | None:
+        """The document's chunks under the final boilerplate: the stored ones when the lines taken
+        out are the same, else chunked again from its text."""
+        if previous is not None and not self.params_changed:
+            mine = {p[0] for p in previous["paragraphs"]}
+            if set(previous["boilerplate"]) == (learned & mine):
+                chunks = []
+                prints: dict[str, ChunkPrint] = {}
+                for row in previous["chunks"]:
+                    r = ChunkRecord.from_list(row)
+                    chunks.append(Chunk(r.chunk_id, "", r.start, r.end, r.heading, r.content_hash, r.tokens, r.boilerplate))
+                    if not r.boilerplate and r.tokens >= self.min_tokens:
+                        raw = self.store.get(CHUNK_PRINT, chunk_member(key, r.chunk_id))
+                        if raw is not None:
+                            prints[r.chunk_id] = ChunkPrint.from_bytes(raw)
+                if len(prints) == sum(1 for c in chunks if not c.boilerplate and c.tokens >= self.min_tokens):
+                    paragraphs = tuple(tuple(p) for p in previous["paragraphs"])
+                    headings = _headings(previous.get("headings"))
+                    return PageChunks(paragraphs, tuple(previous["boilerplate"]), tuple(chunks), prints, headings)
+        text = self.store.get_text(key)
+        if text is None:
+            result.without_text += 1
+            return None
+        result.rechunked += 1
+        headings = _headings(previous.get("headings")) if previous is not None else None
+        return page_chunks(
+            text, scope=key, boilerplate_keys=learned, headings=headings, max_words=self.max_words,
+            min_tokens=self.min_tokens,
+        )  # fmt: skip
+
+    def _clear(self, rep_keys: set[str]) -> None:
+        """Empty the chunk indexes (rebuilt next, in order); drop what non-representatives left."""
+        store = self.store
+        for rows in _chunked(store.scan(CHUNK_PRINT)):
+            with store.batch() as b:
+                for member, raw in rows:
+                    key, _ = split_member(member)
+                    p = ChunkPrint.from_bytes(raw)
+                    if key not in rep_keys:
+                        b.delete(CHUNK_PRINT, member)
+                    elif p.indexed:
+                        b.put(CHUNK_PRINT, member, ChunkPrint(p.simhash, p.tokens, p.minhash).to_bytes())
+        for table in (CHUNK_EXACT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP):
+            for rows in _chunked(store.scan(table)):
+                with store.batch() as b:
+                    for key, _ in rows:
+                        b.delete(table, key)
+        for rows in _chunked(store.scan(CHUNKS)):
+            with store.batch() as b:
+                for key, _ in rows:
+                    if key not in rep_keys:
+                        b.delete(CHUNKS, key)
+
+    def _learn(self, reps, result: SettleResult) -> dict[str, frozenset[str]]:
+        """Document frequency of every paragraph, per group, over the current documents."""
+        by_group: dict[str, list[tuple[str, str]]] = {}
+        for _, key, _, url in reps:
+            by_group.setdefault(self.group(url), []).append((url, key))
+        learned: dict[str, frozenset[str]] = {}
+        for group in sorted(by_group):
+            docs = by_group[group]
+            counts: Counter[str] = Counter()
+            example: dict[str, tuple[str, str, int, int]] = {}  # key -> (url, doc key, start, end)
+            pages = 0
+            for url, key in docs:
+                record = self._get(key)
+                if record is not None and not self.params_changed:
+                    paragraphs = [tuple(p) for p in record["paragraphs"]]
+                else:
+                    text = self.store.get_text(key)
+                    if text is None:
+                        continue
+                    paragraphs = list(page_paragraphs(text))
+                pages += 1
+                for pkey, start, end in paragraphs:
+                    counts[pkey] += 1
+                    if pkey not in example or url < example[pkey][0]:
+                        example[pkey] = (url, key, start, end)
+            need = boilerplate_threshold(pages, self.min_pages, self.share)
+            keys = sorted(k for k, n in counts.items() if n >= need)
+            learned[group] = frozenset(keys)
+            texts: dict[str, str | None] = {}
+            for rows in _chunked(sorted((k, n) for k, n in counts.items() if n >= 2)):
+                with self.store.batch() as b:
+                    for pkey, n in rows:
+                        url, key, start, end = example[pkey]
+                        if key not in texts:
+                            texts = {key: self.store.get_text(key)}  # examples come in no order: keep one
+                        text = texts[key]
+                        line = canonical_text(text[start:end]) if text is not None else ""
+                        value = {"pages": n, "text": line, "example_url": url}
+                        b.put(BOILERPLATE, f"{group}\0{pkey}", json.dumps(value).encode())
+            with self.store.batch() as b:
+                value = {"pages": pages, "threshold": need, "keys": keys}
+                b.put(BOILERPLATE_GROUP, group, json.dumps(value).encode())
+            result.groups += 1
+            result.boilerplate += len(keys)
+        return learned
+
+
+def _chunked(rows: Iterator[Any] | list[Any], size: int = _BATCH) -> Iterator[list[Any]]:
+    """Rows in lists of ``size``; a scan is read ahead of the writes to the same table."""
+    block: list[Any] = []
+    for row in rows:
+        block.append(row)
+        if len(block) >= size:
+            yield block
+            block = []
+    if block:
+        yield block
+
