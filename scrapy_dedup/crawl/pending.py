@@ -193,6 +193,10 @@ class PendingRequests:
         record = self.store.get_url(key)
         if record is None or record.first_run != self.state.first_run:
             return
+        if record.first_seen >= self.state.opened_at:
+            # decided since this process opened the store: by this process, which emits it
+            # itself, or by another process sharing the store (its emission is its own)
+            return
         if self.store.get_emitted(key) == record.content_hash:
             return
         cluster = self.store.get_cluster(record.cluster_id) if record.cluster_id else None

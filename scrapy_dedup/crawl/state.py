@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -106,6 +107,8 @@ class DedupState:
         #: the run the current crawl started in: a run that resumes an interrupted one
         #: continues it, so that pages count as first seen in the same run
         self.first_run = 0
+        #: when this process opened the store: what was decided before is not its own
+        self.opened_at = 0.0
         self._store_error: StoreWriteError | None = None
         # the dupefilter opens it earlier, when the scheduler opens; this covers components
         # listed by hand without it
@@ -134,6 +137,7 @@ class DedupState:
         """Open the store (raises StoreError, e.g. StoreLocked, when it cannot be used); idempotent."""
         if self.store is not None:
             return
+        self.opened_at = time.time()
         try:
             self.store = open_store(self.config, self.crawler)
         except StoreError as exc:

@@ -13,6 +13,8 @@ are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
 ``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value)
 ``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
 ``P:b:{b<band><scope><bucket>}``   LSH band bucket: 16-byte records (band hash, cluster)
+``P:bp:{b<band><scope><bucket>}``  the same bucket's decisions in flight (band hash, token)
+``P:d:{d<url key digest>}``        a URL key being decided (see ``hold_document``)
 =================================  ===========================================
 
 Reads stream: ``scan`` walks a table shard by shard, so a report needs no snapshot and
@@ -40,6 +42,7 @@ import xxhash
 
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import STORE_FORMAT, URL, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.store.redis_near import NearDecisions
 from scrapy_dedup.store.redis_functions import (
     _CONNECTION_ERRORS,
     RetryPolicy,
@@ -59,6 +62,12 @@ TABLE_SHARDS = 1024
 BAND_BUCKET_BITS = 16
 #: a cluster batch journalled longer ago than this was left by a writer that died mid-way
 JOURNAL_REPLAY_AFTER_S = 60.0
+#: a document's decision (its URL key, its near-duplicate order number) is held this long at
+#: most; a process that dies mid-decision frees it when this runs out
+DECISION_LEASE_MS = 30_000
+#: how long a decision waits for another process's decision of the same page or a near one
+DECISION_MAX_WAIT_S = 120.0
+DECISION_POLL_S = 0.002
 _U64 = struct.Struct(">Q")
 
 
@@ -127,6 +136,8 @@ class RedisBatch(StoreBatch):
 class RedisStore(DedupStore):
     """A store on a Redis server or cluster, shared by every process that opens it."""
 
+    shared = True
+
     def __init__(
         self,
         path: str,
@@ -168,6 +179,10 @@ class RedisStore(DedupStore):
         self.fn = StoreFunctions(self.client, self.prefix)
         self._writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._batches = 0
+        self._holds = 0
+        self._near = NearDecisions(
+            self.fn, lease_ms=DECISION_LEASE_MS, poll_s=DECISION_POLL_S, max_wait_s=DECISION_MAX_WAIT_S
+        )
         self._heartbeat: threading.Thread | None = None
         self._stopping = threading.Event()
 
@@ -214,6 +229,57 @@ class RedisStore(DedupStore):
             f"({self.retry.retries} retries with backoff ran out): {exc}"
         )
 
+    # -- decisions shared by processes ----------------------------------------
+    @contextmanager
+    def hold_document(self, key: str) -> Iterator[None]:
+        """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
+        ``SET NX PX`` and released only by its holder."""
+        lock = rk.decision_key(self.prefix, key)
+        self._holds += 1
+        holder = f"{self._writer}:{self._holds}"
+        try:
+            started = time.monotonic()
+            while not self.client.set(lock, holder, nx=True, px=DECISION_LEASE_MS):
+                if time.monotonic() - started > DECISION_MAX_WAIT_S:
+                    raise StoreError(
+                        f"waited {DECISION_MAX_WAIT_S:.0f} s for another process's decision of {key!r} "
+                        f"in the Redis store at {self.path}"
+                    )
+                time.sleep(DECISION_POLL_S)
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(exc) from None
+        try:
+            yield
+        finally:
+            try:
+                self.client.fcall("sdd_lock_release", 1, lock, holder)
+            except _CONNECTION_ERRORS as exc:
+                raise self._lost(exc) from None
+
+    @contextmanager
+    def hold_near(self, scope: str, simhash: int, bands: Iterable[int], max_distance: int) -> Iterator[None]:
+        """The decision runs *insert, order, check* (:mod:`~scrapy_dedup.store.redis_near`):
+        each call holds one bucket, so decisions spread over a cluster's masters."""
+        pending_bands = [
+            (self._band_key(scope, band, band_hash, "bp"), _U64.pack(band_hash))
+            for band, band_hash in enumerate(band_tuple(bands))
+        ]
+        try:
+            held = self._near.hold(scope, simhash, max_distance, pending_bands)
+            held.__enter__()
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(exc) from None
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            try:
+                held.__exit__(None, None, None)
+            except _CONNECTION_ERRORS as exc:
+                if not failed:
+                    raise self._lost(exc) from None
+
     # -- key names ----------------------------------------------------------
     def _journal_key(self) -> str:
         return f"{self.prefix}:j:{{{self.prefix}:m}}"
@@ -238,10 +304,11 @@ class RedisStore(DedupStore):
         # the same {tag} as the bucket: one call reads and writes both
         return bucket_key.replace(":f:", ":fu:", 1)
 
-    def _band_key(self, scope: str, band: int, band_hash: int) -> str:
+    def _band_key(self, scope: str, band: int, band_hash: int, kind: str = "b") -> str:
+        """``kind`` b: the bucket's representatives; bp: its decisions in flight (same slot)."""
         sid = rk.scope_digest(scope).hex()
         bucket = band_hash >> (64 - BAND_BUCKET_BITS)
-        return f"{self.prefix}:b:{{b{band:02x}{sid}{bucket:04x}}}"
+        return f"{self.prefix}:{kind}:{{b{band:02x}{sid}{bucket:04x}}}"
 
     # -- batches ------------------------------------------------------------
     @contextmanager
