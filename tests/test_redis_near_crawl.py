@@ -59,6 +59,10 @@ class FamilySite:
     def __init__(self, gate: int) -> None:
         self.barrier = threading.Barrier(gate, timeout=60)
         self.hits: Counter = Counter()
+        #: the members of a family are answered together, once all were asked for (or after a
+        #: few seconds), so that the processes that fetched them decide them at the same moment
+        self.families: dict[int, threading.Barrier] = {}
+        self.lock = threading.Lock()
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,6 +78,12 @@ class FamilySite:
                     body = html("Start", member_text(10_000, 0), links)
                 elif len(parts) == 3 and parts[0] == "fam" and parts[1].isdigit() and parts[2].isdigit():
                     family, member = int(parts[1]), int(parts[2])
+                    with site.lock:
+                        barrier = site.families.setdefault(family, threading.Barrier(MEMBERS, timeout=5))
+                    try:
+                        barrier.wait()
+                    except threading.BrokenBarrierError:
+                        pass
                     body = html(f"Family {family}", member_text(family, member), ["/start"])
                 else:
                     self.send_error(404)
@@ -153,6 +163,7 @@ def test_processes_deciding_near_duplicates_at_once_keep_one_per_family(family_s
         expected = partition(store)
     family_site.barrier = threading.Barrier(PROCESSES, timeout=60)
     family_site.hits.clear()
+    family_site.families.clear()
 
     for node in primaries(connect(server.url)):
         node.flushdb()  # the crawls use the default key prefix (dedup:site)
