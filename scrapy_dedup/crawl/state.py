@@ -70,7 +70,11 @@ def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
 
     spider = getattr(crawler, "spider", None)
     prefix = config.redis_prefix or f"dedup:{spider.name if spider else 'default'}"
-    return {"prefix": prefix, "retry": RetryPolicy(retries=config.redis_retries)}
+    return {
+        "prefix": prefix,
+        "retry": RetryPolicy(retries=config.redis_retries),
+        "lease_ms": int(config.redis_lease * 1000),
+    }
 
 
 def open_store(config: DedupConfig, crawler: Crawler) -> DedupStore:

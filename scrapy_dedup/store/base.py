@@ -30,7 +30,8 @@ by one process gets that for free:
 - ``hold_document`` and ``hold_near``: while a decision holds them, no other
   process decides the same URL key, or a near-duplicate SimHash, in between its
   reads and its writes;
-- ``claim_pending``: owed requests that no live process holds, handed to this one.
+- ``claim_pending``: owed requests that no live process holds, handed to this one;
+  ``hold_pending``: a request owed, now held by the process that fetches it.
 
 Everything else is a plain read or a last-writer-wins write.  Read-then-write
 sequences outside those calls (a URL record updated after a fetch, a variant's
@@ -415,6 +416,18 @@ class DedupStore(abc.ABC):
         """(id, serialized request) of every request owed that no live process holds, now held
         by this one (atomic). An embedded backend is held by one process: all of them."""
         yield from self.iter_pending()
+
+    def hold_pending(self, pending_id: str) -> None:
+        """This process is about to fetch the request owed under ``pending_id``: it holds it
+        from now on (a shared queue hands a request one process owed to another)."""
+
+    def held_pending(self) -> list[str]:
+        """Ids of the owed requests this process holds (a shared store; embedded: none counted)."""
+        return []
+
+    def pending_held_elsewhere(self) -> int:
+        """Owed requests another process holds (alive, or dead with a lease still running)."""
+        return 0
 
     def get_emitted(self, key: str) -> str | None:
         """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""

@@ -484,6 +484,18 @@ local function pending_hold(keys, args)
   return 1
 end
 
+-- ARGV: request id, owner, lease ms.  The request, still owed, is held by this owner now (a
+-- shared queue handed it to the process that fetches it).  Replies 1, or 0 when not owed.
+local function pending_adopt(keys, args)
+  local lease = lease_ms(args[3])
+  if not lease then return fail(LEASE_ERROR) end
+  local value = redis.call('HGET', keys[1], args[1])
+  if not value then return 0 end
+  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. string.sub(value, #owner_of(value) + 2))
+  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+  return 1
+end
+
 -- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.
 local function pending_settle(keys, args)
   local settled = delete_if_held(keys[1], args[1], args[2], owner_of)
@@ -553,7 +565,7 @@ local WRITERS = {
   {'order_reap', order_reap}, {'cluster_join', cluster_join}, {'cluster_leave', cluster_leave},
   {'run_join', run_join}, {'run_renew', run_renew}, {'run_leave', run_leave},
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
-  {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'lock_release', lock_release},
+  {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
 }
 local READERS = {{'version', version}, {'records_find', records_find}, {'near_scan', near_scan}, {'order_get', order_get}}
 

@@ -318,7 +318,12 @@ class StoreFunctions:
         by_shard: dict[tuple[str, str], list[str]] = {}
         for rid in request_ids:
             by_shard.setdefault(rk.pending_keys(self.prefix, rid), []).append(rid)
-        return sum(int(self._call("sdd_pending_renew", list(keys), owner, lease_ms, *ids)) for keys, ids in by_shard.items())
+        if not by_shard:
+            return 0
+        pipe = self.client.pipeline(transaction=False)
+        for keys, ids in by_shard.items():
+            pipe.fcall("sdd_pending_renew", len(keys), *keys, owner, lease_ms, *ids)
+        return sum(int(n) for n in pipe.execute())
 
     def pending_reclaim(self, owner: str, lease_ms: int, limit: int = 100) -> list[tuple[str, bytes]]:
         """Requests whose lease ran out, now held by ``owner``: (request id, payload)."""
