@@ -445,11 +445,19 @@ def bench_store_time(server_url: str, pages: int) -> dict:
         leveldb_s = store_pass(store)
     store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
     try:
+        calls_before, usec_before = _commandstats(store.client)
         redis_s = store_pass(store)
+        calls_after, usec_after = _commandstats(store.client)
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            store.client.ping()
+        ping_us = (time.perf_counter() - t0) * 1000
     finally:
         store.close()
     return {"pages": len(analysed), "extract_ms": 1000 * extract_s, "redis_store_ms": 1000 * redis_s,
-            "leveldb_store_ms": 1000 * leveldb_s, "redis_over_extract": redis_s / extract_s}
+            "leveldb_store_ms": 1000 * leveldb_s, "redis_over_extract": redis_s / extract_s,
+            "server_calls_per_page": (calls_after - calls_before) / len(analysed),
+            "server_us_per_page": (usec_after - usec_before) / len(analysed), "ping_us": ping_us}
 
 
 def _measure(tmp: Path, n_urls: int, n_docs: int, per_client: int, n_sketch: int, size: str):
@@ -535,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"extraction {store_time['extract_ms']:.1f} ms; LevelDB {store_time['leveldb_store_ms']:.2f} ms",
                     f"{100 * store_time['redis_over_extract']:.1f}% of extraction", "< 10% of extraction",
                     store_time["redis_over_extract"] < TARGET_STORE_SHARE))
+    rows.append(row(NAME, "store time per page: where it goes (Redis)",
+                    f"{store_time['server_calls_per_page']:.0f} commands, {store_time['server_us_per_page']:.0f} us "
+                    f"of server time; one round trip (PING) {store_time['ping_us']:.0f} us", "", "", "report", None))
     reference = crawls["leveldb, 1 process"]
     for label, r in crawls.items():
         if label == "leveldb, 1 process":

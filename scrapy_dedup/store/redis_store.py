@@ -309,6 +309,63 @@ class RedisStore(DedupStore):
     def pending_held_elsewhere(self) -> int:
         return max(0, self.pending_count() - len(self.held_pending()))
 
+    def _lost(self, exc: Exception) -> StoreConnectionLost:
+        return StoreConnectionLost(
+            f"lost the connection to the Redis store at {self.path} "
+            f"({self.retry.retries} retries with backoff ran out): {exc}"
+        )
+
+    # -- decisions shared by processes ----------------------------------------
+    @contextmanager
+    def hold_document(self, key: str) -> Iterator[None]:
+        """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
+        ``SET NX PX`` and released only by its holder."""
+        lock = rk.decision_key(self.prefix, key)
+        self._holds += 1
+        holder = f"{self._writer}:{self._holds}"
+        try:
+            started = time.monotonic()
+            while not self.client.set(lock, holder, nx=True, px=DECISION_LEASE_MS):
+                if time.monotonic() - started > DECISION_MAX_WAIT_S:
+                    raise StoreError(
+                        f"waited {DECISION_MAX_WAIT_S:.0f} s for another process's decision of {key!r} "
+                        f"in the Redis store at {self.path}"
+                    )
+                time.sleep(DECISION_POLL_S)
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(exc) from None
+        try:
+            yield
+        finally:
+            try:
+                self.client.fcall("sdd_lock_release", 1, lock, holder)
+            except _CONNECTION_ERRORS as exc:
+                raise self._lost(exc) from None
+
+    @contextmanager
+    def hold_near(self, scope: str, simhash: int, bands: Iterable[int], max_distance: int) -> Iterator[None]:
+        """The decision runs *insert, order, check* (:mod:`~scrapy_dedup.store.redis_near`):
+        each call holds one bucket, so decisions spread over a cluster's masters."""
+        pending_bands = [
+            (self._band_key(scope, band, band_hash, "bp"), _U64.pack(band_hash))
+            for band, band_hash in enumerate(band_tuple(bands))
+        ]
+        try:
+            held = self._near.hold(scope, simhash, max_distance, pending_bands)
+            held.__enter__()
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(exc) from None
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            try:
+                held.__exit__(None, None, None)
+            except _CONNECTION_ERRORS as exc:
+                if not failed:
+                    raise self._lost(exc) from None
+
     # -- key names ----------------------------------------------------------
     def _journal_key(self) -> str:
         return f"{self.prefix}:j:{{{self.prefix}:m}}"
