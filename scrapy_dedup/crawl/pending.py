@@ -298,7 +298,7 @@ class PendingSpiderMiddleware:
 
     def _idle(self, spider=None) -> None:
         store = self.state.store
-        if store is None or not store.shared or self.state._store_error is not None:
+        if store is None or not store.shared or self.state.store_broken:
             return
         self._take_over_abandoned()
         try:

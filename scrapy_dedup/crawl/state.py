@@ -213,6 +213,11 @@ class DedupState:
         self.inc(f"error/{where}")
         logger.exception("scrapy-dedup " + message, *args)
 
+    @property
+    def store_broken(self) -> bool:
+        """The store failed under the crawl, which is stopping."""
+        return self._store_error is not None
+
     def store_failed(self, exc: StoreWriteError) -> None:
         self.inc("error/store_write")
         if self._store_error is not None:

@@ -279,8 +279,7 @@ class RedisStore(DedupStore):
                 yield pending_id, payload
 
     def hold_pending(self, pending_id: str) -> None:
-        if pending_id in self._held:
-            return
+        # asked even when this process owed it: another may have taken it over meanwhile
         held, deadlines = rk.pending_keys(self.prefix, pending_id)
         if self.client.fcall("sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
             self._hold(pending_id)
