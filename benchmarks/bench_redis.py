@@ -293,8 +293,9 @@ def _outcome(store) -> dict:
     per_key = {}
     for record in store.iter_urls():
         cluster = clusters.get(record.cluster_id)
-        per_key[record.key] = (record.kind, cluster.representative if cluster else None,
-                               tuple(sorted(store.iter_aliases_of(record.key))))
+        # aliases without their fragment: which spelling of a link came first depends on fetch order
+        aliases = tuple(sorted({(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}))
+        per_key[record.key] = (record.kind, cluster.representative if cluster else None, aliases)
     partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
     return {"per_key": per_key, "partition": partition}
 
