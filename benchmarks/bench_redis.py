@@ -32,6 +32,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "example_project"))
 
 import numpy as np  # noqa: E402
 
@@ -52,6 +54,11 @@ SIZES_N = {
     "large": (10_000_000, 10_000_000, 3_000, 1_000),
 }
 CLIENTS = 4
+#: pages of the PostgreSQL docs crawled by 1, 2 and 4 processes, and decided in one for the store's time
+CRAWL_PAGES = {"tiny": 60, "default": 400, "large": 1000}
+PROCESS_COUNTS = (1, 2, 4)
+TARGET_BYTES_PER_DOCUMENT = 1536
+TARGET_STORE_SHARE = 0.10
 ONE_BY_ONE = {"tiny": 1_000, "default": 20_000, "large": 20_000}
 #: targets from the project's issue on the shared store
 TARGET_BYTES_PER_URL = 40
@@ -276,6 +283,184 @@ def bench_datasketch(server_url: str, docs: int) -> dict | None:
     return {"documents": docs, "bytes_per_document": per_doc, "num_perm": 256, "bands": lsh.b, "rows": lsh.r}
 
 
+# -- a real doc site crawled by 1, 2 and 4 processes ------------------------------------------
+
+
+def _outcome(store) -> dict:
+    """What must not depend on the process count: per URL key its kind, its cluster's
+    representative and its aliases; each cluster as (members, representative)."""
+    clusters = {c.cluster_id: c for c in store.iter_clusters()}
+    per_key = {}
+    for record in store.iter_urls():
+        cluster = clusters.get(record.cluster_id)
+        # aliases without their fragment: which spelling of a link came first depends on fetch order
+        aliases = tuple(sorted({(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}))
+        per_key[record.key] = (record.kind, cluster.representative if cluster else None, aliases)
+    partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
+    return {"per_key": per_key, "partition": partition}
+
+
+def _commandstats(client) -> tuple[int, int]:
+    """(calls, usec) of every command, summed over the masters."""
+    from scrapy_dedup.store.redis_functions import primaries
+
+    calls = usec = 0
+    for node in primaries(client):
+        for name, stats in node.info("commandstats").items():
+            if name.startswith("cmdstat_"):
+                calls += int(stats.get("calls", 0))
+                usec += int(stats.get("usec", 0))
+    return calls, usec
+
+
+def _crawl_together(start: str, out: Path, settings: dict, processes: int) -> tuple[float, list]:
+    from testing import run_crawl
+
+    results: list = [None] * processes
+
+    def one(i: int) -> None:
+        results[i] = run_crawl(start, out / f"p{i}", settings, timeout=1800, check=False)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(processes)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    failed = [r for r in results if r.returncode != 0]
+    if failed:
+        raise RuntimeError(f"a crawl process failed:\n{failed[0].log[-3000:]}")
+    return wall, results
+
+
+def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, ...]) -> dict:
+    """The PostgreSQL docs served on 127.0.0.1, crawled by one process on LevelDB, then by
+    1, 2 and 4 processes over one Redis store and one scrapy-redis queue."""
+    import uuid
+
+    from bench_crawl import postgres_site
+
+    from scrapy_dedup.store.leveldb import LevelDBStore
+    from scrapy_dedup.store.redis_functions import connect
+    from scrapy_dedup.store.redis_store import RedisStore
+
+    site, chosen = postgres_site(pages)
+    server, origin = site.serve()
+    start = origin + "/index.html"
+    base = {"DEDUP_WORKERS": 1, "DEDUP_LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "WARNING", "CONCURRENT_REQUESTS": 16}
+    client = connect(single_url)
+    try:
+        site.reset()
+        wall, (ref,) = _crawl_together(start, tmp / "leveldb", base, 1)
+        with LevelDBStore.open_existing(str(tmp / "leveldb" / "p0" / "store")) as store:
+            expected = _outcome(store)
+        runs = {"leveldb, 1 process": {"wall_s": wall, "fetches": site.fetches, "pages_per_s": site.fetches / wall}}
+        for n in counts:
+            client.flushall()
+            prefix = f"bench:{uuid.uuid4().hex[:8]}"
+            settings = {
+                **base,
+                "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                "SCHEDULER_PERSIST": True,
+                "SCHEDULER_QUEUE_KEY": f"{prefix}:requests",
+                "REDIS_URL": single_url,
+                "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
+                "DEDUP_STORE": single_url,
+                "DEDUP_REDIS_PREFIX": prefix,
+            }
+            site.reset()
+            memory_before = used_memory(client)
+            calls_before, usec_before = _commandstats(client)
+            wall, results = _crawl_together(start, tmp / f"redis{n}", settings, n)
+            calls_after, usec_after = _commandstats(client)
+            with RedisStore.open_existing(single_url, prefix=prefix) as store:
+                got = _outcome(store)
+                documents = sum(1 for _ in store.iter_clusters())
+                urls = len(got["per_key"])
+            client.delete(f"{prefix}:requests")
+            memory = used_memory(client) - memory_before
+            runs[f"redis, {n} process{'es' if n > 1 else ''}"] = {
+                "wall_s": wall,
+                "fetches": site.fetches,
+                "pages_per_s": site.fetches / wall,
+                "same_result_as_leveldb": got == expected,
+                "server_us_per_page": (usec_after - usec_before) / site.fetches,
+                "server_calls_per_page": (calls_after - calls_before) / site.fetches,
+                "documents": documents,
+                "url_records": urls,
+                "bytes_per_document_everything": memory / documents,
+                "bytes_per_url_record_everything": memory / urls,
+                "emitted": sum(len(r.items) for r in results),
+            }
+            log(NAME, f"  {n} process(es): {site.fetches / wall:.1f} pages/s, same result: {got == expected}")
+    finally:
+        server.shutdown()
+    return runs
+
+
+def bench_store_time(server_url: str, pages: int) -> dict:
+    """Per page, the time a crawl process spends on the store (client wall time: round trips
+    and server work) against the time it spends extracting, on the same pages in one process:
+    the frontier's seen-check, owing the request, the decision, settling the request."""
+    import pickle
+    import uuid
+
+    import _corpus
+
+    from scrapy_dedup.core.fingerprints import raw_hash
+    from scrapy_dedup.decide.frontier import Frontier
+    from scrapy_dedup.decide.index import ContentIndex, Document
+    from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
+    from scrapy_dedup.store.leveldb import LevelDBStore
+    from scrapy_dedup.store.redis_store import RedisStore
+
+    root = _corpus.docs_root()
+    paths = _corpus.html_pages(root)[:pages]
+    bodies = [(f"https://www.postgresql.org/docs/15/{p}", (root / p).read_bytes()) for p in paths]
+    options = ExtractOptions()
+    t0 = time.perf_counter()
+    analysed = [(url, body, *analyse_html(body, url, options)) for url, body in bodies]
+    extract_s = (time.perf_counter() - t0) / len(analysed)
+    request_blob = pickle.dumps({"url": "https://www.postgresql.org/docs/15/x.html", "callback": "parse",
+                                 "headers": {}, "meta": {}, "priority": 0}, protocol=4)
+
+    def store_pass(store) -> float:
+        run = store.begin_run()
+        frontier = Frontier(store, run)
+        index = ContentIndex(store, run, max_distance=3, min_jaccard=0.8, min_tokens=50)
+        t0 = time.perf_counter()
+        for url, body, text, fp in analysed:
+            key = url
+            frontier.check(url, key)
+            with store.batch() as batch:
+                batch.put_pending(key, request_blob)
+            decision = index.ingest(Document(key=key, url=url, fingerprint=fp, raw_hash=raw_hash(body), text=text))
+            with store.batch() as batch:
+                if decision.content_hash:
+                    batch.put_emitted(key, decision.content_hash)
+                batch.settle_pending(key)
+        return (time.perf_counter() - t0) / len(analysed)
+
+    with tempfile.TemporaryDirectory() as tmp, LevelDBStore(str(Path(tmp) / "store"), {"bench": 1}) as store:
+        leveldb_s = store_pass(store)
+    store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
+    try:
+        calls_before, usec_before = _commandstats(store.client)
+        redis_s = store_pass(store)
+        calls_after, usec_after = _commandstats(store.client)
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            store.client.ping()
+        ping_us = (time.perf_counter() - t0) * 1000
+    finally:
+        store.close()
+    return {"pages": len(analysed), "extract_ms": 1000 * extract_s, "redis_store_ms": 1000 * redis_s,
+            "leveldb_store_ms": 1000 * leveldb_s, "redis_over_extract": redis_s / extract_s,
+            "server_calls_per_page": (calls_after - calls_before) / len(analysed),
+            "server_us_per_page": (usec_after - usec_before) / len(analysed), "ping_us": ping_us}
+
+
 def _measure(tmp: Path, n_urls: int, n_docs: int, per_client: int, n_sketch: int, size: str):
     from redis_servers import RedisCluster, RedisServer
 
@@ -290,7 +475,12 @@ def _measure(tmp: Path, n_urls: int, n_docs: int, per_client: int, n_sketch: int
             log(NAME, f"  {near[label]['decisions_per_s']:.0f} decisions/s, p99 {near[label]['latency_ms']['p99']:.2f} ms")
         log(NAME, f"datasketch MinHashLSH with Redis storage: {n_sketch:,} documents ...")
         sketch = bench_datasketch(single.url, n_sketch)
-    return frontier, near, sketch
+        log(NAME, f"store time per page against extraction, {CRAWL_PAGES[size]} PostgreSQL pages ...")
+        store_time = bench_store_time(single.url, CRAWL_PAGES[size])
+        log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes "
+                  f"({CRAWL_PAGES[size]} pages) ...")
+        crawls = bench_processes(single.url, tmp, CRAWL_PAGES[size], PROCESS_COUNTS)
+    return frontier, near, sketch, store_time, crawls
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         results = _measure(tmp, n_urls, n_docs, per_client, n_sketch, args.size)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    frontier, near, sketch = results
+    frontier, near, sketch, store_time, crawls = results
 
     ours, theirs = frontier["ours"], frontier["scrapy_redis"]
     label = {10**6: "10^6", 10**7: "10^7"}.get(n_urls, f"{n_urls:,}")
@@ -347,7 +537,36 @@ def main(argv: list[str] | None = None) -> int:
                     fmt(one["table_bytes_per_document"]),
                     f"datasketch Redis LSH (256 perm) {fmt(sketch['bytes_per_document'])}" if sketch else "datasketch not installed",
                     f"{sketch['bytes_per_document'] / one['table_bytes_per_document']:.0f}x less" if sketch else "",
-                    "report (1.5 KB per document everything included: not measured yet)", None))
+                    "report", None))
+    rows.append(row(NAME, f"store time per page, {store_time['pages']} PostgreSQL pages decided in one process "
+                    "(seen-check, owe, decide, settle; client wall)",
+                    f"{store_time['redis_store_ms']:.2f} ms (Redis)",
+                    f"extraction {store_time['extract_ms']:.1f} ms; LevelDB {store_time['leveldb_store_ms']:.2f} ms",
+                    f"{100 * store_time['redis_over_extract']:.1f}% of extraction", "< 10% of extraction",
+                    store_time["redis_over_extract"] < TARGET_STORE_SHARE))
+    rows.append(row(NAME, "store time per page: where it goes (Redis)",
+                    f"{store_time['server_calls_per_page']:.0f} commands, {store_time['server_us_per_page']:.0f} us "
+                    f"of server time; one round trip (PING) {store_time['ping_us']:.0f} us", "", "", "report", None))
+    reference = crawls["leveldb, 1 process"]
+    for label, r in crawls.items():
+        if label == "leveldb, 1 process":
+            rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: pages/s", fmt(r["pages_per_s"]), "", "",
+                            "report", None))
+            continue
+        rows.append(row(NAME, f"PostgreSQL docs crawled, {label} (scrapy-redis queue): pages/s",
+                        fmt(r["pages_per_s"]), f"LevelDB, 1 process {fmt(reference['pages_per_s'])}",
+                        f"{r['pages_per_s'] / reference['pages_per_s']:.2f}x", "same result as LevelDB",
+                        r["same_result_as_leveldb"]))
+        rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: server time and calls per page",
+                        f"{r['server_us_per_page']:.0f} us in {r['server_calls_per_page']:.0f} calls", "", "",
+                        "report", None))
+    one_process = crawls["redis, 1 process"]
+    rows.append(row(NAME, "bytes per document, everything included (records, MinHash, texts, indexes, frontier, "
+                    f"owed requests; used_memory after the crawl / {one_process['documents']} documents)",
+                    fmt(one_process["bytes_per_document_everything"]), "", "", "<= 1.5 KB",
+                    one_process["bytes_per_document_everything"] <= TARGET_BYTES_PER_DOCUMENT))
+    rows.append(row(NAME, f"bytes per URL record, everything included ({one_process['url_records']} URL keys)",
+                    fmt(one_process["bytes_per_url_record_everything"]), "", "", "report", None))
     notes = [
         "servers and the clients share the machine's cores: decisions/s is bounded by the Python clients; "
         "the server time per decision (INFO commandstats, summed over masters) is what one master spends.",
@@ -357,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         "LSH hash tables and each key's band values.",
     ]
     write_result(NAME, {"size": args.size, "frontier": frontier, "near": near, "datasketch": sketch,
+                        "store_time": store_time, "crawls": crawls,
                         "rows": rows, "notes": notes}, args.out)
     return 0
 

@@ -180,8 +180,8 @@ def test_diversify(tmp_path, corpus):
     assert 0 < quality["best_kept"] <= 1 and quality["best_same_passage"] <= quality["best_kept"]
 
 
-def test_redis(tmp_path):
-    data = run("bench_redis.py", tmp_path, timeout=600)
+def test_redis(tmp_path, corpus):
+    data = run("bench_redis.py", tmp_path, timeout=900)
     frontier = data["frontier"]
     for impl in ("ours", "scrapy_redis"):
         assert frontier[impl]["bytes_per_url"] > 0
@@ -194,6 +194,15 @@ def test_redis(tmp_path):
         assert r["fcalls_per_decision"] >= 10 and r["busiest_master_us_per_decision"] > 0
     if data["datasketch"] is not None:
         assert data["datasketch"]["bytes_per_document"] > 0
+    store_time = data["store_time"]
+    assert store_time["extract_ms"] > 0 and store_time["redis_store_ms"] > 0 and store_time["server_calls_per_page"] > 0
+    # the site crawled by 1, 2 and 4 processes over one Redis store: each ends as one process on LevelDB
+    assert set(data["crawls"]) == {"leveldb, 1 process", "redis, 1 process", "redis, 2 processes", "redis, 4 processes"}
+    for label, crawl in data["crawls"].items():
+        assert crawl["pages_per_s"] > 0
+        if label != "leveldb, 1 process":
+            assert crawl["same_result_as_leveldb"], label
+            assert crawl["bytes_per_document_everything"] > 0
 
 
 def test_run_all_merges_and_renders(tmp_path):

@@ -278,10 +278,15 @@ class Crawl:
 def store_state(path: Path) -> dict:
     """What a finished crawl must agree on, by URL key: documents, canonical, alias reason."""
     with LevelDBStore.open_existing(str(path)) as store:
-        records = {r.key: r for r in store.iter_urls()}
-        clusters = {c.cluster_id: c for c in store.iter_clusters()}
-        variants = {url: v["key"] for url, v in store.iter_variants()}
-        pending = sum(1 for _ in store.iter_pending()) if hasattr(store, "iter_pending") else None
+        return state_of(store)
+
+
+def state_of(store) -> dict:
+    """:func:`store_state` of an open store, of any backend."""
+    records = {r.key: r for r in store.iter_urls()}
+    clusters = {c.cluster_id: c for c in store.iter_clusters()}
+    variants = {url: v["key"] for url, v in store.iter_variants()}
+    pending = sum(1 for _ in store.iter_pending()) if hasattr(store, "iter_pending") else None
 
     def canonical(key: str, hops: int = 0) -> str | None:
         record = records.get(key)

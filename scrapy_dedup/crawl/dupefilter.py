@@ -18,7 +18,9 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.request import referer_str
 
+from scrapy_dedup.crawl.pending import META_RECHECK
 from scrapy_dedup.crawl.state import DedupState
+from scrapy_dedup.decide.frontier import DROP_SEEN
 from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
@@ -69,6 +71,8 @@ class DedupDupeFilter(BaseDupeFilter):
         try:
             state.record_redirect(request)
             reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+            if reason == DROP_SEEN and request.meta.get(META_RECHECK) and state.frontier.abandoned(key):
+                reason = None  # marked in this run by a process that died before owing it
             source = _redirect_source(state, request)
             if reason is None:
                 # owed until its outcome is durable; a redirect's source is settled with it

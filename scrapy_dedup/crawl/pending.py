@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 from scrapy import Request, signals
-from scrapy.exceptions import DropItem, IgnoreRequest
+from scrapy.exceptions import DontCloseSpider, DropItem, IgnoreRequest
 from scrapy.utils.request import request_from_dict
+from twisted.internet import task
 
 from scrapy_dedup.crawl.state import DedupState
+from scrapy_dedup.store.base import PENDING
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -47,6 +49,9 @@ ITEM_FIELD = "dedup"
 META_PENDING = "dedup_pending"
 META_RUN = "dedup_run"
 META_RESUMED = "dedup_resumed"
+#: request meta: a link of a page issued again from the store on a shared store; the frontier
+#: may have marked it in this run for a process that died before owing it
+META_RECHECK = "dedup_recheck"
 
 _PICKLE_PROTOCOL = 4
 
@@ -180,18 +185,23 @@ class PendingRequests:
             return None
         return self.state.key(str(url)), dedup["content_hash"]
 
-    def replay(self, decision: Any, key: str) -> None:
+    def replay(self, decision: Any, key: str, resumed: bool = False) -> None:
         """A document decided in this crawl, before an interruption, and fetched again.
 
         Its decision is durable but its emission may have been cut off (between the two
         lie a few turns of the event loop, a sizeable fraction of a second under load): a
         representative first seen in this crawl and not emitted with this content goes on
         as ``new``, once.  A document of an earlier, finished crawl stays ``unchanged``.
+        ``resumed``: the page's request was issued again from the store.
         """
         if decision.status != "unchanged":
             return
         record = self.store.get_url(key)
         if record is None or record.first_run != self.state.first_run:
+            return
+        if self.store.shared and not resumed and record.first_seen >= self.state.opened_at:
+            # a shared store: decided since this process opened it, by another live process,
+            # which emits it itself (a request taken over from a process that died is replayed)
             return
         if self.store.get_emitted(key) == record.content_hash:
             return
@@ -204,14 +214,28 @@ class PendingRequests:
 
     # -- resuming -----------------------------------------------------------
     def resume(self) -> Iterator[Request]:
-        """The requests owed by an earlier run, issued again."""
+        """The requests owed by an earlier run (or by a process of this one that died), issued again."""
         state = self.state
-        spider = state.crawler.spider
         count = state.pending_at_start
         if not count:
             return
-        logger.info("resuming %s pending requests from an interrupted run", f"{count:,}")
-        for pending_id, blob in self.store.iter_pending():
+        if self.store.shared:
+            logger.info(
+                "taking over the pending requests no live process holds (%s owed in the shared store)", f"{count:,}"
+            )
+        else:
+            logger.info("resuming %s pending requests from an interrupted run", f"{count:,}")
+        yield from self._reissue(self.store.claim_pending())
+
+    def take_over_abandoned(self) -> list[Request]:
+        """Requests owed by a process of a shared store that died (its leases ran out), now
+        this process's to fetch."""
+        return list(self._reissue(self.store.claim_pending()))
+
+    def _reissue(self, claimed: Iterable[tuple[str, bytes]]) -> Iterator[Request]:
+        state = self.state
+        spider = state.crawler.spider
+        for pending_id, blob in claimed:
             try:
                 request = request_from_dict(pickle.loads(blob), spider=spider)
             except Exception as exc:
@@ -229,6 +253,10 @@ class PendingRequests:
                 continue
             request.meta[META_PENDING] = pending_id
             request.meta[META_RESUMED] = request.meta[META_RUN] = state.store.run
+            if self.store.shared:
+                # the frontier marked it in this run already (by the process that died): this
+                # copy is the one owed, so it skips the dupefilter
+                request.dont_filter = True
             state.inc("frontier/resumed")
             yield request
 
@@ -245,6 +273,66 @@ class PendingSpiderMiddleware:
         crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self._item_error, signal=signals.item_error)
+        # a shared store: requests of a process that died are taken over while the crawl runs
+        self._take_over: task.LoopingCall | None = None
+        self._held_when_idle: set[str] = set()
+        self._reissued: set[str] = set()
+        crawler.signals.connect(self._opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._idle, signal=signals.spider_idle)
+        crawler.signals.connect(self._closed, signal=signals.spider_closed)
+
+    def _opened(self, spider=None) -> None:
+        store = self.state.store
+        if store is None or not store.shared:
+            return
+        self._take_over = task.LoopingCall(self._take_over_abandoned)
+        self._take_over.start(max(0.5, self.state.config.redis_lease / 2), now=False)
+
+    def _take_over_abandoned(self) -> None:
+        try:
+            requests = self.pending.take_over_abandoned()
+        except Exception:
+            self.state.failed("resume", "could not take over the pending requests of a stopped process")
+            return
+        if requests:
+            logger.info("took over %d pending requests of a process that stopped", len(requests))
+        for request in requests:
+            self.state.crawler.engine.crawl(request)
+
+    def _idle(self, spider=None) -> None:
+        store = self.state.store
+        if store is None or not store.shared or self.state.store_broken:
+            return
+        self._take_over_abandoned()
+        try:
+            stalled = self._stalled(store)
+            elsewhere = store.pending_held_elsewhere()
+        except Exception:
+            self.state.failed("resume", "could not count the pending requests of the shared store")
+            return
+        if stalled:
+            logger.info("issuing again %d pending requests this process holds and no process fetches", len(stalled))
+            for request in stalled:
+                self.state.crawler.engine.crawl(request)
+        if elsewhere or stalled:
+            # other processes still owe requests: if one of them dies, its requests are ours
+            # to fetch once its leases run out
+            raise DontCloseSpider(f"{elsewhere} requests owed by other processes")
+
+    def _stalled(self, store: Any) -> list[Request]:
+        """Requests this idle process holds, still held at its previous idle moment: none of
+        its own is in flight, so a process that took one from a shared queue died before it
+        held it (each is issued again once)."""
+        held = set(store.held_pending())
+        stalled = (held & self._held_when_idle) - self._reissued
+        self._held_when_idle = held
+        self._reissued |= stalled
+        claimed = [(i, blob) for i in sorted(stalled) if (blob := store.get(PENDING, i)) is not None]
+        return list(self.pending._reissue(claimed))
+
+    def _closed(self, spider=None) -> None:
+        if self._take_over is not None and self._take_over.running:
+            self._take_over.stop()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PendingSpiderMiddleware:
@@ -281,9 +369,16 @@ class PendingSpiderMiddleware:
         finally:
             self._end(response, state)
 
-    @staticmethod
-    def _count(state: list, element: Any) -> Any:
-        if element is not None and not isinstance(element, Request):
+    def _count(self, state: list, element: Any) -> Any:
+        if isinstance(element, Request):
+            # A page issued again after its process died: that process may have marked this
+            # link in the frontier and died before owing it, so the dupefilter checks again.
+            store = self.state.store
+            request = getattr(state[0], "request", None)
+            resumed = request.meta.get(META_RESUMED) if request is not None else None
+            if resumed is not None and store is not None and store.shared and resumed == store.run:
+                element.meta[META_RECHECK] = True
+        elif element is not None:
             state[2] += 1  # an item: its request settles only once the item left the pipelines
         return element
 
@@ -359,6 +454,12 @@ class PendingDownloaderMiddleware:
         meta = request.meta
         owed_in, run = meta.get(META_RUN), self.state.store.run
         if owed_in is None or owed_in == run:
+            if self.state.store.shared and META_PENDING in meta:
+                try:
+                    # fetched here, whoever owed it: if this process dies, others take it over
+                    self.state.store.hold_pending(meta[META_PENDING])
+                except Exception:
+                    self.state.failed("settle", "could not hold the request of %s", request.url)
             return None
         # Owed by an earlier run and issued again by a persisted queue (JOBDIR): the store
         # issues every request still owed itself, and what is not owed any more is done.

@@ -23,7 +23,7 @@ from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.canonical import await_canonical
 from scrapy_dedup.crawl.responses import content_kind
-from scrapy_dedup.crawl.pending import LeftPending
+from scrapy_dedup.crawl.pending import META_RESUMED, LeftPending
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.workers import ExtractionPool, PoolClosed
@@ -106,7 +106,8 @@ class DedupPipeline:
         try:
             decision, text = await self._decide(adapter, str(url), source, response)
             # a document decided before an interruption, whose emission it may have cut off
-            self.state.pending.replay(decision, self.state.key(str(url)))
+            resumed = response is not None and META_RESUMED in response.meta
+            self.state.pending.replay(decision, self.state.key(str(url)), resumed)
             self._count(decision)
             # this URL's old content now lives on in another member: emit that one too
             gone = [] if decision.status == "updated" else [decision.url]

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_STORE_CACHE_MB": 16,
     "DEDUP_REDIS_PREFIX": None,  # None: dedup:<spider name>
     "DEDUP_REDIS_RETRIES": 5,
+    "DEDUP_REDIS_LEASE": 30,
     "DEDUP_HOST_RULES": {},
     "DEDUP_TRACKING_PARAMS": list(DEFAULT_TRACKING_PARAMS),
     "DEDUP_SESSION_PARAMS": list(DEFAULT_SESSION_PARAMS),
@@ -142,6 +143,7 @@ class DedupConfig:
     #: the Redis store's key prefix; None: ``dedup:<spider name>``
     redis_prefix: str | None = None
     redis_retries: int = 5
+    redis_lease: float = 30.0
     chunks: bool = False
     chunk_words: int = DEFAULT_CHUNK_WORDS
     boilerplate_min_pages: int = DEFAULT_BOILERPLATE_MIN_PAGES
@@ -216,6 +218,7 @@ class DedupConfig:
             logstats_interval=_number(settings, "DEDUP_LOGSTATS_INTERVAL"),
             redis_prefix=settings["DEDUP_REDIS_PREFIX"] or None,
             redis_retries=int(_number(settings, "DEDUP_REDIS_RETRIES")),
+            redis_lease=_number(settings, "DEDUP_REDIS_LEASE", minimum=1),
             chunks=chunks,
             chunk_words=int(_number(settings, "DEDUP_CHUNK_WORDS", minimum=1)),
             boilerplate_min_pages=min_pages,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -71,7 +72,11 @@ def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
 
     spider = getattr(crawler, "spider", None)
     prefix = config.redis_prefix or f"dedup:{spider.name if spider else 'default'}"
-    return {"prefix": prefix, "retry": RetryPolicy(retries=config.redis_retries)}
+    return {
+        "prefix": prefix,
+        "retry": RetryPolicy(retries=config.redis_retries),
+        "lease_ms": int(config.redis_lease * 1000),
+    }
 
 
 def open_store(config: DedupConfig, crawler: Crawler) -> DedupStore:
@@ -110,6 +115,8 @@ class DedupState:
         #: the run the current crawl started in: a run that resumes an interrupted one
         #: continues it, so that pages count as first seen in the same run
         self.first_run = 0
+        #: when this process opened the store: what was decided before is not its own
+        self.opened_at = 0.0
         self._store_error: StoreWriteError | None = None
         # the dupefilter opens it earlier, when the scheduler opens; this covers components
         # listed by hand without it
@@ -139,6 +146,7 @@ class DedupState:
         """Open the store (raises StoreError, e.g. StoreLocked, when it cannot be used); idempotent."""
         if self.store is not None:
             return
+        self.opened_at = time.time()
         try:
             self.store = open_store(self.config, self.crawler)
         except StoreError as exc:
@@ -258,6 +266,11 @@ class DedupState:
             return
         self.inc(f"error/{where}")
         logger.exception("scrapy-dedup " + message, *args)
+
+    @property
+    def store_broken(self) -> bool:
+        """The store failed under the crawl, which is stopping."""
+        return self._store_error is not None
 
     def store_failed(self, exc: StoreWriteError) -> None:
         self.inc("error/store_write")

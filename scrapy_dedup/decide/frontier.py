@@ -71,6 +71,11 @@ class Frontier:
             return None  # owed by an interrupted run: fetched, but its outcome was never recorded
         return DROP_ALIAS if record.status == "redirect" else DROP_FRESH
 
+    def abandoned(self, key: str) -> bool:
+        """``key`` is marked scheduled but nobody owes it and nothing was recorded for it: on a
+        shared store, what a process that died between marking and owing a request leaves."""
+        return self.store.get_url(key) is None and not self.store.has_pending(key)
+
     def revisit_due(self, record: UrlRecord) -> bool:
         if self.revisit_after is None or record.fetched_at is None:
             return False

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
+from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
 from scrapy_dedup.decide.decision import Decision, Document
@@ -56,6 +58,18 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         return decision
 
     def _decide(self, doc: Document) -> Decision:
+        # a shared store: another process may decide this page, or a near duplicate of it, at
+        # the same moment; each decision holds what it reads until its writes are in
+        with self.store.hold_document(doc.key):
+            return self._decide_held(doc)
+
+    def _hold_near(self, doc: Document) -> AbstractContextManager[None]:
+        fp = doc.fingerprint
+        if fp is None or fp.tokens < self.min_tokens:
+            return nullcontext()  # never compared by near-duplicate distance
+        return self.store.hold_near(doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance)
+
+    def _decide_held(self, doc: Document) -> Decision:
         now = self.clock()
         record = self.store.get_url(doc.key) or UrlRecord(key=doc.key, url=doc.url, first_seen=now, first_run=self.run)
         record.last_seen = now
@@ -75,21 +89,22 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         updated = record.has_content
         promoted = self._forget_content(record) if updated else None
 
-        canonical_outcome = None
-        match = None
-        if doc.canonical_key is not None:
-            match, canonical_outcome = self._match_canonical(doc, content_hash)
-            if canonical_outcome == "mismatch":
-                record.canonical_mismatch = doc.canonical_url
-        if match is None:
-            match = self._match_content(doc, content_hash)
+        with self._hold_near(doc):
+            canonical_outcome = None
+            match = None
+            if doc.canonical_key is not None:
+                match, canonical_outcome = self._match_canonical(doc, content_hash)
+                if canonical_outcome == "mismatch":
+                    record.canonical_mismatch = doc.canonical_url
+            if match is None:
+                match = self._match_content(doc, content_hash)
 
-        record.content_hash, record.raw_hash = content_hash, doc.raw_hash
-        record.simhash = fp.simhash if fp is not None else None
-        record.tokens = fp.tokens if fp is not None else None
-        record.text_length = fp.length if fp is not None else None
-        record.canonical_alias = match is not None and match.reason == "rel_canonical"
-        decision = self._found_cluster(record, doc) if match is None else self._join(record, doc, match)
+            record.content_hash, record.raw_hash = content_hash, doc.raw_hash
+            record.simhash = fp.simhash if fp is not None else None
+            record.tokens = fp.tokens if fp is not None else None
+            record.text_length = fp.length if fp is not None else None
+            record.canonical_alias = match is not None and match.reason == "rel_canonical"
+            decision = self._found_cluster(record, doc) if match is None else self._join(record, doc, match)
         if updated and decision.is_representative and decision.status not in ("exact_duplicate", "near_duplicate"):
             decision.status = "updated"
         decision.canonical = canonical_outcome

@@ -26,7 +26,12 @@ by one process gets that for free:
 - ``increment_meta``: a counter (the run number);
 - ``batch()``: every write of one decision is applied, or after a crash none is
   (a shared backend may let readers see part of a batch while it is applied).
-  A batch does not read its own writes; reads go straight to the store.
+  A batch does not read its own writes; reads go straight to the store;
+- ``hold_document`` and ``hold_near``: while a decision holds them, no other
+  process decides the same URL key, or a near-duplicate SimHash, in between its
+  reads and its writes;
+- ``claim_pending``: owed requests that no live process holds, handed to this one;
+  ``hold_pending``: a request owed, now held by the process that fetches it.
 
 Everything else is a plain read or a last-writer-wins write.  Read-then-write
 sequences outside those calls (a URL record updated after a fetch, a variant's
@@ -40,7 +45,7 @@ import abc
 import json
 import zlib
 from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import xxhash
@@ -245,6 +250,8 @@ class DedupStore(abc.ABC):
     params: dict[str, Any]
     #: where the store is, for messages
     path: str
+    #: several crawl processes share the store at once (embedded backends: one process)
+    shared: bool = False
     _run: int = 0
 
     # -- primitives: life cycle ---------------------------------------------
@@ -317,6 +324,26 @@ class DedupStore(abc.ABC):
     @abc.abstractmethod
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
         """Cluster ids that collide with ``bands`` in at least one LSH band."""
+
+    # -- decisions of several processes ---------------------------------------
+    def hold_document(self, key: str) -> AbstractContextManager[None]:
+        """Hold the decision of the document at url key ``key`` for the ``with`` block: another
+        process that decides the same key waits until the block has exited (atomic).
+
+        An embedded backend is owned by one process, which decides one document at a time.
+        """
+        return nullcontext()
+
+    def hold_near(
+        self, scope: str, simhash: int, bands: Iterable[int], max_distance: int
+    ) -> AbstractContextManager[None]:
+        """Hold a near-duplicate decision for the ``with`` block (atomic): inside it, every
+        decision near this one (a SimHash within ``max_distance``, or one of the same LSH
+        band hashes) that began earlier in another process has written its outcome, and
+        those that begin later wait until the block has exited. The block's reads and
+        writes are then those of one process deciding in turn.
+        """
+        return nullcontext()
 
     # -- opening ------------------------------------------------------------
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -394,6 +421,23 @@ class DedupStore(abc.ABC):
 
     def pending_count(self) -> int:
         return sum(1 for _ in self.scan(PENDING))
+
+    def claim_pending(self) -> Iterator[tuple[str, bytes]]:
+        """(id, serialized request) of every request owed that no live process holds, now held
+        by this one (atomic). An embedded backend is held by one process: all of them."""
+        yield from self.iter_pending()
+
+    def hold_pending(self, pending_id: str) -> None:
+        """This process is about to fetch the request owed under ``pending_id``: it holds it
+        from now on (a shared queue hands a request one process owed to another)."""
+
+    def held_pending(self) -> list[str]:
+        """Ids of the owed requests this process holds (a shared store; embedded: none counted)."""
+        return []
+
+    def pending_held_elsewhere(self) -> int:
+        """Owed requests another process holds (alive, or dead with a lease still running)."""
+        return 0
 
     def get_emitted(self, key: str) -> str | None:
         """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""

@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 1
+local LIBRARY_VERSION = 2
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -474,6 +474,28 @@ local function pending_take(keys, args)
   return 1
 end
 
+-- ARGV: request id, owner, lease ms, payload.  This owner holds the request now (owed
+-- again, or owed for the first time), whoever held it before.  Replies 1.
+local function pending_hold(keys, args)
+  local lease = lease_ms(args[3])
+  if not lease then return fail(LEASE_ERROR) end
+  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. args[4])
+  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+  return 1
+end
+
+-- ARGV: request id, owner, lease ms.  The request, still owed, is held by this owner now (a
+-- shared queue handed it to the process that fetches it).  Replies 1, or 0 when not owed.
+local function pending_adopt(keys, args)
+  local lease = lease_ms(args[3])
+  if not lease then return fail(LEASE_ERROR) end
+  local value = redis.call('HGET', keys[1], args[1])
+  if not value then return 0 end
+  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. string.sub(value, #owner_of(value) + 2))
+  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+  return 1
+end
+
 -- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.
 local function pending_settle(keys, args)
   local settled = delete_if_held(keys[1], args[1], args[2], owner_of)
@@ -482,11 +504,14 @@ local function pending_settle(keys, args)
 end
 
 -- ARGV: owner, lease ms, request ids.  Extends the leases this owner still holds; replies
--- how many.
+-- how many.  A lease of 0 hands them over: they have run out, for the next claim to take.
 local function pending_renew(keys, args)
-  local lease = lease_ms(args[2])
-  if not lease then return fail(LEASE_ERROR) end
-  local deadline = now_ms() + lease
+  local deadline = 0
+  if tonumber(args[2]) ~= 0 then
+    local lease = lease_ms(args[2])
+    if not lease then return fail(LEASE_ERROR) end
+    deadline = now_ms() + lease
+  end
   local renewed = 0
   for i = 3, #args do
     if held_by(keys[1], args[i], args[1], owner_of) then
@@ -520,6 +545,17 @@ local function pending_reclaim(keys, args)
   return replies
 end
 
+-- A document being decided ---------------------------------------------------------------
+-- KEYS[1] a URL key's decision lock (a string: its holder, with an expiry set when taken by
+-- SET NX PX).  ARGV: holder.  Deletes the lock if this holder still has it; replies 1, or 0.
+local function lock_release(keys, args)
+  if redis.call('GET', keys[1]) == args[1] then
+    redis.call('DEL', keys[1])
+    return 1
+  end
+  return 0
+end
+
 -- Registration ----------------------------------------------------------------------------
 -- Every function is registered as 'sdd_' .. its name; the readers with the no-writes flag, so
 -- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
@@ -532,7 +568,7 @@ local WRITERS = {
   {'order_reap', order_reap}, {'cluster_join', cluster_join}, {'cluster_leave', cluster_leave},
   {'run_join', run_join}, {'run_renew', run_renew}, {'run_leave', run_leave},
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
-  {'pending_reclaim', pending_reclaim},
+  {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
 }
 local READERS = {{'version', version}, {'records_find', records_find}, {'near_scan', near_scan}, {'order_get', order_get}}
 

@@ -22,8 +22,10 @@ key                            holds                                  slots
                                                                       one HSET per decision
 ``P:c:{c<cluster id>}``        one cluster: representative and       one per cluster, spread
                                member ranks (hash)
-``P:q:{q<shard>}``,            requests taken by a process            64 shards, spread
-``P:qz:{q<shard>}``            (hash) and their lease deadlines
+``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
+``P:qz:{q<shard>}``            holds them (hash), lease deadlines
+``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
+                               (string with an expiry)                flight, spread
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
@@ -223,6 +225,15 @@ def pending_keys(prefix: str, request_id: str) -> tuple[str, str]:
 def pending_shard(prefix: str, shard: int) -> tuple[str, str]:
     tag = f"{{q{shard:02x}}}"
     return f"{prefix}:q:{tag}", f"{prefix}:qz:{tag}"
+
+
+# -- a document being decided ---------------------------------------------------------------
+
+
+def decision_key(prefix: str, url_key: str) -> str:
+    """The lock of one URL key while a process decides its document."""
+    digest = xxhash.xxh64_hexdigest(url_key.encode("utf-8", "surrogatepass"))
+    return f"{prefix}:d:{{d{digest}}}"
 
 
 def _glob_escape(text: str) -> str:

@@ -30,12 +30,17 @@ the requests it had taken). A decision that waits renews its own lease.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.store.redis_functions import StoreFunctions
+
+logger = logging.getLogger(__name__)
 
 #: ``confirm(simhash, token)``: whether the candidate is a near duplicate of the document
 #: being decided (e.g. MinHash agreement with its representative). Must be symmetric.
@@ -97,48 +102,119 @@ class NearDecisions:
         raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
 
     def _decide_once(self, scope, simhash, token, max_distance, confirm) -> NearOutcome:
+        order = self.fn.near_add_then_order(scope, simhash, token, self.lease_ms)
+        try:
+            match, scans, reaped = self._await_earlier(scope, simhash, token, order, max_distance, confirm, True)
+        except DecisionReaped:
+            self.fn.near_settle(scope, simhash, token, keep=False)
+            raise
+        self._settle(scope, simhash, token, order, keep=match is None)
+        if match is not None:
+            return NearOutcome(match[1], match[0], order, scans, reaped)
+        return NearOutcome(None, None, order, scans, reaped)
+
+    @contextmanager
+    def hold(
+        self, scope: str, simhash: int, max_distance: int, bands: Sequence[tuple[str, bytes]] = ()
+    ) -> Iterator[int]:
+        """Hold a near-duplicate decision the caller takes itself, from reads of the store.
+
+        Inside the block every decision that took an earlier order number and is near this
+        one (a SimHash within ``max_distance``, or one of the same LSH band hashes) has
+        finished, its writes in the store, and every one that takes a later number waits
+        until the block has exited: the caller's reads and writes are those of one process
+        deciding in order-number order. ``bands``: (pending band bucket, 8-byte band hash)
+        of this document. The caller writes a kept document's entries itself (as a
+        representative); the pending entries only stand for the decision in flight, under a
+        token of its own.
+        """
         fn = self.fn
-        order = fn.near_add_then_order(scope, simhash, token, self.lease_ms)
+        token = os.urandom(8)
+        band_records = [(key, band_hash + token) for key, band_hash in bands]
+        for _attempt in range(3):
+            # in before the order number is taken, like the SimHash entries
+            self._bands_call("sdd_records_add", band_records)
+            order = fn.near_add_then_order(scope, simhash, token, self.lease_ms)
+            try:
+                self._await_earlier(scope, simhash, token, order, max_distance, None, False, bands)
+                break
+            except DecisionReaped:
+                self._bands_call("sdd_records_remove", band_records)
+                fn.near_settle(scope, simhash, token, keep=False)
+        else:
+            raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
+        try:
+            yield order
+        finally:
+            self._bands_call("sdd_records_remove", band_records)
+            if not fn.near_settle_then_release(scope, simhash, token, False, order):
+                # held longer than its lease: a later decision may have gone on without it
+                logger.warning("a near-duplicate decision outlived its lease of %d ms", self.lease_ms)
+
+    def _bands_call(self, function: str, records: Sequence[tuple[str, bytes]]) -> list:
+        if not records:
+            return []
+        pipe = self.fn.client.pipeline(transaction=False)
+        for key, record in records:
+            pipe.fcall(function, 1, key, record)
+        return pipe.execute()
+
+    def _await_earlier(self, scope, simhash, token, order, max_distance, confirm, match_settled, bands=()):
+        """Wait until no earlier decision near ``simhash`` is in flight: (match, scans, reaped).
+
+        With ``match_settled``, a settled entry near enough (and confirmed) ends the wait as
+        the match; else the match is always None. ``bands`` as in :meth:`hold`: decisions in
+        flight with one of these band hashes count as near too.
+        """
+        fn = self.fn
         later: set[bytes] = set()  # pending without an order in one scan and still pending in the next
         unordered: set[bytes] = set()
         reaped = scans = 0
         started = renewed = self.clock()
-        try:
-            while True:
-                scans += 1
-                settled, pending = fn.near_scan(scope, simhash, max_distance)
+        while True:
+            scans += 1
+            settled, pending = fn.near_scan(scope, simhash, max_distance)
+            if match_settled:
                 match = self._closest(simhash, token, settled, confirm)
                 if match is not None:
-                    self._settle(scope, simhash, token, order, keep=False)
-                    return NearOutcome(match[1], match[0], order, scans, reaped)
-                others = {(fp, t) for fp, t in pending if t != token}
-                later |= {t for _, t in others if t in unordered}
-                undecided = [(fp, t) for fp, t in others if t not in later]
-                if confirm is not None:
-                    undecided = [(fp, t) for fp, t in undecided if confirm(fp, t)]
-                orders = fn.order_get([t for _, t in undecided])
-                unordered = {t for (_, t), o in zip(undecided, orders) if o is None}
-                earlier = [(fp, t, o) for (fp, t), o in zip(undecided, orders) if o is not None and o[0] < order]
-                if not earlier and not unordered:
-                    self._settle(scope, simhash, token, order, keep=True)
-                    return NearOutcome(None, None, order, scans, reaped)
-                for fp, t, (their_order, ms_left) in earlier:
-                    if ms_left < 0 and fn.order_reap(t, their_order):
-                        # its process died mid-decision: its entries go, the order number first
+                    return match, scans, reaped
+            others = {(fp, t) for fp, t in pending if t != token}
+            if bands:
+                # found by band alone: SimHash unknown (None), so a dead one's entries stay
+                # (ignored once its order number is reaped)
+                seen = {t for _, t in others} | {token}
+                for found in self._bands_find(bands):
+                    others.update((None, bytes(t)) for t in found if bytes(t) not in seen)
+            later |= {t for _, t in others if t in unordered}
+            undecided = [(fp, t) for fp, t in others if t not in later]
+            if confirm is not None:
+                undecided = [(fp, t) for fp, t in undecided if confirm(fp, t)]
+            orders = fn.order_get([t for _, t in undecided])
+            unordered = {t for (_, t), o in zip(undecided, orders) if o is None}
+            earlier = [(fp, t, o) for (fp, t), o in zip(undecided, orders) if o is not None and o[0] < order]
+            if not earlier and not unordered:
+                return None, scans, reaped
+            for fp, t, (their_order, ms_left) in earlier:
+                if ms_left < 0 and fn.order_reap(t, their_order):
+                    # its process died mid-decision: its entries go, the order number first
+                    if fp is not None:
                         fn.near_settle(scope, fp, t, keep=False)
-                        reaped += 1
-                now = self.clock()
-                if now - started > self.max_wait_s:
-                    raise TimeoutError(f"waited {self.max_wait_s:.0f} s for earlier near-duplicate decisions")
-                if earlier:
-                    if (now - renewed) * 1000 > self.lease_ms / 3:
-                        if not fn.order_renew(token, order, self.lease_ms):
-                            raise DecisionReaped()
-                        renewed = now
-                    self.sleep(self.poll_s)
-        except DecisionReaped:
-            fn.near_settle(scope, simhash, token, keep=False)
-            raise
+                    reaped += 1
+            now = self.clock()
+            if now - started > self.max_wait_s:
+                raise TimeoutError(f"waited {self.max_wait_s:.0f} s for earlier near-duplicate decisions")
+            if earlier:
+                if (now - renewed) * 1000 > self.lease_ms / 3:
+                    if not fn.order_renew(token, order, self.lease_ms):
+                        raise DecisionReaped()
+                    renewed = now
+                self.sleep(self.poll_s)
+
+    def _bands_find(self, bands: Sequence[tuple[str, bytes]]) -> list:
+        pipe = self.fn.client.pipeline(transaction=False)
+        for key, band_hash in bands:
+            pipe.fcall("sdd_records_find", 1, key, band_hash)
+        return pipe.execute()
 
     @staticmethod
     def _closest(simhash, token, settled, confirm) -> tuple[int, bytes] | None:

@@ -13,6 +13,8 @@ are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
 ``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value)
 ``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
 ``P:b:{b<band><scope><bucket>}``   LSH band bucket: 16-byte records (band hash, cluster)
+``P:bp:{b<band><scope><bucket>}``  the same bucket's decisions in flight (band hash, token)
+``P:d:{d<url key digest>}``        a URL key being decided (see ``hold_document``)
 =================================  ===========================================
 
 Reads stream: ``scan`` walks a table shard by shard, so a report needs no snapshot and
@@ -39,7 +41,8 @@ from typing import Any
 import xxhash
 
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import STORE_FORMAT, URL, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.store.base import PENDING, STORE_FORMAT, URL, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.store.redis_near import NearDecisions
 from scrapy_dedup.store.redis_functions import (
     _CONNECTION_ERRORS,
     RetryPolicy,
@@ -59,6 +62,14 @@ TABLE_SHARDS = 1024
 BAND_BUCKET_BITS = 16
 #: a cluster batch journalled longer ago than this was left by a writer that died mid-way
 JOURNAL_REPLAY_AFTER_S = 60.0
+#: a document's decision (its URL key, its near-duplicate order number) is held this long at
+#: most; a process that dies mid-decision frees it when this runs out
+DECISION_LEASE_MS = 30_000
+#: how long a decision waits for another process's decision of the same page or a near one
+DECISION_MAX_WAIT_S = 120.0
+DECISION_POLL_S = 0.002
+#: an owed request's lease (``DEDUP_REDIS_LEASE``): renewed every third of it while its holder lives
+PENDING_LEASE_MS = 30_000
 _U64 = struct.Struct(">Q")
 
 
@@ -92,6 +103,12 @@ class RedisBatch(StoreBatch):
 
     def put(self, table: str, key: str, value: bytes) -> None:
         s = self._store
+        if table == PENDING:
+            # owed, and held by this process under a lease it renews while alive
+            held, deadlines = rk.pending_keys(s.prefix, key)
+            self.commands.append(("FCALL", "sdd_pending_hold", 2, held, deadlines, key, s._writer, s.lease_ms, bytes(value)))
+            s._hold(key)
+            return
         self.commands.append(("HSET", s._table_key(table, key), key, bytes(value)))
         if table == URL:
             # a recorded URL keeps its own first URL: the frontier's copy can go
@@ -99,7 +116,14 @@ class RedisBatch(StoreBatch):
             self.commands.append(("HDEL", s._first_urls_key(bucket), rid))
 
     def delete(self, table: str, key: str) -> None:
-        self.commands.append(("HDEL", self._store._table_key(table, key), key))
+        s = self._store
+        if table == PENDING:
+            # settled: whoever holds it now, its outcome is recorded
+            held, deadlines = rk.pending_keys(s.prefix, key)
+            self.commands += [("HDEL", held, key), ("ZREM", deadlines, key)]
+            s._release(key)
+            return
+        self.commands.append(("HDEL", s._table_key(table, key), key))
 
     def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
         self.commands.append(("HSET", self._store._set_key(name, owner), member, bytes(value)))
@@ -127,6 +151,8 @@ class RedisBatch(StoreBatch):
 class RedisStore(DedupStore):
     """A store on a Redis server or cluster, shared by every process that opens it."""
 
+    shared = True
+
     def __init__(
         self,
         path: str,
@@ -135,8 +161,10 @@ class RedisStore(DedupStore):
         cache_mb: int = 16,
         prefix: str = "dedup:crawl",
         retry: RetryPolicy = RetryPolicy(),
+        lease_ms: int = PENDING_LEASE_MS,
     ) -> None:
         self.url = path
+        self.lease_ms = lease_ms
         self.path = redact(path)  # what messages show
         self.prefix = rk.check_prefix(prefix)
         self._connect(retry)
@@ -148,6 +176,7 @@ class RedisStore(DedupStore):
     def open_existing(cls, path: str, prefix: str = "dedup:crawl") -> RedisStore:
         store = cls.__new__(cls)
         store.url, store.path, store.prefix = path, redact(path), rk.check_prefix(prefix)
+        store.lease_ms = PENDING_LEASE_MS
         store._connect(RetryPolicy())
         store.params = store.get_meta("params")
         if store.params is None:
@@ -168,14 +197,28 @@ class RedisStore(DedupStore):
         self.fn = StoreFunctions(self.client, self.prefix)
         self._writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._batches = 0
+        self._holds = 0
+        self._near = NearDecisions(
+            self.fn, lease_ms=DECISION_LEASE_MS, poll_s=DECISION_POLL_S, max_wait_s=DECISION_MAX_WAIT_S
+        )
         self._heartbeat: threading.Thread | None = None
         self._stopping = threading.Event()
+        #: ids of the owed requests this process holds (their leases are renewed while it lives)
+        self._held: set[str] = set()
+        self._held_lock = threading.Lock()
 
     def close(self) -> None:
         if self._heartbeat is not None:
             self._stopping.set()
             self._heartbeat.join(timeout=5)
             self._heartbeat = None
+            held = self._held_ids()
+            if held:
+                try:
+                    # what this process still owes is handed to the others at once (or to the next run)
+                    self.fn.pending_renew(self._writer, 0, held)
+                except Exception:  # noqa: BLE001 -- the leases run out anyway
+                    logger.debug("could not hand %d owed requests over in %s", len(held), self.path)
             try:
                 self.client.fcall("sdd_run_leave", 2, self._meta_key(), self._members_key(), self._writer)
             except Exception:  # noqa: BLE001 -- leaving is best effort: the lease runs out anyway
@@ -202,17 +245,125 @@ class RedisStore(DedupStore):
         return self._run
 
     def _renew(self) -> None:
-        while not self._stopping.wait(RUN_LEASE_MS / 3000):
+        while not self._stopping.wait(min(RUN_LEASE_MS, self.lease_ms) / 3000):
             try:
                 self.client.fcall("sdd_run_renew", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS)
+                held = self._held_ids()
+                for start in range(0, len(held), 1000):
+                    self.fn.pending_renew(self._writer, self.lease_ms, held[start:start + 1000])
             except Exception:  # noqa: BLE001 -- the crawl's own calls report a lost connection
-                logger.debug("could not renew this process's place in the run of %s", self.path)
+                logger.debug("could not renew this process's leases in %s", self.path)
+
+    # -- requests owed, under leases ------------------------------------------
+    def _hold(self, pending_id: str) -> None:
+        with self._held_lock:
+            self._held.add(pending_id)
+
+    def _release(self, pending_id: str) -> None:
+        with self._held_lock:
+            self._held.discard(pending_id)
+
+    def _held_ids(self) -> list[str]:
+        with self._held_lock:
+            return list(self._held)
+
+    def claim_pending(self) -> Iterator[tuple[str, bytes]]:
+        """Owed requests whose holder's lease ran out (it died, or every process stopped),
+        each handed to this process by one atomic call: no two processes take the same one."""
+        while True:
+            claimed = self.fn.pending_reclaim(self._writer, self.lease_ms, limit=100)
+            if not claimed:
+                return
+            for pending_id, payload in claimed:
+                self._hold(pending_id)
+                yield pending_id, payload
+
+    def hold_pending(self, pending_id: str) -> None:
+        # asked even when this process owed it: another may have taken it over meanwhile
+        held, deadlines = rk.pending_keys(self.prefix, pending_id)
+        if self.client.fcall("sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
+            self._hold(pending_id)
+
+    def pending_count(self) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(rk.PENDING_SHARDS):
+            pipe.hlen(rk.pending_shard(self.prefix, shard)[0])
+        return sum(int(n) for n in pipe.execute())
+
+    def held_pending(self) -> list[str]:
+        # a request this process owed may have been fetched and settled by another (a shared
+        # scrapy-redis queue), or taken over: forget those first
+        held = self._held_ids()
+        if not held:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for pending_id in held:
+            pipe.hget(rk.pending_keys(self.prefix, pending_id)[0], pending_id)
+        mine = self._writer.encode() + b"\n"
+        gone = {i for i, raw in zip(held, pipe.execute()) if raw is None or not raw.startswith(mine)}
+        with self._held_lock:
+            self._held.difference_update(gone)
+        return [i for i in held if i not in gone]
+
+    def pending_held_elsewhere(self) -> int:
+        return max(0, self.pending_count() - len(self.held_pending()))
 
     def _lost(self, exc: Exception) -> StoreConnectionLost:
         return StoreConnectionLost(
             f"lost the connection to the Redis store at {self.path} "
             f"({self.retry.retries} retries with backoff ran out): {exc}"
         )
+
+    # -- decisions shared by processes ----------------------------------------
+    @contextmanager
+    def hold_document(self, key: str) -> Iterator[None]:
+        """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
+        ``SET NX PX`` and released only by its holder."""
+        lock = rk.decision_key(self.prefix, key)
+        self._holds += 1
+        holder = f"{self._writer}:{self._holds}"
+        try:
+            started = time.monotonic()
+            while not self.client.set(lock, holder, nx=True, px=DECISION_LEASE_MS):
+                if time.monotonic() - started > DECISION_MAX_WAIT_S:
+                    raise StoreError(
+                        f"waited {DECISION_MAX_WAIT_S:.0f} s for another process's decision of {key!r} "
+                        f"in the Redis store at {self.path}"
+                    )
+                time.sleep(DECISION_POLL_S)
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(exc) from None
+        try:
+            yield
+        finally:
+            try:
+                self.client.fcall("sdd_lock_release", 1, lock, holder)
+            except _CONNECTION_ERRORS as exc:
+                raise self._lost(exc) from None
+
+    @contextmanager
+    def hold_near(self, scope: str, simhash: int, bands: Iterable[int], max_distance: int) -> Iterator[None]:
+        """The decision runs *insert, order, check* (:mod:`~scrapy_dedup.store.redis_near`):
+        each call holds one bucket, so decisions spread over a cluster's masters."""
+        pending_bands = [
+            (self._band_key(scope, band, band_hash, "bp"), _U64.pack(band_hash))
+            for band, band_hash in enumerate(band_tuple(bands))
+        ]
+        try:
+            held = self._near.hold(scope, simhash, max_distance, pending_bands)
+            held.__enter__()
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(exc) from None
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            try:
+                held.__exit__(None, None, None)
+            except _CONNECTION_ERRORS as exc:
+                if not failed:
+                    raise self._lost(exc) from None
 
     # -- key names ----------------------------------------------------------
     def _journal_key(self) -> str:
@@ -238,10 +389,11 @@ class RedisStore(DedupStore):
         # the same {tag} as the bucket: one call reads and writes both
         return bucket_key.replace(":f:", ":fu:", 1)
 
-    def _band_key(self, scope: str, band: int, band_hash: int) -> str:
+    def _band_key(self, scope: str, band: int, band_hash: int, kind: str = "b") -> str:
+        """``kind`` b: the bucket's representatives; bp: its decisions in flight (same slot)."""
         sid = rk.scope_digest(scope).hex()
         bucket = band_hash >> (64 - BAND_BUCKET_BITS)
-        return f"{self.prefix}:b:{{b{band:02x}{sid}{bucket:04x}}}"
+        return f"{self.prefix}:{kind}:{{b{band:02x}{sid}{bucket:04x}}}"
 
     # -- batches ------------------------------------------------------------
     @contextmanager
@@ -297,9 +449,18 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
+        if table == PENDING:
+            raw = self.client.hget(rk.pending_keys(self.prefix, key)[0], key)
+            return _payload(raw) if raw is not None else None
         return self.client.hget(self._table_key(table, key), key)
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
+        if table == PENDING:
+            for shard in range(rk.PENDING_SHARDS):
+                rows = self.client.hgetall(rk.pending_shard(self.prefix, shard)[0])
+                for key in sorted(rows):
+                    yield key.decode("utf-8", "surrogatepass"), _payload(rows[key])
+            return
         for shard in range(TABLE_SHARDS):
             rows = self.client.hgetall(self._table_shard(table, shard))
             for key in sorted(rows):
@@ -362,6 +523,11 @@ class RedisStore(DedupStore):
         return {bytes(token).hex() for found in pipe.execute() for token in found}
 
 
+def _payload(held: bytes) -> bytes:
+    """An owed request as the lease hash keeps it: its holder, a newline, the request."""
+    return held.split(b"\n", 1)[1]
+
+
 def _guard(name: str) -> None:
     method = getattr(RedisStore, name)
 
@@ -390,5 +556,6 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
     "increment_meta", "frontier_mark", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)

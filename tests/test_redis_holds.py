@@ -1,0 +1,161 @@
+"""What two processes sharing a Redis store hold: owed requests under leases, a URL key's
+decision, a near-duplicate neighbourhood. Each process is a RedisStore of its own on the same
+server and key prefix (a real redis-server and a real 3-master cluster)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from scrapy_dedup.core.bands import BANDS
+from scrapy_dedup.store.memory import MemoryStore
+from scrapy_dedup.store.redis_store import RedisStore
+
+PARAMS = {"test": 1}
+
+
+def two_processes(url: str, prefix: str, lease_ms: int = 30_000) -> tuple[RedisStore, RedisStore]:
+    return (RedisStore(url, PARAMS, prefix=prefix, lease_ms=lease_ms),
+            RedisStore(url, PARAMS, prefix=prefix, lease_ms=lease_ms))
+
+
+def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        with a.batch() as batch:
+            batch.put_pending("k1", b"request one")
+            batch.put_pending("k2", b"request two")
+        assert sorted(a.held_pending()) == ["k1", "k2"]
+        assert list(b.claim_pending()) == []  # held by a live process
+        assert b.pending_held_elsewhere() == 2 and a.pending_held_elsewhere() == 0
+        assert b.get("pending", "k1") == b"request one"  # readers see the request, not its holder
+        with a.batch() as batch:
+            batch.settle_pending("k1")
+        a.begin_run()  # a process in a run: closing hands what it still owes to the others
+        a.close()
+        assert list(b.claim_pending()) == [("k2", b"request two")]
+        assert list(b.claim_pending()) == []  # handed to one process only
+        assert b.held_pending() == ["k2"] and b.pending_count() == 1
+        with b.batch() as batch:
+            batch.settle_pending("k2")
+        assert b.pending_count() == 0 and b.held_pending() == []
+    finally:
+        b.close()
+
+
+def test_a_dead_holder_s_lease_runs_out(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix, lease_ms=300)
+    try:
+        with a.batch() as batch:
+            batch.put_pending("k", b"owed")
+        assert list(b.claim_pending()) == []
+        time.sleep(0.5)  # a never renews (no heartbeat): as if it had been killed
+        assert list(b.claim_pending()) == [("k", b"owed")]
+        # a process that fetches a request takes it over, whoever owed it
+        a.hold_pending("k")
+        assert a.held_pending() == ["k"] and b.held_pending() == []
+    finally:
+        a.close()
+        b.close()
+
+
+def waits_for(first_block, second_block) -> list[str]:
+    """Run ``second_block`` in a thread while ``first_block`` is held; the order they ran in."""
+    events: list[str] = []
+    with first_block:
+        thread = threading.Thread(target=lambda: _enter(second_block, events))
+        thread.start()
+        time.sleep(0.3)
+        events.append("first leaves")
+    thread.join(10)
+    return events
+
+
+def _enter(block, events: list[str]) -> None:
+    with block:
+        events.append("second enters")
+
+
+def test_a_url_key_is_decided_by_one_process_at_a_time(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        assert waits_for(a.hold_document("k"), b.hold_document("k")) == ["first leaves", "second enters"]
+        # another key does not wait
+        assert waits_for(a.hold_document("k"), b.hold_document("other")) == ["second enters", "first leaves"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_near_decisions_wait_for_earlier_near_ones_only(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    bands = list(range(1, BANDS + 1))
+    try:
+        simhash = 0x0123_4567_89AB_CDEF
+        near = simhash ^ 0b101  # distance 2
+        far = simhash ^ 0xFFFF_FFFF_FFFF_FFFF
+        assert waits_for(a.hold_near("", simhash, (), 3), b.hold_near("", near, (), 3)) == [
+            "first leaves", "second enters"]
+        assert waits_for(a.hold_near("", simhash, (), 3), b.hold_near("", far, (), 3)) == [
+            "second enters", "first leaves"]
+        # far in SimHash, but one LSH band hash in common: near too
+        shared = [0] * BANDS
+        shared[5] = bands[5]
+        assert waits_for(a.hold_near("", simhash, bands, 3), b.hold_near("", far, shared, 3)) == [
+            "first leaves", "second enters"]
+        # nothing is left pending once the decisions are done
+        settled, pending = a.fn.near_scan("", simhash, 64)
+        assert not pending
+    finally:
+        a.close()
+        b.close()
+
+
+def test_one_process_backends_hold_nothing():
+    store = MemoryStore("mem", PARAMS)
+    with store.hold_document("k"), store.hold_near("", 1, (), 3):
+        pass
+    with store.batch() as batch:
+        batch.put_pending("k", b"owed")
+    assert not store.shared and list(store.claim_pending()) == [("k", b"owed")]
+    assert store.pending_held_elsewhere() == 0 and store.held_pending() == []
+
+
+def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_again(redis_url, redis_prefix):
+    """The dupefilter marks a key, then owes its request: a process killed in between leaves a
+    key "seen" in this run that nobody owes. The page that linked to it is still owed, so it is
+    parsed again by the process that takes it over; its links carry ``dedup_recheck``."""
+    from scrapy import Request, Spider
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_dedup.crawl.dupefilter import DedupDupeFilter
+
+    class Site(Spider):
+        name = "site"
+
+    crawler = get_crawler(Site, {
+        "ADDONS": {"scrapy_dedup.Addon": 500},
+        "DEDUP_STORE": redis_url,
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "DEDUP_WORKERS": 0,
+        "DEDUP_LOGSTATS_INTERVAL": 0,
+        "LOG_ENABLED": False,
+    })
+    dupefilter = build_from_crawler(DedupDupeFilter, crawler)
+    dupefilter.open()
+    state = dupefilter.state
+    try:
+        url = "http://h/lost"
+        key = state.key(url)
+        state.frontier.mark(url, key)  # the dead process got this far
+        assert dupefilter.request_seen(Request(url))  # an ordinary link: seen in this run
+        assert not dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
+        assert state.store.has_pending(key)  # owed now, by this process
+        # owed (or recorded) keys stay seen, checked again or not
+        assert dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
+        known = "http://h/known"
+        assert not dupefilter.request_seen(Request(known))
+        assert dupefilter.request_seen(Request(known, meta={"dedup_recheck": True}))
+    finally:
+        state.close()

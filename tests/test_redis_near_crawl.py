@@ -1,0 +1,185 @@
+"""Near-duplicate decisions of several crawl processes at the same moment, over one Redis store.
+
+A local site serves families of near-duplicate pages (one word edited per member) linked from
+one start page. Four plain Scrapy processes start with that same start page at once (the
+server answers it only when all four have asked), so each family's members are fetched by
+different processes at about the same time. However the pages fall, the store must end as one
+process on LevelDB leaves it: one cluster per family with the same representative, one page
+kept per family, and the start page emitted once.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from crawl_helpers import final_documents
+from testing import run_crawl
+
+from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.redis_functions import connect, primaries
+from scrapy_dedup.store.redis_store import RedisStore
+
+FAMILIES = 40
+MEMBERS = 4
+PROCESSES = 4
+WORDS = 360
+VOCABULARY = (
+    "index query table column row join plan vacuum lock page buffer cache replica stream backup "
+    "restore role grant schema type cast function trigger rule view sequence cursor commit abort"
+).split()
+
+
+def family_words(family: int) -> list[str]:
+    rng = random.Random(f"family-{family}")
+    return [f"{rng.choice(VOCABULARY)}{rng.randrange(1000)}" for _ in range(WORDS)]
+
+
+def member_text(family: int, member: int) -> str:
+    words = family_words(family)
+    spot = 40 + 70 * member  # one word edited per member, each at its own place, same length
+    words[spot] = "q" + words[spot][1:]
+    return "".join(f"<p>{' '.join(words[j:j + 30])}.</p>" for j in range(0, WORDS, 30))
+
+
+def html(title: str, body: str, links: list[str]) -> bytes:
+    nav = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body><article>{body}</article><footer><ul>{nav}</ul></footer></body></html>"
+    ).encode()
+
+
+class FamilySite:
+    """The start page (answered once ``gate`` requests for it have arrived) and the families."""
+
+    def __init__(self, gate: int) -> None:
+        self.barrier = threading.Barrier(gate, timeout=60)
+        self.hits: Counter = Counter()
+        #: the members of a family are answered together, once all were asked for (or after a
+        #: few seconds), so that the processes that fetched them decide them at the same moment
+        self.families: dict[int, threading.Barrier] = {}
+        self.lock = threading.Lock()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                parts = self.path.strip("/").split("/")
+                site.hits[self.path] += 1
+                if self.path == "/start":
+                    try:
+                        site.barrier.wait()  # every process decides the start page at the same moment
+                    except threading.BrokenBarrierError:
+                        pass
+                    links = [f"/fam/{f}/{m}" for f in range(FAMILIES) for m in range(MEMBERS)]
+                    body = html("Start", member_text(10_000, 0), links)
+                elif len(parts) == 3 and parts[0] == "fam" and parts[1].isdigit() and parts[2].isdigit():
+                    family, member = int(parts[1]), int(parts[2])
+                    with site.lock:
+                        barrier = site.families.setdefault(family, threading.Barrier(MEMBERS, timeout=5))
+                    try:
+                        barrier.wait()
+                    except threading.BrokenBarrierError:
+                        pass
+                    body = html(f"Family {family}", member_text(family, member), ["/start"])
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def family_site(request):
+    site = FamilySite(request.param)
+    yield site
+    site.close()
+
+
+SETTINGS = {"DEDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 16, "DEDUP_LOGSTATS_INTERVAL": 0}
+
+
+def partition(store) -> dict[frozenset, str]:
+    return {frozenset(store.cluster_members(c.cluster_id)): c.representative for c in store.iter_clusters()}
+
+
+def family_of(url: str) -> str:
+    parts = url.split("/")
+    return parts[-2] if "/fam/" in url else "start"
+
+
+def crawl_together(start: str, tmp_path, settings: dict) -> list:
+    results: list = [None] * PROCESSES
+
+    def crawl(i: int) -> None:
+        results[i] = run_crawl(start, tmp_path / f"p{i}", {**SETTINGS, **settings}, timeout=400)
+
+    threads = [threading.Thread(target=crawl, args=(i,)) for i in range(PROCESSES)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+@pytest.mark.parametrize("family_site", [1], indirect=True)
+def test_one_process_on_leveldb_keeps_one_page_per_family(family_site, tmp_path):
+    """The reference the shared crawls are held to: the families are near duplicates indeed."""
+    result = run_crawl(family_site.url + "/start", tmp_path, SETTINGS)
+    kept = Counter(family_of(item["url"]) for item in final_documents(result.items))
+    assert kept == Counter({**{str(f): 1 for f in range(FAMILIES)}, "start": 1})
+    with LevelDBStore.open_existing(str(tmp_path / "store")) as store:
+        clusters = partition(store)
+    assert sorted(len(members) for members in clusters) == [1] + [MEMBERS] * FAMILIES
+
+
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+@pytest.mark.parametrize("family_site", [PROCESSES], indirect=True)
+def test_processes_deciding_near_duplicates_at_once_keep_one_per_family(family_site, kind, tmp_path, request):
+    server = request.getfixturevalue(f"redis_{kind}")
+    start = family_site.url + "/start"
+    # the reference: one process on LevelDB (the site answers its start page at once: a barrier of one)
+    family_site.barrier = threading.Barrier(1)
+    run_crawl(start, tmp_path / "leveldb", SETTINGS)
+    with LevelDBStore.open_existing(str(tmp_path / "leveldb" / "store")) as store:
+        expected = partition(store)
+    family_site.barrier = threading.Barrier(PROCESSES, timeout=60)
+    family_site.hits.clear()
+    family_site.families.clear()
+
+    for node in primaries(connect(server.url)):
+        node.flushdb()  # the crawls use the default key prefix (dedup:site)
+    results = crawl_together(start, tmp_path / kind, {"DEDUP_STORE": server.url})
+    assert all(r.returncode == 0 for r in results)
+    items = [item for r in results for item in r.items]
+
+    with RedisStore.open_existing(server.url, prefix="dedup:site") as store:
+        got = partition(store)
+    assert got == expected, f"{kind}: clusters differ from one process on LevelDB"
+    # one page per family kept (a later, better member replaces the first one with supersedes)
+    kept = Counter(family_of(item["url"]) for item in final_documents(items))
+    assert kept == Counter({**{str(f): 1 for f in range(FAMILIES)}, "start": 1}), kept
+    # the start page was decided by every process at once and emitted by one
+    starts = [item for item in items if item["url"] == start]
+    assert len(starts) == 1, [item["dedup"]["status"] for item in starts]
+    assert starts[0]["dedup"]["status"] == "new"
+    # every family page was fetched once, by one process (the frontier's atomic mark)
+    assert family_site.hits == Counter({"/start": PROCESSES, **{f"/fam/{f}/{m}": 1 for f in range(FAMILIES) for m in range(MEMBERS)}})
