@@ -155,6 +155,9 @@ def test_chunk_settings_reach_the_config():
         "DEDUP_CHUNKS": "true", "DEDUP_CHUNK_WORDS": 150, "DEDUP_BOILERPLATE_MIN_PAGES": 4,
         "DEDUP_BOILERPLATE_SHARE": 0.3, "DEDUP_BOILERPLATE_BY_PATH": True,
     }))  # fmt: skip
-    assert (config.chunks, config.chunk_words, config.boilerplate_min_pages) == (True, 150, 4)
-    assert (config.boilerplate_share, config.boilerplate_by_path) == (0.3, True)
+    rules = config.chunk_rules
+    assert (config.chunks, rules.max_words, rules.min_pages, rules.share, rules.by_path) == (True, 150, 4, 0.3, True)
+    assert (rules.min_tokens, rules.min_jaccard, rules.max_distance) == (
+        config.min_tokens, config.min_jaccard, config.max_distance
+    )
     assert DedupConfig.from_settings(Settings()).chunks is False

@@ -472,9 +472,5 @@ class Command(ScrapyCommand):
         text and the statuses settled in representative order (headings: Markdown '#' lines)."""
         from scrapy_dedup.decide.chunk_layer import ChunkLayer
 
-        layer = ChunkLayer(
-            store, max_words=config.chunk_words, min_pages=config.boilerplate_min_pages,
-            share=config.boilerplate_share, by_path=config.boilerplate_by_path, min_tokens=config.min_tokens,
-            min_jaccard=config.min_jaccard, max_distance=config.max_distance,
-        )  # fmt: skip
+        layer = ChunkLayer(store, config.chunk_rules)
         return layer.settle()

@@ -294,8 +294,11 @@ class PendingSpiderMiddleware:
         except Exception:
             self.state.failed("resume", "could not take over the pending requests of a stopped process")
             return
+        self._issue(requests, "took over %d pending requests of a process that stopped")
+
+    def _issue(self, requests: list[Request], message: str) -> None:
         if requests:
-            logger.info("took over %d pending requests of a process that stopped", len(requests))
+            logger.info(message, len(requests))
         for request in requests:
             self.state.crawler.engine.crawl(request)
 
@@ -310,10 +313,7 @@ class PendingSpiderMiddleware:
         except Exception:
             self.state.failed("resume", "could not count the pending requests of the shared store")
             return
-        if stalled:
-            logger.info("issuing again %d pending requests this process holds and no process fetches", len(stalled))
-            for request in stalled:
-                self.state.crawler.engine.crawl(request)
+        self._issue(stalled, "issuing again %d pending requests this process holds and no process fetches")
         if elsewhere or stalled:
             # other processes still owe requests: if one of them dies, its requests are ours
             # to fetch once its leases run out

@@ -20,6 +20,7 @@ from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS
 from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.hostrules import HostRules
 from scrapy_dedup.core.urls import DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS, UrlRules
+from scrapy_dedup.decide.chunk_layer import ChunkRules
 from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
 
 EXTRACT_MODES = ("balanced", "precision", "recall")
@@ -143,12 +144,12 @@ class DedupConfig:
     #: the Redis store's key prefix; None: ``dedup:<spider name>``
     redis_prefix: str | None = None
     redis_retries: int = 5
+    #: seconds an owed request stays held by a process on a shared store without renewal
     redis_lease: float = 30.0
+    #: DEDUP_CHUNKS: items carry their chunks, made and settled by these rules
+    #: (DEDUP_CHUNK_WORDS, DEDUP_BOILERPLATE_*, and the page rule's thresholds)
     chunks: bool = False
-    chunk_words: int = DEFAULT_CHUNK_WORDS
-    boilerplate_min_pages: int = DEFAULT_BOILERPLATE_MIN_PAGES
-    boilerplate_share: float = DEFAULT_BOILERPLATE_SHARE
-    boilerplate_by_path: bool = False
+    chunk_rules: ChunkRules = ChunkRules()
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DedupConfig:
@@ -220,10 +221,15 @@ class DedupConfig:
             redis_retries=int(_number(settings, "DEDUP_REDIS_RETRIES")),
             redis_lease=_number(settings, "DEDUP_REDIS_LEASE", minimum=1),
             chunks=chunks,
-            chunk_words=int(_number(settings, "DEDUP_CHUNK_WORDS", minimum=1)),
-            boilerplate_min_pages=min_pages,
-            boilerplate_share=share,
-            boilerplate_by_path=_bool(settings, "DEDUP_BOILERPLATE_BY_PATH"),
+            chunk_rules=ChunkRules(
+                int(_number(settings, "DEDUP_CHUNK_WORDS", minimum=1)),
+                min_pages,
+                share,
+                _bool(settings, "DEDUP_BOILERPLATE_BY_PATH"),
+                int(_number(settings, "DEDUP_MIN_TOKENS")),
+                min_jaccard,
+                max_distance,
+            ),
         )
 
     @property

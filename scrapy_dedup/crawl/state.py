@@ -168,16 +168,7 @@ class DedupState:
         )
         config = self.config
         if config.chunks or store.get_meta(CHUNKS_OWED):
-            self.chunks = ChunkLayer(
-                store,
-                max_words=config.chunk_words,
-                min_pages=config.boilerplate_min_pages,
-                share=config.boilerplate_share,
-                by_path=config.boilerplate_by_path,
-                min_tokens=config.min_tokens,
-                min_jaccard=config.min_jaccard,
-                max_distance=config.max_distance,
-            )
+            self.chunks = ChunkLayer(store, config.chunk_rules)
 
     @property
     def pending(self) -> Any:

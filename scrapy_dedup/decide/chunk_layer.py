@@ -20,6 +20,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,18 +36,10 @@ from scrapy_dedup.core.chunks import CHUNK_PARAMS, DEFAULT_CHUNK_WORDS, Chunk, H
 from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS, near_match
 from scrapy_dedup.core.page_chunks import ChunkPrint, PageChunks, page_chunks, page_paragraphs
 from scrapy_dedup.core.text import canonical_text
-from scrapy_dedup.store.base import (
-    BOILERPLATE,
-    BOILERPLATE_GROUP,
-    CHUNK_BANDS,
-    CHUNK_EXACT,
-    CHUNK_PRINT,
-    CHUNKS,
-    DedupStore,
-    scope_id,
-)
+from scrapy_dedup.store.base import BOILERPLATE, BOILERPLATE_GROUP, CHUNK_BANDS, CHUNK_EXACT, CHUNK_PRINT, CHUNKS
+from scrapy_dedup.store.base import DedupStore, scope_id
 
-__all__ = ["ChunkLayer", "ChunkRecord", "SettleResult", "chunk_member", "split_member"]
+__all__ = ["ChunkLayer", "ChunkRecord", "ChunkRules", "SettleResult", "chunk_member", "split_member"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,11 +106,16 @@ class ChunkRecord:
 
 @dataclass
 class SettleResult:
+    """What one settling did, for its log line and stats."""
+
     documents: int = 0
     chunks: int = 0
+    #: chunks whose status changed from the one their item carried
     revised: int = 0
+    #: documents chunked again because their boilerplate lines changed
     rechunked: int = 0
     without_text: int = 0
+    #: boilerplate groups and the lines learned in them
     groups: int = 0
     boilerplate: int = 0
     #: documents were recorded while it ran (another process of a shared store): still owed
@@ -132,43 +130,43 @@ def _headings(raw: list[list[Any]] | None) -> tuple[Heading, ...] | None:
     return None if raw is None else tuple(Heading(*h) for h in raw)
 
 
+@dataclass(frozen=True)
+class ChunkRules:
+    """What makes chunks and their statuses: the crawl's DEDUP_CHUNK_* and DEDUP_BOILERPLATE_*
+    settings, and the page rule's thresholds, which chunks share."""
+
+    #: largest chunk, in fingerprint tokens
+    max_words: int = DEFAULT_CHUNK_WORDS
+    #: boilerplate: on at least this many documents of its group...
+    min_pages: int = DEFAULT_BOILERPLATE_MIN_PAGES
+    #: ... and on at least this share of them
+    share: float = DEFAULT_BOILERPLATE_SHARE
+    #: groups are host and first path segment, not host alone
+    by_path: bool = False
+    #: the page rule, applied to chunks: shorter chunks are exact-only
+    min_tokens: int = DEFAULT_MIN_TOKENS
+    min_jaccard: float = DEFAULT_MIN_JACCARD
+    max_distance: int = DEFAULT_MAX_DISTANCE
+
+
 class ChunkLayer:
     """Chunk statuses and boilerplate of one store (see the module docstring)."""
 
-    def __init__(
-        self,
-        store: DedupStore,
-        *,
-        max_words: int = DEFAULT_CHUNK_WORDS,
-        min_pages: int = DEFAULT_BOILERPLATE_MIN_PAGES,
-        share: float = DEFAULT_BOILERPLATE_SHARE,
-        by_path: bool = False,
-        min_tokens: int = DEFAULT_MIN_TOKENS,
-        min_jaccard: float = DEFAULT_MIN_JACCARD,
-        max_distance: int = DEFAULT_MAX_DISTANCE,
-    ) -> None:
+    def __init__(self, store: DedupStore, rules: ChunkRules | None = None) -> None:
         self.store = store
-        self.max_words = max_words
-        self.min_pages = min_pages
-        self.share = share
-        self.by_path = by_path
-        self.min_tokens = min_tokens
-        self.min_jaccard = min_jaccard
-        self.max_distance = max_distance
+        self.rules = rules or ChunkRules()
         self._learned: dict[str, frozenset[str]] = {}
         self._owed_marked = False
-        self.params = json.loads(json.dumps({
-            "chunks": CHUNK_PARAMS, "boilerplate": BOILERPLATE_PARAMS, "max_words": max_words,
-            "min_pages": min_pages, "share": share, "by_path": by_path, "min_tokens": min_tokens,
-            "min_jaccard": min_jaccard, "max_distance": max_distance,
-        }, sort_keys=True))  # fmt: skip
+        self.params = json.loads(json.dumps(
+            {"chunks": CHUNK_PARAMS, "boilerplate": BOILERPLATE_PARAMS, **dataclasses.asdict(self.rules)}, sort_keys=True
+        ))  # fmt: skip
         stored = store.get_meta(PARAMS_META)
         #: stored chunks were made with other params: settle makes them again from the texts
         self.params_changed = stored is not None and stored != self.params
 
     # -- during the crawl -------------------------------------------------------------------
     def group(self, url: str) -> str:
-        return boilerplate_group(url, self.by_path)
+        return boilerplate_group(url, self.rules.by_path)
 
     def boilerplate_keys(self, group: str) -> frozenset[str]:
         """What the last settled crawl learned as boilerplate in ``group``."""
@@ -188,8 +186,8 @@ class ChunkLayer:
         return {
             "scope": key,
             "boilerplate_keys": self.boilerplate_keys(self.group(url)),
-            "max_words": self.max_words,
-            "min_tokens": self.min_tokens,
+            "max_words": self.rules.max_words,
+            "min_tokens": self.rules.min_tokens,
         }
 
     def record(self, key: str, url: str, scope: str, page: PageChunks) -> list[ChunkRecord]:
@@ -379,7 +377,7 @@ class ChunkLayer:
         return None
 
     def _near(self, a, b) -> bool:
-        ok, _, _ = near_match(a, b, max_distance=self.max_distance, min_jaccard=self.min_jaccard, min_tokens=self.min_tokens)
+        ok, _, _ = near_match(a, b, max_distance=self.rules.max_distance, min_jaccard=self.rules.min_jaccard, min_tokens=self.rules.min_tokens)
         return ok
 
     # -- at the end of the crawl --------------------------------------------------------------
@@ -455,11 +453,11 @@ class ChunkLayer:
                 for row in previous["chunks"]:
                     r = ChunkRecord.from_list(row)
                     chunks.append(Chunk(r.chunk_id, "", r.start, r.end, r.heading, r.content_hash, r.tokens, r.boilerplate))
-                    if not r.boilerplate and r.tokens >= self.min_tokens:
+                    if not r.boilerplate and r.tokens >= self.rules.min_tokens:
                         raw = self.store.get(CHUNK_PRINT, chunk_member(key, r.chunk_id))
                         if raw is not None:
                             prints[r.chunk_id] = ChunkPrint.from_bytes(raw)
-                if len(prints) == sum(1 for c in chunks if not c.boilerplate and c.tokens >= self.min_tokens):
+                if len(prints) == sum(1 for c in chunks if not c.boilerplate and c.tokens >= self.rules.min_tokens):
                     paragraphs = tuple(tuple(p) for p in previous["paragraphs"])
                     headings = _headings(previous.get("headings"))
                     return PageChunks(paragraphs, tuple(previous["boilerplate"]), tuple(chunks), prints, headings)
@@ -470,8 +468,8 @@ class ChunkLayer:
         result.rechunked += 1
         headings = _headings(previous.get("headings")) if previous is not None else None
         return page_chunks(
-            text, scope=key, boilerplate_keys=learned, headings=headings, max_words=self.max_words,
-            min_tokens=self.min_tokens,
+            text, scope=key, boilerplate_keys=learned, headings=headings, max_words=self.rules.max_words,
+            min_tokens=self.rules.min_tokens,
         )  # fmt: skip
 
     def _clear(self, rep_keys: set[str]) -> None:
@@ -522,7 +520,7 @@ class ChunkLayer:
                     counts[pkey] += 1
                     if pkey not in example or url < example[pkey][0]:
                         example[pkey] = (url, key, start, end)
-            need = boilerplate_threshold(pages, self.min_pages, self.share)
+            need = boilerplate_threshold(pages, self.rules.min_pages, self.rules.share)
             keys = sorted(k for k, n in counts.items() if n >= need)
             learned[group] = frozenset(keys)
             texts: dict[str, str | None] = {}

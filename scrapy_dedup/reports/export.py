@@ -38,9 +38,9 @@ class NoTexts(StoreError):
 class ExportCounts:
     documents: int = 0
     without_text: int = 0
+    examples_without_text: list[str] = field(default_factory=list)
     chunks: int = 0
     shared_chunks: int = 0
-    examples_without_text: list[str] = field(default_factory=list)
 
     def note(self) -> str | None:
         """What the reader should know about documents left out, or None."""

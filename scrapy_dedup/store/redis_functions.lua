@@ -464,16 +464,6 @@ end
 -- lease deadline (ms).  A process takes a request before fetching it and settles it when
 -- its outcome is written; a request whose lease ran out is reclaimed by another process.
 
--- ARGV: request id, owner, lease ms, payload.  Replies 1 if taken now, 0 if already taken.
-local function pending_take(keys, args)
-  local lease = lease_ms(args[3])
-  if not lease then return fail(LEASE_ERROR) end
-  if redis.call('HEXISTS', keys[1], args[1]) == 1 then return 0 end
-  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. args[4])
-  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
-  return 1
-end
-
 -- ARGV: request id, owner, lease ms, payload.  This owner holds the request now (owed
 -- again, or owed for the first time), whoever held it before.  Replies 1.
 local function pending_hold(keys, args)
@@ -482,6 +472,13 @@ local function pending_hold(keys, args)
   redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. args[4])
   redis.call('ZADD', keys[2], now_ms() + lease, args[1])
   return 1
+end
+
+-- ARGV: request id, owner, lease ms, payload.  Replies 1 if taken now, 0 if already taken.
+local function pending_take(keys, args)
+  if not lease_ms(args[3]) then return fail(LEASE_ERROR) end
+  if redis.call('HEXISTS', keys[1], args[1]) == 1 then return 0 end
+  return pending_hold(keys, args)
 end
 
 -- ARGV: request id, owner, lease ms.  The request, still owed, is held by this owner now (a
