@@ -148,6 +148,21 @@ def test_representative_independent_of_order(store_path, tmp_path):
     assert reps == {("http://h/m",)}
 
 
+def test_a_copy_that_skipped_extraction_takes_over_with_the_kept_text(store):
+    """A byte-identical copy under a better URL is decided from recalled fingerprints, without
+    text; when it takes over, the cluster's text stays kept (for export and chunks)."""
+    index = make_index(store)
+    text = prose(3)
+    first = doc("http://h/z", text)
+    first.text = text
+    index.ingest(first)
+    copy = doc("http://h/a", text)
+    copy.fingerprint = index.recall(copy.raw_hash)
+    decision = index.ingest(copy)
+    assert decision.is_representative and decision.supersedes == ["http://h/z"]
+    assert store.get_text("http://h/a") == text
+
+
 def test_recall_skips_extraction_for_known_bodies(store):
     index = make_index(store)
     text = prose(13)

@@ -137,6 +137,12 @@ class Clusters:
                 cluster.represent(record)
                 cluster.max_distance = max(cluster.max_distance, gap or 0)
                 record.clear_match()
+                if doc.text is None and record.content_hash == old_rep.content_hash:
+                    # a byte-identical body skipped extraction: the text it represents now is
+                    # the one the old representative kept
+                    kept = self.store.get_text(old_rep.key)
+                    if kept is not None:
+                        batch.put_text(record.key, kept)
                 decision.canonical_url = record.url
                 decision.supersedes = [old_rep.url]
                 decision.duplicate_of = old_rep.url
