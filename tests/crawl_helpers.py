@@ -1,12 +1,28 @@
-"""Shared helpers for the crawl tests: what a finished crawl left in the store."""
+"""Shared helpers for the crawl tests: what a finished crawl left in the store, and the
+``scrapy dedup`` commands that read it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.store.leveldb import LevelDBStore
 
+
+def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
+    """``scrapy dedup ARGS --store STORE`` in a subprocess run beside the store (outside any
+    project), with full-width tables whatever terminal runs the tests."""
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", *args, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=store.parent,
+        env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+    )
 
 def final_documents(items: list[dict]) -> list[dict]:
     """Items still standing once every ``supersedes`` has been applied."""

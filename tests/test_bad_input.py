@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import random
-import threading
 from pathlib import Path
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from crawl_helpers import StoreView
+from local_site import LocalSite
 from testing import run_crawl
 
 ARTICLE = " ".join(f"word{i % 97} topic{i % 13}." for i in range(400))
@@ -48,26 +47,12 @@ JUNK_LINKS = [
 ]
 
 
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        if path == "/":
-            links = "".join(f'<a href="{href}">x</a>' for href in [*PAGES, *JUNK_LINKS])
-            status, headers, body = 200, {}, page(links)
-        elif path in PAGES:
-            status, headers, body = PAGES[path]
-        else:
-            status, headers, body = 404, {}, page("not found")
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+def reply(raw_path: str) -> tuple[int, dict[str, str], bytes]:
+    path = raw_path.split("?")[0]
+    if path == "/":
+        links = "".join(f'<a href="{href}">x</a>' for href in [*PAGES, *JUNK_LINKS])
+        return 200, {}, page(links)
+    return PAGES.get(path, (404, {}, page("not found")))
 
 
 SPIDERS_DIR = Path(__file__).parent / "spiders"
@@ -75,12 +60,9 @@ SPIDERS_DIR = Path(__file__).parent / "spiders"
 
 @pytest.fixture(scope="module")
 def crawl(tmp_path_factory):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     out = tmp_path_factory.mktemp("bad-input")
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with LocalSite(reply) as site:
+        url = site.url
         # a short canonical wait: the loop must be detected, not waited out
         settings = {
             "DEDUP_CANONICAL_TIMEOUT": 20,
@@ -94,8 +76,6 @@ def crawl(tmp_path_factory):
             mp.setenv("PYTHONPATH", str(SPIDERS_DIR))
             result = run_crawl(url + "/", out, settings, spider="junk_links")
         yield url, result, StoreView(out / "store")
-    finally:
-        server.shutdown()
 
 
 def test_crawl_finishes_without_errors(crawl):

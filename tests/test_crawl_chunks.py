@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from crawl_helpers import dedup
 from testing import DemoServer, load_manifest, run_crawl
 
 from scrapy_dedup.core.urls import url_key
@@ -22,14 +22,6 @@ SETTINGS = {"DEDUP_HOST_RULES": HOST_RULES, "DEDUP_WORKERS": 2, "DEDUP_CHUNKS": 
 STATUSES = {"new", "exact_duplicate", "near_duplicate", "boilerplate"}
 
 
-def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", "dedup", *args, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=store.parent,
-    )
 
 
 def stored(path: Path) -> dict[str, dict]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from crawl_helpers import StoreView, final_documents
+from local_site import LocalSite
 from testing import run_crawl
 
 ARTICLE = " ".join(f"lifecycle{i % 71} chapter{i % 17} note{i % 5}." for i in range(300))
@@ -43,26 +41,9 @@ class Site:
 @pytest.fixture
 def site():
     state = Site()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, headers, body = state.reply(self.path.split("?")[0])
-            self.send_response(status)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
+    with LocalSite(lambda path: state.reply(path.split("?")[0])) as served:
+        state.url = served.url
+        yield state
 
 
 SETTINGS = {"DEDUP_REVISIT_AFTER": 0, "DEDUP_WORKERS": 1}

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from crawl_helpers import StoreView
+from crawl_helpers import StoreView, dedup
 from testing import DemoServer, run_crawl
 
 from scrapy_dedup.core.urls import url_key
@@ -35,13 +34,6 @@ def small_disk(tmp_path):
         subprocess.run(["umount", str(mount)], check=True)
 
 
-def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", "dedup", *args, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_disk_full_stops_the_crawl_cleanly(small_disk, tmp_path):

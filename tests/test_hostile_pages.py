@@ -8,15 +8,12 @@ carry no control character and the HTML report escapes the markup.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from crawl_helpers import dedup
+from local_site import LocalSite
 from testing import run_crawl
 
 SPIDERS_DIR = Path(__file__).parent / "spiders"
@@ -55,36 +52,21 @@ LINKS = [
 ]
 
 
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        from urllib.parse import unquote
+def reply(raw_path: str) -> tuple[int, dict[str, str], bytes]:
+    from urllib.parse import unquote
 
-        path = unquote(self.path)
-        if path == "/":
-            body = _page("index", ["".join(f"<a href='{href}'>x</a>" for href in LINKS)])
-        elif path in PAGES:
-            body = PAGES[path]
-        else:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+    path = unquote(raw_path)
+    if path == "/":
+        return 200, {}, _page("index", ["".join(f"<a href='{href}'>x</a>" for href in LINKS)])
+    if path in PAGES:
+        return 200, {}, PAGES[path]
+    return 404, {}, b"not found"
 
 
 @pytest.fixture(scope="module")
 def crawl(tmp_path_factory):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     out = tmp_path_factory.mktemp("hostile")
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with LocalSite(reply) as site:
         settings = {
             "DEDUP_WORKERS": 1,
             "SPIDER_MODULES": "hostile_spiders",
@@ -93,22 +75,10 @@ def crawl(tmp_path_factory):
         }
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("PYTHONPATH", str(SPIDERS_DIR))
-            result = run_crawl(url + "/", out, settings, spider="hostile")
-        yield url, result, out / "store"
-    finally:
-        server.shutdown()
+            result = run_crawl(site.url + "/", out, settings, spider="hostile")
+        yield site.url, result, out / "store"
 
 
-def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", "dedup", *args, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=store.parent,
-        # full-width tables, whatever terminal runs the tests
-        env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
-    )
 
 
 # every control character but tab and newline, and the bidirectional overrides

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from crawl_helpers import dedup
 
 from scrapy_dedup.core.records import Cluster
 from scrapy_dedup.store import maintenance
@@ -31,14 +30,6 @@ def store_dir(tmp_path) -> Path:
     return path
 
 
-def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", "dedup", *args, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=store.parent,
-    )
 
 
 def _tables(path: Path) -> list[Path]:

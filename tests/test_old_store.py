@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import plyvel
 import pytest
+from crawl_helpers import dedup
 from testing import DemoServer, run_crawl
 
 from scrapy_dedup.store.base import STORE_FORMAT
@@ -32,13 +31,6 @@ def old_store(tmp_path) -> Path:
     return path
 
 
-def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", "dedup", *args, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def contents(path: Path) -> dict:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from crawl_helpers import final_documents
+from local_site import LocalSite
 from testing import run_crawl
 
 from scrapy_dedup.store.leveldb import LevelDBStore
@@ -63,48 +63,32 @@ class FamilySite:
         #: few seconds), so that the processes that fetched them decide them at the same moment
         self.families: dict[int, threading.Barrier] = {}
         self.lock = threading.Lock()
-        site = self
+        self.served = LocalSite(self._reply)
+        self.url = self.served.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                parts = self.path.strip("/").split("/")
-                site.hits[self.path] += 1
-                if self.path == "/start":
-                    try:
-                        site.barrier.wait()  # every process decides the start page at the same moment
-                    except threading.BrokenBarrierError:
-                        pass
-                    links = [f"/fam/{f}/{m}" for f in range(FAMILIES) for m in range(MEMBERS)]
-                    body = html("Start", member_text(10_000, 0), links)
-                elif len(parts) == 3 and parts[0] == "fam" and parts[1].isdigit() and parts[2].isdigit():
-                    family, member = int(parts[1]), int(parts[2])
-                    with site.lock:
-                        barrier = site.families.setdefault(family, threading.Barrier(MEMBERS, timeout=5))
-                    try:
-                        barrier.wait()
-                    except threading.BrokenBarrierError:
-                        pass
-                    body = html(f"Family {family}", member_text(family, member), ["/start"])
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
+    def _reply(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        parts = path.strip("/").split("/")
+        self.hits[path] += 1
+        if path == "/start":
+            try:
+                self.barrier.wait()  # every process decides the start page at the same moment
+            except threading.BrokenBarrierError:
                 pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+            links = [f"/fam/{f}/{m}" for f in range(FAMILIES) for m in range(MEMBERS)]
+            return 200, {}, html("Start", member_text(10_000, 0), links)
+        if len(parts) == 3 and parts[0] == "fam" and parts[1].isdigit() and parts[2].isdigit():
+            family, member = int(parts[1]), int(parts[2])
+            with self.lock:
+                barrier = self.families.setdefault(family, threading.Barrier(MEMBERS, timeout=5))
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                pass
+            return 200, {}, html(f"Family {family}", member_text(family, member), ["/start"])
+        return 404, {}, b"not found"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.served.close()
 
 
 @pytest.fixture

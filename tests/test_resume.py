@@ -23,10 +23,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from local_site import LocalSite
 
 from scrapy_dedup.store.leveldb import LevelDBStore
 
@@ -105,40 +105,20 @@ class Site:
     def __init__(self) -> None:
         self.hits: Counter = Counter()
         self.lock = threading.Lock()
-        site = self
+        self.served = LocalSite(self._reply)
+        self.url = self.served.url + "/"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with site.lock:
-                    site.hits[self.path] += 1
-                status, headers, body = reply(self.path)
-                self.send_response(status)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 128
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+    def _reply(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            self.hits[path] += 1
+        return reply(path)
 
     def snapshot(self) -> Counter:
         with self.lock:
             return Counter(self.hits)
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.served.close()
 
 
 @pytest.fixture(scope="module")
