@@ -44,6 +44,7 @@ sys.path.insert(0, str(HERE.parent / "example_project"))
 
 import numpy as np  # noqa: E402
 
+from crawl_helpers import process_count_outcome  # noqa: E402
 from run_all import RESULTS, SIZES, fmt, log, row, write_result  # noqa: E402
 
 NAME = "redis"
@@ -286,20 +287,6 @@ def bench_datasketch(server_url: str, docs: int) -> dict | None:
 # -- a real doc site crawled by 1, 2 and 4 processes ------------------------------------------
 
 
-def _outcome(store) -> dict:
-    """What must not depend on the process count: per URL key its kind, its cluster's
-    representative and its aliases; each cluster as (members, representative)."""
-    clusters = {c.cluster_id: c for c in store.iter_clusters()}
-    per_key = {}
-    for record in store.iter_urls():
-        cluster = clusters.get(record.cluster_id)
-        # aliases without their fragment: which spelling of a link came first depends on fetch order
-        aliases = tuple(sorted({(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}))
-        per_key[record.key] = (record.kind, cluster.representative if cluster else None, aliases)
-    partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
-    return {"per_key": per_key, "partition": partition}
-
-
 def _commandstats(client) -> tuple[int, int]:
     """(calls, usec) of every command, summed over the masters."""
     from scrapy_dedup.store.redis_functions import primaries
@@ -354,7 +341,7 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
         site.reset()
         wall, (ref,) = _crawl_together(start, tmp / "leveldb", base, 1)
         with LevelDBStore.open_existing(str(tmp / "leveldb" / "p0" / "store")) as store:
-            expected = _outcome(store)
+            expected = process_count_outcome(store)
         runs = {"leveldb, 1 process": {"wall_s": wall, "fetches": site.fetches, "pages_per_s": site.fetches / wall}}
         for n in counts:
             client.flushall()
@@ -375,7 +362,7 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
             wall, results = _crawl_together(start, tmp / f"redis{n}", settings, n)
             calls_after, usec_after = _commandstats(client)
             with RedisStore.open_existing(single_url, prefix=prefix) as store:
-                got = _outcome(store)
+                got = process_count_outcome(store)
                 documents = sum(1 for _ in store.iter_clusters())
                 urls = len(got["per_key"])
             client.delete(f"{prefix}:requests")

@@ -57,3 +57,18 @@ class StoreView:
         first depends on the fetch order.
         """
         return {frozenset(members): self.clusters[cid].representative for cid, members in self.members.items()}
+
+
+def process_count_outcome(store) -> dict:
+    """What must not depend on the process count: per URL key its status and the URL key
+    of its cluster's representative; each cluster as (members, representative)."""
+    clusters = {c.cluster_id: c for c in store.iter_clusters()}
+    per_key = {}
+    for record in store.iter_urls():
+        cluster = clusters.get(record.cluster_id)
+        # an alias as a URL without its fragment: which spelling of a link (with "#content" or
+        # without) came first depends on fetch order, with one process as with several
+        aliases = tuple(sorted({(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}))
+        per_key[record.key] = (record.kind, cluster.representative if cluster else None, aliases)
+    partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
+    return {"per_key": per_key, "partition": partition}

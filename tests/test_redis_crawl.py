@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 
+from crawl_helpers import process_count_outcome
 from redis_servers import free_port
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
 
@@ -19,21 +20,6 @@ from scrapy_dedup.store.redis_functions import connect, primaries
 from scrapy_dedup.store.redis_store import RedisStore
 
 REDIS_BACKEND = "scrapy_dedup.store.redis_store.RedisStore"
-
-
-def outcome(store) -> dict:
-    """What must not depend on the process count: per URL key its status and the URL key
-    of its cluster's representative; each cluster as (members, representative)."""
-    clusters = {c.cluster_id: c for c in store.iter_clusters()}
-    per_key = {}
-    for record in store.iter_urls():
-        cluster = clusters.get(record.cluster_id)
-        # an alias as a URL without its fragment: which spelling of a link (with "#content" or
-        # without) came first depends on fetch order, with one process as with several
-        aliases = tuple(sorted({(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}))
-        per_key[record.key] = (record.kind, cluster.representative if cluster else None, aliases)
-    partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
-    return {"per_key": per_key, "partition": partition}
 
 
 def summary(*args: str) -> dict:
@@ -70,7 +56,7 @@ def test_same_clusters_and_representatives_at_any_process_count(demo_server, tmp
     start = demo_server.url + "/"
     run_crawl(start, tmp_path / "leveldb")
     with LevelDBStore.open_existing(str(tmp_path / "leveldb" / "store")) as store:
-        expected = outcome(store)
+        expected = process_count_outcome(store)
     assert len(expected["partition"]) > 10
     expected_summary = summary("--store", str(tmp_path / "leveldb" / "store"))
 
@@ -85,7 +71,7 @@ def test_same_clusters_and_representatives_at_any_process_count(demo_server, tmp
         results = crawl_in_processes(start, tmp_path / f"{kind}{processes}", server_url, processes)
         assert all(r.returncode == 0 for r in results)
         with RedisStore.open_existing(server_url, prefix="dedup:site") as store:
-            got = outcome(store)
+            got = process_count_outcome(store)
             assert store.run == 1, "processes alive together share one run"
         assert got["partition"] == expected["partition"], label
         assert got["per_key"] == expected["per_key"], label

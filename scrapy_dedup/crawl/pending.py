@@ -199,9 +199,10 @@ class PendingRequests:
         record = self.store.get_url(key)
         if record is None or record.first_run != self.state.first_run:
             return
-        if self.store.shared and not resumed and record.first_seen >= self.state.opened_at:
-            # a shared store: decided since this process opened it, by another live process,
-            # which emits it itself (a request taken over from a process that died is replayed)
+        if self.store.shared and not resumed:
+            # a shared store: decided by another process of this crawl, which emits it itself,
+            # whether it decided before or after this one opened the store (a request taken
+            # over from a process that died is the one replayed)
             return
         if self.store.get_emitted(key) == record.content_hash:
             return
