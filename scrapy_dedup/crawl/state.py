@@ -116,7 +116,6 @@ class DedupState:
         #: continues it, so that pages count as first seen in the same run
         self.first_run = 0
         #: when this process opened the store: what was decided before is not its own
-        self.opened_at = 0.0
         self._store_error: StoreWriteError | None = None
         # the dupefilter opens it earlier, when the scheduler opens; this covers components
         # listed by hand without it
@@ -146,7 +145,6 @@ class DedupState:
         """Open the store (raises StoreError, e.g. StoreLocked, when it cannot be used); idempotent."""
         if self.store is not None:
             return
-        self.opened_at = time.time()
         try:
             self.store = open_store(self.config, self.crawler)
         except StoreError as exc:
