@@ -222,11 +222,13 @@ class DedupState:
         self.store = self.frontier = self.index = self._pending = self.chunks = None
         try:
             owed = store.pending_count()
+            elsewhere = store.pending_held_elsewhere() if owed else 0
             store.put_meta(
                 "job",
                 {"first_run": self.first_run, "run": store.run, "state": "complete" if not owed else "interrupted"},
             )
-            state = "complete" if not owed else f"interrupted: {owed:,} pending"
+            state = closing_state(owed, elsewhere)
+            owed -= elsewhere  # what the next run of this process would resume
         except StoreWriteError as exc:
             # the store failed under the crawl (said once already): what it owes stays owed
             self.store_failed(exc)
@@ -332,3 +334,25 @@ class DedupState:
         self.inc("url/redirect", recorded)
         for _, key in keyed:
             self.canonical_waits.release(key)
+
+
+def closing_state(owed: int, elsewhere: int = 0) -> str:
+    """How a closing process describes the crawl: ``owed`` requests in the store, ``elsewhere`` of
+    them held by other processes of a shared store (alive, or dead with a lease running).
+
+    >>> closing_state(0)
+    'complete'
+    >>> closing_state(3)
+    'interrupted: 3 pending'
+    >>> closing_state(1200, 1200)
+    'done here; 1,200 pending held by other processes of the crawl'
+    >>> closing_state(5, 2)
+    'interrupted: 3 pending (and 2 held by other processes of the crawl)'
+    """
+    if not owed:
+        return "complete"
+    own = owed - elsewhere
+    if not own:
+        return f"done here; {elsewhere:,} pending held by other processes of the crawl"
+    others = f" (and {elsewhere:,} held by other processes of the crawl)" if elsewhere else ""
+    return f"interrupted: {own:,} pending{others}"
