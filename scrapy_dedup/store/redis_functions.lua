@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 2
+local LIBRARY_VERSION = 3
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -179,28 +179,13 @@ end
 -- One (table, scope, 16-bit block) bucket is two strings in one slot: KEYS[1] the entries
 -- of representatives (settled), KEYS[2] the entries of documents still being decided
 -- (pending).  Records are 16 bytes: the 64-bit SimHash, then an 8-byte token (cluster or
--- document id).  A decision inserts first, then takes a global order number, then scans
--- (scrapy_dedup/store/redis_near.py gives the argument why no two near duplicates are
--- both kept); every step here is one atomic call on one slot.
+-- document id).  A decision inserts first, then takes a global order number, then reads
+-- the buckets (plain GET/MGET; the client measures Hamming distances, which would cost the
+-- server ~100 us per bucket in Lua) -- scrapy_dedup/store/redis_near.py gives the argument
+-- why no two near duplicates are both kept; every step here is one atomic call on one
+-- slot.  The buckets of one slot group share a slot, so a batch of decisions adds and
+-- settles all its entries in a group with one call.
 local NEAR_WIDTH = 16
-
-local POPCOUNT8 = {}
-for i = 0, 255 do
-  local n, x = 0, i
-  while x > 0 do
-    n = n + (x % 2)
-    x = (x - x % 2) / 2
-  end
-  POPCOUNT8[i] = n
-end
-
-local function hamming64(blob, pos, fp)
-  local d = 0
-  for i = 0, 7 do
-    d = d + POPCOUNT8[bit.bxor(string.byte(blob, pos + i), string.byte(fp, i + 1))]
-  end
-  return d
-end
 
 local function check_entry(fp, token)
   if #fp ~= 8 or #token ~= 8 then return 'a near-duplicate entry is an 8-byte SimHash and an 8-byte token' end
@@ -240,24 +225,75 @@ local near_add = on_entry(function(keys, record)
   return 1
 end)
 
-local function scan_blob(blob, fp, max_distance, out)
-  local n = #blob / NEAR_WIDTH
-  for i = 0, n - 1 do
-    local pos = i * NEAR_WIDTH + 1
-    if hamming64(blob, pos, fp) <= max_distance then
-      out[#out + 1] = string.sub(blob, pos, pos + NEAR_WIDTH - 1)
+-- KEYS: pending keys of buckets in one slot.  ARGV: pairs (index into KEYS, 16-byte record).
+-- Adds each pending entry once; replies how many were added.  Every pair is checked before
+-- anything is written.
+local function near_add_many(keys, args)
+  if #args % 2 ~= 0 then return fail('near_add_many takes (key index, record) pairs') end
+  for i = 1, #args, 2 do
+    local k = tonumber(args[i])
+    if k == nil or keys[k] == nil or #args[i + 1] ~= NEAR_WIDTH then
+      return fail('near_add_many takes (key index, 16-byte record) pairs')
     end
   end
-  return out
+  local blobs, appended, touched, added = {}, {}, {}, 0
+  for i = 1, #args, 2 do
+    local k, record = tonumber(args[i]), args[i + 1]
+    local blob = blobs[k] or redis.call('GET', keys[k]) or ''
+    if find_record(blob, record, NEAR_WIDTH) == nil then
+      blob = blob .. record
+      if appended[k] == nil then touched[#touched + 1] = k end
+      appended[k] = (appended[k] or '') .. record
+      added = added + 1
+    end
+    blobs[k] = blob
+  end
+  for _, k in ipairs(touched) do redis.call('APPEND', keys[k], appended[k]) end
+  return added
 end
 
--- ARGV: simhash, max distance.  Replies {settled records, pending records} within the distance.
-local function near_scan(keys, args)
-  local fp, max_distance = args[1], tonumber(args[2])
-  if #fp ~= 8 or max_distance == nil then return fail('near_scan takes an 8-byte SimHash and a distance') end
-  local settled = scan_blob(redis.call('GET', keys[1]) or '', fp, max_distance, {})
-  local pending = scan_blob(redis.call('GET', keys[2]) or '', fp, max_distance, {})
-  return {settled, pending}
+-- KEYS: (settled, pending) key pairs of buckets in one slot.  ARGV: triples (bucket number
+-- j, for KEYS[2j-1] and KEYS[2j]; 16-byte record; keep 1 or 0).  Like near_settle for each
+-- triple; replies per triple 1, or 0 when its pending entry was gone (reaped).
+local function near_settle_many(keys, args)
+  if #args % 3 ~= 0 then return fail('near_settle_many takes (bucket, record, keep) triples') end
+  for i = 1, #args, 3 do
+    local j = tonumber(args[i])
+    if j == nil or keys[2 * j] == nil or #args[i + 1] ~= NEAR_WIDTH then
+      return fail('near_settle_many takes (bucket number, 16-byte record, keep) triples')
+    end
+  end
+  local pending, settled, appended, replies = {}, {}, {}, {}
+  local dirty, touched = {}, {}  -- buckets in first-seen order, so the writes are deterministic
+  for i = 1, #args, 3 do
+    local j, record = tonumber(args[i]), args[i + 1]
+    local blob = pending[j] or redis.call('GET', keys[2 * j]) or ''
+    local pos = find_record(blob, record, NEAR_WIDTH)
+    if pos == nil then
+      replies[#replies + 1] = 0
+    else
+      blob = without_record(blob, pos, NEAR_WIDTH)
+      if dirty[j] == nil then
+        touched[#touched + 1] = j
+        dirty[j] = true
+      end
+      if args[i + 2] == '1' then
+        local kept = settled[j] or redis.call('GET', keys[2 * j - 1]) or ''
+        if find_record(kept, record, NEAR_WIDTH) == nil then
+          kept = kept .. record
+          appended[j] = (appended[j] or '') .. record
+        end
+        settled[j] = kept
+      end
+      replies[#replies + 1] = 1
+    end
+    pending[j] = blob
+  end
+  for _, j in ipairs(touched) do
+    put_blob(keys[2 * j], pending[j])
+    if appended[j] then redis.call('APPEND', keys[2 * j - 1], appended[j]) end
+  end
+  return replies
 end
 
 -- ARGV: simhash, token, keep (1 or 0).  Takes the pending entry out and, with keep, enters it
@@ -355,6 +391,54 @@ local function order_reap(keys, args)
   if not value or tonumber(string.match(value, ':(%d+)$')) >= now_ms() then return 0 end
   redis.call('HDEL', keys[2], args[1])
   return 1
+end
+
+-- ARGV: lease in ms, then the tokens of a batch.  Takes consecutive order numbers, one per
+-- token in argument order, with one INCRBY and one HSET; replies the first number.
+local function order_take_many(keys, args)
+  local lease = lease_ms(args[1])
+  if not lease then return fail(LEASE_ERROR) end
+  local n = #args - 1
+  if n < 1 then return fail('order_take_many takes at least one token') end
+  local last = redis.call('INCRBY', keys[1], n)
+  local deadline = now_ms() + lease
+  local fields = {}
+  for i = 1, n do
+    fields[#fields + 1] = args[i + 1]
+    fields[#fields + 1] = (last - n + i) .. ':' .. deadline
+    if #fields >= 1000 or i == n then  -- unpack() is bounded by Lua's stack
+      redis.call('HSET', keys[2], unpack(fields))
+      fields = {}
+    end
+  end
+  return last - n + 1
+end
+
+-- ARGV: pairs (token, order).  Ends decisions in flight; replies per pair 1, or 0 when it
+-- had been reaped.
+local function order_release_many(keys, args)
+  local replies = {}
+  for i = 1, #args, 2 do
+    replies[#replies + 1] = delete_if_held(keys[2], args[i], args[i + 1], order_of)
+  end
+  return replies
+end
+
+-- ARGV: lease ms, then pairs (token, order).  order_renew for each pair; replies per pair.
+local function order_renew_many(keys, args)
+  local lease = lease_ms(args[1])
+  if not lease then return fail(LEASE_ERROR) end
+  local deadline = now_ms() + lease
+  local replies = {}
+  for i = 2, #args, 2 do
+    if held_by(keys[2], args[i], args[i + 1], order_of) then
+      redis.call('HSET', keys[2], args[i], args[i + 1] .. ':' .. deadline)
+      replies[#replies + 1] = 1
+    else
+      replies[#replies + 1] = 0
+    end
+  end
+  return replies
 end
 
 -- Clusters: joins and take-overs ----------------------------------------------------------
@@ -557,6 +641,8 @@ end
 -- Every function is registered as 'sdd_' .. its name; the readers with the no-writes flag, so
 -- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
 local WRITERS = {
+  {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
+  {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url},
   {'records_add', records_add}, {'records_remove', records_remove},
   {'exact_claim', exact_claim}, {'exact_release', exact_release},
@@ -567,7 +653,7 @@ local WRITERS = {
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
   {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
 }
-local READERS = {{'version', version}, {'records_find', records_find}, {'near_scan', near_scan}, {'order_get', order_get}}
+local READERS = {{'version', version}, {'records_find', records_find}, {'order_get', order_get}}
 
 for i = 1, #WRITERS do
   redis.register_function('sdd_' .. WRITERS[i][1], WRITERS[i][2])

@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-1``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-2``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -15,11 +15,14 @@ key                            holds                                  slots
                                (6-byte URL-key digest, uint16 run)
 ``P:x:{x<shard>}``             exact index: 16-byte content digest    4,096 shards, spread
                                -> 8-byte cluster id (hash)
-``P:n:{n<t><scope><block>}``   SimHash table ``t`` bucket of one      4 x 65,536 per scope,
-``P:np:{n<t><scope><block>}``  16-bit block: settled / pending        spread; a decision
-                               16-byte records (SimHash, token)       calls 4 of them
-``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCR and
-                                                                      one HSET per decision
+``P:n:{n<t><g>-<k>}<scope>:``  SimHash table ``t`` bucket of one      4 x 16 slot groups,
+``<block>``, ``P:np:...``      16-bit block: settled / pending        one slot each, evenly
+                               16-byte records (SimHash, token);      spaced over the 16,384
+                               group ``g`` = the block's top 4 bits   slots; a decision
+                                                                      calls 4 of them, a batch
+                                                                      one call per group
+``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCRBY and
+                                                                      one HSET per batch
 ``P:c:{c<cluster id>}``        one cluster: representative and       one per cluster, spread
                                member ranks (hash)
 ``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
@@ -34,23 +37,38 @@ per URL for a set of 40-character fingerprints (scrapy-redis's dupefilter).
 
 Why near-duplicate decisions spread: a decision enters its SimHash in the four
 tables it belongs to (four slots), takes one order number (the only shared
-slot, and a cheap call), then scans the same four buckets. No bucket is locked
+slot, and a cheap call), then reads the same four buckets. No bucket is locked
 while another is read; see :mod:`scrapy_dedup.store.redis_near` for why two
 near duplicates are never both kept.
+
+Why slot groups: a batch of decisions touches hundreds of buckets; buckets of one
+group share a slot, so the batch adds, reads and settles them with one call per
+group (at most 64) instead of one per bucket. Each table's 65,536 buckets fall in
+16 groups by the block's top 4 bits, and each group's tag is chosen (the smallest
+``k``) so that its slot lies in its own 256-slot window of the 16,384: the 64 slots
+are evenly spaced, so any split of the slot range into contiguous shares (as
+``redis-cli --cluster create`` makes) gives each master its share of the tables,
+and no slot carries more than 1/64 of the near-duplicate work. The scope is in the
+key name, outside the tag: every scope uses the same 64 balanced slots. Fewer groups
+would mean fewer calls per batch but a coarser spread (16 slots cannot be split
+evenly over 3 masters); more groups, more calls per batch.
 """
 
 from __future__ import annotations
 
+import binascii
+import functools
 import re
 import struct
 from collections.abc import Sequence
 
+import numpy as np
 import xxhash
 
 from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
 from scrapy_dedup.core.representative import Candidate, authority_rank
 
-LAYOUT = "redis-1"
+LAYOUT = "redis-2"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
@@ -150,18 +168,93 @@ def cluster_token(cluster_id: str) -> bytes:
 # -- near-duplicate tables ------------------------------------------------------------------
 
 
+#: a table's buckets fall in 2**NEAR_GROUP_BITS slot groups by the top bits of their block
+NEAR_GROUP_BITS = 4
+CLUSTER_SLOTS = 16384
+
+
+def key_slot(tag: str) -> int:
+    """The Redis Cluster slot of a hash tag (CRC16/XMODEM modulo 16,384)."""
+    return binascii.crc_hqx(tag.encode("ascii"), 0) % CLUSTER_SLOTS
+
+
+@functools.cache
+def near_group_tags() -> tuple[tuple[str, ...], ...]:
+    """``tags[table][group]``: the hash tag of one slot group, ``n<table><group>-<k>``.
+
+    Group ``g`` of table ``t`` is window ``4g + t`` of 64 equal windows over the slots;
+    ``k`` is the smallest number that puts the tag's slot in it.
+
+    >>> tags = near_group_tags()
+    >>> len(tags), len(tags[0]), tags[0][0]
+    (4, 16, 'n00-79')
+    >>> sorted(key_slot(tag) // 256 for row in tags for tag in row) == list(range(64))
+    True
+    """
+    groups = 1 << NEAR_GROUP_BITS
+    width = CLUSTER_SLOTS // (groups * BLOCKS)
+    tags = []
+    for table in range(BLOCKS):
+        row = []
+        for group in range(groups):
+            window = group * BLOCKS + table
+            k = 0
+            while key_slot(f"n{table}{group:x}-{k}") // width != window:
+                k += 1
+            row.append(f"n{table}{group:x}-{k}")
+        tags.append(tuple(row))
+    return tuple(tags)
+
+
+def near_bucket(prefix: str, scope_id: str, table: int, block: int) -> tuple[str, str]:
+    """(settled key, pending key) of one bucket: ``scope_id`` is :func:`scope_digest` in hex.
+
+    >>> near_bucket("p", "00" * 8, 0, 0xcdef)
+    ('p:n:{n0c-23}0000000000000000:cdef', 'p:np:{n0c-23}0000000000000000:cdef')
+    """
+    tag = near_group_tags()[table][block >> (BLOCK_BITS - NEAR_GROUP_BITS)]
+    return f"{prefix}:n:{{{tag}}}{scope_id}:{block:04x}", f"{prefix}:np:{{{tag}}}{scope_id}:{block:04x}"
+
+
 def near_buckets(prefix: str, scope: str, simhash: int) -> list[tuple[str, str]]:
     """(settled key, pending key) of the BLOCKS buckets a SimHash belongs to.
 
-    >>> [k for k, _ in near_buckets("p", "", 0x0123_4567_89AB_CDEF)][0].endswith("cdef}")
+    >>> [k for k, _ in near_buckets("p", "", 0x0123_4567_89AB_CDEF)][0].endswith(":cdef")
     True
     """
     sid = scope_digest(scope).hex()
-    out = []
-    for table in range(BLOCKS):
-        block = (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK
-        tag = f"n{table}{sid}{block:04x}"
-        out.append((f"{prefix}:n:{{{tag}}}", f"{prefix}:np:{{{tag}}}"))
+    return [
+        near_bucket(prefix, sid, table, (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK)
+        for table in range(BLOCKS)
+    ]
+
+
+def key_tag(key: str) -> str:
+    """The hash tag of a key (what decides its slot)."""
+    start = key.index("{") + 1
+    return key[start : key.index("}", start)]
+
+
+def records_within(
+    blobs: Sequence[bytes | None], simhashes: Sequence[int], max_distance: int
+) -> list[set[tuple[int, bytes]]]:
+    """Per blob of near-duplicate records, the (SimHash, token) within ``max_distance`` of
+    the SimHash beside it: one vectorised Hamming pass over every record of every blob."""
+    out: list[set[tuple[int, bytes]]] = [set() for _ in blobs]
+    parts = [b or b"" for b in blobs]
+    data = b"".join(parts)
+    if not data:
+        return out
+    if any(len(b) % NEAR_RECORD for b in parts):
+        raise ValueError("a near-duplicate bucket's length is not a multiple of 16 bytes")
+    counts = np.fromiter((len(b) // NEAR_RECORD for b in parts), dtype=np.int64, count=len(parts))
+    records = np.frombuffer(data, dtype=">u8").reshape(-1, 2)
+    fps = records[:, 0].astype(np.uint64)
+    owner = np.repeat(np.arange(len(parts)), counts)
+    queries = np.array([s & 0xFFFF_FFFF_FFFF_FFFF for s in simhashes], dtype=np.uint64)
+    close = np.flatnonzero(np.bitwise_count(fps ^ queries[owner]) <= max_distance)
+    for i in close.tolist():
+        out[owner[i]].add((int(fps[i]), data[NEAR_RECORD * i + 8 : NEAR_RECORD * i + NEAR_RECORD]))
     return out
 
 
