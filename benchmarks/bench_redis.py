@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import random
 import shutil
 import statistics
@@ -64,6 +65,10 @@ ONE_BY_ONE = {"tiny": 1_000, "default": 20_000, "large": 20_000}
 #: targets from the project's issue on the shared store
 TARGET_BYTES_PER_URL = 40
 TARGET_DECISIONS = 10_000
+#: near-duplicate decisions per decide_many call in the benchmark
+NEAR_BATCH = 256
+#: decisions per client made one at a time (decide), beside the batches
+NEAR_ONE_BY_ONE = 500
 
 
 def url(i: int) -> str:
@@ -74,17 +79,6 @@ def used_memory(client) -> int:
     from scrapy_dedup.store.redis_functions import primaries
 
     return sum(int(node.info("memory")["used_memory"]) for node in primaries(client))
-
-
-def fcall_usec(client) -> list[tuple[int, int]]:
-    """(calls, usec) of FCALL on each master."""
-    from scrapy_dedup.store.redis_functions import primaries
-
-    out = []
-    for node in primaries(client):
-        stats = node.info("commandstats").get("cmdstat_fcall", {})
-        out.append((int(stats.get("calls", 0)), int(stats.get("usec", 0))))
-    return out
 
 
 # -- frontier -------------------------------------------------------------------------------
@@ -150,7 +144,8 @@ def bench_frontier(server_url: str, n: int, one_by_one: int) -> dict:
 
 
 def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
-    """Write the settled buckets of ``fps`` (tokens = their index) in the store's layout."""
+    """Write the settled buckets of ``fps`` (tokens = their index) in the store's layout:
+    one HSET per slot group and chunk of its buckets."""
     from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
     from scrapy_dedup.store import redis_keys as rk
 
@@ -158,40 +153,139 @@ def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
     records["fp"] = fps
     records["token"] = np.arange(len(fps), dtype=np.uint64)
     sid = rk.scope_digest("").hex()
+    per_group = 1 << (BLOCK_BITS - rk.NEAR_GROUP_BITS)
     for table in range(BLOCKS):
         blocks = ((fps >> np.uint64(BLOCK_BITS * table)) & np.uint64(0xFFFF)).astype(np.int64)
         order = np.argsort(blocks, kind="stable")
-        sorted_blocks, sorted_records = blocks[order], records[order]
-        bounds = np.searchsorted(sorted_blocks, np.arange(0x10001))
+        data = records[order].tobytes()
+        bounds = (np.searchsorted(blocks[order], np.arange(0x10001)) * rk.NEAR_RECORD).tolist()
         pipe = client.pipeline(transaction=False)
-        for block in range(0x10000):
-            lo, hi = bounds[block], bounds[block + 1]
-            if lo < hi:
-                pipe.set(f"{prefix}:n:{{n{table}{sid}{block:04x}}}", sorted_records[lo:hi].tobytes())
-            if block % 4096 == 4095:
-                pipe.execute()
-        pipe.execute()
+        for group_start in range(0, 0x10000, per_group):
+            settled, _ = rk.near_group(prefix, sid, table, rk.near_group_of(table, group_start))
+            for chunk in range(group_start, group_start + per_group, 1024):
+                fields = []
+                for block in range(chunk, chunk + 1024):
+                    lo, hi = bounds[block], bounds[block + 1]
+                    if lo < hi:
+                        fields += (rk.near_field(block), data[lo:hi])
+                if fields:
+                    pipe.execute_command("HSET", settled, *fields)
+            pipe.execute()
 
 
-def _decide_worker(server_url, prefix, worker, queries, out):
+def _decide_worker(server_url, prefix, worker, queries, batch, barrier, out):
     from scrapy_dedup.store.redis_functions import StoreFunctions, connect
     from scrapy_dedup.store.redis_near import NearDecisions
 
     decisions = NearDecisions(StoreFunctions(connect(server_url), prefix))
-    latencies, kept = [], 0
-    for i, fp in enumerate(queries):
+    # tokens above the preloaded documents' (their index): worker and query number
+    items = [(int(fp), (1 << 63 | worker << 40 | i).to_bytes(8, "big")) for i, fp in enumerate(queries)]
+    latencies, kept, scans = [], 0, 0
+    barrier.wait()
+    started = time.perf_counter()
+    for lo in range(0, len(items), batch):
         t0 = time.perf_counter()
-        # tokens above the preloaded documents' (their index): worker and query number
-        token = (1 << 63 | worker << 40 | i).to_bytes(8, "big")
-        outcome = decisions.decide("", int(fp), token, 3)
-        latencies.append(time.perf_counter() - t0)
-        kept += outcome.kept
-    out.put((latencies, kept))
+        if batch == 1:
+            outcomes = [decisions.decide("", items[lo][0], items[lo][1], 3)]
+        else:
+            outcomes = decisions.decide_many("", items[lo : lo + batch], 3)
+        latencies.append((time.perf_counter() - t0, len(outcomes)))
+        kept += sum(o.kept for o in outcomes)
+        scans += sum(o.scans for o in outcomes)
+    out.put((started, time.perf_counter(), latencies, kept, scans))
 
 
-def bench_near(server_url: str, docs: int, per_client: int, seed: int = 11) -> dict:
+def _percentiles(values: list[float]) -> dict:
+    values = sorted(values)
+    n = len(values)
+    return {
+        "p50": 1000 * values[n // 2],
+        "p99": 1000 * values[min(n - 1, int(n * 0.99))],
+        "mean": 1000 * statistics.fmean(values),
+    }
+
+
+#: the commands a decision sends (the commands functions run inside count in their FCALL's
+#: time, and again under their own names: those are left out)
+NEAR_COMMANDS = ("cmdstat_fcall", "cmdstat_fcall_ro", "cmdstat_mget")
+
+
+def _server_stats(client) -> list[tuple[int, int]]:
+    """(commands, usec) on each master of the commands decisions send."""
+    from scrapy_dedup.store.redis_functions import primaries
+
+    out = []
+    for node in primaries(client):
+        stats = node.info("commandstats")
+        out.append((sum(int(stats.get(name, {}).get("calls", 0)) for name in NEAR_COMMANDS),
+                    sum(int(stats.get(name, {}).get("usec", 0)) for name in NEAR_COMMANDS)))
+    return out
+
+
+def near_queries(fps: np.ndarray, count: int, seed: int) -> list[list[int]]:
+    """Per client, ``count`` SimHashes: half near duplicates of stored documents (1-3 bits
+    flipped), half new pages."""
+    pyrng = random.Random(seed)
+    shares = []
+    for _ in range(CLIENTS):
+        queries = []
+        for j in range(count):
+            if j % 2 == 0:
+                fp = int(fps[pyrng.randrange(len(fps))])
+                for _ in range(pyrng.randint(1, 3)):
+                    fp ^= 1 << pyrng.randrange(64)
+            else:
+                fp = pyrng.getrandbits(64)
+            queries.append(fp)
+        shares.append(queries)
+    return shares
+
+
+def _run_deciders(client, server_url: str, shares: list[list[int]], batch: int) -> dict:
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    barrier = ctx.Barrier(len(shares))
+    procs = [ctx.Process(target=_decide_worker, args=(server_url, "bench", w, q, batch, barrier, out))
+             for w, q in enumerate(shares)]
+    before = _server_stats(client)
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=3600) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    after = _server_stats(client)
+    wall = max(r[1] for r in results) - min(r[0] for r in results)
+    batches = [lat for r in results for lat, _ in r[2]]
+    per_decision = [lat / size for r in results for lat, size in r[2]]
+    total = sum(size for r in results for _, size in r[2])
+    per_master = [a[1] - b[1] for a, b in zip(after, before)]
+    return {
+        "batch": batch,
+        "decisions": total,
+        "kept": sum(r[3] for r in results),
+        # reads of its buckets per decision: 1 when no earlier decision near it was in flight
+        "scans_per_decision": sum(r[4] for r in results) / total,
+        "decisions_per_s": total / wall,
+        # a decision waits for its whole batch: its latency is the batch's
+        "latency_ms": _percentiles(batches),
+        "batch_ms_per_decision": _percentiles(per_decision),
+        "server_us_per_decision": sum(per_master) / total,
+        "commands_per_decision": sum(a[0] - b[0] for a, b in zip(after, before)) / total,
+        # the busiest master's time per decision bounds what the servers can decide per second
+        "busiest_master_us_per_decision": max(per_master) / total,
+        "busiest_master_share": max(per_master) / max(1, sum(per_master)),
+    }
+
+
+def bench_near(server_url: str, docs: int, per_client: int, seed: int = 11, *, batch: int | None = None,
+               one_by_one: int | None = None) -> dict:
+    """Preload ``docs`` documents, then decide ``per_client`` SimHashes in each of CLIENTS
+    processes with ``decide_many`` (batches of ``batch``), and ``one_by_one`` more with
+    ``decide`` one at a time."""
     from scrapy_dedup.store.redis_functions import StoreFunctions, connect, is_cluster
 
+    batch = batch or NEAR_BATCH
+    one_by_one = NEAR_ONE_BY_ONE if one_by_one is None else one_by_one
     client = connect(server_url)
     client.flushall()
     StoreFunctions(client, "bench")
@@ -202,53 +296,18 @@ def bench_near(server_url: str, docs: int, per_client: int, seed: int = 11) -> d
     preload_tables(client, "bench", fps)
     load_s = time.perf_counter() - t0
     table_bytes = (used_memory(client) - before) / docs
-    # half near duplicates of stored documents (1-3 bits flipped), half new pages
-    pyrng = random.Random(seed)
-    shares = []
-    for _ in range(CLIENTS):
-        queries = []
-        for j in range(per_client):
-            if j % 2 == 0:
-                fp = int(fps[pyrng.randrange(docs)])
-                for _ in range(pyrng.randint(1, 3)):
-                    fp ^= 1 << pyrng.randrange(64)
-            else:
-                fp = pyrng.getrandbits(64)
-            queries.append(fp)
-        shares.append(queries)
-    before_stats = fcall_usec(client)
-    ctx = multiprocessing.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_decide_worker, args=(server_url, "bench", w, q, out)) for w, q in enumerate(shares)]
-    t0 = time.perf_counter()
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=3600) for _ in procs]
-    wall = time.perf_counter() - t0
-    for p in procs:
-        p.join(timeout=60)
-    after_stats = fcall_usec(client)
-    latencies = sorted(x for lat, _ in results for x in lat)
-    total = len(latencies)
-    kept = sum(k for _, k in results)
+    shares = near_queries(fps, per_client + one_by_one, seed)
+    batched = _run_deciders(client, server_url, [q[:per_client] for q in shares], batch)
+    single = _run_deciders(client, server_url, [q[per_client:] for q in shares], 1) if one_by_one else None
     client.flushall()
     return {
         "cluster": is_cluster(client),
         "documents": docs,
-        "decisions": total,
-        "kept": kept,
-        "decisions_per_s": total / wall,
-        "latency_ms": {
-            "p50": 1000 * latencies[total // 2],
-            "p99": 1000 * latencies[min(total - 1, int(total * 0.99))],
-            "mean": 1000 * statistics.fmean(latencies),
-        },
-        "server_us_per_decision": sum(a[1] - b[1] for a, b in zip(after_stats, before_stats)) / total,
-        "fcalls_per_decision": sum(a[0] - b[0] for a, b in zip(after_stats, before_stats)) / total,
-        # the busiest master's time per decision bounds what the servers can decide per second
-        "busiest_master_us_per_decision": max(a[1] - b[1] for a, b in zip(after_stats, before_stats)) / total,
+        **batched,
+        "one_at_a_time": single,
         "preload_s": load_s,
         "table_bytes_per_document": table_bytes,
+        "load_average": list(os.getloadavg()),
     }
 
 

@@ -176,15 +176,17 @@ local function exact_release(keys, args)
 end
 
 -- Near-duplicate tables -------------------------------------------------------------------
--- One (table, scope, 16-bit block) bucket is two strings in one slot: KEYS[1] the entries
--- of representatives (settled), KEYS[2] the entries of documents still being decided
--- (pending).  Records are 16 bytes: the 64-bit SimHash, then an 8-byte token (cluster or
--- document id).  A decision inserts first, then takes a global order number, then reads
--- the buckets (plain GET/MGET; the client measures Hamming distances, which would cost the
--- server ~100 us per bucket in Lua) -- scrapy_dedup/store/redis_near.py gives the argument
--- why no two near duplicates are both kept; every step here is one atomic call on one
--- slot.  The buckets of one slot group share a slot, so a batch of decisions adds and
--- settles all its entries in a group with one call.
+-- One (table, slot group, scope) is two hashes in one slot: KEYS[1] the entries of
+-- representatives (settled), KEYS[2] the entries of documents still being decided
+-- (pending); a field is one bucket, named by its 16-bit block (2 bytes), the value its
+-- records.  Records are 16 bytes: the 64-bit SimHash, then an 8-byte token (cluster or
+-- document id).  The table is the digit after '{n' in the key's tag (a prefix holds no
+-- braces), so a record's bucket follows from its SimHash.  A decision inserts first, then
+-- takes a global order number, then reads the buckets (near_read; the client measures the
+-- Hamming distances, which cost Lua ~100 times what they cost numpy) --
+-- scrapy_dedup/store/redis_near.py gives the argument why no two near duplicates are both
+-- kept.  Every call is atomic on one slot, and a batch of decisions adds, reads and settles
+-- all its entries of one group with one call each.
 local NEAR_WIDTH = 16
 
 local function check_entry(fp, token)
@@ -192,130 +194,217 @@ local function check_entry(fp, token)
   return nil
 end
 
--- Appends a near-duplicate record to the blob at key unless it is there already.
-local function add_once(key, record)
-  local blob = redis.call('GET', key) or ''
-  if find_record(blob, record, NEAR_WIDTH) == nil then
-    redis.call('APPEND', key, record)
+-- The table a group's hash belongs to (0-3), or nil.
+local function near_table(key)
+  return tonumber(string.match(key, '{n(%d)'))
+end
+
+-- The bucket (2-byte field) of a record or SimHash in `table`: its block, big-endian.
+local function near_field(fp, table)
+  return string.sub(fp, 7 - 2 * table, 8 - 2 * table)
+end
+
+-- Records of one hash's buckets, read once and written back once: a batch's working copy.
+local function near_buckets(key, table)
+  return {key = key, table = table, blobs = {}, order = {}}
+end
+
+local function bucket_of(b, field)
+  local blob = b.blobs[field]
+  if blob == nil then
+    blob = redis.call('HGET', b.key, field) or ''
+    b.blobs[field] = blob
+  end
+  return blob
+end
+
+local function bucket_set(b, field, blob)
+  if b.order[field] == nil then
+    b.order[field] = true
+    b.order[#b.order + 1] = field  -- first-changed order, so the writes are deterministic
+  end
+  b.blobs[field] = blob
+end
+
+-- Reads the buckets of `fields` not read yet with one HMGET (a call from Lua costs about as
+-- much as the work on one bucket).
+local function buckets_read(b, fields)
+  local wanted, seen = {}, {}
+  for _, field in ipairs(fields) do
+    if b.blobs[field] == nil and not seen[field] then
+      seen[field] = true
+      wanted[#wanted + 1] = field
+    end
+  end
+  for i = 1, #wanted, 1000 do  -- unpack() is bounded by Lua's stack
+    local chunk = {unpack(wanted, i, math.min(i + 999, #wanted))}
+    local values = redis.call('HMGET', b.key, unpack(chunk))
+    for j, field in ipairs(chunk) do b.blobs[field] = values[j] or '' end
   end
 end
 
--- Takes a near-duplicate record out of the blob at key; replies 1, or 0 when it was not there.
-local function remove_once(key, record)
-  local blob = redis.call('GET', key) or ''
-  local pos = find_record(blob, record, NEAR_WIDTH)
-  if pos == nil then return 0 end
-  put_blob(key, without_record(blob, pos, NEAR_WIDTH))
+local function buckets_write(b)
+  local set, gone = {}, {}
+  for _, field in ipairs(b.order) do
+    local blob = b.blobs[field]
+    if blob == '' then
+      gone[#gone + 1] = field
+    else
+      set[#set + 1] = field
+      set[#set + 1] = blob
+    end
+  end
+  for i = 1, #set, 1000 do redis.call('HSET', b.key, unpack(set, i, math.min(i + 999, #set))) end
+  for i = 1, #gone, 1000 do redis.call('HDEL', b.key, unpack(gone, i, math.min(i + 999, #gone))) end
+end
+
+-- Adds `record` to its bucket unless it is there; replies 1 if added.
+local function add_record(b, record)
+  local field = near_field(record, b.table)
+  local blob = bucket_of(b, field)
+  if find_record(blob, record, NEAR_WIDTH) ~= nil then return 0 end
+  bucket_set(b, field, blob .. record)
   return 1
 end
 
--- A function of (keys, args) that checks the entry's arguments (simhash, token, ...) and then
--- calls action(keys, record, args) with the entry's 16-byte record.
+-- Takes `record` out of its bucket; replies 1, or 0 when it was not there.
+local function remove_record(b, record)
+  local field = near_field(record, b.table)
+  local blob = bucket_of(b, field)
+  local pos = find_record(blob, record, NEAR_WIDTH)
+  if pos == nil then return 0 end
+  bucket_set(b, field, without_record(blob, pos, NEAR_WIDTH))
+  return 1
+end
+
+-- The (settled, pending) working copies of a call's two keys, or nil and an error.
+local function near_pair(keys)
+  local table = near_table(keys[1])
+  if table == nil or table > 3 or near_table(keys[2]) ~= table then
+    return nil, 'a near-duplicate call takes a settled and a pending hash of one table'
+  end
+  return near_buckets(keys[1], table), near_buckets(keys[2], table)
+end
+
+-- A function of (keys, args) that checks the entry's arguments (simhash, token, ...), calls
+-- action(settled, pending, record, args) and writes the buckets back.
 local function on_entry(action)
   return function(keys, args)
     local err = check_entry(args[1], args[2])
     if err then return fail(err) end
-    return action(keys, args[1] .. args[2], args)
+    local settled, pending = near_pair(keys)
+    if settled == nil then return fail(pending) end
+    local reply = action(settled, pending, args[1] .. args[2], args)
+    buckets_write(settled)
+    buckets_write(pending)
+    return reply
   end
+end
+
+-- The 16-byte records of a blob argument, or nil when its length is not a multiple of 16.
+local function records_of(blob)
+  if #blob % NEAR_WIDTH ~= 0 then return nil end
+  local out = {}
+  for pos = 1, #blob, NEAR_WIDTH do out[#out + 1] = string.sub(blob, pos, pos + NEAR_WIDTH - 1) end
+  return out
+end
+
+local function fields_of(records, table)
+  local fields = {}
+  for i, record in ipairs(records) do fields[i] = near_field(record, table) end
+  return fields
 end
 
 -- ARGV: simhash, token.  Adds a pending entry (once).
-local near_add = on_entry(function(keys, record)
-  add_once(keys[2], record)
+local near_add = on_entry(function(_, pending, record)
+  add_record(pending, record)
   return 1
 end)
-
--- KEYS: pending keys of buckets in one slot.  ARGV: pairs (index into KEYS, 16-byte record).
--- Adds each pending entry once; replies how many were added.  Every pair is checked before
--- anything is written.
-local function near_add_many(keys, args)
-  if #args % 2 ~= 0 then return fail('near_add_many takes (key index, record) pairs') end
-  for i = 1, #args, 2 do
-    local k = tonumber(args[i])
-    if k == nil or keys[k] == nil or #args[i + 1] ~= NEAR_WIDTH then
-      return fail('near_add_many takes (key index, 16-byte record) pairs')
-    end
-  end
-  local blobs, appended, touched, added = {}, {}, {}, 0
-  for i = 1, #args, 2 do
-    local k, record = tonumber(args[i]), args[i + 1]
-    local blob = blobs[k] or redis.call('GET', keys[k]) or ''
-    if find_record(blob, record, NEAR_WIDTH) == nil then
-      blob = blob .. record
-      if appended[k] == nil then touched[#touched + 1] = k end
-      appended[k] = (appended[k] or '') .. record
-      added = added + 1
-    end
-    blobs[k] = blob
-  end
-  for _, k in ipairs(touched) do redis.call('APPEND', keys[k], appended[k]) end
-  return added
-end
-
--- KEYS: (settled, pending) key pairs of buckets in one slot.  ARGV: triples (bucket number
--- j, for KEYS[2j-1] and KEYS[2j]; 16-byte record; keep 1 or 0).  Like near_settle for each
--- triple; replies per triple 1, or 0 when its pending entry was gone (reaped).
-local function near_settle_many(keys, args)
-  if #args % 3 ~= 0 then return fail('near_settle_many takes (bucket, record, keep) triples') end
-  for i = 1, #args, 3 do
-    local j = tonumber(args[i])
-    if j == nil or keys[2 * j] == nil or #args[i + 1] ~= NEAR_WIDTH then
-      return fail('near_settle_many takes (bucket number, 16-byte record, keep) triples')
-    end
-  end
-  local pending, settled, appended, replies = {}, {}, {}, {}
-  local dirty, touched = {}, {}  -- buckets in first-seen order, so the writes are deterministic
-  for i = 1, #args, 3 do
-    local j, record = tonumber(args[i]), args[i + 1]
-    local blob = pending[j] or redis.call('GET', keys[2 * j]) or ''
-    local pos = find_record(blob, record, NEAR_WIDTH)
-    if pos == nil then
-      replies[#replies + 1] = 0
-    else
-      blob = without_record(blob, pos, NEAR_WIDTH)
-      if dirty[j] == nil then
-        touched[#touched + 1] = j
-        dirty[j] = true
-      end
-      if args[i + 2] == '1' then
-        local kept = settled[j] or redis.call('GET', keys[2 * j - 1]) or ''
-        if find_record(kept, record, NEAR_WIDTH) == nil then
-          kept = kept .. record
-          appended[j] = (appended[j] or '') .. record
-        end
-        settled[j] = kept
-      end
-      replies[#replies + 1] = 1
-    end
-    pending[j] = blob
-  end
-  for _, j in ipairs(touched) do
-    put_blob(keys[2 * j], pending[j])
-    if appended[j] then redis.call('APPEND', keys[2 * j - 1], appended[j]) end
-  end
-  return replies
-end
 
 -- ARGV: simhash, token, keep (1 or 0).  Takes the pending entry out and, with keep, enters it
 -- among the settled ones.  Replies 1, or 0 when the pending entry was no longer there (a
 -- caller whose lease expired and whose entries were reaped: it must decide again).
-local near_settle = on_entry(function(keys, record, args)
-  if remove_once(keys[2], record) == 0 then return 0 end
-  if args[3] == '1' then add_once(keys[1], record) end
+local near_settle = on_entry(function(settled, pending, record, args)
+  if remove_record(pending, record) == 0 then return 0 end
+  if args[3] == '1' then add_record(settled, record) end
   return 1
 end)
 
 -- ARGV: simhash, token.  Removes a settled entry (a representative replaced or gone).
-local near_remove = on_entry(function(keys, record)
-  return remove_once(keys[1], record)
+local near_remove = on_entry(function(settled, _, record)
+  return remove_record(settled, record)
 end)
 
 -- ARGV: simhash, token.  Enters a settled entry directly (a representative chosen without a
 -- race, e.g. a member promoted when its representative left).
-local near_put = on_entry(function(keys, record)
-  add_once(keys[1], record)
+local near_put = on_entry(function(settled, _, record)
+  add_record(settled, record)
   return 1
 end)
+
+-- ARGV: the records of a batch's entries in this group, concatenated.  Adds each as pending
+-- (once); replies how many were added.
+local function near_add_many(keys, args)
+  local settled, pending = near_pair(keys)
+  if settled == nil then return fail(pending) end
+  local records = records_of(args[1] or '')
+  if records == nil then return fail('near_add_many takes 16-byte records') end
+  buckets_read(pending, fields_of(records, pending.table))
+  local added = 0
+  for _, record in ipairs(records) do added = added + add_record(pending, record) end
+  buckets_write(pending)
+  return added
+end
+
+-- ARGV: records, concatenated; keep flags, one '1' or '0' per record.  near_settle for each;
+-- replies one '1' or '0' per record ('0': its pending entry was gone, reaped).
+local function near_settle_many(keys, args)
+  local settled, pending = near_pair(keys)
+  if settled == nil then return fail(pending) end
+  local records, keep = records_of(args[1] or ''), args[2] or ''
+  if records == nil or #keep ~= #records then
+    return fail('near_settle_many takes 16-byte records and one keep flag per record')
+  end
+  local fields, kept = fields_of(records, pending.table), {}
+  for i, field in ipairs(fields) do
+    if string.sub(keep, i, i) == '1' then kept[#kept + 1] = field end
+  end
+  buckets_read(pending, fields)
+  buckets_read(settled, kept)
+  local replies = {}
+  for i, record in ipairs(records) do
+    if remove_record(pending, record) == 0 then
+      replies[i] = '0'
+    else
+      if string.sub(keep, i, i) == '1' then add_record(settled, record) end
+      replies[i] = '1'
+    end
+  end
+  buckets_write(settled)
+  buckets_write(pending)
+  return table.concat(replies)
+end
+
+-- ARGV: 2-byte bucket fields, concatenated.  Replies one string: the length of the settled
+-- part (4 bytes, big-endian), then the settled records of every field, then the pending ones.
+-- The client tells a record's bucket from its SimHash, so no length per bucket is needed,
+-- and it parses one reply per group however many buckets it asked for.
+local function near_read(keys, args)
+  local blob = args[1] or ''
+  if #blob % 2 ~= 0 then return fail('near_read takes 2-byte bucket fields') end
+  local fields = {}
+  for pos = 1, #blob, 2 do fields[#fields + 1] = string.sub(blob, pos, pos + 1) end
+  local settled, pending = near_buckets(keys[1], 0), near_buckets(keys[2], 0)
+  buckets_read(settled, fields)
+  buckets_read(pending, fields)
+  local s, p = {}, {}
+  for i, field in ipairs(fields) do
+    s[i] = settled.blobs[field]
+    p[i] = pending.blobs[field]
+  end
+  local settled_part = table.concat(s)
+  return struct.pack('>I4', #settled_part) .. settled_part .. table.concat(p)
+end
 
 -- Global order of pending decisions ---------------------------------------------------------
 -- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight.
@@ -653,7 +742,10 @@ local WRITERS = {
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
   {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
 }
-local READERS = {{'version', version}, {'records_find', records_find}, {'order_get', order_get}}
+local READERS = {
+  {'near_read', near_read},
+  {'version', version}, {'records_find', records_find}, {'order_get', order_get},
+}
 
 for i = 1, #WRITERS do
   redis.register_function('sdd_' .. WRITERS[i][1], WRITERS[i][2])

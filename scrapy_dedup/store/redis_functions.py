@@ -271,75 +271,82 @@ class StoreFunctions:
     ) -> tuple[set[tuple[int, bytes]], set[tuple[int, bytes]]]:
         """(settled, pending) entries within ``max_distance`` in the four buckets of ``simhash``.
 
-        The buckets are read (one MGET per bucket, pipelined) and scanned here: a Hamming
-        pass over a bucket costs numpy a microsecond and the server's Lua ~100 times that.
+        The buckets are read and scanned here: a Hamming pass over a bucket costs numpy a
+        microsecond and the server's Lua ~100 times that.
         """
-        pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.execute_command("MGET", settled, pending)
-        blobs = pipe.execute()
-        settled_hits = rk.records_within([b[0] for b in blobs], [simhash] * len(blobs), max_distance)
-        pending_hits = rk.records_within([b[1] for b in blobs], [simhash] * len(blobs), max_distance)
-        return set().union(*settled_hits), set().union(*pending_hits)
+        settled, pending = self.near_read(scope, [simhash], max_distance)
+        return settled[0], pending[0]
 
     # -- batches of near-duplicate decisions --------------------------------------------------
-    def _groups(self, scope: str, simhashes: Sequence[int]) -> tuple[list[list[tuple[str, str]]], dict]:
-        """Per SimHash its buckets, and the buckets by slot group (tag -> {bucket: number})."""
-        buckets = [rk.near_buckets(self.prefix, scope, simhash) for simhash in simhashes]
-        groups: dict[str, dict[tuple[str, str], int]] = {}
-        for row in buckets:
-            for bucket in row:
-                group = groups.setdefault(rk.key_tag(bucket[0]), {})
-                group.setdefault(bucket, len(group) + 1)
-        return buckets, groups
+    def _groups(self, simhashes: Sequence[int]) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """The slot groups a batch touches: (table, group) -> [(item number, block)]."""
+        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        shift = rk.BLOCK_BITS - rk.NEAR_GROUP_BITS
+        for i, simhash in enumerate(simhashes):
+            for table in range(rk.BLOCKS):
+                block = (simhash >> (rk.BLOCK_BITS * table)) & 0xFFFF
+                key = (table, block >> shift)
+                if key in groups:
+                    groups[key].append((i, block))
+                else:
+                    groups[key] = [(i, block)]
+        return groups
 
     def queue_near_add_many(self, pipe: Any, scope: str, items: Sequence[tuple[int, bytes]]) -> int:
         """Queue the pending entries of ``items`` (simhash, token): one call per slot group.
         Returns how many replies were queued."""
-        buckets, groups = self._groups(scope, [simhash for simhash, _ in items])
-        records: dict[str, list] = {tag: [] for tag in groups}
-        for (simhash, token), row in zip(items, buckets):
-            record = rk.near_record(simhash, token)
-            for bucket in row:
-                tag = rk.key_tag(bucket[0])
-                records[tag] += (groups[tag][bucket], record)
-        for tag, numbered in groups.items():
-            pipe.fcall("sdd_near_add_many", len(numbered), *(pending for _, pending in numbered), *records[tag])
+        sid = rk.scope_digest(scope).hex()
+        records = [rk.near_record(simhash, token) for simhash, token in items]
+        groups = self._groups([simhash for simhash, _ in items])
+        for (table, group), members in groups.items():
+            pipe.fcall("sdd_near_add_many", 2, *rk.near_group(self.prefix, sid, table, group),
+                       b"".join([records[i] for i, _ in members]))
         return len(groups)
 
-    def queue_near_read(self, pipe: Any, scope: str, simhashes: Sequence[int]) -> Callable[[list], list]:
-        """Queue the reads of the buckets of ``simhashes`` (one MGET per slot group); the
-        function returned turns the replies into, per SimHash, its ``[(settled blob,
-        pending blob)]`` per table."""
-        buckets, groups = self._groups(scope, simhashes)
-        tags = list(groups)
-        for tag in tags:
-            pipe.execute_command("MGET", *(key for bucket in groups[tag] for key in bucket))
+    def queue_near_read(
+        self, pipe: Any, scope: str, simhashes: Sequence[int], max_distance: int
+    ) -> Callable[[list], tuple[list, list]]:
+        """Queue the reads of the buckets of ``simhashes`` (one call per slot group); the
+        function returned turns the replies into (settled, pending): per SimHash, the set of
+        (simhash, token) within ``max_distance`` in its buckets."""
+        sid = rk.scope_digest(scope).hex()
+        groups = self._groups(simhashes)
+        tables = []
+        for (table, group), members in groups.items():
+            tables.append(table)
+            fields = dict.fromkeys(block for _, block in members)
+            pipe.fcall("sdd_near_read", 2, *rk.near_group(self.prefix, sid, table, group),
+                       b"".join([block.to_bytes(2, "big") for block in fields]))
 
-        def decode(replies: list) -> list:
-            blobs: dict[tuple[str, str], tuple[bytes | None, bytes | None]] = {}
-            for tag, values in zip(tags, replies):
-                for bucket, number in groups[tag].items():
-                    blobs[bucket] = (values[2 * number - 2], values[2 * number - 1])
-            return [[blobs[bucket] for bucket in row] for row in buckets]
+        def decode(replies: list) -> tuple[list, list]:
+            settled_parts, pending_parts = [], []
+            for table, reply in zip(tables, replies):
+                data = bytes(reply)
+                split = 4 + int.from_bytes(data[:4], "big")
+                settled_parts.append((table, data[4:split]))
+                pending_parts.append((table, data[split:]))
+            return (
+                rk.records_near(settled_parts, simhashes, max_distance),
+                rk.records_near(pending_parts, simhashes, max_distance),
+            )
 
         return decode
 
-    def near_read(self, scope: str, simhashes: Sequence[int]) -> list:
+    def near_read(self, scope: str, simhashes: Sequence[int], max_distance: int) -> tuple[list, list]:
         """:meth:`queue_near_read`, run."""
         pipe = self.client.pipeline(transaction=False)
-        decode = self.queue_near_read(pipe, scope, simhashes)
+        decode = self.queue_near_read(pipe, scope, simhashes, max_distance)
         return decode(pipe.execute())
 
     def near_add_order_read(
-        self, scope: str, items: Sequence[tuple[int, bytes]], lease_ms: int
-    ) -> tuple[int, list]:
+        self, scope: str, items: Sequence[tuple[int, bytes]], lease_ms: int, max_distance: int
+    ) -> tuple[int, tuple[list, list]]:
         """Enter the pending entries of a batch, then take its order numbers (the first is
         returned; item ``i`` has ``first + i``), then read its buckets.
 
         Each step starts after the one before has been applied: on one server, one pipeline
         (a connection's commands run in order); on a cluster, three round trips, as the
-        buckets and the counter are on different masters.
+        groups and the counter are on different masters.
         """
         tokens = [token for _, token in items]
         simhashes = [simhash for simhash, _ in items]
@@ -349,36 +356,34 @@ class StoreFunctions:
             self.queue_near_add_many(pipe, scope, items)
             pipe.execute()
             first = int(self.client.fcall(*order_call))
-            return first, self.near_read(scope, simhashes)
+            return first, self.near_read(scope, simhashes, max_distance)
         pipe = self.client.pipeline(transaction=False)
         added = self.queue_near_add_many(pipe, scope, items)
         pipe.fcall(*order_call)
-        decode = self.queue_near_read(pipe, scope, simhashes)
+        decode = self.queue_near_read(pipe, scope, simhashes, max_distance)
         replies = pipe.execute()
         return int(replies[added]), decode(replies[added + 1 :])
 
-    def queue_near_settle_many(self, pipe: Any, scope: str, entries: Sequence[tuple[int, bytes, bool]]) -> Callable[[list], list[bool]]:
+    def queue_near_settle_many(
+        self, pipe: Any, scope: str, entries: Sequence[tuple[int, bytes, bool]]
+    ) -> Callable[[list], list[bool]]:
         """Queue the settling of ``entries`` (simhash, token, keep); the function returned
         turns the replies into, per entry, whether every pending entry was still there."""
-        buckets, groups = self._groups(scope, [simhash for simhash, _, _ in entries])
-        triples: dict[str, list] = {tag: [] for tag in groups}
-        where: dict[str, list[int]] = {tag: [] for tag in groups}
-        for i, ((simhash, token, keep), row) in enumerate(zip(entries, buckets)):
-            record = rk.near_record(simhash, token)
-            for bucket in row:
-                tag = rk.key_tag(bucket[0])
-                triples[tag] += (groups[tag][bucket], record, 1 if keep else 0)
-                where[tag].append(i)
-        tags = list(groups)
-        for tag in tags:
-            keys = [key for bucket in groups[tag] for key in bucket]
-            pipe.fcall("sdd_near_settle_many", len(keys), *keys, *triples[tag])
+        sid = rk.scope_digest(scope).hex()
+        records = [rk.near_record(simhash, token) for simhash, token, _ in entries]
+        groups = self._groups([simhash for simhash, _, _ in entries])
+        members_of = []
+        for (table, group), members in groups.items():
+            members_of.append([i for i, _ in members])
+            pipe.fcall("sdd_near_settle_many", 2, *rk.near_group(self.prefix, sid, table, group),
+                       b"".join([records[i] for i, _ in members]),
+                       "".join(["1" if entries[i][2] else "0" for i, _ in members]))
 
         def decode(replies: list) -> list[bool]:
             ok = [True] * len(entries)
-            for tag, flags in zip(tags, replies):
-                for i, flag in zip(where[tag], flags):
-                    if int(flag) != 1:
+            for members, flags in zip(members_of, replies):
+                for i, flag in zip(members, bytes(flags)):
+                    if flag != ord("1"):
                         ok[i] = False
             return ok
 

@@ -15,12 +15,12 @@ key                            holds                                  slots
                                (6-byte URL-key digest, uint16 run)
 ``P:x:{x<shard>}``             exact index: 16-byte content digest    4,096 shards, spread
                                -> 8-byte cluster id (hash)
-``P:n:{n<t><g>-<k>}<scope>:``  SimHash table ``t`` bucket of one      4 x 16 slot groups,
-``<block>``, ``P:np:...``      16-bit block: settled / pending        one slot each, evenly
-                               16-byte records (SimHash, token);      spaced over the 16,384
-                               group ``g`` = the block's top 4 bits   slots; a decision
-                                                                      calls 4 of them, a batch
-                                                                      one call per group
+``P:n:{n<t><g>-<k>}<scope>``   SimHash table ``t``, slot group ``g``  4 x 16 groups, one
+``P:np:{n<t><g>-<k>}<scope>``  (the block's top 4 bits): settled /    slot each, evenly
+                               pending hash, field = the 16-bit       spaced over the 16,384
+                               block (2 bytes), value its 16-byte     slots; a decision calls
+                               records (SimHash, token)               4 groups, a batch one
+                                                                      call per group
 ``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCRBY and
                                                                       one HSET per batch
 ``P:c:{c<cluster id>}``        one cluster: representative and       one per cluster, spread
@@ -41,17 +41,19 @@ slot, and a cheap call), then reads the same four buckets. No bucket is locked
 while another is read; see :mod:`scrapy_dedup.store.redis_near` for why two
 near duplicates are never both kept.
 
-Why slot groups: a batch of decisions touches hundreds of buckets; buckets of one
-group share a slot, so the batch adds, reads and settles them with one call per
-group (at most 64) instead of one per bucket. Each table's 65,536 buckets fall in
-16 groups by the block's top 4 bits, and each group's tag is chosen (the smallest
-``k``) so that its slot lies in its own 256-slot window of the 16,384: the 64 slots
-are evenly spaced, so any split of the slot range into contiguous shares (as
-``redis-cli --cluster create`` makes) gives each master its share of the tables,
-and no slot carries more than 1/64 of the near-duplicate work. The scope is in the
-key name, outside the tag: every scope uses the same 64 balanced slots. Fewer groups
-would mean fewer calls per batch but a coarser spread (16 slots cannot be split
-evenly over 3 masters); more groups, more calls per batch.
+Why slot groups: a batch of decisions touches hundreds of buckets; the buckets of
+one group are fields of one hash (one slot), so the batch adds, reads and settles
+them with one call per group (at most 64) with its records packed in one argument,
+instead of one call per bucket: the client's cost per command and per argument is
+what bounds decisions per second. Each table's 65,536 buckets fall in 16 groups by
+the block's top 4 bits, and each group's tag is chosen (the smallest ``k``) so that
+its slot lies in its own 256-slot window of the 16,384: the 64 slots are evenly
+spaced, so any split of the slot range into contiguous shares (as ``redis-cli
+--cluster create`` makes) gives each master its share of the tables, and no slot
+carries more than 1/64 of the near-duplicate work. The scope is in the key name,
+outside the tag: every scope uses the same 64 balanced slots. Fewer groups would
+mean fewer calls per batch but a coarser spread (16 slots cannot be split evenly
+over 3 masters); more groups, more calls per batch.
 """
 
 from __future__ import annotations
@@ -206,25 +208,41 @@ def near_group_tags() -> tuple[tuple[str, ...], ...]:
     return tuple(tags)
 
 
-def near_bucket(prefix: str, scope_id: str, table: int, block: int) -> tuple[str, str]:
-    """(settled key, pending key) of one bucket: ``scope_id`` is :func:`scope_digest` in hex.
+def near_group_of(table: int, block: int) -> int:
+    """The slot group of a block in its table, 0-15 (its top bits)."""
+    return block >> (BLOCK_BITS - NEAR_GROUP_BITS)
 
-    >>> near_bucket("p", "00" * 8, 0, 0xcdef)
-    ('p:n:{n0c-23}0000000000000000:cdef', 'p:np:{n0c-23}0000000000000000:cdef')
+
+def near_group(prefix: str, scope_id: str, table: int, group: int) -> tuple[str, str]:
+    """(settled hash, pending hash) of one slot group: ``scope_id`` is :func:`scope_digest` in hex.
+
+    >>> near_group("p", "00" * 8, 0, 0xc)
+    ('p:n:{n0c-23}0000000000000000', 'p:np:{n0c-23}0000000000000000')
     """
-    tag = near_group_tags()[table][block >> (BLOCK_BITS - NEAR_GROUP_BITS)]
-    return f"{prefix}:n:{{{tag}}}{scope_id}:{block:04x}", f"{prefix}:np:{{{tag}}}{scope_id}:{block:04x}"
+    tag = near_group_tags()[table][group]
+    return f"{prefix}:n:{{{tag}}}{scope_id}", f"{prefix}:np:{{{tag}}}{scope_id}"
+
+
+def near_block(simhash: int, table: int) -> int:
+    return (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK
+
+
+def near_field(block: int) -> bytes:
+    """The hash field of a bucket: its block, 2 bytes big-endian (the server derives the
+    same bytes from a record's SimHash)."""
+    return block.to_bytes(2, "big")
 
 
 def near_buckets(prefix: str, scope: str, simhash: int) -> list[tuple[str, str]]:
-    """(settled key, pending key) of the BLOCKS buckets a SimHash belongs to.
+    """(settled hash, pending hash) of the groups holding the BLOCKS buckets of a SimHash,
+    table by table; the server-side functions find the bucket in each from the SimHash.
 
-    >>> [k for k, _ in near_buckets("p", "", 0x0123_4567_89AB_CDEF)][0].endswith(":cdef")
+    >>> near_buckets("p", "", 0x0123_4567_89AB_CDEF)[0][0].startswith("p:n:{n0c-")
     True
     """
     sid = scope_digest(scope).hex()
     return [
-        near_bucket(prefix, sid, table, (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK)
+        near_group(prefix, sid, table, near_group_of(table, near_block(simhash, table)))
         for table in range(BLOCKS)
     ]
 
@@ -235,26 +253,54 @@ def key_tag(key: str) -> str:
     return key[start : key.index("}", start)]
 
 
-def records_within(
-    blobs: Sequence[bytes | None], simhashes: Sequence[int], max_distance: int
+def records_near(
+    parts: Sequence[tuple[int, bytes]], simhashes: Sequence[int], max_distance: int
 ) -> list[set[tuple[int, bytes]]]:
-    """Per blob of near-duplicate records, the (SimHash, token) within ``max_distance`` of
-    the SimHash beside it: one vectorised Hamming pass over every record of every blob."""
-    out: list[set[tuple[int, bytes]]] = [set() for _ in blobs]
-    parts = [b or b"" for b in blobs]
-    data = b"".join(parts)
-    if not data:
+    """Per SimHash, the (SimHash, token) records within ``max_distance`` in its buckets.
+
+    ``parts``: (table, records of any buckets of that table, concatenated). A record lies
+    in the bucket of its own block in each table, so it is compared with the SimHashes of
+    the same block in the same table: one vectorised Hamming pass over every part.
+
+    >>> a, b = near_record(0x0001, b"a" * 8), near_record(0x0002, b"b" * 8)
+    >>> records_near([(0, a + b)], [0x1000_0000_0000_0001, 0x0003], 1)  # 0x0003: another bucket
+    [{(1, b'aaaaaaaa')}, set()]
+    """
+    out: list[set[tuple[int, bytes]]] = [set() for _ in simhashes]
+    parts = [(table, data) for table, data in parts if data]
+    if not parts or not simhashes:
         return out
-    if any(len(b) % NEAR_RECORD for b in parts):
+    if any(len(data) % NEAR_RECORD for _, data in parts):
         raise ValueError("a near-duplicate bucket's length is not a multiple of 16 bytes")
-    counts = np.fromiter((len(b) // NEAR_RECORD for b in parts), dtype=np.int64, count=len(parts))
+    data = b"".join(d for _, d in parts)
     records = np.frombuffer(data, dtype=">u8").reshape(-1, 2)
     fps = records[:, 0].astype(np.uint64)
-    owner = np.repeat(np.arange(len(parts)), counts)
-    queries = np.array([s & 0xFFFF_FFFF_FFFF_FFFF for s in simhashes], dtype=np.uint64)
-    close = np.flatnonzero(np.bitwise_count(fps ^ queries[owner]) <= max_distance)
-    for i in close.tolist():
-        out[owner[i]].add((int(fps[i]), data[NEAR_RECORD * i + 8 : NEAR_RECORD * i + NEAR_RECORD]))
+    tables = np.repeat(
+        np.array([t for t, _ in parts], dtype=np.uint64),
+        [len(d) // NEAR_RECORD for _, d in parts],
+    )
+    mask = np.uint64(_BLOCK_MASK)
+    shift = np.uint64(BLOCK_BITS)
+    # one key per (table, block): records and SimHashes meet on equal keys
+    record_keys = (tables << shift) | ((fps >> (tables * shift)) & mask)
+    order = np.argsort(record_keys, kind="stable")
+    sorted_keys = record_keys[order]
+    queries = np.array([q & 0xFFFF_FFFF_FFFF_FFFF for q in simhashes], dtype=np.uint64)
+    q_tables = np.tile(np.arange(BLOCKS, dtype=np.uint64), len(queries))
+    q_fps = np.repeat(queries, BLOCKS)
+    query_keys = (q_tables << shift) | ((q_fps >> (q_tables * shift)) & mask)
+    lo = np.searchsorted(sorted_keys, query_keys, side="left")
+    hi = np.searchsorted(sorted_keys, query_keys, side="right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if not total:
+        return out
+    owner = np.repeat(np.arange(len(query_keys)), counts)
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    picked = order[np.arange(total) + starts]
+    close = np.bitwise_count(fps[picked] ^ q_fps[owner]) <= max_distance
+    for i, r in zip((owner[close] // BLOCKS).tolist(), picked[close].tolist()):
+        out[i].add((int(fps[r]), data[NEAR_RECORD * r + 8 : NEAR_RECORD * r + NEAR_RECORD]))
     return out
 
 

@@ -54,9 +54,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from scrapy_dedup.core.bands import BLOCKS
 from scrapy_dedup.core.fingerprints import hamming
-from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.redis_functions import StoreFunctions
 
 logger = logging.getLogger(__name__)
@@ -156,7 +154,7 @@ class NearDecisions:
         again (reaped while deciding)."""
         fn = self.fn
         batch = [items[i] for i in todo]
-        first, reads = fn.near_add_order_read(scope, batch, self.lease_ms)
+        first, (settled_hits, pending_hits) = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
         order = [first + k for k in range(len(batch))]
         mine = {token: k for k, (_, token) in enumerate(batch)}
         decided: dict[int, NearOutcome] = {}
@@ -168,14 +166,8 @@ class NearDecisions:
         waiting = list(range(len(batch)))
         started = renewed = self.clock()
         while True:
-            flat = [blobs for row in reads for blobs in row]
-            queries = [batch[k][0] for k in waiting for _ in range(BLOCKS)]
-            settled_hits = rk.records_within([b[0] for b in flat], queries, max_distance)
-            pending_hits = rk.records_within([b[1] for b in flat], queries, max_distance)
-            settled_of, pending_of = {}, {}
-            for n, k in enumerate(waiting):
-                settled_of[k] = set().union(*settled_hits[BLOCKS * n : BLOCKS * (n + 1)])
-                pending_of[k] = set().union(*pending_hits[BLOCKS * n : BLOCKS * (n + 1)])
+            settled_of = dict(zip(waiting, settled_hits))
+            pending_of = dict(zip(waiting, pending_hits))
             # decisions of other processes in flight near a waiting document: their numbers
             foreign = {t for k in waiting for _, t in pending_of[k] if t not in mine}
             later |= foreign & unordered
@@ -266,7 +258,7 @@ class NearDecisions:
                     if not waiting:
                         break
                 self.sleep(self.poll_s)
-            reads = fn.near_read(scope, [batch[k][0] for k in waiting])
+            settled_hits, pending_hits = fn.near_read(scope, [batch[k][0] for k in waiting], max_distance)
         for k, outcome in decided.items():
             outcomes[todo[k]] = outcome
         return [todo[k] for k in sorted(again)]
