@@ -208,7 +208,7 @@ def _percentiles(values: list[float]) -> dict:
 
 #: the commands a decision sends (the commands functions run inside count in their FCALL's
 #: time, and again under their own names: those are left out)
-NEAR_COMMANDS = ("cmdstat_fcall", "cmdstat_fcall_ro", "cmdstat_mget")
+NEAR_COMMANDS = ("cmdstat_fcall", "cmdstat_fcall_ro", "cmdstat_hmget")
 
 
 def _server_stats(client) -> list[tuple[int, int, float]]:

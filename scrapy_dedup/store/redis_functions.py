@@ -315,7 +315,7 @@ class StoreFunctions:
     def queue_near_read(
         self, pipe: Any, scope: str, simhashes: Sequence[int], max_distance: int
     ) -> Callable[[list], tuple[list, list]]:
-        """Queue the reads of the buckets of ``simhashes`` (one call per slot group); the
+        """Queue the reads of the buckets of ``simhashes`` (two calls per slot group); the
         function returned turns the replies into (settled, pending): per SimHash, the set of
         (simhash, token) within ``max_distance`` in its buckets."""
         sid = rk.scope_digest(scope).hex()
@@ -323,17 +323,17 @@ class StoreFunctions:
         tables = []
         for (table, group), members in groups.items():
             tables.append(table)
-            fields = dict.fromkeys(block for _, block in members)
-            pipe.fcall("sdd_near_read", 2, *rk.near_group(self.prefix, sid, table, group),
-                       b"".join([block.to_bytes(2, "big") for block in fields]))
+            blocks = list(dict.fromkeys(block for _, block in members))
+            settled, pending = rk.near_group(self.prefix, sid, table, group)
+            # pending first: a decision that settles between the two reads is in one of them
+            pipe.fcall("sdd_near_pending", 1, pending, b"".join([block.to_bytes(2, "big") for block in blocks]))
+            pipe.execute_command("HMGET", settled, *[block.to_bytes(2, "big") for block in blocks])
 
         def decode(replies: list) -> tuple[list, list]:
             settled_parts, pending_parts = [], []
-            for table, reply in zip(tables, replies):
-                data = bytes(reply)
-                split = 4 + int.from_bytes(data[:4], "big")
-                settled_parts.append((table, data[4:split]))
-                pending_parts.append((table, data[split:]))
+            for n, table in enumerate(tables):
+                pending_parts.append((table, bytes(replies[2 * n])))
+                settled_parts.append((table, b"".join([v for v in replies[2 * n + 1] if v])))
             return (
                 rk.records_near(settled_parts, simhashes, max_distance),
                 rk.records_near(pending_parts, simhashes, max_distance),
