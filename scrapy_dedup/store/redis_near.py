@@ -7,10 +7,12 @@ server that function blocks everything else while it scans (about 750 decisions/
 
 1. **insert**: enter (SimHash, token) as *pending* in its four buckets;
 2. **order**: take the next number from one counter (the only shared slot; one INCR);
-3. **check**: scan the four buckets. A *settled* entry (a representative) near enough
-   and confirmed makes this document its duplicate. A *pending* entry with a smaller
-   order number is a decision still in flight: wait until it settles, then scan again.
-   A pending entry without an order number, or with a larger one, is ignored.
+3. **check**: read the four buckets (their pending entries, then their settled ones: a
+   decision that settles between the two reads is seen in one of them) and scan them in
+   the client. A *settled* entry (a representative) near enough and confirmed makes this
+   document its duplicate. A *pending* entry with a smaller order number is a decision
+   still in flight: wait until it settles, then scan again. A pending entry without an
+   order number, or with a larger one, is ignored.
 4. **settle**: move the entries to *settled* (kept) or remove them (duplicate), then
    end the order number.
 
