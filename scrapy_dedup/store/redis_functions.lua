@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 2
+local LIBRARY_VERSION = 3
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -176,110 +176,232 @@ local function exact_release(keys, args)
 end
 
 -- Near-duplicate tables -------------------------------------------------------------------
--- One (table, scope, 16-bit block) bucket is two strings in one slot: KEYS[1] the entries
--- of representatives (settled), KEYS[2] the entries of documents still being decided
--- (pending).  Records are 16 bytes: the 64-bit SimHash, then an 8-byte token (cluster or
--- document id).  A decision inserts first, then takes a global order number, then scans
--- (scrapy_dedup/store/redis_near.py gives the argument why no two near duplicates are
--- both kept); every step here is one atomic call on one slot.
+-- One (table, slot group, scope) is two hashes in one slot: KEYS[1] the entries of
+-- representatives (settled), KEYS[2] the entries of documents still being decided
+-- (pending); a field is one bucket, named by its 16-bit block (2 bytes), the value its
+-- records.  Records are 16 bytes: the 64-bit SimHash, then an 8-byte token (cluster or
+-- document id).  The table is the digit after '{n' in the key's tag (a prefix holds no
+-- braces), so a record's bucket follows from its SimHash.  A decision inserts first, then
+-- takes a global order number, then reads the buckets (near_pending, HMGET; the client measures the
+-- Hamming distances, which cost Lua ~100 times what they cost numpy) --
+-- scrapy_dedup/store/redis_near.py gives the argument why no two near duplicates are both
+-- kept.  Every call is atomic on one slot, and a batch of decisions adds, reads and settles
+-- all its entries of one group with one call each.
 local NEAR_WIDTH = 16
-
-local POPCOUNT8 = {}
-for i = 0, 255 do
-  local n, x = 0, i
-  while x > 0 do
-    n = n + (x % 2)
-    x = (x - x % 2) / 2
-  end
-  POPCOUNT8[i] = n
-end
-
-local function hamming64(blob, pos, fp)
-  local d = 0
-  for i = 0, 7 do
-    d = d + POPCOUNT8[bit.bxor(string.byte(blob, pos + i), string.byte(fp, i + 1))]
-  end
-  return d
-end
 
 local function check_entry(fp, token)
   if #fp ~= 8 or #token ~= 8 then return 'a near-duplicate entry is an 8-byte SimHash and an 8-byte token' end
   return nil
 end
 
--- Appends a near-duplicate record to the blob at key unless it is there already.
-local function add_once(key, record)
-  local blob = redis.call('GET', key) or ''
-  if find_record(blob, record, NEAR_WIDTH) == nil then
-    redis.call('APPEND', key, record)
+-- The table a group's hash belongs to (0-3), or nil.
+local function near_table(key)
+  return tonumber(string.match(key, '{n(%d)'))
+end
+
+-- The bucket (2-byte field) of a record or SimHash in `table`: its block, big-endian.
+local function near_field(fp, table)
+  return string.sub(fp, 7 - 2 * table, 8 - 2 * table)
+end
+
+-- Records of one hash's buckets, read once and written back once: a batch's working copy.
+local function near_buckets(key, table)
+  return {key = key, table = table, blobs = {}, order = {}}
+end
+
+local function bucket_of(b, field)
+  local blob = b.blobs[field]
+  if blob == nil then
+    blob = redis.call('HGET', b.key, field) or ''
+    b.blobs[field] = blob
+  end
+  return blob
+end
+
+local function bucket_set(b, field, blob)
+  if b.order[field] == nil then
+    b.order[field] = true
+    b.order[#b.order + 1] = field  -- first-changed order, so the writes are deterministic
+  end
+  b.blobs[field] = blob
+end
+
+-- Reads the buckets of `fields` not read yet with one HMGET (a call from Lua costs about as
+-- much as the work on one bucket).
+local function buckets_read(b, fields)
+  local wanted, seen = {}, {}
+  for _, field in ipairs(fields) do
+    if b.blobs[field] == nil and not seen[field] then
+      seen[field] = true
+      wanted[#wanted + 1] = field
+    end
+  end
+  for i = 1, #wanted, 1000 do  -- unpack() is bounded by Lua's stack
+    local chunk = {unpack(wanted, i, math.min(i + 999, #wanted))}
+    local values = redis.call('HMGET', b.key, unpack(chunk))
+    for j, field in ipairs(chunk) do b.blobs[field] = values[j] or '' end
   end
 end
 
--- Takes a near-duplicate record out of the blob at key; replies 1, or 0 when it was not there.
-local function remove_once(key, record)
-  local blob = redis.call('GET', key) or ''
-  local pos = find_record(blob, record, NEAR_WIDTH)
-  if pos == nil then return 0 end
-  put_blob(key, without_record(blob, pos, NEAR_WIDTH))
+local function buckets_write(b)
+  local set, gone = {}, {}
+  for _, field in ipairs(b.order) do
+    local blob = b.blobs[field]
+    if blob == '' then
+      gone[#gone + 1] = field
+    else
+      set[#set + 1] = field
+      set[#set + 1] = blob
+    end
+  end
+  for i = 1, #set, 1000 do redis.call('HSET', b.key, unpack(set, i, math.min(i + 999, #set))) end
+  for i = 1, #gone, 1000 do redis.call('HDEL', b.key, unpack(gone, i, math.min(i + 999, #gone))) end
+end
+
+-- Adds `record` to its bucket unless it is there; replies 1 if added.
+local function add_record(b, record)
+  local field = near_field(record, b.table)
+  local blob = bucket_of(b, field)
+  if find_record(blob, record, NEAR_WIDTH) ~= nil then return 0 end
+  bucket_set(b, field, blob .. record)
   return 1
 end
 
--- A function of (keys, args) that checks the entry's arguments (simhash, token, ...) and then
--- calls action(keys, record, args) with the entry's 16-byte record.
+-- Takes `record` out of its bucket; replies 1, or 0 when it was not there.
+local function remove_record(b, record)
+  local field = near_field(record, b.table)
+  local blob = bucket_of(b, field)
+  local pos = find_record(blob, record, NEAR_WIDTH)
+  if pos == nil then return 0 end
+  bucket_set(b, field, without_record(blob, pos, NEAR_WIDTH))
+  return 1
+end
+
+-- The (settled, pending) working copies of a call's two keys, or nil and an error.
+local function near_pair(keys)
+  local table = near_table(keys[1])
+  if table == nil or table > 3 or near_table(keys[2]) ~= table then
+    return nil, 'a near-duplicate call takes a settled and a pending hash of one table'
+  end
+  return near_buckets(keys[1], table), near_buckets(keys[2], table)
+end
+
+-- A function of (keys, args) that checks the entry's arguments (simhash, token, ...), calls
+-- action(settled, pending, record, args) and writes the buckets back.
 local function on_entry(action)
   return function(keys, args)
     local err = check_entry(args[1], args[2])
     if err then return fail(err) end
-    return action(keys, args[1] .. args[2], args)
+    local settled, pending = near_pair(keys)
+    if settled == nil then return fail(pending) end
+    local reply = action(settled, pending, args[1] .. args[2], args)
+    buckets_write(settled)
+    buckets_write(pending)
+    return reply
   end
 end
 
--- ARGV: simhash, token.  Adds a pending entry (once).
-local near_add = on_entry(function(keys, record)
-  add_once(keys[2], record)
-  return 1
-end)
-
-local function scan_blob(blob, fp, max_distance, out)
-  local n = #blob / NEAR_WIDTH
-  for i = 0, n - 1 do
-    local pos = i * NEAR_WIDTH + 1
-    if hamming64(blob, pos, fp) <= max_distance then
-      out[#out + 1] = string.sub(blob, pos, pos + NEAR_WIDTH - 1)
-    end
-  end
+-- The 16-byte records of a blob argument, or nil when its length is not a multiple of 16.
+local function records_of(blob)
+  if #blob % NEAR_WIDTH ~= 0 then return nil end
+  local out = {}
+  for pos = 1, #blob, NEAR_WIDTH do out[#out + 1] = string.sub(blob, pos, pos + NEAR_WIDTH - 1) end
   return out
 end
 
--- ARGV: simhash, max distance.  Replies {settled records, pending records} within the distance.
-local function near_scan(keys, args)
-  local fp, max_distance = args[1], tonumber(args[2])
-  if #fp ~= 8 or max_distance == nil then return fail('near_scan takes an 8-byte SimHash and a distance') end
-  local settled = scan_blob(redis.call('GET', keys[1]) or '', fp, max_distance, {})
-  local pending = scan_blob(redis.call('GET', keys[2]) or '', fp, max_distance, {})
-  return {settled, pending}
+local function fields_of(records, table)
+  local fields = {}
+  for i, record in ipairs(records) do fields[i] = near_field(record, table) end
+  return fields
 end
+
+-- ARGV: simhash, token.  Adds a pending entry (once).
+local near_add = on_entry(function(_, pending, record)
+  add_record(pending, record)
+  return 1
+end)
 
 -- ARGV: simhash, token, keep (1 or 0).  Takes the pending entry out and, with keep, enters it
 -- among the settled ones.  Replies 1, or 0 when the pending entry was no longer there (a
 -- caller whose lease expired and whose entries were reaped: it must decide again).
-local near_settle = on_entry(function(keys, record, args)
-  if remove_once(keys[2], record) == 0 then return 0 end
-  if args[3] == '1' then add_once(keys[1], record) end
+local near_settle = on_entry(function(settled, pending, record, args)
+  if remove_record(pending, record) == 0 then return 0 end
+  if args[3] == '1' then add_record(settled, record) end
   return 1
 end)
 
 -- ARGV: simhash, token.  Removes a settled entry (a representative replaced or gone).
-local near_remove = on_entry(function(keys, record)
-  return remove_once(keys[1], record)
+local near_remove = on_entry(function(settled, _, record)
+  return remove_record(settled, record)
 end)
 
 -- ARGV: simhash, token.  Enters a settled entry directly (a representative chosen without a
 -- race, e.g. a member promoted when its representative left).
-local near_put = on_entry(function(keys, record)
-  add_once(keys[1], record)
+local near_put = on_entry(function(settled, _, record)
+  add_record(settled, record)
   return 1
 end)
+
+-- ARGV: the records of a batch's entries in this group, concatenated.  Adds each as pending
+-- (once); replies how many were added.
+local function near_add_many(keys, args)
+  local settled, pending = near_pair(keys)
+  if settled == nil then return fail(pending) end
+  local records = records_of(args[1] or '')
+  if records == nil then return fail('near_add_many takes 16-byte records') end
+  buckets_read(pending, fields_of(records, pending.table))
+  local added = 0
+  for _, record in ipairs(records) do added = added + add_record(pending, record) end
+  buckets_write(pending)
+  return added
+end
+
+-- ARGV: records, concatenated; keep flags, one '1' or '0' per record.  near_settle for each;
+-- replies one '1' or '0' per record ('0': its pending entry was gone, reaped).
+local function near_settle_many(keys, args)
+  local settled, pending = near_pair(keys)
+  if settled == nil then return fail(pending) end
+  local records, keep = records_of(args[1] or ''), args[2] or ''
+  if records == nil or #keep ~= #records then
+    return fail('near_settle_many takes 16-byte records and one keep flag per record')
+  end
+  local fields, kept = fields_of(records, pending.table), {}
+  for i, field in ipairs(fields) do
+    if string.sub(keep, i, i) == '1' then kept[#kept + 1] = field end
+  end
+  buckets_read(pending, fields)
+  buckets_read(settled, kept)
+  local replies = {}
+  for i, record in ipairs(records) do
+    if remove_record(pending, record) == 0 then
+      replies[i] = '0'
+    else
+      if string.sub(keep, i, i) == '1' then add_record(settled, record) end
+      replies[i] = '1'
+    end
+  end
+  buckets_write(settled)
+  buckets_write(pending)
+  return table.concat(replies)
+end
+
+-- KEYS[1] a pending hash.  ARGV: 2-byte bucket fields, concatenated.  Replies the pending
+-- records of those buckets, concatenated: the client tells a record's bucket from its
+-- SimHash, and parses one reply per group however many buckets it asked for.  The settled
+-- buckets are read with a plain HMGET right after (Lua would copy their bytes three times:
+-- at 10^7 documents that was 100 us per decision); pending first, so that a decision that
+-- settles between the two reads is seen in one of them.
+local function near_pending(keys, args)
+  local blob = args[1] or ''
+  if #blob % 2 ~= 0 then return fail('near_pending takes 2-byte bucket fields') end
+  local fields = {}
+  for pos = 1, #blob, 2 do fields[#fields + 1] = string.sub(blob, pos, pos + 1) end
+  local pending = near_buckets(keys[1], 0)
+  buckets_read(pending, fields)
+  local out = {}
+  for i, field in ipairs(fields) do out[i] = pending.blobs[field] end
+  return table.concat(out)
+end
 
 -- Global order of pending decisions ---------------------------------------------------------
 -- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight.
@@ -355,6 +477,54 @@ local function order_reap(keys, args)
   if not value or tonumber(string.match(value, ':(%d+)$')) >= now_ms() then return 0 end
   redis.call('HDEL', keys[2], args[1])
   return 1
+end
+
+-- ARGV: lease in ms, then the tokens of a batch.  Takes consecutive order numbers, one per
+-- token in argument order, with one INCRBY and one HSET; replies the first number.
+local function order_take_many(keys, args)
+  local lease = lease_ms(args[1])
+  if not lease then return fail(LEASE_ERROR) end
+  local n = #args - 1
+  if n < 1 then return fail('order_take_many takes at least one token') end
+  local last = redis.call('INCRBY', keys[1], n)
+  local deadline = now_ms() + lease
+  local fields = {}
+  for i = 1, n do
+    fields[#fields + 1] = args[i + 1]
+    fields[#fields + 1] = (last - n + i) .. ':' .. deadline
+    if #fields >= 1000 or i == n then  -- unpack() is bounded by Lua's stack
+      redis.call('HSET', keys[2], unpack(fields))
+      fields = {}
+    end
+  end
+  return last - n + 1
+end
+
+-- ARGV: pairs (token, order).  Ends decisions in flight; replies per pair 1, or 0 when it
+-- had been reaped.
+local function order_release_many(keys, args)
+  local replies = {}
+  for i = 1, #args, 2 do
+    replies[#replies + 1] = delete_if_held(keys[2], args[i], args[i + 1], order_of)
+  end
+  return replies
+end
+
+-- ARGV: lease ms, then pairs (token, order).  order_renew for each pair; replies per pair.
+local function order_renew_many(keys, args)
+  local lease = lease_ms(args[1])
+  if not lease then return fail(LEASE_ERROR) end
+  local deadline = now_ms() + lease
+  local replies = {}
+  for i = 2, #args, 2 do
+    if held_by(keys[2], args[i], args[i + 1], order_of) then
+      redis.call('HSET', keys[2], args[i], args[i + 1] .. ':' .. deadline)
+      replies[#replies + 1] = 1
+    else
+      replies[#replies + 1] = 0
+    end
+  end
+  return replies
 end
 
 -- Clusters: joins and take-overs ----------------------------------------------------------
@@ -557,6 +727,8 @@ end
 -- Every function is registered as 'sdd_' .. its name; the readers with the no-writes flag, so
 -- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
 local WRITERS = {
+  {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
+  {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url},
   {'records_add', records_add}, {'records_remove', records_remove},
   {'exact_claim', exact_claim}, {'exact_release', exact_release},
@@ -567,7 +739,10 @@ local WRITERS = {
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
   {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
 }
-local READERS = {{'version', version}, {'records_find', records_find}, {'near_scan', near_scan}, {'order_get', order_get}}
+local READERS = {
+  {'near_pending', near_pending},
+  {'version', version}, {'records_find', records_find}, {'order_get', order_get},
+}
 
 for i = 1, #WRITERS do
   redis.register_function('sdd_' .. WRITERS[i][1], WRITERS[i][2])

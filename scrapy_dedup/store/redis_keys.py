@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-1``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-2``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -15,11 +15,14 @@ key                            holds                                  slots
                                (6-byte URL-key digest, uint16 run)
 ``P:x:{x<shard>}``             exact index: 16-byte content digest    4,096 shards, spread
                                -> 8-byte cluster id (hash)
-``P:n:{n<t><scope><block>}``   SimHash table ``t`` bucket of one      4 x 65,536 per scope,
-``P:np:{n<t><scope><block>}``  16-bit block: settled / pending        spread; a decision
-                               16-byte records (SimHash, token)       calls 4 of them
-``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCR and
-                                                                      one HSET per decision
+``P:n:{n<t><g>-<k>}<scope>``   SimHash table ``t``, slot group ``g``  4 x 16 groups, one
+``P:np:{n<t><g>-<k>}<scope>``  (the block's top 4 bits): settled /    slot each, evenly
+                               pending hash, field = the 16-bit       spaced over the 16,384
+                               block (2 bytes), value its 16-byte     slots; a decision calls
+                               records (SimHash, token)               4 groups, a batch one
+                                                                      call per group
+``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCRBY and
+                                                                      one HSET per batch
 ``P:c:{c<cluster id>}``        one cluster: representative and       one per cluster, spread
                                member ranks (hash)
 ``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
@@ -34,23 +37,40 @@ per URL for a set of 40-character fingerprints (scrapy-redis's dupefilter).
 
 Why near-duplicate decisions spread: a decision enters its SimHash in the four
 tables it belongs to (four slots), takes one order number (the only shared
-slot, and a cheap call), then scans the same four buckets. No bucket is locked
+slot, and a cheap call), then reads the same four buckets. No bucket is locked
 while another is read; see :mod:`scrapy_dedup.store.redis_near` for why two
 near duplicates are never both kept.
+
+Why slot groups: a batch of decisions touches hundreds of buckets; the buckets of
+one group are fields of one hash (one slot), so the batch adds, reads and settles
+them with one call per group (at most 64) with its records packed in one argument,
+instead of one call per bucket: the client's cost per command and per argument is
+what bounds decisions per second. Each table's 65,536 buckets fall in 16 groups by
+the block's top 4 bits, and each group's tag is chosen (the smallest ``k``) so that
+its slot lies in its own 256-slot window of the 16,384: the 64 slots are evenly
+spaced, so any split of the slot range into contiguous shares (as ``redis-cli
+--cluster create`` makes) gives each master its share of the tables, and no slot
+carries more than 1/64 of the near-duplicate work. The scope is in the key name,
+outside the tag: every scope uses the same 64 balanced slots. Fewer groups would
+mean fewer calls per batch but a coarser spread (16 slots cannot be split evenly
+over 3 masters); more groups, more calls per batch.
 """
 
 from __future__ import annotations
 
+import binascii
+import functools
 import re
 import struct
 from collections.abc import Sequence
 
+import numpy as np
 import xxhash
 
 from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
 from scrapy_dedup.core.representative import Candidate, authority_rank
 
-LAYOUT = "redis-1"
+LAYOUT = "redis-2"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
@@ -150,18 +170,137 @@ def cluster_token(cluster_id: str) -> bytes:
 # -- near-duplicate tables ------------------------------------------------------------------
 
 
-def near_buckets(prefix: str, scope: str, simhash: int) -> list[tuple[str, str]]:
-    """(settled key, pending key) of the BLOCKS buckets a SimHash belongs to.
+#: a table's buckets fall in 2**NEAR_GROUP_BITS slot groups by the top bits of their block
+NEAR_GROUP_BITS = 4
+CLUSTER_SLOTS = 16384
 
-    >>> [k for k, _ in near_buckets("p", "", 0x0123_4567_89AB_CDEF)][0].endswith("cdef}")
+
+def key_slot(tag: str) -> int:
+    """The Redis Cluster slot of a hash tag (CRC16/XMODEM modulo 16,384)."""
+    return binascii.crc_hqx(tag.encode("ascii"), 0) % CLUSTER_SLOTS
+
+
+@functools.cache
+def near_group_tags() -> tuple[tuple[str, ...], ...]:
+    """``tags[table][group]``: the hash tag of one slot group, ``n<table><group>-<k>``.
+
+    Group ``g`` of table ``t`` is window ``4g + t`` of 64 equal windows over the slots;
+    ``k`` is the smallest number that puts the tag's slot in it.
+
+    >>> tags = near_group_tags()
+    >>> len(tags), len(tags[0]), tags[0][0]
+    (4, 16, 'n00-79')
+    >>> sorted(key_slot(tag) // 256 for row in tags for tag in row) == list(range(64))
+    True
+    """
+    groups = 1 << NEAR_GROUP_BITS
+    width = CLUSTER_SLOTS // (groups * BLOCKS)
+    tags = []
+    for table in range(BLOCKS):
+        row = []
+        for group in range(groups):
+            window = group * BLOCKS + table
+            k = 0
+            while key_slot(f"n{table}{group:x}-{k}") // width != window:
+                k += 1
+            row.append(f"n{table}{group:x}-{k}")
+        tags.append(tuple(row))
+    return tuple(tags)
+
+
+def near_group_of(table: int, block: int) -> int:
+    """The slot group of a block in its table, 0-15 (its top bits)."""
+    return block >> (BLOCK_BITS - NEAR_GROUP_BITS)
+
+
+def near_group(prefix: str, scope_id: str, table: int, group: int) -> tuple[str, str]:
+    """(settled hash, pending hash) of one slot group: ``scope_id`` is :func:`scope_digest` in hex.
+
+    >>> near_group("p", "00" * 8, 0, 0xc)
+    ('p:n:{n0c-23}0000000000000000', 'p:np:{n0c-23}0000000000000000')
+    """
+    tag = near_group_tags()[table][group]
+    return f"{prefix}:n:{{{tag}}}{scope_id}", f"{prefix}:np:{{{tag}}}{scope_id}"
+
+
+def near_block(simhash: int, table: int) -> int:
+    return (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK
+
+
+def near_field(block: int) -> bytes:
+    """The hash field of a bucket: its block, 2 bytes big-endian (the server derives the
+    same bytes from a record's SimHash)."""
+    return block.to_bytes(2, "big")
+
+
+def near_buckets(prefix: str, scope: str, simhash: int) -> list[tuple[str, str]]:
+    """(settled hash, pending hash) of the groups holding the BLOCKS buckets of a SimHash,
+    table by table; the server-side functions find the bucket in each from the SimHash.
+
+    >>> near_buckets("p", "", 0x0123_4567_89AB_CDEF)[0][0].startswith("p:n:{n0c-")
     True
     """
     sid = scope_digest(scope).hex()
-    out = []
-    for table in range(BLOCKS):
-        block = (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK
-        tag = f"n{table}{sid}{block:04x}"
-        out.append((f"{prefix}:n:{{{tag}}}", f"{prefix}:np:{{{tag}}}"))
+    return [
+        near_group(prefix, sid, table, near_group_of(table, near_block(simhash, table)))
+        for table in range(BLOCKS)
+    ]
+
+
+def key_tag(key: str) -> str:
+    """The hash tag of a key (what decides its slot)."""
+    start = key.index("{") + 1
+    return key[start : key.index("}", start)]
+
+
+def records_near(
+    parts: Sequence[tuple[int, bytes]], simhashes: Sequence[int], max_distance: int
+) -> list[set[tuple[int, bytes]]]:
+    """Per SimHash, the (SimHash, token) records within ``max_distance`` in its buckets.
+
+    ``parts``: (table, records of any buckets of that table, concatenated). A record lies
+    in the bucket of its own block in each table, so it is compared with the SimHashes of
+    the same block in the same table: one vectorised Hamming pass over every part.
+
+    >>> a, b = near_record(0x0001, b"a" * 8), near_record(0x0002, b"b" * 8)
+    >>> records_near([(0, a + b)], [0x1000_0000_0000_0001, 0x0003], 1)  # 0x0003: another bucket
+    [{(1, b'aaaaaaaa')}, set()]
+    """
+    out: list[set[tuple[int, bytes]]] = [set() for _ in simhashes]
+    parts = [(table, data) for table, data in parts if data]
+    if not parts or not simhashes:
+        return out
+    if any(len(data) % NEAR_RECORD for _, data in parts):
+        raise ValueError("a near-duplicate bucket's length is not a multiple of 16 bytes")
+    data = b"".join(d for _, d in parts)
+    records = np.frombuffer(data, dtype=">u8").reshape(-1, 2)
+    fps = records[:, 0].astype(np.uint64)
+    tables = np.repeat(
+        np.array([t for t, _ in parts], dtype=np.uint64),
+        [len(d) // NEAR_RECORD for _, d in parts],
+    )
+    mask = np.uint64(_BLOCK_MASK)
+    shift = np.uint64(BLOCK_BITS)
+    # one key per (table, block): records and SimHashes meet on equal keys
+    record_keys = (tables << shift) | ((fps >> (tables * shift)) & mask)
+    order = np.argsort(record_keys, kind="stable")
+    sorted_keys = record_keys[order]
+    queries = np.array([q & 0xFFFF_FFFF_FFFF_FFFF for q in simhashes], dtype=np.uint64)
+    q_tables = np.tile(np.arange(BLOCKS, dtype=np.uint64), len(queries))
+    q_fps = np.repeat(queries, BLOCKS)
+    query_keys = (q_tables << shift) | ((q_fps >> (q_tables * shift)) & mask)
+    lo = np.searchsorted(sorted_keys, query_keys, side="left")
+    hi = np.searchsorted(sorted_keys, query_keys, side="right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if not total:
+        return out
+    owner = np.repeat(np.arange(len(query_keys)), counts)
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    picked = order[np.arange(total) + starts]
+    close = np.bitwise_count(fps[picked] ^ q_fps[owner]) <= max_distance
+    for i, r in zip((owner[close] // BLOCKS).tolist(), picked[close].tolist()):
+        out[i].add((int(fps[r]), data[NEAR_RECORD * r + 8 : NEAR_RECORD * r + NEAR_RECORD]))
     return out
 
 
