@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-1``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-2``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -26,6 +26,10 @@ key                            holds                                  slots
 ``P:qz:{q<shard>}``            holds them (hash), lease deadlines
 ``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
                                (string with an expiry)                flight, spread
+``P:b:{b<g>-<k>}<scope>:``     LSH band ``<band>``, bucket            8 slot groups of 4
+``<band>:<bucket>``,           ``<bucket>`` (12 bits of the band      bands, evenly spaced;
+``P:bp:...``                   hash): settled / pending 16-byte       a decision calls each
+                               records (band hash, token)             group once per step
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
@@ -41,16 +45,18 @@ near duplicates are never both kept.
 
 from __future__ import annotations
 
+import binascii
+import functools
 import re
 import struct
 from collections.abc import Sequence
 
 import xxhash
 
-from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
+from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 from scrapy_dedup.core.representative import Candidate, authority_rank
 
-LAYOUT = "redis-1"
+LAYOUT = "redis-2"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
@@ -238,3 +244,101 @@ def decision_key(prefix: str, url_key: str) -> str:
 
 def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+# -- LSH band buckets -----------------------------------------------------------------------
+#
+# A document's 32 band hashes go to 32 buckets, one per band, named by (scope, band, top
+# BAND_BUCKET_BITS bits of the band hash). The {hash tag} names only the band group: the
+# BAND_GROUPS groups of BANDS // BAND_GROUPS consecutive bands are BAND_GROUPS slots, so one
+# call per group carries all of a document's records in it (8 calls per step instead of 32).
+# Each group's tag is chosen so that its slot lies near the middle of its own 1/8 of the
+# 16,384 slots: a cluster whose masters own equal contiguous slot ranges (as
+# ``redis-cli --cluster create`` makes) shares the band work as evenly as 8 slots can
+# (2 masters: 4 + 4 groups; 3 masters: 3 + 2 + 3; 4 masters: 2 each). The scope is in the key
+# name, outside the tag. Fewer groups would mean fewer calls per page but a coarser spread
+# over the masters (with 4, one of 3 masters would carry half of the band work); more groups,
+# more calls.
+#
+# A bucket is a string of 16-byte records (8-byte band hash, 8-byte cluster or decision
+# token). 12 bits give 4,096 buckets per band, 131,072 per scope: at 10^6 representatives a
+# bucket holds about 244 records (3.9 KB), at 10^7 about 2,440 (39 KB), and a lookup is one C
+# string search over it. The previous layout's 16 bits gave every document its own key in
+# each band up to about 10^5 documents, where a key's own overhead (about 100 bytes) was most
+# of the bytes.
+
+BAND_GROUPS = 8
+BAND_BUCKET_BITS = 12
+_SLOTS = 16384
+_BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
+
+
+def _slot(tag: str) -> int:
+    """The Redis Cluster slot of a hash tag (CRC16/XMODEM modulo 16,384)."""
+    return binascii.crc_hqx(tag.encode("ascii"), 0) % _SLOTS
+
+
+def band_group(band: int) -> int:
+    """The slot group of a band: bands 0-3 are group 0, 4-7 group 1, ...
+
+    >>> [band_group(b) for b in (0, 3, 4, 31)]
+    [0, 0, 1, 7]
+    """
+    return band // (BANDS // BAND_GROUPS)
+
+
+@functools.cache
+def band_tags() -> tuple[str, ...]:
+    """The hash tag of each band group, ``b<group>-<k>``: ``k`` is the smallest number that
+    puts the tag's slot within 256 slots of the middle of the group's 1/8 of the slots.
+
+    >>> tags = band_tags()
+    >>> len(tags), [_slot(t) * BAND_GROUPS // _SLOTS for t in tags]
+    (8, [0, 1, 2, 3, 4, 5, 6, 7])
+    """
+    width = _SLOTS // BAND_GROUPS
+    tags = []
+    for group in range(BAND_GROUPS):
+        middle = group * width + width // 2
+        k = 0
+        while abs(_slot(f"b{group}-{k}") - middle) >= _BAND_SLOT_SPREAD:
+            k += 1
+        tags.append(f"b{group}-{k}")
+    return tuple(tags)
+
+
+def band_bucket(prefix: str, scope_id: str, band: int, band_hash: int, kind: str = "b") -> str:
+    """The bucket of ``band_hash`` in ``band`` (``scope_id``: :func:`scope_digest` in hex).
+    ``kind`` ``b`` holds representatives (settled), ``bp`` decisions in flight (same slot).
+
+    >>> band_bucket("p", "00" * 8, 4, 0xABC0_0000_0000_0000).split("}")[1]
+    '0000000000000000:04:abc'
+    """
+    tag = band_tags()[band_group(band)]
+    return f"{prefix}:{kind}:{{{tag}}}{scope_id}:{band:02x}:{band_hash >> (64 - BAND_BUCKET_BITS):03x}"
+
+
+def band_calls(
+    prefix: str, scope: str, bands: Sequence[int], kinds: Sequence[str] = ("b",)
+) -> list[tuple[list[str], list[bytes]]]:
+    """Per band group, (keys, 8-byte band hashes): the bucket of each band of the group in
+    each of ``kinds``, in that order, and the band hash looked up or entered there. One
+    call to a band function per group, on one slot.
+
+    >>> calls = band_calls("p", "", list(range(32)), ("b", "bp"))
+    >>> len(calls), len(calls[0][0]), calls[0][0][4].startswith("p:bp:")
+    (8, 8, True)
+    """
+    sid = scope_digest(scope).hex()
+    groups: dict[int, tuple[list[str], list[bytes]]] = {}
+    for kind in kinds:
+        for band, band_hash in enumerate(bands):
+            keys, hashes = groups.setdefault(band_group(band), ([], []))
+            keys.append(band_bucket(prefix, sid, band, band_hash, kind))
+            hashes.append(_U64.pack(band_hash))
+    return [groups[g] for g in sorted(groups)]
+
+
+def band_pattern(prefix: str) -> str:
+    """SCAN pattern of every settled band bucket."""
+    return f"{_glob_escape(prefix)}:b:*"
