@@ -26,8 +26,8 @@ key                            holds                                  slots
 ``P:qz:{q<shard>}``            holds them (hash), lease deadlines
 ``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
                                (string with an expiry)                flight, spread
-``P:b:{b<g>-<k>}<scope>:``     LSH band ``<band>``, bucket            8 slot groups of 4
-``<band>:<bucket>``,           ``<bucket>`` (12 bits of the band      bands, evenly spaced;
+``P:b:{b<g>-<k>}[<scope>:]``   LSH band ``<band>``, bucket            8 slot groups of 4
+``<band><bucket>``,            ``<bucket>`` (12 bits of the band      bands, evenly spaced;
 ``P:bp:...``                   hash): settled / pending 16-byte       a decision calls each
                                records (band hash, token)             group once per step
 =============================  =====================================  =====================
@@ -307,15 +307,24 @@ def band_tags() -> tuple[str, ...]:
     return tuple(tags)
 
 
-def band_bucket(prefix: str, scope_id: str, band: int, band_hash: int, kind: str = "b") -> str:
-    """The bucket of ``band_hash`` in ``band`` (``scope_id``: :func:`scope_digest` in hex).
-    ``kind`` ``b`` holds representatives (settled), ``bp`` decisions in flight (same slot).
+def band_scope_id(scope: str) -> str:
+    """How a band bucket's name spells its scope: nothing for the default scope (most keys,
+    whose names are then 17 bytes shorter), else :func:`scope_digest` in hex and ``:``."""
+    return scope_digest(scope).hex() + ":" if scope else ""
 
-    >>> band_bucket("p", "00" * 8, 4, 0xABC0_0000_0000_0000).split("}")[1]
-    '0000000000000000:04:abc'
+
+def band_bucket(prefix: str, scope_id: str, band: int, band_hash: int, kind: str = "b") -> str:
+    """The bucket of ``band_hash`` in ``band`` (``scope_id``: :func:`band_scope_id`): two hex
+    digits of band, three of bucket. ``kind`` ``b`` holds representatives (settled), ``bp``
+    decisions in flight (same slot).
+
+    >>> band_bucket("p", band_scope_id(""), 4, 0xABC0_0000_0000_0000)
+    'p:b:{b1-43}04abc'
+    >>> band_bucket("p", band_scope_id("intranet"), 4, 0xABC0_0000_0000_0000).endswith(":04abc")
+    True
     """
     tag = band_tags()[band_group(band)]
-    return f"{prefix}:{kind}:{{{tag}}}{scope_id}:{band:02x}:{band_hash >> (64 - BAND_BUCKET_BITS):03x}"
+    return f"{prefix}:{kind}:{{{tag}}}{scope_id}{band:02x}{band_hash >> (64 - BAND_BUCKET_BITS):03x}"
 
 
 def band_calls(
@@ -329,7 +338,7 @@ def band_calls(
     >>> len(calls), len(calls[0][0]), calls[0][0][4].startswith("p:bp:")
     (8, 8, True)
     """
-    sid = scope_digest(scope).hex()
+    sid = band_scope_id(scope)
     groups: dict[int, tuple[list[str], list[bytes]]] = {}
     for kind in kinds:
         for band, band_hash in enumerate(bands):
