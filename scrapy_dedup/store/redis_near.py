@@ -46,9 +46,6 @@ logger = logging.getLogger(__name__)
 #: being decided (e.g. MinHash agreement with its representative). Must be symmetric.
 Confirm = Callable[[int, bytes], bool]
 
-#: one band group's keys, settled then pending buckets, and its 8-byte band hashes (twice)
-BandGroup = tuple[list[str], list[bytes]]
-
 
 @dataclass(slots=True)
 class NearOutcome:
@@ -68,6 +65,11 @@ class NearOutcome:
 
 class DecisionReaped(Exception):
     """This decision's lease ran out and another process removed it: decide again."""
+
+
+#: one band group's keys (settled then pending buckets) and its 8-byte band hashes (twice):
+#: the arguments of one call to a band function, on one slot
+BandGroup = tuple[list[str], list[bytes]]
 
 
 class NearDecisions:
