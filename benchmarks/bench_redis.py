@@ -480,6 +480,36 @@ def bench_index_bytes(server_url: str, counts: tuple[int, ...], seed: int = 17) 
     return out
 
 
+def bench_band_bucket_cost(server_url: str, calls: int = 1000, seed: int = 23) -> dict:
+    """Server time of one band-group lookup (``sdd_records_find`` over 4 buckets) with the
+    buckets as full as 10^6 and 10^7 documents make them at 12, 14 and 16 bucket bits: what
+    the choice of BAND_BUCKET_BITS trades against the per-key bytes."""
+    import uuid
+
+    from scrapy_dedup.store.redis_functions import StoreFunctions, connect, primaries
+
+    client = connect(server_url)
+    StoreFunctions(client, "bench")
+    node = primaries(client)[0]
+    rng = random.Random(seed)
+    prefix = f"bench:{uuid.uuid4().hex[:8]}"
+    keys = [f"{prefix}:b:{{b0}}{i}" for i in range(4)]
+    out: dict[str, dict[str, float]] = {}
+    for bits in (12, 14, 16):
+        for docs in (10**6, 10**7):
+            records = max(1, docs >> bits)
+            for key in keys:
+                client.set(key, rng.randbytes(16 * records))
+            needles = [rng.randbytes(8) for _ in keys]
+            before = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
+            for _ in range(calls):
+                client.fcall("sdd_records_find", len(keys), *keys, *needles)
+            after = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
+            out.setdefault(str(bits), {})[str(docs)] = (after - before) / calls
+    client.delete(*keys)
+    return out
+
+
 def bench_store_time(server_url: str, pages: int) -> dict:
     """Per page, the time a crawl process spends on the store (client wall time: round trips
     and server work) against the time it spends extracting, on the same pages in one process:
@@ -574,6 +604,7 @@ def _measure(tmp: Path, n_urls: int, n_docs: int, per_client: int, n_sketch: int
         store_time = bench_store_time(single.url, CRAWL_PAGES[size])
         log(NAME, f"near-duplicate index bytes at {', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[size])} documents ...")
         store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[size])
+        store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
         log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes "
                   f"({CRAWL_PAGES[size]} pages) ...")
         crawls = bench_processes(single.url, tmp, CRAWL_PAGES[size], PROCESS_COUNTS)
@@ -661,6 +692,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row(NAME, f"LSH band lookup of one document at {int(count):,} documents (32 bands, one call "
                         "per band group)", f"{r['band_lookup_ms']:.2f} ms, {r['band_lookup_server_us']:.0f} us "
                         "of server time", "", "", "report", None))
+    cost = store_time["band_bucket_cost_us"]
+    rows.append(row(NAME, "server time of one band-group lookup (4 buckets) as full as 10^6 / 10^7 documents "
+                    "make them, by bucket bits (the layout uses 14)",
+                    "; ".join(f"{bits} bits {c['1000000']:.0f} / {c['10000000']:.0f} us" for bits, c in cost.items()),
+                    "", "", "report", None))
     reference = crawls["leveldb, 1 process"]
     for label, r in crawls.items():
         if label == "leveldb, 1 process":

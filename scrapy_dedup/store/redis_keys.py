@@ -27,7 +27,7 @@ key                            holds                                  slots
 ``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
                                (string with an expiry)                flight, spread
 ``P:b:{b<g>-<k>}[<scope>:]``   LSH band ``<band>``, bucket            8 slot groups of 4
-``<band><bucket>``,            ``<bucket>`` (12 bits of the band      bands, evenly spaced;
+``<band><bucket>``,            ``<bucket>`` (14 bits of the band      bands, evenly spaced;
 ``P:bp:...``                   hash): settled / pending 16-byte       a decision calls each
                                records (band hash, token)             group once per step
 =============================  =====================================  =====================
@@ -261,14 +261,16 @@ def _glob_escape(text: str) -> str:
 # more calls.
 #
 # A bucket is a string of 16-byte records (8-byte band hash, 8-byte cluster or decision
-# token). 12 bits give 4,096 buckets per band, 131,072 per scope: at 10^6 representatives a
-# bucket holds about 244 records (3.9 KB), at 10^7 about 2,440 (39 KB), and a lookup is one C
-# string search over it. The previous layout's 16 bits gave every document its own key in
-# each band up to about 10^5 documents, where a key's own overhead (about 100 bytes) was most
-# of the bytes.
+# token). 14 bits give 16,384 buckets per band, 524,288 per scope: at 10^6 representatives a
+# bucket holds about 61 records (1 KB), at 10^7 about 610 (9.8 KB). A call reads its buckets
+# whole into the function, so the server time grows with them (bench_redis.py, one group's
+# 4 buckets: 25 us at 10^6 and 85 us at 10^7 documents with 14 bits, 43 and 333 us with 12,
+# 18 and 33 us with 16), while each key costs about 110 bytes of its own: at 10^5 random
+# documents the band buckets take 986 bytes per document with 14 bits, 664 with 12 and
+# 2,470 with the previous layout's 16 (a key per band per document up to there).
 
 BAND_GROUPS = 8
-BAND_BUCKET_BITS = 12
+BAND_BUCKET_BITS = 14
 _SLOTS = 16384
 _BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
 
@@ -315,16 +317,16 @@ def band_scope_id(scope: str) -> str:
 
 def band_bucket(prefix: str, scope_id: str, band: int, band_hash: int, kind: str = "b") -> str:
     """The bucket of ``band_hash`` in ``band`` (``scope_id``: :func:`band_scope_id`): two hex
-    digits of band, three of bucket. ``kind`` ``b`` holds representatives (settled), ``bp``
+    digits of band, four of bucket. ``kind`` ``b`` holds representatives (settled), ``bp``
     decisions in flight (same slot).
 
     >>> band_bucket("p", band_scope_id(""), 4, 0xABC0_0000_0000_0000)
-    'p:b:{b1-43}04abc'
-    >>> band_bucket("p", band_scope_id("intranet"), 4, 0xABC0_0000_0000_0000).endswith(":04abc")
+    'p:b:{b1-43}042af0'
+    >>> band_bucket("p", band_scope_id("intranet"), 4, 0xABC0_0000_0000_0000).endswith(":042af0")
     True
     """
     tag = band_tags()[band_group(band)]
-    return f"{prefix}:{kind}:{{{tag}}}{scope_id}{band:02x}{band_hash >> (64 - BAND_BUCKET_BITS):03x}"
+    return f"{prefix}:{kind}:{{{tag}}}{scope_id}{band:02x}{band_hash >> (64 - BAND_BUCKET_BITS):04x}"
 
 
 def band_calls(
