@@ -348,8 +348,3 @@ def band_calls(
             keys.append(band_bucket(prefix, sid, band, band_hash, kind))
             hashes.append(_U64.pack(band_hash))
     return [groups[g] for g in sorted(groups)]
-
-
-def band_pattern(prefix: str) -> str:
-    """SCAN pattern of every settled band bucket."""
-    return f"{_glob_escape(prefix)}:b:*"
