@@ -627,7 +627,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     frontier, near, sketch, store_time, crawls = results
-    index_bytes = store_time["index_bytes"]
 
     ours, theirs = frontier["ours"], frontier["scrapy_redis"]
     label = {10**6: "10^6", 10**7: "10^7"}.get(n_urls, f"{n_urls:,}")
@@ -683,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"({store_time['documents']} documents; MEMORY USAGE)",
                     ", ".join(f"{f} {fmt(b)}" for f, b in sorted(per_family.items(), key=lambda e: -e[1])[:8]),
                     f"all {fmt(sum(per_family.values()))}", "", "report", None))
-    for count, r in index_bytes.items():
+    for count, r in store_time["index_bytes"].items():
         fams = r["bytes_by_family"]
         rows.append(row(NAME, f"near-duplicate index bytes per document at {int(count):,} random documents "
                         "(LSH band buckets b, SimHash tables n; MEMORY USAGE)",
