@@ -60,6 +60,8 @@ SIZES_N = {
 CLIENTS = 4
 #: pages of the PostgreSQL docs crawled by 1, 2 and 4 processes, and decided in one for the store's time
 CRAWL_PAGES = {"tiny": 60, "default": 400, "large": 1000}
+#: documents with random fingerprints entered in the near-duplicate index, for its bytes per document
+INDEX_BYTES_DOCS = {"tiny": (1_000,), "default": (1_000, 100_000), "large": (1_000, 100_000, 1_000_000)}
 PROCESS_COUNTS = (1, 2, 4)
 TARGET_BYTES_PER_DOCUMENT = 1536
 TARGET_STORE_SHARE = 0.10
@@ -454,6 +456,128 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
     return runs
 
 
+def _counting_connection():
+    """A redis-py connection class that counts the commands it sends and its round trips
+    (one per write to the socket: a command alone, or a whole pipeline)."""
+    import redis
+
+    class Counting(redis.Connection):
+        commands = 0
+        round_trips = 0
+
+        def send_command(self, *args, **kwargs):
+            Counting.commands += 1
+            return super().send_command(*args, **kwargs)
+
+        def pack_commands(self, commands):
+            commands = list(commands)
+            Counting.commands += len(commands)
+            return super().pack_commands(commands)
+
+        def send_packed_command(self, command, check_health=True):
+            Counting.round_trips += 1
+            return super().send_packed_command(command, check_health)
+
+    return Counting
+
+
+def _family(key: bytes, prefix: str) -> str:
+    """``b``, ``n``, ``t:url``, ... : the part of a key between the crawl's prefix and its tag."""
+    rest = key.decode("utf-8", "surrogateescape")[len(prefix) + 1 :]
+    return rest.split("{", 1)[0].rstrip(":") or rest
+
+
+def bytes_by_family(client, prefix: str) -> dict[str, dict[str, int]]:
+    """Per key family of one crawl's prefix: keys and bytes (``MEMORY USAGE``, exact: SAMPLES 0)."""
+    from scrapy_dedup.store.redis_functions import primaries
+
+    out: dict[str, dict[str, int]] = {}
+    for node in primaries(client):
+        keys = list(node.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start : start + 1000]
+            pipe = node.pipeline(transaction=False)
+            for key in chunk:
+                pipe.memory_usage(key, samples=0)
+            for key, used in zip(chunk, pipe.execute()):
+                entry = out.setdefault(_family(key, prefix), {"keys": 0, "bytes": 0})
+                entry["keys"] += 1
+                entry["bytes"] += int(used or 0)
+    return dict(sorted(out.items()))
+
+
+def bench_index_bytes(server_url: str, counts: tuple[int, ...], seed: int = 17) -> dict:
+    """Bytes per document of the near-duplicate index (LSH band buckets and SimHash tables)
+    after N documents with random fingerprints entered through the store's batch API."""
+    import uuid
+
+    from scrapy_dedup.core.bands import BANDS
+    from scrapy_dedup.store.redis_store import RedisStore
+
+    rng = random.Random(seed)
+    out = {}
+    for n in counts:
+        store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
+        try:
+            looked_up = []
+            for start in range(0, n, 500):
+                with store.batch() as batch:
+                    for i in range(start, min(n, start + 500)):
+                        bands = [rng.getrandbits(64) for _ in range(BANDS)]
+                        batch.index_near("", rng.getrandbits(64), bands, f"{i:016x}")
+                        if i % max(1, n // 200) == 0:
+                            looked_up.append((f"{i:016x}", bands))
+            # a lookup of a document's 32 bands (one call per band group): server time at this size
+            calls_before, usec_before = _commandstats(store.client)
+            t0 = time.perf_counter()
+            for cid, bands in looked_up:
+                assert cid in store.band_candidates("", bands)
+            lookup_s = (time.perf_counter() - t0) / len(looked_up)
+            calls_after, usec_after = _commandstats(store.client)
+            families = bytes_by_family(store.client, store.prefix)
+            store.client.delete(*[k for k in store.client.scan_iter(match=f"{store.prefix}:*", count=1000)])
+        finally:
+            store.close()
+        out[str(n)] = {
+            "documents": n,
+            "band_lookup_ms": 1000 * lookup_s,
+            "band_lookup_server_us": (usec_after - usec_before) / len(looked_up),
+            "bytes_by_family": families,
+            "bytes_per_document": {f: v["bytes"] / n for f, v in families.items() if f not in ("m",)},
+        }
+    return out
+
+
+def bench_band_bucket_cost(server_url: str, calls: int = 1000, seed: int = 23) -> dict:
+    """Server time of one band-group lookup (``sdd_records_find`` over 4 buckets) with the
+    buckets as full as 10^6 and 10^7 documents make them at 12, 14 and 16 bucket bits: what
+    the choice of BAND_BUCKET_BITS trades against the per-key bytes."""
+    import uuid
+
+    from scrapy_dedup.store.redis_functions import StoreFunctions, connect, primaries
+
+    client = connect(server_url)
+    StoreFunctions(client, "bench")
+    node = primaries(client)[0]
+    rng = random.Random(seed)
+    prefix = f"bench:{uuid.uuid4().hex[:8]}"
+    keys = [f"{prefix}:b:{{b0}}{i}" for i in range(4)]
+    out: dict[str, dict[str, float]] = {}
+    for bits in (12, 14, 16):
+        for docs in (10**6, 10**7):
+            records = max(1, docs >> bits)
+            for key in keys:
+                client.set(key, rng.randbytes(16 * records))
+            needles = [rng.randbytes(8) for _ in keys]
+            before = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
+            for _ in range(calls):
+                client.fcall("sdd_records_find", len(keys), *keys, *needles)
+            after = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
+            out.setdefault(str(bits), {})[str(docs)] = (after - before) / calls
+    client.delete(*keys)
+    return out
+
+
 def bench_store_time(server_url: str, pages: int) -> dict:
     """Per page, the time a crawl process spends on the store (client wall time: round trips
     and server work) against the time it spends extracting, on the same pages in one process:
@@ -500,20 +624,34 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp, LevelDBStore(str(Path(tmp) / "store"), {"bench": 1}) as store:
         leveldb_s = store_pass(store)
     store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
+    counting = _counting_connection()
     try:
+        # the same store on connections that count what the client sends
+        pool = store.client.connection_pool
+        pool.disconnect()
+        pool.reset()
+        pool.connection_class = counting
         calls_before, usec_before = _commandstats(store.client)
+        sent_before, trips_before = counting.commands, counting.round_trips
         redis_s = store_pass(store)
+        sent, trips = counting.commands - sent_before, counting.round_trips - trips_before
         calls_after, usec_after = _commandstats(store.client)
         t0 = time.perf_counter()
         for _ in range(1000):
             store.client.ping()
         ping_us = (time.perf_counter() - t0) * 1000
+        families = bytes_by_family(store.client, store.prefix)
+        documents = sum(1 for _ in store.iter_clusters())
     finally:
         store.close()
-    return {"pages": len(analysed), "extract_ms": 1000 * extract_s, "redis_store_ms": 1000 * redis_s,
+    n = len(analysed)
+    return {"pages": n, "extract_ms": 1000 * extract_s, "redis_store_ms": 1000 * redis_s,
             "leveldb_store_ms": 1000 * leveldb_s, "redis_over_extract": redis_s / extract_s,
-            "server_calls_per_page": (calls_after - calls_before) / len(analysed),
-            "server_us_per_page": (usec_after - usec_before) / len(analysed), "ping_us": ping_us}
+            "client_commands_per_page": sent / n, "round_trips_per_page": trips / n,
+            "server_calls_per_page": (calls_after - calls_before) / n,
+            "server_us_per_page": (usec_after - usec_before) / n, "ping_us": ping_us,
+            "documents": documents, "bytes_by_family": families,
+            "bytes_per_document_by_family": {f: v["bytes"] / documents for f, v in families.items()}}
 
 
 def measure_near(single, cluster, doc_counts: list[int], per_client: int, one_by_one: int) -> list[dict]:
@@ -544,6 +682,9 @@ def _measure(tmp: Path, n_urls: int, doc_counts: list[int], per_client: int, n_s
         sketch = bench_datasketch(single.url, n_sketch)
         log(NAME, f"store time per page against extraction, {CRAWL_PAGES[size]} PostgreSQL pages ...")
         store_time = bench_store_time(single.url, CRAWL_PAGES[size])
+        log(NAME, f"near-duplicate index bytes at {', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[size])} documents ...")
+        store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[size])
+        store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
         log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes "
                   f"({CRAWL_PAGES[size]} pages) ...")
         crawls = bench_processes(single.url, tmp, CRAWL_PAGES[size], PROCESS_COUNTS)
@@ -663,8 +804,29 @@ def main(argv: list[str] | None = None) -> int:
                     f"{100 * store_time['redis_over_extract']:.1f}% of extraction", "< 10% of extraction",
                     store_time["redis_over_extract"] < TARGET_STORE_SHARE))
     rows.append(row(NAME, "store time per page: where it goes (Redis)",
-                    f"{store_time['server_calls_per_page']:.0f} commands, {store_time['server_us_per_page']:.0f} us "
+                    f"{store_time['client_commands_per_page']:.0f} commands sent in "
+                    f"{store_time['round_trips_per_page']:.1f} round trips ({store_time['server_calls_per_page']:.0f} "
+                    f"with the functions' own), {store_time['server_us_per_page']:.0f} us "
                     f"of server time; one round trip (PING) {store_time['ping_us']:.0f} us", "", "", "report", None))
+    per_family = store_time["bytes_per_document_by_family"]
+    rows.append(row(NAME, f"bytes per document by key family after the {store_time['pages']} pages "
+                    f"({store_time['documents']} documents; MEMORY USAGE)",
+                    ", ".join(f"{f} {fmt(b)}" for f, b in sorted(per_family.items(), key=lambda e: -e[1])[:8]),
+                    f"all {fmt(sum(per_family.values()))}", "", "report", None))
+    for count, r in store_time["index_bytes"].items():
+        fams = r["bytes_by_family"]
+        rows.append(row(NAME, f"near-duplicate index bytes per document at {int(count):,} random documents "
+                        "(LSH band buckets b, SimHash tables n; MEMORY USAGE)",
+                        ", ".join(f"{f} {fmt(v['bytes'] / r['documents'])} ({v['keys']:,} keys)"
+                                  for f, v in fams.items() if f in ("b", "n")), "", "", "report", None))
+        rows.append(row(NAME, f"LSH band lookup of one document at {int(count):,} documents (32 bands, one call "
+                        "per band group)", f"{r['band_lookup_ms']:.2f} ms, {r['band_lookup_server_us']:.0f} us "
+                        "of server time", "", "", "report", None))
+    cost = store_time["band_bucket_cost_us"]
+    rows.append(row(NAME, "server time of one band-group lookup (4 buckets) as full as 10^6 / 10^7 documents "
+                    "make them, by bucket bits (the layout uses 14)",
+                    "; ".join(f"{bits} bits {c['1000000']:.0f} / {c['10000000']:.0f} us" for bits, c in cost.items()),
+                    "", "", "report", None))
     reference = crawls["leveldb, 1 process"]
     for label, r in crawls.items():
         if label == "leveldb, 1 process":

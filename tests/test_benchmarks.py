@@ -200,6 +200,13 @@ def test_redis(tmp_path, corpus):
         assert data["datasketch"]["bytes_per_document"] > 0
     store_time = data["store_time"]
     assert store_time["extract_ms"] > 0 and store_time["redis_store_ms"] > 0 and store_time["server_calls_per_page"] > 0
+    # what the client sends per page, and where the bytes are: one call per band group, not per band
+    assert 0 < store_time["round_trips_per_page"] < store_time["client_commands_per_page"] < 120
+    assert store_time["bytes_by_family"]["b"]["keys"] > 0 and store_time["bytes_per_document_by_family"]["t:url"] > 0
+    for count, index in store_time["index_bytes"].items():
+        assert index["documents"] == int(count) and index["band_lookup_server_us"] > 0
+        assert index["bytes_by_family"]["b"]["bytes"] > 16 * 32 * index["documents"]  # 32 records of 16 bytes each
+    assert set(store_time["band_bucket_cost_us"]) == {"12", "14", "16"}
     # the site crawled by 1, 2 and 4 processes over one Redis store: each ends as one process on LevelDB
     assert set(data["crawls"]) == {"leveldb, 1 process", "redis, 1 process", "redis, 2 processes", "redis, 4 processes"}
     for label, crawl in data["crawls"].items():

@@ -276,3 +276,52 @@ def test_every_key_of_one_call_is_in_one_slot_and_the_tables_spread(redis_cluste
     assert slot(q) == slot(qz)
     frontier_slots = {slot(rk.frontier_slot("crawl", f"https://h/{i}")[0]) for i in range(500)}
     assert len(frontier_slots) > 450
+
+
+# -- LSH band buckets -------------------------------------------------------------------------
+
+
+def test_a_document_s_band_records_take_one_call_per_group(fn):
+    from scrapy_dedup.core.bands import BANDS
+
+    client = fn.client
+    bands = [(band + 1) << 56 | band for band in range(BANDS)]
+    calls = rk.band_calls(fn.prefix, "", bands, ("b", "bp"))
+    assert len(calls) == rk.BAND_GROUPS
+    token, other = b"T" * 8, b"O" * 8
+    for keys, hashes in calls:
+        settled, pending = keys[: len(keys) // 2], keys[len(keys) // 2 :]
+        records = [h + token for h in hashes[: len(keys) // 2]]
+        assert client.fcall("sdd_records_add", len(settled), *settled, *records) == len(settled)
+        assert client.fcall("sdd_records_add", len(settled), *settled, *records) == 0  # once only
+        # one key named twice: both records go in
+        assert client.fcall("sdd_records_add", 2, pending[0], pending[0], hashes[0] + token, hashes[0] + other) == 2
+        found = client.fcall("sdd_records_find", len(keys), *keys, *hashes)
+        assert [sorted(f) for f in found] == [[token]] * len(settled) + [[other, token]] + [[]] * (len(pending) - 1)
+        assert client.fcall("sdd_records_remove", 2, pending[0], settled[1], hashes[0] + other, hashes[1] + token) == 2
+        found = client.fcall("sdd_records_find", len(keys), *keys, *hashes)
+        assert [len(f) for f in found] == [1, 0, 1, 1, 1, 0, 0, 0]
+    keys, hashes = calls[0]
+    with pytest.raises(redis.ResponseError, match="one record per key"):
+        client.fcall("sdd_records_add", 2, keys[0], keys[1], hashes[0] + token)
+    with pytest.raises(redis.ResponseError, match="16 bytes"):
+        client.fcall("sdd_records_add", 1, keys[0], hashes[0])
+    # a band hash is looked up in its own band's bucket only, and a record key must start a record
+    assert client.fcall("sdd_records_find", 1, keys[0], hashes[1]) == [[]]
+    assert client.fcall("sdd_records_find", 1, keys[0], (hashes[0] + token)[4:12]) == [[]]
+
+
+def test_band_groups_are_one_slot_each_and_spread_over_the_masters(redis_cluster):
+    client = connect(redis_cluster.url)
+    rng = random.Random(3)
+    masters: dict[str, int] = {}
+    for _ in range(50):
+        bands = [rng.getrandbits(64) for _ in range(32)]
+        for scope in ("", "intranet"):
+            calls = rk.band_calls("crawl", scope, bands, ("b", "bp"))
+            for keys, _ in calls:
+                assert len({client.keyslot(k) for k in keys}) == 1
+    for tag in rk.band_tags():
+        name = client.nodes_manager.get_node_from_slot(client.keyslot("{" + tag + "}")).name
+        masters[name] = masters.get(name, 0) + 1
+    assert sorted(masters.values()) == [2, 3, 3]

@@ -159,3 +159,57 @@ def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_aga
         assert dupefilter.request_seen(Request(known, meta={"dedup_recheck": True}))
     finally:
         state.close()
+
+
+def _fcalls(store: RedisStore) -> int:
+    from scrapy_dedup.store.redis_functions import primaries
+
+    return sum(int(node.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for node in primaries(store.client))
+
+
+def test_the_band_lookup_of_a_near_hold_answers_the_matching_once(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    aa, bb = "aa" * 8, "bb" * 8
+    mine = [(1 << 63) | band << 40 | 7 for band in range(BANDS)]
+    theirs = [(1 << 63) | band << 40 | 9 for band in range(BANDS)]
+    theirs[6] = mine[6]  # one band hash in common
+    try:
+        with a.batch() as batch:
+            batch.index_near("", 0xFFFF, theirs, aa)
+        with b.hold_near("", 0x0123_4567_89AB_CDEF, mine, 3):
+            before = _fcalls(b)
+            assert b.band_candidates("", mine) == {aa}
+            assert _fcalls(b) == before  # read by the hold's own lookup
+            assert b.band_candidates("", mine) == {aa}  # read again: from the server
+            assert _fcalls(b) > before
+            with b.batch() as batch:
+                batch.index_near("", 0x0123_4567_89AB_CDEF, mine, bb)
+            assert b.band_candidates("", mine) == {aa, bb}
+        assert a.band_candidates("", mine) == {aa, bb}
+        assert a.band_candidates("other scope", mine) == set()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_decision_reads_its_url_record_with_its_lock(redis_url, redis_prefix):
+    from scrapy_dedup.core.records import UrlRecord
+
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        with a.batch() as batch:
+            batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new"))
+        with b.hold_document("http://h/a"):
+            assert b.get_url("http://h/a").status == "new"
+            with a.batch() as batch:  # another process writes it meanwhile (outside any hold)
+                batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
+            assert b.get_url("http://h/a").status == "updated"  # the read-ahead answers once
+            with b.batch() as batch:
+                batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="gone"))
+            assert b.get_url("http://h/a").status == "gone"
+        with b.hold_document("http://h/new"):
+            assert b.get_url("http://h/new") is None
+            assert b.get_url("http://h/a").status == "gone"  # another key: read from the server
+    finally:
+        a.close()
+        b.close()

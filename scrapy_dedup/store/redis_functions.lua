@@ -109,48 +109,84 @@ local function frontier_mark_url(keys, args)
 end
 
 -- Packed records ---------------------------------------------------------------------------
--- KEYS[1] a string of 16-byte records (an 8-byte key, then an 8-byte value), e.g. one bucket
--- of an LSH band table.  ARGV: records to add, or to remove.
+-- Strings of 16-byte records (an 8-byte key, then an 8-byte value): the buckets of the LSH
+-- band tables, which a document reaches with one call per band group (one slot).  Record
+-- ARGV[i] goes to, or comes from, KEYS[i]; a key named twice gets each of its records.
 local RECORD_WIDTH = 16
 
-local function records_add(keys, args)
-  local blob = redis.call('GET', keys[1]) or ''
-  local added = {}
-  for i = 1, #args do
-    if #args[i] ~= RECORD_WIDTH then return fail('a record is 16 bytes') end
-    if find_record(blob, args[i], RECORD_WIDTH) == nil then
-      added[#added + 1] = args[i]
-      blob = blob .. args[i]
-    end
+-- The blobs of keys, read once each: {key -> blob}.
+local function read_blobs(keys)
+  local blobs = {}
+  for i = 1, #keys do
+    if blobs[keys[i]] == nil then blobs[keys[i]] = redis.call('GET', keys[i]) or '' end
   end
-  if #added > 0 then redis.call('APPEND', keys[1], table.concat(added)) end
-  return #added
+  return blobs
 end
 
-local function records_remove(keys, args)
-  local blob = redis.call('GET', keys[1]) or ''
-  local removed = 0
+local function check_records(keys, args, width)
+  if #args ~= #keys then return 'one record per key' end
   for i = 1, #args do
+    if #args[i] ~= width then return 'a record is ' .. width .. ' bytes' end
+  end
+  return nil
+end
+
+-- ARGV: one record per key, added unless there.  Replies how many were added.
+local function records_add(keys, args)
+  local err = check_records(keys, args, RECORD_WIDTH)
+  if err then return fail(err) end
+  local blobs = read_blobs(keys)
+  local added = 0
+  for i = 1, #keys do
+    local blob = blobs[keys[i]]
+    if find_record(blob, args[i], RECORD_WIDTH) == nil then
+      -- SET of the whole blob, not APPEND: APPEND reserves up to twice the string's size
+      blobs[keys[i]] = blob .. args[i]
+      redis.call('SET', keys[i], blobs[keys[i]])
+      added = added + 1
+    end
+  end
+  return added
+end
+
+-- ARGV: one record per key, taken out if there.  Replies how many were removed.
+local function records_remove(keys, args)
+  local err = check_records(keys, args, RECORD_WIDTH)
+  if err then return fail(err) end
+  local blobs = read_blobs(keys)
+  local removed = 0
+  for i = 1, #keys do
+    local blob = blobs[keys[i]]
     local pos = find_record(blob, args[i], RECORD_WIDTH)
     if pos ~= nil then
-      blob = without_record(blob, pos, RECORD_WIDTH)
+      blobs[keys[i]] = without_record(blob, pos, RECORD_WIDTH)
+      put_blob(keys[i], blobs[keys[i]])
       removed = removed + 1
     end
   end
-  if removed > 0 then put_blob(keys[1], blob) end
   return removed
 end
 
--- ARGV: 8-byte keys.  Replies the values of the records whose key is one of them.
+-- ARGV: one 8-byte record key per key.  Replies, per key, the values of the records there
+-- whose key is that one (settled and pending buckets of a band group read in one call).
 local function records_find(keys, args)
-  local blob = redis.call('GET', keys[1]) or ''
-  local wanted = {}
-  for i = 1, #args do wanted[args[i]] = true end
+  local err = check_records(keys, args, 8)
+  if err then return fail(err) end
+  local blobs = read_blobs(keys)
   local out = {}
-  for pos = 1, #blob, RECORD_WIDTH do
-    if wanted[string.sub(blob, pos, pos + 7)] then
-      out[#out + 1] = string.sub(blob, pos + 8, pos + 15)
+  for i = 1, #keys do
+    local blob, found, init = blobs[keys[i]], {}, 1
+    while true do
+      local pos = string.find(blob, args[i], init, true)
+      if pos == nil then break end
+      if (pos - 1) % RECORD_WIDTH == 0 then
+        found[#found + 1] = string.sub(blob, pos + 8, pos + 15)
+        init = pos + RECORD_WIDTH
+      else
+        init = pos + 1
+      end
     end
+    out[i] = found
   end
   return out
 end

@@ -29,6 +29,10 @@ key                            holds                                  slots
 ``P:qz:{q<shard>}``            holds them (hash), lease deadlines
 ``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
                                (string with an expiry)                flight, spread
+``P:b:{b<g>-<k>}[<scope>:]``   LSH band ``<band>``, bucket            8 slot groups of 4
+``<band><bucket>``,            ``<bucket>`` (14 bits of the band      bands, evenly spaced;
+``P:bp:...``                   hash): settled / pending 16-byte       a decision calls each
+                               records (band hash, token)             group once per step
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
@@ -67,7 +71,7 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
-from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
+from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 from scrapy_dedup.core.representative import Candidate, authority_rank
 
 LAYOUT = "redis-2"
@@ -377,3 +381,107 @@ def decision_key(prefix: str, url_key: str) -> str:
 
 def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+# -- LSH band buckets -----------------------------------------------------------------------
+#
+# A document's 32 band hashes go to 32 buckets, one per band, named by (scope, band, top
+# BAND_BUCKET_BITS bits of the band hash). The {hash tag} names only the band group: the
+# BAND_GROUPS groups of BANDS // BAND_GROUPS consecutive bands are BAND_GROUPS slots, so one
+# call per group carries all of a document's records in it (8 calls per step instead of 32).
+# Each group's tag is chosen so that its slot lies near the middle of its own 1/8 of the
+# 16,384 slots: a cluster whose masters own equal contiguous slot ranges (as
+# ``redis-cli --cluster create`` makes) shares the band work as evenly as 8 slots can
+# (2 masters: 4 + 4 groups; 3 masters: 3 + 2 + 3; 4 masters: 2 each). The scope is in the key
+# name, outside the tag. Fewer groups would mean fewer calls per page but a coarser spread
+# over the masters (with 4, one of 3 masters would carry half of the band work); more groups,
+# more calls.
+#
+# A bucket is a string of 16-byte records (8-byte band hash, 8-byte cluster or decision
+# token). 14 bits give 16,384 buckets per band, 524,288 per scope: at 10^6 representatives a
+# bucket holds about 61 records (1 KB), at 10^7 about 610 (9.8 KB). A call reads its buckets
+# whole into the function, so the server time grows with them (bench_redis.py, one group's
+# 4 buckets: 25 us at 10^6 and 85 us at 10^7 documents with 14 bits, 43 and 333 us with 12,
+# 18 and 33 us with 16), while each key costs about 110 bytes of its own: at 10^5 random
+# documents the band buckets take 986 bytes per document with 14 bits, 664 with 12 and
+# 2,470 with the previous layout's 16 (a key per band per document up to there).
+
+BAND_GROUPS = 8
+BAND_BUCKET_BITS = 14
+_SLOTS = 16384
+_BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
+
+
+def _slot(tag: str) -> int:
+    """The Redis Cluster slot of a hash tag (CRC16/XMODEM modulo 16,384)."""
+    return binascii.crc_hqx(tag.encode("ascii"), 0) % _SLOTS
+
+
+def band_group(band: int) -> int:
+    """The slot group of a band: bands 0-3 are group 0, 4-7 group 1, ...
+
+    >>> [band_group(b) for b in (0, 3, 4, 31)]
+    [0, 0, 1, 7]
+    """
+    return band // (BANDS // BAND_GROUPS)
+
+
+@functools.cache
+def band_tags() -> tuple[str, ...]:
+    """The hash tag of each band group, ``b<group>-<k>``: ``k`` is the smallest number that
+    puts the tag's slot within 256 slots of the middle of the group's 1/8 of the slots.
+
+    >>> tags = band_tags()
+    >>> len(tags), [_slot(t) * BAND_GROUPS // _SLOTS for t in tags]
+    (8, [0, 1, 2, 3, 4, 5, 6, 7])
+    """
+    width = _SLOTS // BAND_GROUPS
+    tags = []
+    for group in range(BAND_GROUPS):
+        middle = group * width + width // 2
+        k = 0
+        while abs(_slot(f"b{group}-{k}") - middle) >= _BAND_SLOT_SPREAD:
+            k += 1
+        tags.append(f"b{group}-{k}")
+    return tuple(tags)
+
+
+def band_scope_id(scope: str) -> str:
+    """How a band bucket's name spells its scope: nothing for the default scope (most keys,
+    whose names are then 17 bytes shorter), else :func:`scope_digest` in hex and ``:``."""
+    return scope_digest(scope).hex() + ":" if scope else ""
+
+
+def band_bucket(prefix: str, scope_id: str, band: int, band_hash: int, kind: str = "b") -> str:
+    """The bucket of ``band_hash`` in ``band`` (``scope_id``: :func:`band_scope_id`): two hex
+    digits of band, four of bucket. ``kind`` ``b`` holds representatives (settled), ``bp``
+    decisions in flight (same slot).
+
+    >>> band_bucket("p", band_scope_id(""), 4, 0xABC0_0000_0000_0000)
+    'p:b:{b1-43}042af0'
+    >>> band_bucket("p", band_scope_id("intranet"), 4, 0xABC0_0000_0000_0000).endswith(":042af0")
+    True
+    """
+    tag = band_tags()[band_group(band)]
+    return f"{prefix}:{kind}:{{{tag}}}{scope_id}{band:02x}{band_hash >> (64 - BAND_BUCKET_BITS):04x}"
+
+
+def band_calls(
+    prefix: str, scope: str, bands: Sequence[int], kinds: Sequence[str] = ("b",)
+) -> list[tuple[list[str], list[bytes]]]:
+    """Per band group, (keys, 8-byte band hashes): the bucket of each band of the group in
+    each of ``kinds``, in that order, and the band hash looked up or entered there. One
+    call to a band function per group, on one slot.
+
+    >>> calls = band_calls("p", "", list(range(32)), ("b", "bp"))
+    >>> len(calls), len(calls[0][0]), calls[0][0][4].startswith("p:bp:")
+    (8, 8, True)
+    """
+    sid = band_scope_id(scope)
+    groups: dict[int, tuple[list[str], list[bytes]]] = {}
+    for kind in kinds:
+        for band, band_hash in enumerate(bands):
+            keys, hashes = groups.setdefault(band_group(band), ([], []))
+            keys.append(band_bucket(prefix, sid, band, band_hash, kind))
+            hashes.append(_U64.pack(band_hash))
+    return [groups[g] for g in sorted(groups)]

@@ -93,6 +93,11 @@ class DecisionReaped(Exception):
     """This decision's lease ran out and another process removed it: decide again."""
 
 
+#: one band group's keys (settled then pending buckets) and its 8-byte band hashes (twice):
+#: the arguments of one call to a band function, on one slot
+BandGroup = tuple[list[str], list[bytes]]
+
+
 class NearDecisions:
     def __init__(
         self,
@@ -110,6 +115,8 @@ class NearDecisions:
         self.max_wait_s = max_wait_s
         self.clock = clock
         self.sleep = sleep
+        #: inside :meth:`hold`: tokens in the settled band buckets sharing a band hash
+        self.settled_bands: set[bytes] | None = None
 
     def decide(
         self,
@@ -276,7 +283,7 @@ class NearDecisions:
 
     @contextmanager
     def hold(
-        self, scope: str, simhash: int, max_distance: int, bands: Sequence[tuple[str, bytes]] = ()
+        self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = ()
     ) -> Iterator[int]:
         """Hold a near-duplicate decision the caller takes itself, from reads of the store.
 
@@ -284,40 +291,53 @@ class NearDecisions:
         one (a SimHash within ``max_distance``, or one of the same LSH band hashes) has
         finished, its writes in the store, and every one that takes a later number waits
         until the block has exited: the caller's reads and writes are those of one process
-        deciding in order-number order. ``bands``: (pending band bucket, 8-byte band hash)
-        of this document. The caller writes a kept document's entries itself (as a
-        representative); the pending entries only stand for the decision in flight, under a
-        token of its own.
+        deciding in order-number order. ``bands``: per band group (one slot), the settled
+        and the pending band buckets of this document and its 8-byte band hashes
+        (:func:`~scrapy_dedup.store.redis_keys.band_calls` with kinds ``b``, ``bp``). The
+        caller writes a kept document's entries itself (as a representative); the pending
+        entries only stand for the decision in flight, under a token of its own.
+
+        The last band lookup of the wait reads the settled buckets too: what it found is
+        :attr:`settled_bands` inside the block (the representatives sharing a band hash,
+        as of the moment no earlier decision near this one was left in flight).
         """
         fn = self.fn
         token = os.urandom(8)
-        band_records = [(key, band_hash + token) for key, band_hash in bands]
+        pending = [self._pending_records(group, token) for group in bands]
         for _attempt in range(3):
             # in before the order number is taken, like the SimHash entries
-            self._bands_call("sdd_records_add", band_records)
+            self._bands_call("sdd_records_add", pending)
             order = fn.near_add_then_order(scope, simhash, token, self.lease_ms)
             try:
                 self._await_earlier(scope, simhash, token, order, max_distance, None, False, bands)
                 break
             except DecisionReaped:
-                self._bands_call("sdd_records_remove", band_records)
+                self._bands_call("sdd_records_remove", pending)
                 fn.near_settle(scope, simhash, token, keep=False)
         else:
             raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
         try:
             yield order
         finally:
-            self._bands_call("sdd_records_remove", band_records)
+            self.settled_bands = None
+            self._bands_call("sdd_records_remove", pending)
             if not fn.near_settle_then_release(scope, simhash, token, False, order):
                 # held longer than its lease: a later decision may have gone on without it
                 logger.warning("a near-duplicate decision outlived its lease of %d ms", self.lease_ms)
 
-    def _bands_call(self, function: str, records: Sequence[tuple[str, bytes]]) -> list:
-        if not records:
+    @staticmethod
+    def _pending_records(group: BandGroup, token: bytes) -> tuple[list[str], list[bytes]]:
+        keys, hashes = group
+        half = len(keys) // 2  # settled keys first, then the pending ones
+        return keys[half:], [h + token for h in hashes[half:]]
+
+    def _bands_call(self, function: str, calls: Sequence[tuple[list[str], list[bytes]]]) -> list:
+        """One call of a band function per band group (one slot), pipelined."""
+        if not calls:
             return []
         pipe = self.fn.client.pipeline(transaction=False)
-        for key, record in records:
-            pipe.fcall(function, 1, key, record)
+        for keys, records in calls:
+            pipe.fcall(function, len(keys), *keys, *records)
         return pipe.execute()
 
     def _await_earlier(self, scope, simhash, token, order, max_distance, confirm, match_settled, bands=()):
@@ -371,11 +391,18 @@ class NearDecisions:
                     renewed = now
                 self.sleep(self.poll_s)
 
-    def _bands_find(self, bands: Sequence[tuple[str, bytes]]) -> list:
-        pipe = self.fn.client.pipeline(transaction=False)
-        for key, band_hash in bands:
-            pipe.fcall("sdd_records_find", 1, key, band_hash)
-        return pipe.execute()
+    def _bands_find(self, bands: Sequence[BandGroup]) -> list:
+        """The tokens of the decisions in flight sharing a band hash (one list per band);
+        the settled ones found by the same calls are kept in :attr:`settled_bands`."""
+        settled: set[bytes] = set()
+        in_flight = []
+        for (keys, _), found in zip(bands, self._bands_call("sdd_records_find", bands)):
+            half = len(keys) // 2
+            for tokens in found[:half]:
+                settled.update(bytes(t) for t in tokens)
+            in_flight.extend(found[half:])
+        self.settled_bands = settled
+        return in_flight
 
     @staticmethod
     def _closest(simhash, token, settled, confirm) -> tuple[int, bytes] | None:

@@ -12,8 +12,6 @@ are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
 ``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 hashes per table
 ``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value)
 ``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
-``P:b:{b<band><scope><bucket>}``   LSH band bucket: 16-byte records (band hash, cluster)
-``P:bp:{b<band><scope><bucket>}``  the same bucket's decisions in flight (band hash, token)
 ``P:d:{d<url key digest>}``        a URL key being decided (see ``hold_document``)
 =================================  ===========================================
 
@@ -30,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import struct
 import threading
 import time
 import uuid
@@ -59,7 +56,6 @@ LAYOUT = rk.LAYOUT
 #: a process of a crawl renews its place in the run this often; one silent for a lease is gone
 RUN_LEASE_MS = 30_000
 TABLE_SHARDS = 1024
-BAND_BUCKET_BITS = 16
 #: a cluster batch journalled longer ago than this was left by a writer that died mid-way
 JOURNAL_REPLAY_AFTER_S = 60.0
 #: a document's decision (its URL key, its near-duplicate order number) is held this long at
@@ -70,7 +66,6 @@ DECISION_MAX_WAIT_S = 120.0
 DECISION_POLL_S = 0.002
 #: an owed request's lease (``DEDUP_REDIS_LEASE``): renewed every third of it while its holder lives
 PENDING_LEASE_MS = 30_000
-_U64 = struct.Struct(">Q")
 
 
 def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
@@ -144,8 +139,9 @@ class RedisBatch(StoreBatch):
         fp = rk.simhash_bytes(simhash)
         for settled, pending in rk.near_buckets(s.prefix, scope, simhash):
             self.commands.append(("FCALL", table_fn, 2, settled, pending, fp, token))
-        for band, band_hash in enumerate(bands):
-            self.commands.append(("FCALL", band_fn, 1, s._band_key(scope, band, band_hash), _U64.pack(band_hash) + token))
+        for keys, hashes in rk.band_calls(s.prefix, scope, bands):
+            # one call per band group: its four buckets share one slot
+            self.commands.append(("FCALL", band_fn, len(keys), *keys, *(h + token for h in hashes)))
 
 
 class RedisStore(DedupStore):
@@ -198,6 +194,10 @@ class RedisStore(DedupStore):
         self._writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._batches = 0
         self._holds = 0
+        #: (url key, record) read with the lock of hold_document, for the decision's first read
+        self._prefetched: tuple[str, bytes | None] | None = None
+        #: (scope, band hashes, tokens) of the settled band buckets read by the hold in force
+        self._settled_bands: tuple[str, tuple[int, ...], set[bytes]] | None = None
         self._near = NearDecisions(
             self.fn, lease_ms=DECISION_LEASE_MS, poll_s=DECISION_POLL_S, max_wait_s=DECISION_MAX_WAIT_S
         )
@@ -318,13 +318,30 @@ class RedisStore(DedupStore):
     @contextmanager
     def hold_document(self, key: str) -> Iterator[None]:
         """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
-        ``SET NX PX`` and released only by its holder."""
+        ``SET NX PX`` and released only by its holder.
+
+        The key's URL record, which a decision reads first, comes in the same round trip: the
+        next ``get`` of it inside the block is that answer (read once, before any write).
+        """
         lock = rk.decision_key(self.prefix, key)
+        record_key = self._table_key(URL, key)
         self._holds += 1
         holder = f"{self._writer}:{self._holds}"
         try:
             started = time.monotonic()
-            while not self.client.set(lock, holder, nx=True, px=DECISION_LEASE_MS):
+            # on one server a connection runs a pipeline in order: the record is read after the
+            # lock is taken; on a cluster they are on other masters, so it is read afterwards
+            read_ahead = not is_cluster(self.client)
+            while True:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
+                if read_ahead:
+                    pipe.hget(record_key, key)
+                taken, *record = pipe.execute()
+                if taken:
+                    if read_ahead:
+                        self._prefetched = (key, record[0])
+                    break
                 if time.monotonic() - started > DECISION_MAX_WAIT_S:
                     raise StoreError(
                         f"waited {DECISION_MAX_WAIT_S:.0f} s for another process's decision of {key!r} "
@@ -336,6 +353,7 @@ class RedisStore(DedupStore):
         try:
             yield
         finally:
+            self._prefetched = None
             try:
                 self.client.fcall("sdd_lock_release", 1, lock, holder)
             except _CONNECTION_ERRORS as exc:
@@ -345,20 +363,23 @@ class RedisStore(DedupStore):
     def hold_near(self, scope: str, simhash: int, bands: Iterable[int], max_distance: int) -> Iterator[None]:
         """The decision runs *insert, order, check* (:mod:`~scrapy_dedup.store.redis_near`):
         each call holds one bucket, so decisions spread over a cluster's masters."""
-        pending_bands = [
-            (self._band_key(scope, band, band_hash, "bp"), _U64.pack(band_hash))
-            for band, band_hash in enumerate(band_tuple(bands))
-        ]
+        bands = band_tuple(bands)
+        groups = rk.band_calls(self.prefix, scope, bands, ("b", "bp"))
         try:
-            held = self._near.hold(scope, simhash, max_distance, pending_bands)
+            held = self._near.hold(scope, simhash, max_distance, groups)
             held.__enter__()
         except _CONNECTION_ERRORS as exc:
             raise self._lost(exc) from None
+        if bands:
+            # the hold's last band lookup read the settled buckets too: the matching's
+            # band_candidates of these bands is that answer (read once, before any write)
+            self._settled_bands = (scope, bands, self._near.settled_bands)
         failed = True
         try:
             yield
             failed = False
         finally:
+            self._settled_bands = None
             try:
                 held.__exit__(None, None, None)
             except _CONNECTION_ERRORS as exc:
@@ -389,12 +410,6 @@ class RedisStore(DedupStore):
         # the same {tag} as the bucket: one call reads and writes both
         return bucket_key.replace(":f:", ":fu:", 1)
 
-    def _band_key(self, scope: str, band: int, band_hash: int, kind: str = "b") -> str:
-        """``kind`` b: the bucket's representatives; bp: its decisions in flight (same slot)."""
-        sid = rk.scope_digest(scope).hex()
-        bucket = band_hash >> (64 - BAND_BUCKET_BITS)
-        return f"{self.prefix}:{kind}:{{b{band:02x}{sid}{bucket:04x}}}"
-
     # -- batches ------------------------------------------------------------
     @contextmanager
     def batch(self) -> Iterator[RedisBatch]:
@@ -404,7 +419,13 @@ class RedisStore(DedupStore):
             self._apply(batch.commands)
 
     def _apply(self, commands: list[tuple]) -> None:
+        # a write: what a hold read ahead may no longer be the store's
+        self._settled_bands = self._prefetched = None
         if not is_cluster(self.client):
+            if len(commands) == 1:
+                # one command is atomic by itself: no MULTI/EXEC around it
+                self.client.execute_command(*commands[0])
+                return
             pipe = self.client.pipeline(transaction=True)
             for command in commands:
                 pipe.execute_command(*command)
@@ -449,6 +470,10 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
+        if table == URL and self._prefetched is not None:
+            prefetched, self._prefetched = self._prefetched, None
+            if prefetched[0] == key:
+                return prefetched[1]
         if table == PENDING:
             raw = self.client.hget(rk.pending_keys(self.prefix, key)[0], key)
             return _payload(raw) if raw is not None else None
@@ -517,10 +542,14 @@ class RedisStore(DedupStore):
             yield fp, token.hex()
 
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
+        bands = tuple(bands)
+        held, self._settled_bands = self._settled_bands, None
+        if held is not None and held[0] == scope and held[1] == bands:
+            return {token.hex() for token in held[2]}
         pipe = self.client.pipeline(transaction=False)
-        for band, band_hash in enumerate(bands):
-            pipe.fcall("sdd_records_find", 1, self._band_key(scope, band, band_hash), _U64.pack(band_hash))
-        return {bytes(token).hex() for found in pipe.execute() for token in found}
+        for keys, hashes in rk.band_calls(self.prefix, scope, bands):
+            pipe.fcall("sdd_records_find", len(keys), *keys, *hashes)
+        return {bytes(token).hex() for found in pipe.execute() for per_band in found for token in per_band}
 
 
 def _payload(held: bytes) -> bytes:
