@@ -192,6 +192,31 @@ def test_the_band_lookup_of_a_near_hold_answers_the_matching_once(redis_url, red
         b.close()
 
 
+def test_the_simhash_scan_of_a_near_hold_answers_the_matching_once(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    aa, bb = "aa" * 8, "bb" * 8
+    mine = 0x0123_4567_89AB_CDEF
+    try:
+        with a.batch() as batch:
+            batch.index_near("", mine ^ 0b101, (), aa)  # distance 2: near
+            batch.index_near("", mine ^ 0xFFFF_0000, (), bb)  # distance 16: in a bucket, not near
+        with b.hold_near("", mine, (), 3):
+            before = _fcalls(b)
+            assert list(b.simhash_candidates("", mine, 3)) == [(mine ^ 0b101, aa)]
+            assert _fcalls(b) == before  # the hold's own last scan
+            assert list(b.simhash_candidates("", mine, 3)) == [(mine ^ 0b101, aa)]
+            assert _fcalls(b) > before  # read again: from the server
+            # another distance is another question: the server answers it
+            assert {t for _, t in b.simhash_candidates("", mine, 16)} == {aa, bb}
+        with b.hold_near("", mine, (), 3):
+            with b.batch() as batch:  # a write inside the hold: what it read may be stale
+                batch.index_near("", mine ^ 0b1, (), "cc" * 8)
+            assert {t for _, t in b.simhash_candidates("", mine, 3)} == {aa, "cc" * 8}
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_decision_reads_its_url_record_with_its_lock(redis_url, redis_prefix):
     from scrapy_dedup.core.records import UrlRecord
 

@@ -22,6 +22,7 @@ from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from scrapy_dedup.core.bands import BLOCKS
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import StoreError, StoreWriteError
@@ -261,19 +262,25 @@ class StoreFunctions:
         pipe.fcall("sdd_order_take", 2, *rk.order_keys(self.prefix), token, lease_ms)
         return int(pipe.execute()[-1])
 
-    def near_settle_then_release(self, scope: str, simhash: int, token: bytes, keep: bool, order: int) -> bool:
-        """:meth:`near_settle`, then :meth:`order_release` if every pending entry was still there."""
+    def near_settle_then_release(
+        self, scope: str, simhash: int, token: bytes, keep: bool, order: int, also: Sequence[tuple] = ()
+    ) -> bool:
+        """:meth:`near_settle`, then :meth:`order_release` if every pending entry was still there.
+
+        ``also``: more FCALLs (e.g. taking out pending band entries) sent with the settles."""
+        pipe = self._near_calls("sdd_near_settle", scope, simhash, token, 1 if keep else 0)
+        for call in also:
+            pipe.fcall(*call)
         if is_cluster(self.client):
-            if not self.near_settle(scope, simhash, token, keep):
+            if not all(int(r) == 1 for r in pipe.execute()[:BLOCKS]):
                 return False
             self.order_release(token, order)
             return True
         # one server runs a connection's pipeline in order: the release comes after every
         # settle. If a settle found nothing, the decision was reaped and its order entry is
         # gone already, so the release (compare-and-delete) does nothing.
-        pipe = self._near_calls("sdd_near_settle", scope, simhash, token, 1 if keep else 0)
         pipe.fcall("sdd_order_release", 2, *rk.order_keys(self.prefix), token, order)
-        return all(int(r) == 1 for r in pipe.execute()[:-1])
+        return all(int(r) == 1 for r in pipe.execute()[:BLOCKS])
 
     def near_scan(
         self, scope: str, simhash: int, max_distance: int
@@ -283,7 +290,7 @@ class StoreFunctions:
         The buckets are read and scanned here: a Hamming pass over a bucket costs numpy a
         microsecond and the server's Lua ~100 times that.
         """
-        settled, pending = self.near_read(scope, [simhash], max_distance)
+        (settled, pending), _ = self.near_read(scope, [simhash], max_distance)
         return settled[0], pending[0]
 
     # -- batches of near-duplicate decisions --------------------------------------------------
@@ -341,37 +348,55 @@ class StoreFunctions:
 
         return decode
 
-    def near_read(self, scope: str, simhashes: Sequence[int], max_distance: int) -> tuple[list, list]:
-        """:meth:`queue_near_read`, run."""
+    def near_read(
+        self, scope: str, simhashes: Sequence[int], max_distance: int, after: Sequence[tuple] = ()
+    ) -> tuple[tuple[list, list], list]:
+        """:meth:`queue_near_read`, run: ((settled, pending), replies of the ``after`` FCALLs
+        sent in the same round trip)."""
         pipe = self.client.pipeline(transaction=False)
         decode = self.queue_near_read(pipe, scope, simhashes, max_distance)
-        return decode(pipe.execute())
+        for call in after:
+            pipe.fcall(*call)
+        replies = pipe.execute()
+        split = len(replies) - len(after)
+        return decode(replies[:split]), replies[split:]
 
     def near_add_order_read(
-        self, scope: str, items: Sequence[tuple[int, bytes]], lease_ms: int, max_distance: int
-    ) -> tuple[int, tuple[list, list]]:
+        self,
+        scope: str,
+        items: Sequence[tuple[int, bytes]],
+        lease_ms: int,
+        max_distance: int,
+        before: Sequence[tuple] = (),
+        after: Sequence[tuple] = (),
+    ) -> tuple[int, tuple[list, list], list]:
         """Enter the pending entries of a batch, then take its order numbers (the first is
         returned; item ``i`` has ``first + i``), then read its buckets.
 
         Each step starts after the one before has been applied: on one server, one pipeline
         (a connection's commands run in order); on a cluster, three round trips, as the
-        groups and the counter are on different masters.
+        groups and the counter are on different masters. ``before``: more FCALLs (argument
+        tuples, e.g. pending band entries) in with the adds; ``after``: FCALLs read with the
+        buckets (e.g. band lookups), their replies returned third.
         """
         tokens = [token for _, token in items]
         simhashes = [simhash for simhash, _ in items]
         order_call = ("sdd_order_take_many", 2, *rk.order_keys(self.prefix), lease_ms, *tokens)
+        pipe = self.client.pipeline(transaction=False)
+        for call in before:
+            pipe.fcall(*call)
+        added = len(before) + self.queue_near_add_many(pipe, scope, items)
         if is_cluster(self.client):
-            pipe = self.client.pipeline(transaction=False)
-            self.queue_near_add_many(pipe, scope, items)
             pipe.execute()
             first = int(self.client.fcall(*order_call))
-            return first, self.near_read(scope, simhashes, max_distance)
-        pipe = self.client.pipeline(transaction=False)
-        added = self.queue_near_add_many(pipe, scope, items)
+            return (first, *self.near_read(scope, simhashes, max_distance, after))
         pipe.fcall(*order_call)
         decode = self.queue_near_read(pipe, scope, simhashes, max_distance)
+        for call in after:
+            pipe.fcall(*call)
         replies = pipe.execute()
-        return int(replies[added]), decode(replies[added + 1 :])
+        split = len(replies) - len(after)
+        return int(replies[added]), decode(replies[added + 1 : split]), replies[split:]
 
     def queue_near_settle_many(
         self, pipe: Any, scope: str, entries: Sequence[tuple[int, bytes, bool]]

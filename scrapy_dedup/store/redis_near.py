@@ -117,6 +117,8 @@ class NearDecisions:
         self.sleep = sleep
         #: inside :meth:`hold`: tokens in the settled band buckets sharing a band hash
         self.settled_bands: set[bytes] | None = None
+        #: inside :meth:`hold`: (scope, simhash, max distance, settled entries) of its last scan
+        self.settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
 
     def decide(
         self,
@@ -163,7 +165,7 @@ class NearDecisions:
         again (reaped while deciding)."""
         fn = self.fn
         batch = [items[i] for i in todo]
-        first, (settled_hits, pending_hits) = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
+        first, (settled_hits, pending_hits), _ = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
         order = [first + k for k in range(len(batch))]
         mine = {token: k for k, (_, token) in enumerate(batch)}
         decided: dict[int, NearOutcome] = {}
@@ -267,7 +269,7 @@ class NearDecisions:
                     if not waiting:
                         break
                 self.sleep(self.poll_s)
-            settled_hits, pending_hits = fn.near_read(scope, [batch[k][0] for k in waiting], max_distance)
+            (settled_hits, pending_hits), _ = fn.near_read(scope, [batch[k][0] for k in waiting], max_distance)
         for k, outcome in decided.items():
             outcomes[todo[k]] = outcome
         return [todo[k] for k in sorted(again)]
@@ -304,12 +306,18 @@ class NearDecisions:
         fn = self.fn
         token = os.urandom(8)
         pending = [self._pending_records(group, token) for group in bands]
+        adds = [self._band_fcall("sdd_records_add", group) for group in pending]
+        removes = [self._band_fcall("sdd_records_remove", group) for group in pending]
         for _attempt in range(3):
-            # in before the order number is taken, like the SimHash entries
-            self._bands_call("sdd_records_add", pending)
-            order = fn.near_add_then_order(scope, simhash, token, self.lease_ms)
+            # the pending band entries go in with the SimHash ones, before the order number is
+            # taken; the first scan (buckets and band lookups) rides in the same round trip
+            order, (settled, in_flight), found = fn.near_add_order_read(
+                scope, [(simhash, token)], self.lease_ms, max_distance,
+                before=adds, after=[self._band_fcall("sdd_records_find", group) for group in bands],
+            )
+            first_scan = (settled[0], in_flight[0], self._band_tokens(bands, found))
             try:
-                self._await_earlier(scope, simhash, token, order, max_distance, None, False, bands)
+                self._await_earlier(scope, simhash, token, order, max_distance, None, False, bands, first_scan)
                 break
             except DecisionReaped:
                 self._bands_call("sdd_records_remove", pending)
@@ -319,9 +327,8 @@ class NearDecisions:
         try:
             yield order
         finally:
-            self.settled_bands = None
-            self._bands_call("sdd_records_remove", pending)
-            if not fn.near_settle_then_release(scope, simhash, token, False, order):
+            self.settled_bands = self.settled_near = None
+            if not fn.near_settle_then_release(scope, simhash, token, False, order, also=removes):
                 # held longer than its lease: a later decision may have gone on without it
                 logger.warning("a near-duplicate decision outlived its lease of %d ms", self.lease_ms)
 
@@ -331,21 +338,31 @@ class NearDecisions:
         half = len(keys) // 2  # settled keys first, then the pending ones
         return keys[half:], [h + token for h in hashes[half:]]
 
+    @staticmethod
+    def _band_fcall(function: str, group: tuple[list[str], list[bytes]]) -> tuple:
+        """The FCALL arguments of a band function on one band group (one slot)."""
+        keys, records = group
+        return (function, len(keys), *keys, *records)
+
     def _bands_call(self, function: str, calls: Sequence[tuple[list[str], list[bytes]]]) -> list:
         """One call of a band function per band group (one slot), pipelined."""
         if not calls:
             return []
         pipe = self.fn.client.pipeline(transaction=False)
-        for keys, records in calls:
-            pipe.fcall(function, len(keys), *keys, *records)
+        for group in calls:
+            pipe.fcall(*self._band_fcall(function, group))
         return pipe.execute()
 
-    def _await_earlier(self, scope, simhash, token, order, max_distance, confirm, match_settled, bands=()):
+    def _await_earlier(
+        self, scope, simhash, token, order, max_distance, confirm, match_settled, bands=(), first_scan=None
+    ):
         """Wait until no earlier decision near ``simhash`` is in flight: (match, scans, reaped).
 
         With ``match_settled``, a settled entry near enough (and confirmed) ends the wait as
         the match; else the match is always None. ``bands`` as in :meth:`hold`: decisions in
-        flight with one of these band hashes count as near too.
+        flight with one of these band hashes count as near too. ``first_scan``: (settled,
+        pending, band tokens in flight) read after the order number was taken, for the first
+        round. The settled entries of the last scan are kept in :attr:`settled_near`.
         """
         fn = self.fn
         later: set[bytes] = set()  # pending without an order in one scan and still pending in the next
@@ -354,7 +371,12 @@ class NearDecisions:
         started = renewed = self.clock()
         while True:
             scans += 1
-            settled, pending = fn.near_scan(scope, simhash, max_distance)
+            if first_scan is not None:
+                settled, pending, band_in_flight = first_scan
+                first_scan = None
+            else:
+                settled, pending, band_in_flight = self._scan(scope, simhash, max_distance, bands)
+            self.settled_near = (scope, simhash, max_distance, settled)
             if match_settled:
                 match = self._closest(simhash, token, settled, confirm)
                 if match is not None:
@@ -364,7 +386,7 @@ class NearDecisions:
                 # found by band alone: SimHash unknown (None), so a dead one's entries stay
                 # (ignored once its order number is reaped)
                 seen = {t for _, t in others} | {token}
-                for found in self._bands_find(bands):
+                for found in band_in_flight:
                     others.update((None, bytes(t)) for t in found if bytes(t) not in seen)
             later |= {t for _, t in others if t in unordered}
             undecided = [(fp, t) for fp, t in others if t not in later]
@@ -391,16 +413,24 @@ class NearDecisions:
                     renewed = now
                 self.sleep(self.poll_s)
 
-    def _bands_find(self, bands: Sequence[BandGroup]) -> list:
-        """The tokens of the decisions in flight sharing a band hash (one list per band);
-        the settled ones found by the same calls are kept in :attr:`settled_bands`."""
+    def _scan(self, scope, simhash, max_distance, bands) -> tuple[set, set, list]:
+        """(settled, pending) SimHash entries within ``max_distance`` and the band tokens in
+        flight, read in one round trip."""
+        finds = [self._band_fcall("sdd_records_find", group) for group in bands]
+        (settled, pending), found = self.fn.near_read(scope, [simhash], max_distance, after=finds)
+        return settled[0], pending[0], self._band_tokens(bands, found)
+
+    def _band_tokens(self, bands: Sequence[BandGroup], found: list) -> list:
+        """The tokens of the decisions in flight sharing a band hash (one list per band), from
+        the replies of one band lookup per group; the settled ones found by the same calls are
+        kept in :attr:`settled_bands`."""
         settled: set[bytes] = set()
         in_flight = []
-        for (keys, _), found in zip(bands, self._bands_call("sdd_records_find", bands)):
+        for (keys, _), replies in zip(bands, found):
             half = len(keys) // 2
-            for tokens in found[:half]:
+            for tokens in replies[:half]:
                 settled.update(bytes(t) for t in tokens)
-            in_flight.extend(found[half:])
+            in_flight.extend(replies[half:])
         self.settled_bands = settled
         return in_flight
 

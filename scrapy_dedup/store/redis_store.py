@@ -198,6 +198,8 @@ class RedisStore(DedupStore):
         self._prefetched: tuple[str, bytes | None] | None = None
         #: (scope, band hashes, tokens) of the settled band buckets read by the hold in force
         self._settled_bands: tuple[str, tuple[int, ...], set[bytes]] | None = None
+        #: (scope, simhash, max distance, entries) of the settled SimHash buckets the hold read
+        self._settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
         self._near = NearDecisions(
             self.fn, lease_ms=DECISION_LEASE_MS, poll_s=DECISION_POLL_S, max_wait_s=DECISION_MAX_WAIT_S
         )
@@ -374,12 +376,14 @@ class RedisStore(DedupStore):
             # the hold's last band lookup read the settled buckets too: the matching's
             # band_candidates of these bands is that answer (read once, before any write)
             self._settled_bands = (scope, bands, self._near.settled_bands)
+        # so did its last SimHash scan: the answer of the matching's simhash_candidates
+        self._settled_near = self._near.settled_near
         failed = True
         try:
             yield
             failed = False
         finally:
-            self._settled_bands = None
+            self._settled_bands = self._settled_near = None
             try:
                 held.__exit__(None, None, None)
             except _CONNECTION_ERRORS as exc:
@@ -420,7 +424,7 @@ class RedisStore(DedupStore):
 
     def _apply(self, commands: list[tuple]) -> None:
         # a write: what a hold read ahead may no longer be the store's
-        self._settled_bands = self._prefetched = None
+        self._settled_bands = self._settled_near = self._prefetched = None
         if not is_cluster(self.client):
             if len(commands) == 1:
                 # one command is atomic by itself: no MULTI/EXEC around it
@@ -537,7 +541,12 @@ class RedisStore(DedupStore):
     def simhash_candidates(
         self, scope: str, simhash: int, max_distance: int | None = None
     ) -> Iterator[tuple[int, str]]:
-        settled, _ = self.fn.near_scan(scope, simhash, 64 if max_distance is None else max_distance)
+        max_distance = 64 if max_distance is None else max_distance
+        held, self._settled_near = self._settled_near, None
+        if held is not None and held[:3] == (scope, simhash, max_distance):
+            settled = held[3]
+        else:
+            settled, _ = self.fn.near_scan(scope, simhash, max_distance)
         for fp, token in sorted(settled):
             yield fp, token.hex()
 
