@@ -750,20 +750,50 @@ def near_rows(near: list[dict], sketch: dict | None) -> list[dict]:
     return rows
 
 
+def frontier_rows(frontier: dict) -> list[dict]:
+    ours, theirs = frontier["ours"], frontier["scrapy_redis"]
+    label = _count_label(frontier["urls"])
+    return [
+        row(NAME, f"frontier, {label} URLs: bytes per URL (used_memory)", fmt(ours["bytes_per_url"]),
+            f"scrapy-redis SADD {fmt(theirs['bytes_per_url'])}",
+            f"{theirs['bytes_per_url'] / ours['bytes_per_url']:.1f}x less",
+            f"<= {TARGET_BYTES_PER_URL}", ours["bytes_per_url"] <= TARGET_BYTES_PER_URL),
+        row(NAME, f"frontier, {label} URLs: seen-checks/s, one round trip each", fmt(ours["one_by_one_per_s"]),
+            f"scrapy-redis {fmt(theirs['one_by_one_per_s'])}",
+            f"{ours['one_by_one_per_s'] / theirs['one_by_one_per_s']:.2f}x", "report", None),
+        row(NAME, f"frontier, {label} URLs: seen-checks/s, pipelined", fmt(ours["bulk_per_s"]),
+            f"scrapy-redis {fmt(theirs['bulk_per_s'])}", f"{ours['bulk_per_s'] / theirs['bulk_per_s']:.2f}x",
+            "report", None),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=SIZES, default="default")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--urls", type=int, help="URLs in the frontier (default by size)")
     parser.add_argument("--docs", help="documents in the tables, comma-separated for several runs (default by size)")
-    parser.add_argument("--only", choices=["near"], help="measure near-duplicate decisions only; the other "
-                        "figures of the results file stay as they are")
+    parser.add_argument("--only", choices=["near", "frontier"], help="near: measure near-duplicate decisions "
+                        "only (the other figures of the results file stay as they are); frontier: the frontier "
+                        "against scrapy-redis's dupefilter alone, written to redis_frontier.json (e.g. --urls 10000000)")
     args = parser.parse_args(argv)
     n_urls, n_docs, n_sketch = SIZES_N[args.size]
     n_urls = args.urls or n_urls
     doc_counts = [int(d) for d in args.docs.split(",")] if args.docs else [n_docs]
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-redis-"))
+    if args.only == "frontier":
+        from redis_servers import RedisServer
+
+        try:
+            with RedisServer(tmp / "single") as single:
+                log(NAME, f"frontier: {n_urls:,} URLs, ours and scrapy-redis's dupefilter ...")
+                frontier = bench_frontier(single.url, n_urls, ONE_BY_ONE[args.size])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        write_result(f"{NAME}_frontier", {"size": args.size, "frontier": frontier, "rows": frontier_rows(frontier)},
+                     args.out)
+        return 0
     try:
         results = _measure(tmp, n_urls, doc_counts, NEAR_PER_CLIENT[args.size], n_sketch, args.size,
                            args.only == "near")
@@ -782,19 +812,8 @@ def main(argv: list[str] | None = None) -> int:
         write_result(NAME, {**previous, "near": near, "rows": rows}, args.out)
         return 0
 
-    ours, theirs = frontier["ours"], frontier["scrapy_redis"]
-    label = _count_label(n_urls)
     rows = [
-        row(NAME, f"frontier, {label} URLs: bytes per URL (used_memory)", fmt(ours["bytes_per_url"]),
-            f"scrapy-redis SADD {fmt(theirs['bytes_per_url'])}",
-            f"{theirs['bytes_per_url'] / ours['bytes_per_url']:.1f}x less",
-            f"<= {TARGET_BYTES_PER_URL}", ours["bytes_per_url"] <= TARGET_BYTES_PER_URL),
-        row(NAME, f"frontier, {label} URLs: seen-checks/s, one round trip each", fmt(ours["one_by_one_per_s"]),
-            f"scrapy-redis {fmt(theirs['one_by_one_per_s'])}",
-            f"{ours['one_by_one_per_s'] / theirs['one_by_one_per_s']:.2f}x", "report", None),
-        row(NAME, f"frontier, {label} URLs: seen-checks/s, pipelined", fmt(ours["bulk_per_s"]),
-            f"scrapy-redis {fmt(theirs['bulk_per_s'])}", f"{ours['bulk_per_s'] / theirs['bulk_per_s']:.2f}x",
-            "report", None),
+        *frontier_rows(frontier),
         *near_rows(near, sketch),
     ]
     rows.append(row(NAME, f"store time per page, {store_time['pages']} PostgreSQL pages decided in one process "
