@@ -240,28 +240,6 @@ class StoreFunctions:
     def near_add(self, scope: str, simhash: int, token: bytes) -> None:
         self._near_calls("sdd_near_add", scope, simhash, token).execute()
 
-    def near_add_then_order(
-        self, scope: str, simhash: int, token: bytes, lease_ms: int, first: Sequence[tuple] = ()
-    ) -> int:
-        """:meth:`near_add`, then :meth:`order_take` once every entry is in.
-
-        ``first``: more FCALLs (argument tuples, e.g. pending band entries) that must be in
-        before the order is taken too; they ride in the same round trip as the adds.
-        On one server the calls go in one pipeline (a connection runs them in order); on a
-        cluster the buckets are on other masters, so the order is taken after they answered.
-        """
-        pipe = self.client.pipeline(transaction=False)
-        for call in first:
-            pipe.fcall(*call)
-        fp = rk.simhash_bytes(simhash)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall("sdd_near_add", 2, settled, pending, fp, token)
-        if is_cluster(self.client):
-            pipe.execute()
-            return self.order_take(token, lease_ms)
-        pipe.fcall("sdd_order_take", 2, *rk.order_keys(self.prefix), token, lease_ms)
-        return int(pipe.execute()[-1])
-
     def near_settle_then_release(
         self, scope: str, simhash: int, token: bytes, keep: bool, order: int, also: Sequence[tuple] = ()
     ) -> bool:

@@ -317,7 +317,7 @@ class NearDecisions:
             )
             first_scan = (settled[0], in_flight[0], self._band_tokens(bands, found))
             try:
-                self._await_earlier(scope, simhash, token, order, max_distance, None, False, bands, first_scan)
+                self._await_earlier(scope, simhash, token, order, max_distance, bands, first_scan)
                 break
             except DecisionReaped:
                 self._bands_call("sdd_records_remove", pending)
@@ -353,34 +353,27 @@ class NearDecisions:
             pipe.fcall(*self._band_fcall(function, group))
         return pipe.execute()
 
-    def _await_earlier(
-        self, scope, simhash, token, order, max_distance, confirm, match_settled, bands=(), first_scan=None
-    ):
-        """Wait until no earlier decision near ``simhash`` is in flight: (match, scans, reaped).
+    def _await_earlier(self, scope, simhash, token, order, max_distance, bands=(), first_scan=None) -> int:
+        """Wait until no earlier decision near ``simhash`` is in flight; returns how many
+        decisions of dead processes were reaped on the way.
 
-        With ``match_settled``, a settled entry near enough (and confirmed) ends the wait as
-        the match; else the match is always None. ``bands`` as in :meth:`hold`: decisions in
-        flight with one of these band hashes count as near too. ``first_scan``: (settled,
-        pending, band tokens in flight) read after the order number was taken, for the first
-        round. The settled entries of the last scan are kept in :attr:`settled_near`.
+        ``bands`` as in :meth:`hold`: decisions in flight with one of these band hashes count as
+        near too. ``first_scan``: (settled, pending, band tokens in flight) read after the order
+        number was taken, for the first round. The settled entries of the last scan are kept in
+        :attr:`settled_near`.
         """
         fn = self.fn
         later: set[bytes] = set()  # pending without an order in one scan and still pending in the next
         unordered: set[bytes] = set()
-        reaped = scans = 0
+        reaped = 0
         started = renewed = self.clock()
         while True:
-            scans += 1
             if first_scan is not None:
                 settled, pending, band_in_flight = first_scan
                 first_scan = None
             else:
                 settled, pending, band_in_flight = self._scan(scope, simhash, max_distance, bands)
             self.settled_near = (scope, simhash, max_distance, settled)
-            if match_settled:
-                match = self._closest(simhash, token, settled, confirm)
-                if match is not None:
-                    return match, scans, reaped
             others = {(fp, t) for fp, t in pending if t != token}
             if bands:
                 # found by band alone: SimHash unknown (None), so a dead one's entries stay
@@ -390,13 +383,11 @@ class NearDecisions:
                     others.update((None, bytes(t)) for t in found if bytes(t) not in seen)
             later |= {t for _, t in others if t in unordered}
             undecided = [(fp, t) for fp, t in others if t not in later]
-            if confirm is not None:
-                undecided = [(fp, t) for fp, t in undecided if confirm(fp, t)]
             orders = fn.order_get([t for _, t in undecided])
             unordered = {t for (_, t), o in zip(undecided, orders) if o is None}
             earlier = [(fp, t, o) for (fp, t), o in zip(undecided, orders) if o is not None and o[0] < order]
             if not earlier and not unordered:
-                return None, scans, reaped
+                return reaped
             for fp, t, (their_order, ms_left) in earlier:
                 if ms_left < 0 and fn.order_reap(t, their_order):
                     # its process died mid-decision: its entries go, the order number first
@@ -433,14 +424,3 @@ class NearDecisions:
             in_flight.extend(replies[half:])
         self.settled_bands = settled
         return in_flight
-
-    @staticmethod
-    def _closest(simhash, token, settled, confirm) -> tuple[int, bytes] | None:
-        best = None
-        for fp, t in sorted(settled, key=lambda e: (hamming(e[0], simhash), e[1])):
-            if t == token:
-                continue
-            if confirm is None or confirm(fp, t):
-                best = (hamming(fp, simhash), t)
-                break
-        return best
