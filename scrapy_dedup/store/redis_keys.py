@@ -408,13 +408,7 @@ def _glob_escape(text: str) -> str:
 
 BAND_GROUPS = 8
 BAND_BUCKET_BITS = 14
-_SLOTS = 16384
 _BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
-
-
-def _slot(tag: str) -> int:
-    """The Redis Cluster slot of a hash tag (CRC16/XMODEM modulo 16,384)."""
-    return binascii.crc_hqx(tag.encode("ascii"), 0) % _SLOTS
 
 
 def band_group(band: int) -> int:
@@ -432,15 +426,15 @@ def band_tags() -> tuple[str, ...]:
     puts the tag's slot within 256 slots of the middle of the group's 1/8 of the slots.
 
     >>> tags = band_tags()
-    >>> len(tags), [_slot(t) * BAND_GROUPS // _SLOTS for t in tags]
+    >>> len(tags), [key_slot(t) * BAND_GROUPS // CLUSTER_SLOTS for t in tags]
     (8, [0, 1, 2, 3, 4, 5, 6, 7])
     """
-    width = _SLOTS // BAND_GROUPS
+    width = CLUSTER_SLOTS // BAND_GROUPS
     tags = []
     for group in range(BAND_GROUPS):
         middle = group * width + width // 2
         k = 0
-        while abs(_slot(f"b{group}-{k}") - middle) >= _BAND_SLOT_SPREAD:
+        while abs(key_slot(f"b{group}-{k}") - middle) >= _BAND_SLOT_SPREAD:
             k += 1
         tags.append(f"b{group}-{k}")
     return tuple(tags)
