@@ -131,40 +131,41 @@ local function check_records(keys, args, width)
   return nil
 end
 
--- ARGV: one record per key, added unless there.  Replies how many were added.
-local function records_add(keys, args)
+-- Applies change(blob, record) to each key's blob with its record (one record per key; a
+-- key named twice sees the first change): change returns the new blob, or nil for no change.
+-- Writes the changed blobs (SET of the whole blob, not APPEND: APPEND reserves up to twice the
+-- string's size) and replies how many changed.
+local function change_records(keys, args, change)
   local err = check_records(keys, args, RECORD_WIDTH)
   if err then return fail(err) end
   local blobs = read_blobs(keys)
-  local added = 0
+  local changed = 0
   for i = 1, #keys do
-    local blob = blobs[keys[i]]
-    if find_record(blob, args[i], RECORD_WIDTH) == nil then
-      -- SET of the whole blob, not APPEND: APPEND reserves up to twice the string's size
-      blobs[keys[i]] = blob .. args[i]
-      redis.call('SET', keys[i], blobs[keys[i]])
-      added = added + 1
+    local blob = change(blobs[keys[i]], args[i])
+    if blob ~= nil then
+      blobs[keys[i]] = blob
+      put_blob(keys[i], blob)
+      changed = changed + 1
     end
   end
-  return added
+  return changed
+end
+
+-- ARGV: one record per key, added unless there.  Replies how many were added.
+local function records_add(keys, args)
+  return change_records(keys, args, function(blob, record)
+    if find_record(blob, record, RECORD_WIDTH) ~= nil then return nil end
+    return blob .. record
+  end)
 end
 
 -- ARGV: one record per key, taken out if there.  Replies how many were removed.
 local function records_remove(keys, args)
-  local err = check_records(keys, args, RECORD_WIDTH)
-  if err then return fail(err) end
-  local blobs = read_blobs(keys)
-  local removed = 0
-  for i = 1, #keys do
-    local blob = blobs[keys[i]]
-    local pos = find_record(blob, args[i], RECORD_WIDTH)
-    if pos ~= nil then
-      blobs[keys[i]] = without_record(blob, pos, RECORD_WIDTH)
-      put_blob(keys[i], blobs[keys[i]])
-      removed = removed + 1
-    end
-  end
-  return removed
+  return change_records(keys, args, function(blob, record)
+    local pos = find_record(blob, record, RECORD_WIDTH)
+    if pos == nil then return nil end
+    return without_record(blob, pos, RECORD_WIDTH)
+  end)
 end
 
 -- ARGV: one 8-byte record key per key.  Replies, per key, the values of the records there
