@@ -23,7 +23,7 @@ from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
-from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.base import CLUSTER, EXACT, DedupStore, exact_key
 
 __all__ = ["ContentIndex", "Decision", "Document", "cluster_id_for"]
 
@@ -67,7 +67,15 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         fp = doc.fingerprint
         if fp is None or fp.tokens < self.min_tokens:
             return nullcontext()  # never compared by near-duplicate distance
-        return self.store.hold_near(doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance)
+        # what the matching and a new cluster read first: the exact index, the cluster named
+        # after this content
+        first_reads = (
+            (EXACT, exact_key(doc.scope, fp.content_hash)),
+            (CLUSTER, cluster_id_for(doc.scope, fp.content_hash)),
+        )
+        return self.store.hold_near(
+            doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
+        )
 
     def _decide_held(self, doc: Document) -> Decision:
         now = self.clock()

@@ -335,13 +335,17 @@ class DedupStore(abc.ABC):
         return nullcontext()
 
     def hold_near(
-        self, scope: str, simhash: int, bands: Iterable[int], max_distance: int
+        self, scope: str, simhash: int, bands: Iterable[int], max_distance: int,
+        reads: Iterable[tuple[str, str]] = (),
     ) -> AbstractContextManager[None]:
         """Hold a near-duplicate decision for the ``with`` block (atomic): inside it, every
         decision near this one (a SimHash within ``max_distance``, or one of the same LSH
         band hashes) that began earlier in another process has written its outcome, and
         those that begin later wait until the block has exited. The block's reads and
         writes are then those of one process deciding in turn.
+
+        ``reads``: (table, key) of records the block reads first; a shared backend may read
+        them as the hold begins, in its own round trip (an embedded one ignores them).
         """
         return nullcontext()
 

@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 3
+local LIBRARY_VERSION = 4
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -168,6 +168,22 @@ local function records_remove(keys, args)
   end)
 end
 
+-- The values of the records of `blob` whose 8-byte key is `needle`.
+local function values_under(blob, needle)
+  local found, init = {}, 1
+  while true do
+    local pos = string.find(blob, needle, init, true)
+    if pos == nil then break end
+    if (pos - 1) % RECORD_WIDTH == 0 then
+      found[#found + 1] = string.sub(blob, pos + 8, pos + 15)
+      init = pos + RECORD_WIDTH
+    else
+      init = pos + 1
+    end
+  end
+  return found
+end
+
 -- ARGV: one 8-byte record key per key.  Replies, per key, the values of the records there
 -- whose key is that one (settled and pending buckets of a band group read in one call).
 local function records_find(keys, args)
@@ -175,20 +191,7 @@ local function records_find(keys, args)
   if err then return fail(err) end
   local blobs = read_blobs(keys)
   local out = {}
-  for i = 1, #keys do
-    local blob, found, init = blobs[keys[i]], {}, 1
-    while true do
-      local pos = string.find(blob, args[i], init, true)
-      if pos == nil then break end
-      if (pos - 1) % RECORD_WIDTH == 0 then
-        found[#found + 1] = string.sub(blob, pos + 8, pos + 15)
-        init = pos + RECORD_WIDTH
-      else
-        init = pos + 1
-      end
-    end
-    out[i] = found
-  end
+  for i = 1, #keys do out[i] = values_under(blobs[keys[i]], args[i]) end
   return out
 end
 
@@ -225,6 +228,7 @@ end
 -- kept.  Every call is atomic on one slot, and a batch of decisions adds, reads and settles
 -- all its entries of one group with one call each.
 local NEAR_WIDTH = 16
+local NEAR_TABLES = 4
 
 local function check_entry(fp, token)
   if #fp ~= 8 or #token ~= 8 then return 'a near-duplicate entry is an 8-byte SimHash and an 8-byte token' end
@@ -317,7 +321,7 @@ end
 -- The (settled, pending) working copies of a call's two keys, or nil and an error.
 local function near_pair(keys)
   local table = near_table(keys[1])
-  if table == nil or table > 3 or near_table(keys[2]) ~= table then
+  if table == nil or table >= NEAR_TABLES or near_table(keys[2]) ~= table then
     return nil, 'a near-duplicate call takes a settled and a pending hash of one table'
   end
   return near_buckets(keys[1], table), near_buckets(keys[2], table)
@@ -518,16 +522,15 @@ end
 
 -- ARGV: lease in ms, then the tokens of a batch.  Takes consecutive order numbers, one per
 -- token in argument order, with one INCRBY and one HSET; replies the first number.
-local function order_take_many(keys, args)
-  local lease = lease_ms(args[1])
-  if not lease then return fail(LEASE_ERROR) end
-  local n = #args - 1
-  if n < 1 then return fail('order_take_many takes at least one token') end
+-- Takes consecutive order numbers for `tokens` (at least one) under a lease of `lease` ms;
+-- returns the first.
+local function take_orders(keys, lease, tokens)
+  local n = #tokens
   local last = redis.call('INCRBY', keys[1], n)
   local deadline = now_ms() + lease
   local fields = {}
   for i = 1, n do
-    fields[#fields + 1] = args[i + 1]
+    fields[#fields + 1] = tokens[i]
     fields[#fields + 1] = (last - n + i) .. ':' .. deadline
     if #fields >= 1000 or i == n then  -- unpack() is bounded by Lua's stack
       redis.call('HSET', keys[2], unpack(fields))
@@ -535,6 +538,15 @@ local function order_take_many(keys, args)
     end
   end
   return last - n + 1
+end
+
+local function order_take_many(keys, args)
+  local lease = lease_ms(args[1])
+  if not lease then return fail(LEASE_ERROR) end
+  if #args < 2 then return fail('order_take_many takes at least one token') end
+  local tokens = {}
+  for i = 2, #args do tokens[#tokens + 1] = args[i] end
+  return take_orders(keys, lease, tokens)
 end
 
 -- ARGV: pairs (token, order).  Ends decisions in flight; replies per pair 1, or 0 when it
@@ -562,6 +574,182 @@ local function order_renew_many(keys, args)
     end
   end
   return replies
+end
+
+-- Fused near-duplicate steps, on a standalone server --------------------------------------
+-- A server that is not a cluster has no slots, so one call may name keys of every group: each
+-- step of a decision (enter and order and read, settle and end, index a representative) is
+-- one call there instead of one per slot group, band group and counter.  Never sent to a
+-- cluster, where they would be CROSSSLOT; there the per-group functions above run.  One call
+-- being atomic makes the insert-then-order-then-check argument (redis_near.py) stronger:
+-- nothing runs between a decision's inserts, its order numbers and its reads of the pending
+-- entries.
+
+-- The (settled, pending) working copies of `count` key pairs from keys[first], or nil and an error.
+local function near_pairs(keys, first, count)
+  local pairs_of = {}
+  for g = 1, count do
+    local settled, pending = near_pair({keys[first + 2 * g - 2], keys[first + 2 * g - 1]})
+    if settled == nil then return nil, pending end
+    pairs_of[g] = {settled, pending}
+  end
+  return pairs_of
+end
+
+-- The bucket fields of `records` in `table`, each once, in order of first appearance.
+local function unique_fields(records, table)
+  local fields, seen = {}, {}
+  for _, record in ipairs(records) do
+    local field = near_field(record, table)
+    if not seen[field] then
+      seen[field] = true
+      fields[#fields + 1] = field
+    end
+  end
+  return fields
+end
+
+-- The count of groups ARGV[at] names, checked against the keys from keys[first]; or nil.
+local function group_count(keys, args, at, first)
+  local count = tonumber(args[at])
+  if count == nil or count < 0 or count % 1 ~= 0 or first - 1 + 2 * count > #keys then return nil end
+  return count
+end
+
+-- KEYS: the order counter and hash; G (settled, pending) pairs of near-duplicate groups; band
+-- buckets.  ARGV: lease ms; G; the decisions' 8-byte tokens, concatenated; per group the
+-- 16-byte records of its entries, concatenated; per band bucket a 16-byte record (band hash,
+-- token) to enter, or an 8-byte band hash.
+-- Enters the records as pending and the band records, takes consecutive order numbers for the
+-- tokens, then reads.  With no tokens nothing is entered and no number is taken: the records
+-- only name the buckets to read (a decision's later scans).  Replies {first order number, or 0;
+-- per group the pending records of the entries' buckets, concatenated; per band bucket the
+-- tokens under its band hash}.  The settled buckets are read with a plain HMGET right after,
+-- as near_pending's are.
+local function near_open(keys, args)
+  local usage = 'near_open takes a lease, a group count, tokens, records per group and one band argument per band bucket'
+  local groups = group_count(keys, args, 2, 3)
+  if groups == nil then return fail(usage) end
+  local tokens = {}
+  for pos = 1, #(args[3] or ''), 8 do tokens[#tokens + 1] = string.sub(args[3], pos, pos + 7) end
+  local lease = lease_ms(args[1])
+  if #tokens > 0 and not lease then return fail(LEASE_ERROR) end
+  local band_key, band_arg = 3 + 2 * groups, 4 + groups
+  if #(args[3] or '') % 8 ~= 0 or #args - band_arg ~= #keys - band_key then return fail(usage) end
+  local pairs_of, err = near_pairs(keys, 3, groups)
+  if pairs_of == nil then return fail(err) end
+  local records = {}
+  for g = 1, groups do
+    records[g] = records_of(args[3 + g])
+    if records[g] == nil then return fail('near_open takes 16-byte records') end
+  end
+  for i = band_arg, #args do
+    if #args[i] ~= RECORD_WIDTH and #args[i] ~= 8 then return fail('a band argument is a 16-byte record or an 8-byte hash') end
+  end
+  local fields = {}
+  for g = 1, groups do
+    local pending = pairs_of[g][2]
+    fields[g] = unique_fields(records[g], pending.table)
+    buckets_read(pending, fields[g])
+    if #tokens > 0 then
+      for _, record in ipairs(records[g]) do add_record(pending, record) end
+      buckets_write(pending)
+    end
+  end
+  local blobs, found = {}, {}
+  for i = band_key, #keys do
+    local key, arg = keys[i], args[band_arg + i - band_key]
+    if blobs[key] == nil then blobs[key] = redis.call('GET', key) or '' end
+    if #arg == RECORD_WIDTH then
+      if find_record(blobs[key], arg, RECORD_WIDTH) == nil then
+        blobs[key] = blobs[key] .. arg
+        redis.call('SET', key, blobs[key])
+      end
+      arg = string.sub(arg, 1, 8)
+    end
+    found[#found + 1] = values_under(blobs[key], arg)
+  end
+  local first = 0
+  if #tokens > 0 then first = take_orders(keys, lease, tokens) end
+  local pending_out = {}
+  for g = 1, groups do
+    local out = {}
+    for i, field in ipairs(fields[g]) do out[i] = pairs_of[g][2].blobs[field] end
+    pending_out[g] = table.concat(out)
+  end
+  return {first, pending_out, found}
+end
+
+-- KEYS: the order counter and hash; G (settled, pending) pairs; pending band buckets.  ARGV: G;
+-- per group the records of its entries, concatenated, and one keep flag ('1' or '0') per
+-- record; per band bucket a 16-byte record to take out; then pairs (token, order) of the
+-- decisions to end.  near_settle_many for each group, the band records out, then the order
+-- numbers released (compare-and-delete: the number of a decision reaped meanwhile is gone,
+-- and its release does nothing).  Replies {per group '1' or '0' per record, as
+-- near_settle_many; per pair 1, or 0 when it had been reaped}.
+local function near_close(keys, args)
+  local usage = 'near_close takes a group count, records and keep flags per group, a record per band bucket and (token, order) pairs'
+  local groups = group_count(keys, args, 1, 3)
+  if groups == nil then return fail(usage) end
+  local band_key, band_arg = 3 + 2 * groups, 2 + 2 * groups
+  local pairs_from = band_arg + #keys - band_key + 1
+  if pairs_from - 1 > #args or (#args - pairs_from + 1) % 2 ~= 0 then return fail(usage) end
+  for g = 1, groups do
+    local records, keep = records_of(args[2 * g] or ''), args[2 * g + 1] or ''
+    if records == nil or #keep ~= #records then return fail(usage) end
+  end
+  local err = check_records({unpack(keys, band_key)}, {unpack(args, band_arg, pairs_from - 1)}, RECORD_WIDTH)
+  if err then return fail(err) end
+  local settled = {}
+  for g = 1, groups do
+    settled[g] = near_settle_many({keys[1 + 2 * g], keys[2 + 2 * g]}, {args[2 * g], args[2 * g + 1]})
+    if type(settled[g]) ~= 'string' then return settled[g] end  -- an error reply
+  end
+  for i = band_key, #keys do
+    local blob = redis.call('GET', keys[i]) or ''
+    local pos = find_record(blob, args[band_arg + i - band_key], RECORD_WIDTH)
+    if pos ~= nil then put_blob(keys[i], without_record(blob, pos, RECORD_WIDTH)) end
+  end
+  local released = {}
+  for i = pairs_from, #args, 2 do
+    released[#released + 1] = delete_if_held(keys[2], args[i], args[i + 1], order_of)
+  end
+  return {settled, released}
+end
+
+-- KEYS: the (settled, pending) pairs of one SimHash's groups, one per table, then settled band
+-- buckets.  ARGV: '1' to enter, '0' to take out; the 16-byte record (SimHash, token); a
+-- 16-byte record per band bucket.  A representative entered in (near_put, records_add) or
+-- taken out of (near_remove, records_remove) every table and band in one call.  Replies how
+-- many records changed.
+local function near_index(keys, args)
+  local enter = args[1] == '1'
+  if (args[1] ~= '1' and args[1] ~= '0') or #(args[2] or '') ~= NEAR_WIDTH or #keys < 2 * NEAR_TABLES then
+    return fail('near_index takes 1 or 0, a 16-byte record, and a record per band bucket')
+  end
+  local pairs_of, err = near_pairs(keys, 1, NEAR_TABLES)
+  if pairs_of == nil then return fail(err) end
+  local band_keys, band_args = {}, {}
+  for i = 2 * NEAR_TABLES + 1, #keys do
+    band_keys[#band_keys + 1] = keys[i]
+    band_args[#band_args + 1] = args[i - 2 * NEAR_TABLES + 2]
+  end
+  err = check_records(band_keys, band_args, RECORD_WIDTH)
+  if err then return fail(err) end
+  local changed = 0
+  for g = 1, NEAR_TABLES do
+    local settled = pairs_of[g][1]
+    if enter then changed = changed + add_record(settled, args[2]) else changed = changed + remove_record(settled, args[2]) end
+    buckets_write(settled)
+  end
+  if #band_keys > 0 then
+    if enter then
+      changed = changed + records_add(band_keys, band_args)
+    else
+      changed = changed + records_remove(band_keys, band_args)
+    end
+  end
+  return changed
 end
 
 -- Clusters: joins and take-overs ----------------------------------------------------------
@@ -764,6 +952,7 @@ end
 -- Every function is registered as 'sdd_' .. its name; the readers with the no-writes flag, so
 -- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
 local WRITERS = {
+  {'near_open', near_open}, {'near_close', near_close}, {'near_index', near_index},
   {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
   {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url},

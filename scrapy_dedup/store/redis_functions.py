@@ -36,6 +36,10 @@ MIN_SERVER_MAJOR = 7
 
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
+#: one band group's keys (settled then pending buckets) and its 8-byte band hashes (twice):
+#: the arguments of one call to a band function, on one slot
+BandGroup = tuple[list[str], list[bytes]]
+
 
 class StoreConnectionLost(StoreWriteError):
     """The Redis store stopped answering and the retries ran out: the crawl stops."""
@@ -165,6 +169,9 @@ class StoreFunctions:
     def __init__(self, client: Any, prefix: str) -> None:
         self.client = client
         self.prefix = rk.check_prefix(prefix)
+        #: one server, no slots: a decision's near-duplicate steps are one call each (the fused
+        #: functions of the library), where a cluster takes one per slot group
+        self.fused = not is_cluster(client)
         self.ensure_library()
 
     # -- the library ------------------------------------------------------------------------
@@ -240,26 +247,6 @@ class StoreFunctions:
     def near_add(self, scope: str, simhash: int, token: bytes) -> None:
         self._near_calls("sdd_near_add", scope, simhash, token).execute()
 
-    def near_settle_then_release(
-        self, scope: str, simhash: int, token: bytes, keep: bool, order: int, also: Sequence[tuple] = ()
-    ) -> bool:
-        """:meth:`near_settle`, then :meth:`order_release` if every pending entry was still there.
-
-        ``also``: more FCALLs (e.g. taking out pending band entries) sent with the settles."""
-        pipe = self._near_calls("sdd_near_settle", scope, simhash, token, 1 if keep else 0)
-        for call in also:
-            pipe.fcall(*call)
-        if is_cluster(self.client):
-            if not all(int(r) == 1 for r in pipe.execute()[:BLOCKS]):
-                return False
-            self.order_release(token, order)
-            return True
-        # one server runs a connection's pipeline in order: the release comes after every
-        # settle. If a settle found nothing, the decision was reaped and its order entry is
-        # gone already, so the release (compare-and-delete) does nothing.
-        pipe.fcall("sdd_order_release", 2, *rk.order_keys(self.prefix), token, order)
-        return all(int(r) == 1 for r in pipe.execute()[:BLOCKS])
-
     def near_scan(
         self, scope: str, simhash: int, max_distance: int
     ) -> tuple[set[tuple[int, bytes]], set[tuple[int, bytes]]]:
@@ -270,6 +257,42 @@ class StoreFunctions:
         """
         (settled, pending), _ = self.near_read(scope, [simhash], max_distance)
         return settled[0], pending[0]
+
+    def near_index_command(self, scope: str, simhash: int, token: bytes, bands: Sequence[int], enter: bool) -> tuple:
+        """One server: the call that enters a representative in (or takes it out of) its four
+        SimHash buckets and its band buckets, for a batch (:func:`sdd_near_index`)."""
+        keys = [key for pair in rk.near_buckets(self.prefix, scope, simhash) for key in pair]
+        records = []
+        for band_keys, hashes in rk.band_calls(self.prefix, scope, bands):
+            keys += band_keys
+            records += [h + token for h in hashes]
+        return ("FCALL", "sdd_near_index", len(keys), *keys, "1" if enter else "0",
+                rk.near_record(simhash, token), *records)
+
+    # -- LSH band buckets of a decision in flight ----------------------------------------------
+    @staticmethod
+    def _band_pending(bands: Sequence[BandGroup], token: bytes) -> list[tuple[list[str], list[bytes]]]:
+        """Per band group, its pending buckets and the records (band hash, ``token``) of a decision."""
+        out = []
+        for keys, hashes in bands:
+            half = len(keys) // 2  # settled keys first, then the pending ones
+            out.append((keys[half:], [h + token for h in hashes[half:]]))
+        return out
+
+    @staticmethod
+    def _band_fcall(function: str, group: tuple[list[str], list[bytes]]) -> tuple:
+        """The FCALL arguments of a band function on one band group (one slot)."""
+        keys, records = group
+        return (function, len(keys), *keys, *records)
+
+    @staticmethod
+    def _band_regroup(bands: Sequence[BandGroup], flat: list) -> list[list]:
+        """Replies of one call per band bucket, as one list per band group."""
+        out, at = [], 0
+        for keys, _ in bands:
+            out.append(flat[at : at + len(keys)])
+            at += len(keys)
+        return out
 
     # -- batches of near-duplicate decisions --------------------------------------------------
     def _groups(self, simhashes: Sequence[int]) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -297,6 +320,15 @@ class StoreFunctions:
                        b"".join([records[i] for i, _ in members]))
         return len(groups)
 
+    def _decode_buckets(self, tables: list[int], pending: list, settled: list, simhashes, max_distance) -> tuple:
+        """(settled, pending) per SimHash from per-group replies: the pending records of a
+        group concatenated, and the HMGET of its settled buckets."""
+        return (
+            rk.records_near([(t, b"".join([v for v in s if v])) for t, s in zip(tables, settled)], simhashes,
+                            max_distance),
+            rk.records_near([(t, bytes(p)) for t, p in zip(tables, pending)], simhashes, max_distance),
+        )
+
     def queue_near_read(
         self, pipe: Any, scope: str, simhashes: Sequence[int], max_distance: int
     ) -> Callable[[list], tuple[list, list]]:
@@ -315,29 +347,67 @@ class StoreFunctions:
             pipe.execute_command("HMGET", settled, *[block.to_bytes(2, "big") for block in blocks])
 
         def decode(replies: list) -> tuple[list, list]:
-            settled_parts, pending_parts = [], []
-            for n, table in enumerate(tables):
-                pending_parts.append((table, bytes(replies[2 * n])))
-                settled_parts.append((table, b"".join([v for v in replies[2 * n + 1] if v])))
-            return (
-                rk.records_near(settled_parts, simhashes, max_distance),
-                rk.records_near(pending_parts, simhashes, max_distance),
-            )
+            return self._decode_buckets(tables, replies[0::2], replies[1::2], simhashes, max_distance)
+
+        return decode
+
+    def _queue_open(
+        self, pipe: Any, scope: str, items: Sequence[tuple[int, bytes]], lease_ms: int, max_distance: int,
+        bands: Sequence[BandGroup] = (), enter: bool = True,
+    ) -> Callable[[list], tuple[int, tuple[list, list], list]]:
+        """One server: queue :func:`sdd_near_open` over every group of ``items`` and the HMGETs
+        of their settled buckets right after. ``enter`` False: a look at the same buckets (the
+        tokens are then unused). The function returned turns the replies into (first order
+        number or 0, (settled, pending), band replies per group)."""
+        sid = rk.scope_digest(scope).hex()
+        simhashes = [simhash for simhash, _ in items]
+        records = [rk.near_record(simhash, token) for simhash, token in items]
+        groups = self._groups(simhashes)
+        keys: list[str] = list(rk.order_keys(self.prefix))
+        group_records, hmgets, tables = [], [], []
+        for (table, group), members in groups.items():
+            settled, pending = rk.near_group(self.prefix, sid, table, group)
+            keys += (settled, pending)
+            group_records.append(b"".join([records[i] for i, _ in members]))
+            hmgets.append(("HMGET", settled, *dict.fromkeys(block.to_bytes(2, "big") for _, block in members)))
+            tables.append(table)
+        band_args: list[bytes] = []
+        if bands:
+            token = items[0][1]
+            for band_keys, hashes in bands:
+                half = len(band_keys) // 2  # settled, then pending: a decision enters the pending ones
+                keys += band_keys
+                band_args += [h + token if enter and j >= half else h for j, h in enumerate(hashes)]
+        tokens = b"".join([token for _, token in items]) if enter else b""
+        pipe.execute_command("FCALL", "sdd_near_open", len(keys), *keys, lease_ms, len(groups), tokens,
+                             *group_records, *band_args)
+        for command in hmgets:
+            pipe.execute_command(*command)
+
+        def decode(replies: list) -> tuple[int, tuple[list, list], list]:
+            first, pending, found = replies[0]
+            near = self._decode_buckets(tables, pending, replies[1 : 1 + len(tables)], simhashes, max_distance)
+            return int(first), near, self._band_regroup(bands, found)
 
         return decode
 
     def near_read(
-        self, scope: str, simhashes: Sequence[int], max_distance: int, after: Sequence[tuple] = ()
+        self, scope: str, simhashes: Sequence[int], max_distance: int, bands: Sequence[BandGroup] = ()
     ) -> tuple[tuple[list, list], list]:
-        """:meth:`queue_near_read`, run: ((settled, pending), replies of the ``after`` FCALLs
-        sent in the same round trip)."""
+        """Read the buckets of ``simhashes`` (settled, pending within ``max_distance``) and
+        look up the band buckets of ``bands`` (settled and pending, per group), in one round trip."""
         pipe = self.client.pipeline(transaction=False)
-        decode = self.queue_near_read(pipe, scope, simhashes, max_distance)
-        for call in after:
-            pipe.fcall(*call)
+        if self.fused:
+            decode = self._queue_open(pipe, scope, [(s, bytes(8)) for s in simhashes], 1, max_distance, bands,
+                                      enter=False)
+            _, near, found = decode(pipe.execute())
+            return near, found
+        decode_near = self.queue_near_read(pipe, scope, simhashes, max_distance)
+        for group in bands:
+            pipe.fcall(*self._band_fcall("sdd_records_find", group))
         replies = pipe.execute()
-        split = len(replies) - len(after)
-        return decode(replies[:split]), replies[split:]
+        split = len(replies) - len(bands)
+        return decode_near(replies[:split]), replies[split:]
 
     def near_add_order_read(
         self,
@@ -345,36 +415,42 @@ class StoreFunctions:
         items: Sequence[tuple[int, bytes]],
         lease_ms: int,
         max_distance: int,
-        before: Sequence[tuple] = (),
-        after: Sequence[tuple] = (),
-    ) -> tuple[int, tuple[list, list], list]:
+        bands: Sequence[BandGroup] = (),
+        reads: Sequence[tuple] = (),
+    ) -> tuple[int, tuple[list, list], list, list | None]:
         """Enter the pending entries of a batch, then take its order numbers (the first is
         returned; item ``i`` has ``first + i``), then read its buckets.
 
-        Each step starts after the one before has been applied: on one server, one pipeline
-        (a connection's commands run in order); on a cluster, three round trips, as the
-        groups and the counter are on different masters. ``before``: more FCALLs (argument
-        tuples, e.g. pending band entries) in with the adds; ``after``: FCALLs read with the
-        buckets (e.g. band lookups), their replies returned third.
+        ``bands`` (a batch of one): per band group, the settled and pending band buckets and
+        the band hashes; the decision's records go in with the SimHash entries and the lookup
+        (settled and pending) comes with the reads, its replies per group returned third.
+
+        Each step starts after the one before has been applied. On one server that is one
+        call (:func:`sdd_near_open`) and the settled buckets' HMGETs in one round trip, and
+        ``reads`` (plain read commands) follow in it, their replies returned fourth: they are
+        read after the order number was taken and the pending entries were read. On a cluster
+        it is three round trips, as the groups and the counter are on different masters, and
+        ``reads`` are not sent (None).
         """
         tokens = [token for _, token in items]
         simhashes = [simhash for simhash, _ in items]
-        order_call = ("sdd_order_take_many", 2, *rk.order_keys(self.prefix), lease_ms, *tokens)
+        if bands and len(items) != 1:
+            raise ValueError("band buckets go with a batch of one decision")
+        if self.fused:
+            pipe = self.client.pipeline(transaction=False)
+            decode = self._queue_open(pipe, scope, items, lease_ms, max_distance, bands)
+            for command in reads:
+                pipe.execute_command(*command)
+            replies = pipe.execute()
+            split = len(replies) - len(reads)
+            return (*decode(replies[:split]), replies[split:])
         pipe = self.client.pipeline(transaction=False)
-        for call in before:
-            pipe.fcall(*call)
-        added = len(before) + self.queue_near_add_many(pipe, scope, items)
-        if is_cluster(self.client):
-            pipe.execute()
-            first = int(self.client.fcall(*order_call))
-            return (first, *self.near_read(scope, simhashes, max_distance, after))
-        pipe.fcall(*order_call)
-        decode = self.queue_near_read(pipe, scope, simhashes, max_distance)
-        for call in after:
-            pipe.fcall(*call)
-        replies = pipe.execute()
-        split = len(replies) - len(after)
-        return int(replies[added]), decode(replies[added + 1 : split]), replies[split:]
+        for group in self._band_pending(bands, tokens[0]) if bands else ():
+            pipe.fcall(*self._band_fcall("sdd_records_add", group))
+        self.queue_near_add_many(pipe, scope, items)
+        pipe.execute()
+        first = int(self.client.fcall("sdd_order_take_many", 2, *rk.order_keys(self.prefix), lease_ms, *tokens))
+        return (first, *self.near_read(scope, simhashes, max_distance, bands), None)
 
     def queue_near_settle_many(
         self, pipe: Any, scope: str, entries: Sequence[tuple[int, bytes, bool]]
@@ -390,9 +466,12 @@ class StoreFunctions:
             pipe.fcall("sdd_near_settle_many", 2, *rk.near_group(self.prefix, sid, table, group),
                        b"".join([records[i] for i, _ in members]),
                        "".join(["1" if entries[i][2] else "0" for i, _ in members]))
+        return self._settle_decoder(len(entries), members_of)
 
+    @staticmethod
+    def _settle_decoder(count: int, members_of: list[list[int]]) -> Callable[[list], list[bool]]:
         def decode(replies: list) -> list[bool]:
-            ok = [True] * len(entries)
+            ok = [True] * count
             for members, flags in zip(members_of, replies):
                 for i, flag in zip(members, bytes(flags)):
                     if flag != ord("1"):
@@ -401,26 +480,57 @@ class StoreFunctions:
 
         return decode
 
+    def near_close_command(
+        self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]], bands: Sequence[BandGroup] = ()
+    ) -> tuple[tuple, Callable[[Any], list[bool]]]:
+        """One server: the call (:func:`sdd_near_close`) that settles ``entries`` (simhash,
+        token, keep, order), takes the pending band records of ``bands`` out (a batch of one)
+        and then ends the order numbers, and the function that turns its reply into, per
+        entry, whether every pending entry was still there."""
+        sid = rk.scope_digest(scope).hex()
+        records = [rk.near_record(simhash, token) for simhash, token, _, _ in entries]
+        groups = self._groups([simhash for simhash, _, _, _ in entries])
+        keys: list[str] = list(rk.order_keys(self.prefix))
+        args: list[Any] = [len(groups)]
+        members_of = []
+        for (table, group), members in groups.items():
+            keys += rk.near_group(self.prefix, sid, table, group)
+            members_of.append([i for i, _ in members])
+            args += [b"".join([records[i] for i, _ in members]),
+                     "".join(["1" if entries[i][2] else "0" for i, _ in members])]
+        for band_keys, band_records in self._band_pending(bands, entries[0][1]) if bands else ():
+            keys += band_keys
+            args += band_records
+        for _, token, _, order in entries:
+            args += [token, order]
+        decode_settled = self._settle_decoder(len(entries), members_of)
+
+        def decode(reply: Any) -> list[bool]:
+            return decode_settled(reply[0])
+
+        return ("FCALL", "sdd_near_close", len(keys), *keys, *args), decode
+
     def near_settle_then_release_many(
-        self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]]
+        self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]], bands: Sequence[BandGroup] = ()
     ) -> list[bool]:
-        """Settle ``entries`` (simhash, token, keep, order), then release the order numbers of
-        those whose pending entries were all still there; per entry, whether they were."""
+        """Settle ``entries`` (simhash, token, keep, order) and take the pending band records
+        of ``bands`` out (a batch of one), then release the order numbers of those whose
+        pending entries were all still there; per entry, whether they were."""
+        if bands and len(entries) != 1:
+            raise ValueError("band buckets go with a batch of one decision")
+        if self.fused:
+            # one call: the release runs after every settle; a reaped decision's order entry is
+            # gone already, so releasing it does nothing
+            command, decode = self.near_close_command(scope, entries, bands)
+            return decode(self.client.execute_command(*command))
         settles = [(simhash, token, keep) for simhash, token, keep, _ in entries]
-        if is_cluster(self.client):
-            pipe = self.client.pipeline(transaction=False)
-            decode = self.queue_near_settle_many(pipe, scope, settles)
-            ok = decode(pipe.execute())
-            self.order_release_many([(e[1], e[3]) for e, good in zip(entries, ok) if good])
-            return ok
-        # one server: the release runs after every settle; a reaped decision's order entry is
-        # gone already, so releasing it does nothing
         pipe = self.client.pipeline(transaction=False)
         decode = self.queue_near_settle_many(pipe, scope, settles)
-        pipe.fcall("sdd_order_release_many", 2, *rk.order_keys(self.prefix),
-                   *(x for _, token, _, order in entries for x in (token, order)))
-        replies = pipe.execute()
-        return decode(replies[:-1])
+        for group in self._band_pending(bands, entries[0][1]) if bands else ():
+            pipe.fcall(*self._band_fcall("sdd_records_remove", group))
+        ok = decode(pipe.execute()[: -len(bands) or None])
+        self.order_release_many([(e[1], e[3]) for e, good in zip(entries, ok) if good])
+        return ok
 
     def near_settle(self, scope: str, simhash: int, token: bytes, keep: bool) -> bool:
         """Take the pending entries out (and with ``keep`` enter them as settled); False if any was gone."""

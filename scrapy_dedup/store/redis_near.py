@@ -55,9 +55,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from scrapy_dedup.core.fingerprints import hamming
-from scrapy_dedup.store.redis_functions import StoreFunctions
+from scrapy_dedup.store.redis_functions import BandGroup, StoreFunctions
 
 logger = logging.getLogger(__name__)
 
@@ -93,9 +94,28 @@ class DecisionReaped(Exception):
     """This decision's lease ran out and another process removed it: decide again."""
 
 
-#: one band group's keys (settled then pending buckets) and its 8-byte band hashes (twice):
-#: the arguments of one call to a band function, on one slot
-BandGroup = tuple[list[str], list[bytes]]
+@dataclass(slots=True)
+class NearHold:
+    """A near-duplicate decision held open (:meth:`NearDecisions.open`)."""
+
+    scope: str
+    simhash: int
+    token: bytes
+    order: int
+    bands: Sequence[BandGroup]
+    #: scans until no earlier decision near it was in flight (1: none was)
+    scans: int
+    #: (scope, simhash, max distance, settled SimHash entries within it) of its last scan
+    settled_near: tuple[str, int, int, set[tuple[int, bytes]]]
+    #: tokens in the settled band buckets sharing a band hash, from its last scan
+    settled_bands: set[bytes]
+    #: replies of the reads sent with its first scan, when that scan was its last; else None
+    reads: list | None = None
+
+    @property
+    def entry(self) -> tuple[int, bytes, bool, int]:
+        """What settles it: (simhash, token, keep: no, its order number)."""
+        return self.simhash, self.token, False, self.order
 
 
 class NearDecisions:
@@ -115,10 +135,6 @@ class NearDecisions:
         self.max_wait_s = max_wait_s
         self.clock = clock
         self.sleep = sleep
-        #: inside :meth:`hold`: tokens in the settled band buckets sharing a band hash
-        self.settled_bands: set[bytes] | None = None
-        #: inside :meth:`hold`: (scope, simhash, max distance, settled entries) of its last scan
-        self.settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
 
     def decide(
         self,
@@ -165,7 +181,7 @@ class NearDecisions:
         again (reaped while deciding)."""
         fn = self.fn
         batch = [items[i] for i in todo]
-        first, (settled_hits, pending_hits), _ = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
+        first, (settled_hits, pending_hits), _, _ = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
         order = [first + k for k in range(len(batch))]
         mine = {token: k for k, (_, token) in enumerate(batch)}
         decided: dict[int, NearOutcome] = {}
@@ -283,97 +299,102 @@ class NearDecisions:
                 fn.near_remove(scope, simhash, token)
             fn.near_settle(scope, simhash, token, keep=False)
 
-    @contextmanager
-    def hold(
-        self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = ()
-    ) -> Iterator[int]:
-        """Hold a near-duplicate decision the caller takes itself, from reads of the store.
+    def open(
+        self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = (), reads: Sequence[tuple] = ()
+    ) -> NearHold:
+        """Open a near-duplicate decision the caller takes itself, from reads of the store; it
+        holds until :meth:`close` (or the call :meth:`close_command` gives has run).
 
-        Inside the block every decision that took an earlier order number and is near this
-        one (a SimHash within ``max_distance``, or one of the same LSH band hashes) has
-        finished, its writes in the store, and every one that takes a later number waits
-        until the block has exited: the caller's reads and writes are those of one process
-        deciding in order-number order. ``bands``: per band group (one slot), the settled
-        and the pending band buckets of this document and its 8-byte band hashes
+        While it holds, every decision that took an earlier order number and is near this one
+        (a SimHash within ``max_distance``, or one of the same LSH band hashes) has finished,
+        its writes in the store, and every one that takes a later number waits until it is
+        closed: the caller's reads and writes are those of one process deciding in
+        order-number order. ``bands``: per band group (one slot), the settled and the pending
+        band buckets of this document and its 8-byte band hashes
         (:func:`~scrapy_dedup.store.redis_keys.band_calls` with kinds ``b``, ``bp``). The
         caller writes a kept document's entries itself (as a representative); the pending
         entries only stand for the decision in flight, under a token of its own.
 
-        The last band lookup of the wait reads the settled buckets too: what it found is
-        :attr:`settled_bands` inside the block (the representatives sharing a band hash,
-        as of the moment no earlier decision near this one was left in flight).
+        ``reads``: read commands sent with the first scan (one server only, after the order
+        number was taken and the pending entries read): their replies are
+        :attr:`NearHold.reads` when that first scan found no earlier decision in flight, so
+        that they are what the caller would have read once the hold was open.
         """
         fn = self.fn
         token = os.urandom(8)
-        pending = [self._pending_records(group, token) for group in bands]
-        adds = [self._band_fcall("sdd_records_add", group) for group in pending]
-        removes = [self._band_fcall("sdd_records_remove", group) for group in pending]
-        for _attempt in range(3):
+        for _attempt in range(ATTEMPTS):
             # the pending band entries go in with the SimHash ones, before the order number is
             # taken; the first scan (buckets and band lookups) rides in the same round trip
-            order, (settled, in_flight), found = fn.near_add_order_read(
-                scope, [(simhash, token)], self.lease_ms, max_distance,
-                before=adds, after=[self._band_fcall("sdd_records_find", group) for group in bands],
+            order, (settled, in_flight), found, read = fn.near_add_order_read(
+                scope, [(simhash, token)], self.lease_ms, max_distance, bands, reads
             )
-            first_scan = (settled[0], in_flight[0], self._band_tokens(bands, found))
+            band_in_flight, settled_bands = self._band_tokens(bands, found)
             try:
-                self._await_earlier(scope, simhash, token, order, max_distance, bands, first_scan)
+                scans, settled_near, settled_bands = self._await_earlier(
+                    scope, simhash, token, order, max_distance, bands, (settled[0], in_flight[0], band_in_flight,
+                                                                        settled_bands)
+                )
                 break
             except DecisionReaped:
-                self._bands_call("sdd_records_remove", pending)
-                fn.near_settle(scope, simhash, token, keep=False)
+                fn.near_settle_then_release_many(scope, [(simhash, token, False, order)], bands)
         else:
             raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
+        return NearHold(scope, simhash, token, order, bands, scans, (scope, simhash, max_distance, settled_near),
+                        settled_bands, read if scans == 1 else None)
+
+    def close(self, held: NearHold) -> None:
+        """End a decision opened by :meth:`open`: its pending entries out, its order number released."""
+        if not self.fn.near_settle_then_release_many(held.scope, [held.entry], held.bands)[0]:
+            self._outlived()
+
+    def close_command(self, held: NearHold) -> tuple[tuple, Callable[[Any], None]]:
+        """One server: :meth:`close` as one command, to send with others (after the decision's
+        writes), and the function to call with its reply."""
+        command, decode = self.fn.near_close_command(held.scope, [held.entry], held.bands)
+
+        def check(reply: Any) -> None:
+            if not decode(reply)[0]:
+                self._outlived()
+
+        return command, check
+
+    def _outlived(self) -> None:
+        # held longer than its lease: a later decision may have gone on without it
+        logger.warning("a near-duplicate decision outlived its lease of %d ms", self.lease_ms)
+
+    @contextmanager
+    def hold(
+        self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = ()
+    ) -> Iterator[NearHold]:
+        """:meth:`open`, then :meth:`close` when the block exits."""
+        held = self.open(scope, simhash, max_distance, bands)
         try:
-            yield order
+            yield held
         finally:
-            self.settled_bands = self.settled_near = None
-            if not fn.near_settle_then_release(scope, simhash, token, False, order, also=removes):
-                # held longer than its lease: a later decision may have gone on without it
-                logger.warning("a near-duplicate decision outlived its lease of %d ms", self.lease_ms)
+            self.close(held)
 
-    @staticmethod
-    def _pending_records(group: BandGroup, token: bytes) -> tuple[list[str], list[bytes]]:
-        keys, hashes = group
-        half = len(keys) // 2  # settled keys first, then the pending ones
-        return keys[half:], [h + token for h in hashes[half:]]
+    def _await_earlier(
+        self, scope, simhash, token, order, max_distance, bands, first_scan
+    ) -> tuple[int, set[tuple[int, bytes]], set[bytes]]:
+        """Wait until no earlier decision near ``simhash`` is in flight; returns how many scans
+        it took, and the settled SimHash entries and band tokens of the last.
 
-    @staticmethod
-    def _band_fcall(function: str, group: tuple[list[str], list[bytes]]) -> tuple:
-        """The FCALL arguments of a band function on one band group (one slot)."""
-        keys, records = group
-        return (function, len(keys), *keys, *records)
-
-    def _bands_call(self, function: str, calls: Sequence[tuple[list[str], list[bytes]]]) -> list:
-        """One call of a band function per band group (one slot), pipelined."""
-        if not calls:
-            return []
-        pipe = self.fn.client.pipeline(transaction=False)
-        for group in calls:
-            pipe.fcall(*self._band_fcall(function, group))
-        return pipe.execute()
-
-    def _await_earlier(self, scope, simhash, token, order, max_distance, bands=(), first_scan=None) -> int:
-        """Wait until no earlier decision near ``simhash`` is in flight; returns how many
-        decisions of dead processes were reaped on the way.
-
-        ``bands`` as in :meth:`hold`: decisions in flight with one of these band hashes count as
-        near too. ``first_scan``: (settled, pending, band tokens in flight) read after the order
-        number was taken, for the first round. The settled entries of the last scan are kept in
-        :attr:`settled_near`.
+        ``bands`` as in :meth:`open`: decisions in flight with one of these band hashes count
+        as near too. ``first_scan``: (settled, pending, band tokens in flight, settled band
+        tokens) read after the order number was taken, for the first round.
         """
         fn = self.fn
         later: set[bytes] = set()  # pending without an order in one scan and still pending in the next
         unordered: set[bytes] = set()
-        reaped = 0
         started = renewed = self.clock()
+        scans = 0
         while True:
             if first_scan is not None:
-                settled, pending, band_in_flight = first_scan
+                settled, pending, band_in_flight, settled_bands = first_scan
                 first_scan = None
             else:
-                settled, pending, band_in_flight = self._scan(scope, simhash, max_distance, bands)
-            self.settled_near = (scope, simhash, max_distance, settled)
+                settled, pending, band_in_flight, settled_bands = self._scan(scope, simhash, max_distance, bands)
+            scans += 1
             others = {(fp, t) for fp, t in pending if t != token}
             if bands:
                 # found by band alone: SimHash unknown (None), so a dead one's entries stay
@@ -387,13 +408,12 @@ class NearDecisions:
             unordered = {t for (_, t), o in zip(undecided, orders) if o is None}
             earlier = [(fp, t, o) for (fp, t), o in zip(undecided, orders) if o is not None and o[0] < order]
             if not earlier and not unordered:
-                return reaped
+                return scans, settled, settled_bands
             for fp, t, (their_order, ms_left) in earlier:
                 if ms_left < 0 and fn.order_reap(t, their_order):
                     # its process died mid-decision: its entries go, the order number first
                     if fp is not None:
                         fn.near_settle(scope, fp, t, keep=False)
-                    reaped += 1
             now = self.clock()
             if now - started > self.max_wait_s:
                 raise TimeoutError(f"waited {self.max_wait_s:.0f} s for earlier near-duplicate decisions")
@@ -404,17 +424,16 @@ class NearDecisions:
                     renewed = now
                 self.sleep(self.poll_s)
 
-    def _scan(self, scope, simhash, max_distance, bands) -> tuple[set, set, list]:
-        """(settled, pending) SimHash entries within ``max_distance`` and the band tokens in
-        flight, read in one round trip."""
-        finds = [self._band_fcall("sdd_records_find", group) for group in bands]
-        (settled, pending), found = self.fn.near_read(scope, [simhash], max_distance, after=finds)
-        return settled[0], pending[0], self._band_tokens(bands, found)
+    def _scan(self, scope, simhash, max_distance, bands) -> tuple[set, set, list, set[bytes]]:
+        """(settled, pending) SimHash entries within ``max_distance``, the band tokens in
+        flight and the settled band tokens, read in one round trip."""
+        (settled, pending), found = self.fn.near_read(scope, [simhash], max_distance, bands)
+        return (settled[0], pending[0], *self._band_tokens(bands, found))
 
-    def _band_tokens(self, bands: Sequence[BandGroup], found: list) -> list:
-        """The tokens of the decisions in flight sharing a band hash (one list per band), from
-        the replies of one band lookup per group; the settled ones found by the same calls are
-        kept in :attr:`settled_bands`."""
+    @staticmethod
+    def _band_tokens(bands: Sequence[BandGroup], found: list) -> tuple[list, set[bytes]]:
+        """From the replies of one band lookup per group: the tokens of the decisions in flight
+        sharing a band hash (one list per band), and the settled ones (representatives)."""
         settled: set[bytes] = set()
         in_flight = []
         for (keys, _), replies in zip(bands, found):
@@ -422,5 +441,4 @@ class NearDecisions:
             for tokens in replies[:half]:
                 settled.update(bytes(t) for t in tokens)
             in_flight.extend(replies[half:])
-        self.settled_bands = settled
-        return in_flight
+        return in_flight, settled

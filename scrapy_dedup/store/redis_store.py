@@ -25,13 +25,14 @@ batch while it is applied; after a crash a batch is applied whole.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -136,12 +137,39 @@ class RedisBatch(StoreBatch):
         s = self._store
         bands = band_tuple(bands)
         token = rk.cluster_token(cluster_id)
+        if s.fn.fused:
+            # one server: every table and band in one call
+            self.commands.append(s.fn.near_index_command(scope, simhash, token, bands, table_fn == "sdd_near_put"))
+            return
         fp = rk.simhash_bytes(simhash)
         for settled, pending in rk.near_buckets(s.prefix, scope, simhash):
             self.commands.append(("FCALL", table_fn, 2, settled, pending, fp, token))
         for keys, hashes in rk.band_calls(s.prefix, scope, bands):
             # one call per band group: its four buckets share one slot
             self.commands.append(("FCALL", band_fn, len(keys), *keys, *(h + token for h in hashes)))
+
+
+class _DecisionState(threading.local):
+    """Per thread, what the decision it holds read ahead and has yet to send: a decision may
+    run on a thread of its own while the crawl's thread writes through the same store."""
+
+    def __init__(self) -> None:
+        #: holds (hold_document, hold_near) entered and not yet left
+        self.depth = 0
+        #: (table, key) -> value, read with a hold's own round trip: each answers one get, and
+        #: any write of this thread drops them
+        self.prefetched: dict[tuple[str, str], bytes | None] = {}
+        #: (scope, band hashes, tokens) of the settled band buckets read by the near hold in force
+        self.settled_bands: tuple[str, tuple[int, ...], set[bytes]] | None = None
+        #: (scope, simhash, max distance, entries) of the settled SimHash buckets it read
+        self.settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
+        #: one server, inside a hold: (commands, atomic, function given the replies or None)
+        #: to send before the next read or with the outermost hold's release
+        self.queued: list[tuple[list[tuple], bool, Callable[[list], None] | None]] = []
+
+    def forget_reads(self) -> None:
+        self.prefetched.clear()
+        self.settled_bands = self.settled_near = None
 
 
 class RedisStore(DedupStore):
@@ -193,13 +221,9 @@ class RedisStore(DedupStore):
         self.fn = StoreFunctions(self.client, self.prefix)
         self._writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._batches = 0
-        self._holds = 0
-        #: (url key, record) read with the lock of hold_document, for the decision's first read
-        self._prefetched: tuple[str, bytes | None] | None = None
-        #: (scope, band hashes, tokens) of the settled band buckets read by the hold in force
-        self._settled_bands: tuple[str, tuple[int, ...], set[bytes]] | None = None
-        #: (scope, simhash, max distance, entries) of the settled SimHash buckets the hold read
-        self._settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
+        self._holds = itertools.count(1)
+        #: what a decision in force on a thread read ahead and has yet to send
+        self._decision = _DecisionState()
         self._near = NearDecisions(
             self.fn, lease_ms=DECISION_LEASE_MS, poll_s=DECISION_POLL_S, max_wait_s=DECISION_MAX_WAIT_S
         )
@@ -323,12 +347,13 @@ class RedisStore(DedupStore):
         ``SET NX PX`` and released only by its holder.
 
         The key's URL record, which a decision reads first, comes in the same round trip: the
-        next ``get`` of it inside the block is that answer (read once, before any write).
+        next ``get`` of it inside the block is that answer (read once, before any write). On
+        one server the release goes with the decision's writes (see :meth:`_flush`).
         """
         lock = rk.decision_key(self.prefix, key)
         record_key = self._table_key(URL, key)
-        self._holds += 1
-        holder = f"{self._writer}:{self._holds}"
+        holder = f"{self._writer}:{next(self._holds)}"
+        d = self._decision
         try:
             started = time.monotonic()
             # on one server a connection runs a pipeline in order: the record is read after the
@@ -342,7 +367,7 @@ class RedisStore(DedupStore):
                 taken, *record = pipe.execute()
                 if taken:
                     if read_ahead:
-                        self._prefetched = (key, record[0])
+                        d.prefetched[(URL, key)] = record[0]
                     break
                 if time.monotonic() - started > DECISION_MAX_WAIT_S:
                     raise StoreError(
@@ -352,43 +377,107 @@ class RedisStore(DedupStore):
                 time.sleep(DECISION_POLL_S)
         except _CONNECTION_ERRORS as exc:
             raise self._lost(exc) from None
+        d.depth += 1
         try:
             yield
         finally:
-            self._prefetched = None
-            try:
-                self.client.fcall("sdd_lock_release", 1, lock, holder)
-            except _CONNECTION_ERRORS as exc:
-                raise self._lost(exc) from None
+            self._leave_hold(("FCALL", "sdd_lock_release", 1, lock, holder), None, True)
 
     @contextmanager
-    def hold_near(self, scope: str, simhash: int, bands: Iterable[int], max_distance: int) -> Iterator[None]:
+    def hold_near(
+        self, scope: str, simhash: int, bands: Iterable[int], max_distance: int,
+        reads: Iterable[tuple[str, str]] = (),
+    ) -> Iterator[None]:
         """The decision runs *insert, order, check* (:mod:`~scrapy_dedup.store.redis_near`):
-        each call holds one bucket, so decisions spread over a cluster's masters."""
+        each call holds one bucket, so decisions spread over a cluster's masters.
+
+        On one server each step is one call, and ``reads`` (records the decision reads first)
+        ride in the hold's first round trip: a ``get`` of one inside the block is that answer
+        when no earlier decision near this one was in flight (read once, before any write).
+        """
         bands = band_tuple(bands)
         groups = rk.band_calls(self.prefix, scope, bands, ("b", "bp"))
+        d = self._decision
+        ahead = [(table, key) for table, key in reads if table != PENDING] if self.fn.fused else []
         try:
-            held = self._near.hold(scope, simhash, max_distance, groups)
-            held.__enter__()
+            self._flush()  # this decision's writes so far are in before its first scan
+            held = self._near.open(scope, simhash, max_distance, groups,
+                                   [("HGET", self._table_key(table, key), key) for table, key in ahead])
         except _CONNECTION_ERRORS as exc:
             raise self._lost(exc) from None
+        d.depth += 1
         if bands:
             # the hold's last band lookup read the settled buckets too: the matching's
             # band_candidates of these bands is that answer (read once, before any write)
-            self._settled_bands = (scope, bands, self._near.settled_bands)
+            d.settled_bands = (scope, bands, held.settled_bands)
         # so did its last SimHash scan: the answer of the matching's simhash_candidates
-        self._settled_near = self._near.settled_near
+        d.settled_near = held.settled_near
+        if held.reads is not None:
+            d.prefetched.update(zip(ahead, held.reads))
         failed = True
         try:
             yield
             failed = False
         finally:
-            self._settled_bands = self._settled_near = None
-            try:
-                held.__exit__(None, None, None)
-            except _CONNECTION_ERRORS as exc:
-                if not failed:
-                    raise self._lost(exc) from None
+            d.settled_bands = d.settled_near = None
+            for read in ahead:
+                d.prefetched.pop(read, None)
+            if self.fn.fused:
+                command, check = self._near.close_command(held)
+                self._leave_hold(command, check, not failed)
+            else:
+                d.depth -= 1
+                try:
+                    self._near.close(held)
+                except _CONNECTION_ERRORS as exc:
+                    if not failed:
+                        raise self._lost(exc) from None
+
+    def _leave_hold(self, command: tuple, check: Callable[[Any], None] | None, raise_lost: bool) -> None:
+        """Leave a hold with ``command`` (its release). On one server it is queued after the
+        decision's writes and sent with them when the outermost hold is left."""
+        d = self._decision
+        d.depth -= 1
+        if d.depth == 0:
+            d.forget_reads()
+        try:
+            if not self.fn.fused:
+                self._flush()
+                self.client.execute_command(*command)
+                return
+            d.queued.append(([command], False, None if check is None else (lambda replies: check(replies[0]))))
+            if d.depth == 0:
+                self._flush()
+        except _CONNECTION_ERRORS as exc:
+            if raise_lost:
+                raise self._lost(exc) from None
+
+    def _flush(self) -> None:
+        """Send what this thread's holds queued, in order, in one round trip.
+
+        Inside a hold on one server a batch's writes wait (:meth:`_apply`) until this
+        thread's next read, or until the outermost hold is left: then the writes, the near
+        hold's settle and the lock's release go together, in one MULTI/EXEC when there are
+        writes (a batch stays all or nothing). A connection runs its commands in order, so
+        another process that waited for the release or the settle finds the writes in.
+        """
+        d = self._decision
+        queued, d.queued = d.queued, []
+        if not queued:
+            return
+        commands = [command for group, _, _ in queued for command in group]
+        if len(commands) == 1:
+            replies = [self.client.execute_command(*commands[0])]
+        else:
+            pipe = self.client.pipeline(transaction=any(atomic for _, atomic, _ in queued))
+            for command in commands:
+                pipe.execute_command(*command)
+            replies = pipe.execute()
+        at = 0
+        for group, _, done in queued:
+            if done is not None:
+                done(replies[at : at + len(group)])
+            at += len(group)
 
     # -- key names ----------------------------------------------------------
     def _journal_key(self) -> str:
@@ -424,8 +513,14 @@ class RedisStore(DedupStore):
 
     def _apply(self, commands: list[tuple]) -> None:
         # a write: what a hold read ahead may no longer be the store's
-        self._settled_bands = self._settled_near = self._prefetched = None
+        d = self._decision
+        d.forget_reads()
         if not is_cluster(self.client):
+            if d.depth:
+                # inside a hold: sent before this thread's next read, or with the hold's release
+                d.queued.append((commands, True, None))
+                return
+            self._flush()
             if len(commands) == 1:
                 # one command is atomic by itself: no MULTI/EXEC around it
                 self.client.execute_command(*commands[0])
@@ -474,10 +569,11 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
-        if table == URL and self._prefetched is not None:
-            prefetched, self._prefetched = self._prefetched, None
-            if prefetched[0] == key:
-                return prefetched[1]
+        prefetched = self._decision.prefetched
+        if prefetched:
+            value = prefetched.pop((table, key), _UNREAD)
+            if value is not _UNREAD:
+                return value
         if table == PENDING:
             raw = self.client.hget(rk.pending_keys(self.prefix, key)[0], key)
             return _payload(raw) if raw is not None else None
@@ -496,6 +592,7 @@ class RedisStore(DedupStore):
                 yield key.decode("utf-8", "surrogatepass"), rows[key]
 
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
+        self._decision.forget_reads()  # a write
         current = self.client.fcall("sdd_exact_claim", 1, self._table_key(table, key), key, bytes(value))
         return None if current is None else bytes(current)
 
@@ -542,7 +639,8 @@ class RedisStore(DedupStore):
         self, scope: str, simhash: int, max_distance: int | None = None
     ) -> Iterator[tuple[int, str]]:
         max_distance = 64 if max_distance is None else max_distance
-        held, self._settled_near = self._settled_near, None
+        d = self._decision
+        held, d.settled_near = d.settled_near, None
         if held is not None and held[:3] == (scope, simhash, max_distance):
             settled = held[3]
         else:
@@ -552,13 +650,17 @@ class RedisStore(DedupStore):
 
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
         bands = tuple(bands)
-        held, self._settled_bands = self._settled_bands, None
+        d = self._decision
+        held, d.settled_bands = d.settled_bands, None
         if held is not None and held[0] == scope and held[1] == bands:
             return {token.hex() for token in held[2]}
         pipe = self.client.pipeline(transaction=False)
         for keys, hashes in rk.band_calls(self.prefix, scope, bands):
             pipe.fcall("sdd_records_find", len(keys), *keys, *hashes)
         return {bytes(token).hex() for found in pipe.execute() for per_band in found for token in per_band}
+
+
+_UNREAD = object()
 
 
 def _payload(held: bytes) -> bytes:
@@ -571,6 +673,8 @@ def _guard(name: str) -> None:
 
     def guarded(self, *args, **kwargs):
         try:
+            if self._decision.queued and name != "_apply":
+                self._flush()  # a read sees this thread's writes
             result = method(self, *args, **kwargs)
             if hasattr(result, "__next__"):
                 return _guarded_iter(self, result)
