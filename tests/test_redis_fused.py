@@ -1,0 +1,247 @@
+"""One server, fused calls: each step of a near-duplicate decision is one server-side call over
+the keys of every slot group (the per-group calls a cluster needs, folded), and a decision's
+writes go with its hold's settle and its lock's release. Checked on a real redis-server against
+the per-group calls on the same server: the same outcomes and the same bytes stored."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import threading
+import time
+
+import redis
+
+from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
+from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.decide.index import ContentIndex, Document
+from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.base import EXACT
+from scrapy_dedup.store.redis_functions import StoreFunctions, connect
+from scrapy_dedup.store.redis_near import NearDecisions
+from scrapy_dedup.store.redis_store import RedisStore
+
+PARAMS = {"test": 1}
+def prose(seed: int, n: int = 300) -> str:
+    rng = random.Random(seed)
+    return " ".join(f"w{rng.randrange(5000)}" for _ in range(n))
+
+
+def doc(url: str, text: str) -> Document:
+    return Document(key=url, url=url, fingerprint=fingerprint(text), raw_hash=raw_hash(text.encode()), text=text)
+
+
+def dump(client, prefix: str) -> dict:
+    """Every key of a prefix and its value, named without the prefix; the run's process set
+    (process ids) left out."""
+    out = {}
+    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        name = key.decode().replace(prefix, "P")  # in hash tags too
+        if name.startswith("P:r:"):
+            continue
+        kind = client.type(key).decode()
+        out[name] = client.get(key) if kind == "string" else client.hgetall(key) if kind == "hash" else kind
+    return out
+
+
+def per_group(store: RedisStore) -> RedisStore:
+    """The store sending the per-group calls a cluster takes, on the same server."""
+    store.fn.fused = False
+    return store
+
+
+def crawl_steps(index: ContentIndex) -> list[tuple]:
+    """Documents that take every path of a decision: new, exact and near duplicates that take
+    over as representatives, one that joins, a short page, a changed representative whose
+    cluster promotes a member, a gone page."""
+    base, other = prose(1), prose(2)
+    steps = [
+        index.ingest(doc("http://h/b/first", base)),
+        index.ingest(doc("http://h/b/copy", base)),
+        index.ingest(doc("http://h/b/near", base + " closing words")),
+        index.ingest(doc("http://h/a", base)),
+        index.ingest(doc("http://h/other", other)),
+        index.ingest(doc("http://h/short", "a short page")),
+        index.ingest(doc("http://h/b/near", prose(3))),  # the representative changed: a member is promoted
+    ]
+    gone = index.forget("http://h/other", 404)
+    return [(d.status, d.canonical_url, d.duplicate_of, d.is_representative, d.promoted) for d in steps] + [gone]
+
+
+def test_a_crawl_s_decisions_and_store_are_those_of_the_per_group_calls(redis_single, redis_prefix):
+    fused = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix + ":a")
+    grouped = per_group(RedisStore(redis_single.url, PARAMS, prefix=redis_prefix + ":b"))
+    try:
+        assert fused.fn.fused
+        outcomes = []
+        for store in (fused, grouped):
+            run = store.begin_run()
+            outcomes.append(crawl_steps(ContentIndex(store, run, max_distance=3, min_jaccard=0.8, min_tokens=50,
+                                                     clock=lambda: 1000.0)))
+        assert outcomes[0] == outcomes[1]
+        statuses = [step[0] for step in outcomes[0][:-1]]
+        assert statuses == ["new", "exact_duplicate", "near_duplicate", "exact_duplicate", "new", "new", "updated"]
+        assert outcomes[0][6][4] == "http://h/a"  # promoted when the representative changed
+        stored = dump(fused.client, fused.prefix)
+        assert stored == dump(grouped.client, grouped.prefix)
+        assert any(name.startswith("P:b:") for name in stored)  # band buckets were written
+        assert not any(name.startswith(("P:np:", "P:bp:", "P:om:", "P:d:")) for name in stored)  # nothing in flight
+    finally:
+        fused.close()
+        grouped.close()
+
+
+def test_batches_of_near_decisions_are_those_of_the_per_group_calls(redis_single, redis_prefix):
+    rng = random.Random(5)
+    items = []
+    for family in range(40):
+        base = rng.getrandbits(64)
+        for copy in range(3):
+            items.append((base ^ (1 << rng.randrange(64)) if copy else base, f"f{family:03d}c{copy:03d}".encode()))
+    outcomes, dumps = [], []
+    for name, fused in (("a", True), ("b", False)):
+        fn = StoreFunctions(connect(redis_single.url), f"{redis_prefix}:{name}")
+        fn.fused = fused
+        decisions = NearDecisions(fn)
+        got = decisions.decide_many("", items[:60], 3) + [decisions.decide("", fp, t, 3) for fp, t in items[60:]]
+        outcomes.append([(o.duplicate_of, o.distance, o.order, o.scans) for o in got])
+        dumps.append(dump(fn.client, fn.prefix))
+    assert outcomes[0] == outcomes[1]
+    assert sum(o[0] is None for o in outcomes[0]) == 40  # one kept per family
+    assert dumps[0] == dumps[1]
+
+
+class Counting(redis.Connection):
+    """A real connection that counts its round trips (one per write to the socket)."""
+
+    round_trips = 0
+
+    def send_packed_command(self, command, check_health=True):
+        Counting.round_trips += 1
+        return super().send_packed_command(command, check_health)
+
+
+def _fcalls(client) -> int:
+    return int(client.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
+
+
+def test_a_new_page_is_decided_in_four_round_trips_and_five_calls(redis_single, redis_prefix):
+    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
+        index.ingest(doc("http://h/warm", prose(10)))
+        pool = store.client.connection_pool
+        pool.disconnect()
+        pool.reset()
+        pool.connection_class = Counting
+        calls = _fcalls(store.client)
+        before = Counting.round_trips
+        decision = index.ingest(doc("http://h/new", prose(11)))
+        trips = Counting.round_trips - before
+        assert decision.status == "new"
+        # the lock with the URL record; the near hold with the exact entry and the cluster
+        # named after the content; the exact claim; the writes with the settle and the release
+        assert trips == 4
+        # open, claim, index (in the writes), close, release: one call each
+        assert _fcalls(store.client) - calls == 5
+    finally:
+        store.close()
+
+
+def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, redis_prefix):
+    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        with store.batch() as batch:
+            batch.index_exact("", "c" * 16, "ab" * 8)
+        key = f"{rk.scope_digest('').hex()}:{'c' * 16}"
+        with store.hold_near("", 0x0123_4567_89AB_CDEF, (), 3, reads=[(EXACT, key), (EXACT, "absent")]):
+            calls = store.client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0)
+            assert store.find_exact("", "c" * 16) == "ab" * 8
+            assert store.get(EXACT, "absent") is None
+            assert store.client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0) == calls
+            assert store.find_exact("", "c" * 16) == "ab" * 8  # read once: now from the server
+            assert store.client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0) == calls + 1
+    finally:
+        store.close()
+
+
+def _open_and_die(url, prefix, simhash, bands):
+    fn = StoreFunctions(connect(url), prefix)
+    groups = rk.band_calls(prefix, "", bands, ("b", "bp"))
+    NearDecisions(fn, lease_ms=300).open("", simhash, 3, groups)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_prefix):
+    fp = 0x0F0F_0F0F_0F0F_0F0F
+    bands = [(1 << 63) | band << 40 | 3 for band in range(32)]
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_open_and_die, args=(redis_single.url, redis_prefix, fp, bands))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == -signal.SIGKILL
+    fn = StoreFunctions(connect(redis_single.url), redis_prefix)
+    assert fn.fused
+    settled, pending = fn.near_scan("", fp, 3)
+    assert len(pending) == 1 and not settled  # the dead decision's entry, in flight
+    decisions = NearDecisions(fn, lease_ms=300)
+    key = f"{redis_prefix}:t:exact:{{texact000}}"
+    started = time.monotonic()
+    held = decisions.open("", fp ^ 0b11, 3, rk.band_calls(redis_prefix, "", bands, ("b", "bp")), [("HGET", key, "x")])
+    assert time.monotonic() - started < 10
+    assert held.scans > 1 and held.reads is None  # it waited: what it read first is not kept
+    decisions.close(held)
+    assert fn.near_scan("", fp, 3) == (set(), set())
+    assert fn.client.hlen(rk.order_keys(redis_prefix)[1]) == 0  # no decision left in flight
+
+
+def test_writes_inside_a_hold_reach_the_server_with_its_release(redis_single, redis_prefix):
+    mine = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    other = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        with mine.hold_document("http://h/a"):
+            with mine.batch() as batch:
+                batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new"))
+            assert other.get_url("http://h/a") is None  # not sent yet
+            # a batch of another thread (the crawl's, beside a decision thread) goes at once
+            thread = threading.Thread(target=lambda: _put(mine, "http://h/b"))
+            thread.start()
+            thread.join(10)
+            assert other.get_url("http://h/b").status == "new"
+            assert mine.get_url("http://h/a").status == "new"  # a read of this thread sends them first
+            with mine.batch() as batch:
+                batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
+        assert other.get_url("http://h/a").status == "updated"
+        assert mine.client.exists(rk.decision_key(mine.prefix, "http://h/a")) == 0  # released
+    finally:
+        mine.close()
+        other.close()
+
+
+def _put(store: RedisStore, key: str) -> None:
+    with store.batch() as batch:
+        batch.put_url(UrlRecord(key=key, url=key, status="new"))
+
+
+def _write_in_a_hold_and_die(url, prefix):
+    store = RedisStore(url, PARAMS, prefix=prefix)
+    with store.hold_document("http://h/doomed"):
+        with store.batch() as batch:
+            batch.put_url(UrlRecord(key="http://h/doomed", url="http://h/doomed", status="new"))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_decision_killed_before_its_hold_ends_writes_nothing(redis_single, redis_prefix):
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_write_in_a_hold_and_die, args=(redis_single.url, redis_prefix))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == -signal.SIGKILL
+    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        # all or nothing: its page is still owed and decided again by whoever fetches it
+        assert store.get_url("http://h/doomed") is None
+    finally:
+        store.close()
