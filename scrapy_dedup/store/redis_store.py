@@ -220,7 +220,7 @@ class RedisStore(DedupStore):
         self.client = connect(self.url, retry=retry)
         self.fn = StoreFunctions(self.client, self.prefix)
         self._writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._batches = 0
+        self._batch_ids = itertools.count(1)
         self._holds = itertools.count(1)
         #: what a decision in force on a thread read ahead and has yet to send
         self._decision = _DecisionState()
@@ -534,8 +534,7 @@ class RedisStore(DedupStore):
         # applied slot by slot (in order within each), then its journal entry goes. A writer
         # that dies in between leaves the entry, which the next store opened replays: every
         # write is an absolute put, delete, add or remove, so applying it again is harmless.
-        self._batches += 1
-        entry = f"{self._writer}:{self._batches}"
+        entry = f"{self._writer}:{next(self._batch_ids)}"
         journal = self._journal_key()
         self.client.hset(journal, entry, _encode_commands(commands, time.time()))
         self._apply_by_slot(commands)
