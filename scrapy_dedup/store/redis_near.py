@@ -25,6 +25,12 @@ later ones. The outcome is the one of a single process deciding in order-number 
 each bucket is locked only for its own short call, so decisions spread over the masters
 holding the buckets.
 
+On one server, which has no slots, each step is one function call over the keys of every
+group (``sdd_near_open``: insert, order and read the pending entries; ``sdd_near_close``: settle
+and release), where a cluster takes one call per slot group. The argument holds as it is, and
+more strongly: nothing runs between a decision's inserts, its order number and its read of the
+pending entries.
+
 A process that dies mid-decision leaves a pending entry with a lease; when the lease runs
 out, the next decision that waits for it removes it (the page is fetched again through
 the requests it had taken). A decision that waits renews its own lease.

@@ -16,7 +16,8 @@ are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
 =================================  ===========================================
 
 Reads stream: ``scan`` walks a table shard by shard, so a report needs no snapshot and
-never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server.
+never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server; inside
+a decision's hold it waits for the thread's next read, or goes with the hold's release.
 On a cluster, where one transaction cannot span slots, a batch is journalled in one slot
 (``P:j:{P:m}``), applied slot by slot, then struck from the journal; a batch left there
 by a writer that died is replayed when a store is next opened. Readers may see part of a
