@@ -191,9 +191,12 @@ def test_redis(tmp_path, corpus):
         assert r["cluster"] == (r["servers"] == "3 masters")
         assert r["decisions"] > 0 and 0 < r["kept"] < r["decisions"]
         assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"]
-        # batches: one call per slot group for many decisions; one at a time: ~14 calls each
+        # batches: one call per slot group for many decisions on a cluster, two per batch on one
+        # server; one at a time: ~14 calls each on a cluster, two on one server (open, close)
         assert 0 < r["commands_per_decision"] < 2 and r["busiest_master_us_per_decision"] > 0
-        assert r["one_at_a_time"]["commands_per_decision"] >= 10 and r["one_at_a_time"]["decisions"] > 0
+        single = r["one_at_a_time"]
+        assert single["decisions"] > 0
+        assert single["commands_per_decision"] >= 10 if r["cluster"] else 2 <= single["commands_per_decision"] < 3
         if r["cluster"]:
             assert r["busiest_master_share"] < 0.6  # spread over the three masters
     if data["datasketch"] is not None:
