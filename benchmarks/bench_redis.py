@@ -765,8 +765,9 @@ def crawl_rows(crawls: dict) -> list[dict]:
 
 #: rows of the near-duplicate decisions start with these (``--only near`` replaces them)
 NEAR_ROW_PREFIXES = ("near-duplicate decisions", "SimHash tables")
-#: rows of the store time and the crawls start with these (``--only crawl`` replaces them)
-CRAWL_ROW_PREFIXES = ("store time per page", "bytes per document", "PostgreSQL docs crawled", "bytes per URL record")
+#: rows of the store time and of the crawls start with these (``--only crawl`` replaces them)
+STORE_ROW_PREFIXES = ("store time per page", "bytes per document by key family")
+CRAWL_ROW_PREFIXES = ("PostgreSQL docs crawled", "bytes per document, everything", "bytes per URL record")
 
 
 def _replace_rows(rows: list[dict], prefixes: tuple[str, ...], new: list[dict]) -> list[dict]:
@@ -896,8 +897,8 @@ def main(argv: list[str] | None = None) -> int:
         previous = _previous(args.out)
         if "index_bytes" in previous.get("store_time", {}):
             store_time = {**previous["store_time"], **store_time}
-        rows = _replace_rows(previous.get("rows", []), CRAWL_ROW_PREFIXES,
-                             store_time_rows(store_time) + crawl_rows(crawls))
+        rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES, store_time_rows(store_time))
+        rows = _replace_rows(rows, CRAWL_ROW_PREFIXES, crawl_rows(crawls))
         write_result(NAME, {**previous, "store_time": store_time, "crawls": crawls, "rows": rows}, args.out)
         return 0
     try:
