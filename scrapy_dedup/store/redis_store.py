@@ -286,11 +286,13 @@ class RedisStore(DedupStore):
                 self._hold(pending_id)
                 yield pending_id, payload
 
-    def hold_pending(self, pending_id: str) -> None:
+    def hold_pending(self, pending_id: str) -> bool:
         # asked even when this process owed it: another may have taken it over meanwhile
         held, deadlines = rk.pending_keys(self.prefix, pending_id)
-        if self.client.fcall("sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
-            self._hold(pending_id)
+        if not self.client.fcall("sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
+            return False
+        self._hold(pending_id)
+        return True
 
     def pending_count(self) -> int:
         pipe = self.client.pipeline(transaction=False)
