@@ -695,8 +695,95 @@ def _count_label(n: int) -> str:
     return {10**5: "10^5", 10**6: "10^6", 10**7: "10^7", 10**8: "10^8"}.get(n, f"{n:,}")
 
 
+def store_time_rows(store_time: dict) -> list[dict]:
+    """Rows of the store time per page and of the bytes by key family after those pages."""
+    rows: list[dict] = []
+    rows.append(row(NAME, f"store time per page, {store_time['pages']} PostgreSQL pages decided in one process "
+                    "(seen-check, owe, decide, settle; client wall)",
+                    f"{store_time['redis_store_ms']:.2f} ms (Redis)",
+                    f"extraction {store_time['extract_ms']:.1f} ms; LevelDB {store_time['leveldb_store_ms']:.2f} ms",
+                    f"{100 * store_time['redis_over_extract']:.1f}% of extraction", "< 10% of extraction",
+                    store_time["redis_over_extract"] < TARGET_STORE_SHARE))
+    rows.append(row(NAME, "store time per page: where it goes (Redis)",
+                    f"{store_time['client_commands_per_page']:.0f} commands sent in "
+                    f"{store_time['round_trips_per_page']:.1f} round trips ({store_time['server_calls_per_page']:.0f} "
+                    f"with the functions' own), {store_time['server_us_per_page']:.0f} us "
+                    f"of server time; one round trip (PING) {store_time['ping_us']:.0f} us", "", "", "report", None))
+    per_family = store_time["bytes_per_document_by_family"]
+    rows.append(row(NAME, f"bytes per document by key family after the {store_time['pages']} pages "
+                    f"({store_time['documents']} documents; MEMORY USAGE)",
+                    ", ".join(f"{f} {fmt(b)}" for f, b in sorted(per_family.items(), key=lambda e: -e[1])[:8]),
+                    f"all {fmt(sum(per_family.values()))}", "", "report", None))
+    return rows
+
+
+def index_rows(store_time: dict) -> list[dict]:
+    """Rows of the near-duplicate index's bytes and lookup cost at a few sizes."""
+    rows: list[dict] = []
+    for count, r in store_time["index_bytes"].items():
+        fams = r["bytes_by_family"]
+        rows.append(row(NAME, f"near-duplicate index bytes per document at {int(count):,} random documents "
+                        "(LSH band buckets b, SimHash tables n; MEMORY USAGE)",
+                        ", ".join(f"{f} {fmt(v['bytes'] / r['documents'])} ({v['keys']:,} keys)"
+                                  for f, v in fams.items() if f in ("b", "n")), "", "", "report", None))
+        rows.append(row(NAME, f"LSH band lookup of one document at {int(count):,} documents (32 bands, one call "
+                        "per band group)", f"{r['band_lookup_ms']:.2f} ms, {r['band_lookup_server_us']:.0f} us "
+                        "of server time", "", "", "report", None))
+    cost = store_time["band_bucket_cost_us"]
+    rows.append(row(NAME, "server time of one band-group lookup (4 buckets) as full as 10^6 / 10^7 documents "
+                    "make them, by bucket bits (the layout uses 14)",
+                    "; ".join(f"{bits} bits {c['1000000']:.0f} / {c['10000000']:.0f} us" for bits, c in cost.items()),
+                    "", "", "report", None))
+    return rows
+
+
+def crawl_rows(crawls: dict) -> list[dict]:
+    """Rows of the PostgreSQL docs crawled on LevelDB and by 1, 2 and 4 processes on Redis."""
+    rows: list[dict] = []
+    reference = crawls["leveldb, 1 process"]
+    for label, r in crawls.items():
+        if label == "leveldb, 1 process":
+            rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: pages/s", fmt(r["pages_per_s"]), "", "",
+                            "report", None))
+            continue
+        rows.append(row(NAME, f"PostgreSQL docs crawled, {label} (scrapy-redis queue): pages/s",
+                        fmt(r["pages_per_s"]), f"LevelDB, 1 process {fmt(reference['pages_per_s'])}",
+                        f"{r['pages_per_s'] / reference['pages_per_s']:.2f}x", "same result as LevelDB",
+                        r["same_result_as_leveldb"]))
+        rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: server time and calls per page",
+                        f"{r['server_us_per_page']:.0f} us in {r['server_calls_per_page']:.0f} calls", "", "",
+                        "report", None))
+    one_process = crawls["redis, 1 process"]
+    rows.append(row(NAME, "bytes per document, everything included (records, MinHash, texts, indexes, frontier, "
+                    f"owed requests; used_memory after the crawl / {one_process['documents']} documents)",
+                    fmt(one_process["bytes_per_document_everything"]), "", "", "<= 1.5 KB",
+                    one_process["bytes_per_document_everything"] <= TARGET_BYTES_PER_DOCUMENT))
+    rows.append(row(NAME, f"bytes per URL record, everything included ({one_process['url_records']} URL keys)",
+                    fmt(one_process["bytes_per_url_record_everything"]), "", "", "report", None))
+    return rows
+
+
 #: rows of the near-duplicate decisions start with these (``--only near`` replaces them)
 NEAR_ROW_PREFIXES = ("near-duplicate decisions", "SimHash tables")
+#: rows of the store time and of the crawls start with these (``--only crawl`` replaces them)
+STORE_ROW_PREFIXES = ("store time per page", "bytes per document by key family")
+CRAWL_ROW_PREFIXES = ("PostgreSQL docs crawled", "bytes per document, everything", "bytes per URL record")
+
+
+def _replace_rows(rows: list[dict], prefixes: tuple[str, ...], new: list[dict]) -> list[dict]:
+    """``rows`` with the ones whose measure starts with ``prefixes`` replaced by ``new``, in place
+    of the first of them."""
+    kept = [r for r in rows if not r["measure"].startswith(prefixes)]
+    at = next((i for i, r in enumerate(rows) if r["measure"].startswith(prefixes)), len(kept))
+    return kept[:at] + new + kept[at:]
+
+
+def _previous(out: Path) -> dict:
+    path = out / f"{NAME}.json"
+    previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"rows": []}
+    previous.pop("benchmark", None)
+    previous.pop("machine", None)
+    return previous
 
 
 def near_rows(near: list[dict], sketch: dict | None) -> list[dict]:
@@ -773,9 +860,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--urls", type=int, help="URLs in the frontier (default by size)")
     parser.add_argument("--docs", help="documents in the tables, comma-separated for several runs (default by size)")
-    parser.add_argument("--only", choices=["near", "frontier"], help="near: measure near-duplicate decisions "
-                        "only (the other figures of the results file stay as they are); frontier: the frontier "
-                        "against scrapy-redis's dupefilter alone, written to redis_frontier.json (e.g. --urls 10000000)")
+    parser.add_argument("--only", choices=["near", "frontier", "crawl"], help="near: measure near-duplicate "
+                        "decisions only (the other figures of the results file stay as they are); crawl: the store "
+                        "time per page and the crawls by 1, 2 and 4 processes only (likewise); frontier: the "
+                        "frontier against scrapy-redis's dupefilter alone, written to redis_frontier.json (e.g. "
+                        "--urls 10000000)")
     args = parser.parse_args(argv)
     n_urls, n_docs, n_sketch = SIZES_N[args.size]
     n_urls = args.urls or n_urls
@@ -794,6 +883,24 @@ def main(argv: list[str] | None = None) -> int:
         write_result(f"{NAME}_frontier", {"size": args.size, "frontier": frontier, "rows": frontier_rows(frontier)},
                      args.out)
         return 0
+    if args.only == "crawl":
+        from redis_servers import RedisServer
+
+        try:
+            with RedisServer(tmp / "single") as single:
+                log(NAME, f"store time per page against extraction, {CRAWL_PAGES[args.size]} PostgreSQL pages ...")
+                store_time = bench_store_time(single.url, CRAWL_PAGES[args.size])
+                log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
+                crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        previous = _previous(args.out)
+        if "index_bytes" in previous.get("store_time", {}):
+            store_time = {**previous["store_time"], **store_time}
+        rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES, store_time_rows(store_time))
+        rows = _replace_rows(rows, CRAWL_ROW_PREFIXES, crawl_rows(crawls))
+        write_result(NAME, {**previous, "store_time": store_time, "crawls": crawls, "rows": rows}, args.out)
+        return 0
     try:
         results = _measure(tmp, n_urls, doc_counts, NEAR_PER_CLIENT[args.size], n_sketch, args.size,
                            args.only == "near")
@@ -801,14 +908,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     frontier, near, sketch, store_time, crawls = results
     if args.only == "near":
-        path = args.out / f"{NAME}.json"
-        previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"rows": []}
-        previous.pop("benchmark", None)
-        previous.pop("machine", None)
-        kept_rows = [r for r in previous.get("rows", []) if not r["measure"].startswith(NEAR_ROW_PREFIXES)]
-        at = next((i for i, r in enumerate(previous.get("rows", [])) if r["measure"].startswith(NEAR_ROW_PREFIXES)),
-                  len(kept_rows))
-        rows = kept_rows[:at] + near_rows(near, previous.get("datasketch")) + kept_rows[at:]
+        previous = _previous(args.out)
+        rows = _replace_rows(previous.get("rows", []), NEAR_ROW_PREFIXES, near_rows(near, previous.get("datasketch")))
         write_result(NAME, {**previous, "near": near, "rows": rows}, args.out)
         return 0
 
@@ -816,56 +917,9 @@ def main(argv: list[str] | None = None) -> int:
         *frontier_rows(frontier),
         *near_rows(near, sketch),
     ]
-    rows.append(row(NAME, f"store time per page, {store_time['pages']} PostgreSQL pages decided in one process "
-                    "(seen-check, owe, decide, settle; client wall)",
-                    f"{store_time['redis_store_ms']:.2f} ms (Redis)",
-                    f"extraction {store_time['extract_ms']:.1f} ms; LevelDB {store_time['leveldb_store_ms']:.2f} ms",
-                    f"{100 * store_time['redis_over_extract']:.1f}% of extraction", "< 10% of extraction",
-                    store_time["redis_over_extract"] < TARGET_STORE_SHARE))
-    rows.append(row(NAME, "store time per page: where it goes (Redis)",
-                    f"{store_time['client_commands_per_page']:.0f} commands sent in "
-                    f"{store_time['round_trips_per_page']:.1f} round trips ({store_time['server_calls_per_page']:.0f} "
-                    f"with the functions' own), {store_time['server_us_per_page']:.0f} us "
-                    f"of server time; one round trip (PING) {store_time['ping_us']:.0f} us", "", "", "report", None))
-    per_family = store_time["bytes_per_document_by_family"]
-    rows.append(row(NAME, f"bytes per document by key family after the {store_time['pages']} pages "
-                    f"({store_time['documents']} documents; MEMORY USAGE)",
-                    ", ".join(f"{f} {fmt(b)}" for f, b in sorted(per_family.items(), key=lambda e: -e[1])[:8]),
-                    f"all {fmt(sum(per_family.values()))}", "", "report", None))
-    for count, r in store_time["index_bytes"].items():
-        fams = r["bytes_by_family"]
-        rows.append(row(NAME, f"near-duplicate index bytes per document at {int(count):,} random documents "
-                        "(LSH band buckets b, SimHash tables n; MEMORY USAGE)",
-                        ", ".join(f"{f} {fmt(v['bytes'] / r['documents'])} ({v['keys']:,} keys)"
-                                  for f, v in fams.items() if f in ("b", "n")), "", "", "report", None))
-        rows.append(row(NAME, f"LSH band lookup of one document at {int(count):,} documents (32 bands, one call "
-                        "per band group)", f"{r['band_lookup_ms']:.2f} ms, {r['band_lookup_server_us']:.0f} us "
-                        "of server time", "", "", "report", None))
-    cost = store_time["band_bucket_cost_us"]
-    rows.append(row(NAME, "server time of one band-group lookup (4 buckets) as full as 10^6 / 10^7 documents "
-                    "make them, by bucket bits (the layout uses 14)",
-                    "; ".join(f"{bits} bits {c['1000000']:.0f} / {c['10000000']:.0f} us" for bits, c in cost.items()),
-                    "", "", "report", None))
-    reference = crawls["leveldb, 1 process"]
-    for label, r in crawls.items():
-        if label == "leveldb, 1 process":
-            rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: pages/s", fmt(r["pages_per_s"]), "", "",
-                            "report", None))
-            continue
-        rows.append(row(NAME, f"PostgreSQL docs crawled, {label} (scrapy-redis queue): pages/s",
-                        fmt(r["pages_per_s"]), f"LevelDB, 1 process {fmt(reference['pages_per_s'])}",
-                        f"{r['pages_per_s'] / reference['pages_per_s']:.2f}x", "same result as LevelDB",
-                        r["same_result_as_leveldb"]))
-        rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: server time and calls per page",
-                        f"{r['server_us_per_page']:.0f} us in {r['server_calls_per_page']:.0f} calls", "", "",
-                        "report", None))
-    one_process = crawls["redis, 1 process"]
-    rows.append(row(NAME, "bytes per document, everything included (records, MinHash, texts, indexes, frontier, "
-                    f"owed requests; used_memory after the crawl / {one_process['documents']} documents)",
-                    fmt(one_process["bytes_per_document_everything"]), "", "", "<= 1.5 KB",
-                    one_process["bytes_per_document_everything"] <= TARGET_BYTES_PER_DOCUMENT))
-    rows.append(row(NAME, f"bytes per URL record, everything included ({one_process['url_records']} URL keys)",
-                    fmt(one_process["bytes_per_url_record_everything"]), "", "", "report", None))
+    rows += store_time_rows(store_time)
+    rows += index_rows(store_time)
+    rows += crawl_rows(crawls)
     notes = [
         "servers and the clients share the machine's cores: decisions/s is bounded by the Python clients and "
         "the servers together; the server time per decision is INFO commandstats of the commands decisions send "

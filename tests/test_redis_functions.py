@@ -256,6 +256,32 @@ def test_pending_requests_are_settled_by_their_owner_or_reclaimed_after_the_leas
     assert fn.pending_settle("r1", "p1")
 
 
+def test_a_request_lives_while_its_owner_s_own_lease_does(fn):
+    fn.pending_owner_renew("p1", 150)
+    assert fn.pending_take("r1", "p1", 1, b"GET https://h/1")
+    time.sleep(0.01)
+    # its own deadline passed, its owner's has not: still p1's
+    assert fn.pending_reclaim("p2", 60_000) == []
+    time.sleep(0.2)
+    # the owner stopped renewing (it died): taken over
+    assert fn.pending_reclaim("p2", 60_000) == [("r1", b"GET https://h/1")]
+    assert fn.pending_settle("r1", "p2")
+
+
+def test_an_owner_gone_hands_its_requests_over_and_a_reclaim_looks_at_every_one(fn):
+    fn.pending_owner_renew("p1", 60_000)
+    ids = [f"r{i}" for i in range(1500)]
+    for rid in ids:
+        assert fn.pending_take(rid, "p1", 1, rid.encode())
+    time.sleep(0.01)
+    assert fn.pending_reclaim("p2", 60_000, limit=5000) == []  # its owner lives
+    fn.pending_owner_renew("p1", 0)  # it stops, handing over what it holds
+    assert fn.pending_renew("p1", 0, ids) == 1500
+    taken = fn.pending_reclaim("p2", 60_000, limit=5000)
+    assert sorted(rid for rid, _ in taken) == sorted(ids)
+    assert all(payload == rid.encode() for rid, payload in taken)
+
+
 # -- the slot layout --------------------------------------------------------------------------
 
 
@@ -274,6 +300,8 @@ def test_every_key_of_one_call_is_in_one_slot_and_the_tables_spread(redis_cluste
     assert slot(counter) == slot(in_flight)
     q, qz = rk.pending_keys("crawl", "r1")
     assert slot(q) == slot(qz)
+    for shard in range(rk.PENDING_SHARDS):
+        assert len({slot(k) for k in (*rk.pending_shard("crawl", shard), rk.pending_owners("crawl", shard))}) == 1
     frontier_slots = {slot(rk.frontier_slot("crawl", f"https://h/{i}")[0]) for i in range(500)}
     assert len(frontier_slots) > 450
 

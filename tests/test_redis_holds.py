@@ -52,8 +52,13 @@ def test_a_dead_holder_s_lease_runs_out(redis_url, redis_prefix):
         time.sleep(0.5)  # a never renews (no heartbeat): as if it had been killed
         assert list(b.claim_pending()) == [("k", b"owed")]
         # a process that fetches a request takes it over, whoever owed it
-        a.hold_pending("k")
+        assert a.hold_pending("k")
         assert a.held_pending() == ["k"] and b.held_pending() == []
+        with a.batch() as batch:
+            batch.settle_pending("k")
+        # another copy of it (a shared queue's) is owed no more: its outcome is recorded
+        assert not b.hold_pending("k")
+        assert b.held_pending() == [] and b.pending_count() == 0
     finally:
         a.close()
         b.close()

@@ -102,6 +102,43 @@ def test_processes_alive_together_share_one_run(redis_url, redis_prefix):
     after.close()
 
 
+def _fcalls(client) -> int:
+    from scrapy_dedup.store.redis_functions import primaries
+
+    return sum(int(node.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for node in primaries(client))
+
+
+def test_renewing_leases_costs_the_same_for_three_owed_requests_or_three_thousand(redis_url, redis_prefix):
+    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    store.begin_run()  # its own renewals come every 10 s: none during this test
+    calls = []
+    for owed in (3, 3000):
+        with store.batch() as batch:
+            for i in range(owed - len(store.held_pending())):
+                batch.put_pending(f"https://h/{owed}/{i}", b"request")
+        assert len(store.held_pending()) == owed
+        before = _fcalls(store.client)
+        store.renew_leases()
+        calls.append(_fcalls(store.client) - before)
+    assert calls[0] == calls[1] == 1 + rk.PENDING_SHARDS
+    store.close()
+
+
+def test_requests_outlive_their_own_lease_while_their_holder_lives(redis_url, redis_prefix):
+    holder = RedisStore(redis_url, PARAMS, prefix=redis_prefix, lease_ms=1000)
+    holder.begin_run()  # renews its own lease every third of a second
+    with holder.batch() as batch:
+        for i in range(50):
+            batch.put_pending(f"https://h/{i}", b"request")
+    other = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    other.begin_run()
+    time.sleep(1.3)  # past every request's own lease
+    assert list(other.claim_pending()) == []
+    holder.close()  # hands them over
+    assert len(list(other.claim_pending())) == 50
+    other.close()
+
+
 def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
     from redis_servers import RedisServer
 

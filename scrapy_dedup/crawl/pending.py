@@ -57,7 +57,8 @@ _PICKLE_PROTOCOL = 4
 
 
 class _StaleRequest(IgnoreRequest):
-    """A copy of an owed request that the store issues itself."""
+    """A copy of a request not to fetch: the store issues the owed one itself, or another
+    process fetched it and recorded its outcome."""
 
 
 class LeftPending(DropItem):
@@ -458,9 +459,15 @@ class PendingDownloaderMiddleware:
             if self.state.store.shared and META_PENDING in meta:
                 try:
                     # fetched here, whoever owed it: if this process dies, others take it over
-                    self.state.store.hold_pending(meta[META_PENDING])
+                    owed = self.state.store.hold_pending(meta[META_PENDING])
                 except Exception:
                     self.state.failed("settle", "could not hold the request of %s", request.url)
+                    return None
+                if not owed:
+                    # a shared queue's copy of a request another process took over from one that
+                    # died, and whose outcome is recorded: fetching it again would change nothing
+                    self.state.inc("frontier/done_elsewhere")
+                    raise _StaleRequest(f"fetched and recorded by another process already: {request.url}")
             return None
         # Owed by an earlier run and issued again by a persisted queue (JOBDIR): the store
         # issues every request still owed itself, and what is not owed any more is done.

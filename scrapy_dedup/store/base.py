@@ -431,9 +431,12 @@ class DedupStore(abc.ABC):
         by this one (atomic). An embedded backend is held by one process: all of them."""
         yield from self.iter_pending()
 
-    def hold_pending(self, pending_id: str) -> None:
+    def hold_pending(self, pending_id: str) -> bool:
         """This process is about to fetch the request owed under ``pending_id``: it holds it
-        from now on (a shared queue hands a request one process owed to another)."""
+        from now on (a shared queue hands a request one process owed to another). False when
+        it is owed no more: its outcome is recorded (another process took it over from one
+        that died, and fetched it), so this copy need not be fetched."""
+        return True
 
     def held_pending(self) -> list[str]:
         """Ids of the owed requests this process holds (a shared store; embedded: none counted)."""

@@ -856,8 +856,11 @@ end
 
 -- Requests taken by a process (crash safety) ----------------------------------------------
 -- KEYS[1] hash: request id -> owner .. '\n' .. payload, KEYS[2] sorted set: request id by
--- lease deadline (ms).  A process takes a request before fetching it and settles it when
--- its outcome is written; a request whose lease ran out is reclaimed by another process.
+-- lease deadline (ms), KEYS[3] (where named) hash: owner -> the owner's own lease deadline in
+-- this shard.  A process takes a request before fetching it and settles it when its outcome is
+-- written; a request whose lease ran out is reclaimed by another process.  An owner renews
+-- its own lease (one call per shard, however many requests it holds) rather than each
+-- request's: a request whose deadline passed while its owner's lease runs is its owner's still.
 
 -- ARGV: request id, owner, lease ms, payload.  This owner holds the request now (owed
 -- again, or owed for the first time), whoever held it before.  Replies 1.
@@ -914,26 +917,54 @@ local function pending_renew(keys, args)
   return renewed
 end
 
--- ARGV: new owner, lease ms, at most how many.  Hands requests whose lease ran out to the
--- new owner; replies {request id, payload, ...}.
+-- KEYS[1] a shard's hash of owners' leases.  ARGV: owner, lease ms (0: the owner is gone).
+-- Every request the owner holds in this shard lives while its lease does.  Replies 1.
+local function pending_owner_renew(keys, args)
+  if tonumber(args[2]) == 0 then
+    redis.call('HDEL', keys[1], args[1])
+    return 1
+  end
+  local lease = lease_ms(args[2])
+  if not lease then return fail(LEASE_ERROR) end
+  redis.call('HSET', keys[1], args[1], now_ms() + lease)
+  return 1
+end
+
+-- ARGV: new owner, lease ms, at most how many.  Hands requests whose lease ran out, and whose
+-- owner's lease (KEYS[3]) ran out too, to the new owner.  A request whose owner still lives
+-- gets its owner's deadline instead.  At most 1000 + limit requests are looked at per call;
+-- replies {more, request id, payload, ...}: more is 1 when some were left to look at.
 local function pending_reclaim(keys, args)
   local lease, limit = tonumber(args[2]), tonumber(args[3])
   if lease == nil or lease <= 0 or limit == nil then return fail('pending_reclaim takes an owner, a lease and a count') end
   local now = now_ms()
-  local expired = redis.call('ZRANGEBYSCORE', keys[2], '-inf', now, 'LIMIT', 0, limit)
-  local replies = {}
-  for _, id in ipairs(expired) do
-    local value = redis.call('HGET', keys[1], id)
-    if value then
-      local payload = string.sub(value, #owner_of(value) + 2)
-      redis.call('HSET', keys[1], id, args[1] .. '\n' .. payload)
-      redis.call('ZADD', keys[2], now + lease, id)
-      replies[#replies + 1] = id
-      replies[#replies + 1] = payload
-    else
-      redis.call('ZREM', keys[2], id)
+  local replies = {0}
+  local taken, budget = 0, 1000 + limit
+  while taken < limit and budget > 0 do
+    local expired = redis.call('ZRANGEBYSCORE', keys[2], '-inf', now, 'LIMIT', 0, math.min(budget, 100))
+    if #expired == 0 then return replies end
+    for _, id in ipairs(expired) do
+      budget = budget - 1
+      local value = redis.call('HGET', keys[1], id)
+      if not value then
+        redis.call('ZREM', keys[2], id)
+      else
+        local alive = tonumber(redis.call('HGET', keys[3], owner_of(value)))
+        if alive and alive > now then
+          redis.call('ZADD', keys[2], alive, id)  -- its owner lives: so does its lease
+        else
+          local payload = string.sub(value, #owner_of(value) + 2)
+          redis.call('HSET', keys[1], id, args[1] .. '\n' .. payload)
+          redis.call('ZADD', keys[2], now + lease, id)
+          replies[#replies + 1] = id
+          replies[#replies + 1] = payload
+          taken = taken + 1
+          if taken >= limit then break end
+        end
+      end
     end
   end
+  replies[1] = 1
   return replies
 end
 
@@ -963,7 +994,7 @@ local WRITERS = {
   {'order_reap', order_reap}, {'cluster_join', cluster_join}, {'cluster_leave', cluster_leave},
   {'run_join', run_join}, {'run_renew', run_renew}, {'run_leave', run_leave},
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
-  {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
+  {'pending_reclaim', pending_reclaim}, {'pending_owner_renew', pending_owner_renew}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
 }
 local READERS = {
   {'near_pending', near_pending},

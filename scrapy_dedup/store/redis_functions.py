@@ -614,15 +614,25 @@ class StoreFunctions:
             pipe.fcall("sdd_pending_renew", len(keys), *keys, owner, lease_ms, *ids)
         return sum(int(n) for n in pipe.execute())
 
+    def pending_owner_renew(self, owner: str, lease_ms: int) -> None:
+        """Renew ``owner``'s own lease in every shard (0: it is gone): one call per shard,
+        however many requests it holds."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(rk.PENDING_SHARDS):
+            pipe.fcall("sdd_pending_owner_renew", 1, rk.pending_owners(self.prefix, shard), owner, lease_ms)
+        pipe.execute()
+
     def pending_reclaim(self, owner: str, lease_ms: int, limit: int = 100) -> list[tuple[str, bytes]]:
-        """Requests whose lease ran out, now held by ``owner``: (request id, payload)."""
+        """Requests whose lease and whose owner's lease ran out, now held by ``owner``:
+        (request id, payload)."""
         out: list[tuple[str, bytes]] = []
         for shard in range(rk.PENDING_SHARDS):
-            if len(out) >= limit:
-                break
-            flat = self._call("sdd_pending_reclaim", list(rk.pending_shard(self.prefix, shard)),
-                              owner, lease_ms, limit - len(out))
-            out.extend((_text(flat[i]), bytes(flat[i + 1])) for i in range(0, len(flat), 2))
+            keys = [*rk.pending_shard(self.prefix, shard), rk.pending_owners(self.prefix, shard)]
+            more = True
+            while more and len(out) < limit:
+                flat = self._call("sdd_pending_reclaim", keys, owner, lease_ms, limit - len(out))
+                more = int(flat[0]) == 1
+                out.extend((_text(flat[i]), bytes(flat[i + 1])) for i in range(1, len(flat), 2))
         return out
 
 

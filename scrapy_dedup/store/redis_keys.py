@@ -26,7 +26,9 @@ key                            holds                                  slots
 ``P:c:{c<cluster id>}``        one cluster: representative and       one per cluster, spread
                                member ranks (hash)
 ``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
-``P:qz:{q<shard>}``            holds them (hash), lease deadlines
+``P:qz:{q<shard>}``,           holds them (hash), lease deadlines
+``P:qo:{q<shard>}``            (sorted set), holders' own leases
+                               (hash)
 ``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
                                (string with an expiry)                flight, spread
 ``P:b:{b<g>-<k>}[<scope>:]``   LSH band ``<band>``, bucket            8 slot groups of 4
@@ -368,6 +370,11 @@ def pending_keys(prefix: str, request_id: str) -> tuple[str, str]:
 def pending_shard(prefix: str, shard: int) -> tuple[str, str]:
     tag = f"{{q{shard:02x}}}"
     return f"{prefix}:q:{tag}", f"{prefix}:qz:{tag}"
+
+
+def pending_owners(prefix: str, shard: int) -> str:
+    """The hash of the owners' own leases in a shard (owner -> deadline), in its slot."""
+    return f"{prefix}:qo:{{q{shard:02x}}}"
 
 
 # -- a document being decided ---------------------------------------------------------------

@@ -230,7 +230,7 @@ class RedisStore(DedupStore):
         )
         self._heartbeat: threading.Thread | None = None
         self._stopping = threading.Event()
-        #: ids of the owed requests this process holds (their leases are renewed while it lives)
+        #: ids of the owed requests this process holds (alive while its own lease is renewed)
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
 
@@ -240,12 +240,13 @@ class RedisStore(DedupStore):
             self._heartbeat.join(timeout=5)
             self._heartbeat = None
             held = self._held_ids()
-            if held:
-                try:
-                    # what this process still owes is handed to the others at once (or to the next run)
+            try:
+                # what this process still owes is handed to the others at once (or to the next run)
+                self.fn.pending_owner_renew(self._writer, 0)
+                if held:
                     self.fn.pending_renew(self._writer, 0, held)
-                except Exception:  # noqa: BLE001 -- the leases run out anyway
-                    logger.debug("could not hand %d owed requests over in %s", len(held), self.path)
+            except Exception:  # noqa: BLE001 -- the leases run out anyway
+                logger.debug("could not hand %d owed requests over in %s", len(held), self.path)
             try:
                 self.client.fcall("sdd_run_leave", 2, self._meta_key(), self._members_key(), self._writer)
             except Exception:  # noqa: BLE001 -- leaving is best effort: the lease runs out anyway
@@ -265,6 +266,8 @@ class RedisStore(DedupStore):
             )
         )
         logger.info("%s run %d of the shared store %s", "began" if began else "joined", self._run, self.path)
+        # this process's own lease covers every request it holds from now on
+        self.fn.pending_owner_renew(self._writer, self.lease_ms)
         if self._heartbeat is None:
             self._stopping.clear()
             self._heartbeat = threading.Thread(target=self._renew, name="dedup-redis-run", daemon=True)
@@ -274,12 +277,15 @@ class RedisStore(DedupStore):
     def _renew(self) -> None:
         while not self._stopping.wait(min(RUN_LEASE_MS, self.lease_ms) / 3000):
             try:
-                self.client.fcall("sdd_run_renew", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS)
-                held = self._held_ids()
-                for start in range(0, len(held), 1000):
-                    self.fn.pending_renew(self._writer, self.lease_ms, held[start:start + 1000])
+                self.renew_leases()
             except Exception:  # noqa: BLE001 -- the crawl's own calls report a lost connection
                 logger.debug("could not renew this process's leases in %s", self.path)
+
+    def renew_leases(self) -> None:
+        """This process's run lease and its own lease on the requests it holds: a fixed number
+        of calls (one per pending shard), however many requests it owes."""
+        self.client.fcall("sdd_run_renew", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS)
+        self.fn.pending_owner_renew(self._writer, self.lease_ms)
 
     # -- requests owed, under leases ------------------------------------------
     def _hold(self, pending_id: str) -> None:
@@ -305,11 +311,13 @@ class RedisStore(DedupStore):
                 self._hold(pending_id)
                 yield pending_id, payload
 
-    def hold_pending(self, pending_id: str) -> None:
+    def hold_pending(self, pending_id: str) -> bool:
         # asked even when this process owed it: another may have taken it over meanwhile
         held, deadlines = rk.pending_keys(self.prefix, pending_id)
-        if self.client.fcall("sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
-            self._hold(pending_id)
+        if not self.client.fcall("sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
+            return False
+        self._hold(pending_id)
+        return True
 
     def pending_count(self) -> int:
         pipe = self.client.pipeline(transaction=False)
