@@ -35,11 +35,11 @@ def doc(url: str, text: str) -> Document:
 
 def dump(client, prefix: str) -> dict:
     """Every key of a prefix and its value, named without the prefix; the run's process set
-    (process ids) left out."""
+    and the holders' leases (process ids) left out."""
     out = {}
     for key in client.scan_iter(match=f"{prefix}:*", count=1000):
         name = key.decode().replace(prefix, "P")  # in hash tags too
-        if name.startswith("P:r:"):
+        if name.startswith(("P:r:", "P:qo:")):
             continue
         kind = client.type(key).decode()
         out[name] = client.get(key) if kind == "string" else client.hgetall(key) if kind == "hash" else kind
