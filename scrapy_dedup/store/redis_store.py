@@ -31,6 +31,7 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,7 +39,18 @@ from typing import Any
 import xxhash
 
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import PENDING, STORE_FORMAT, URL, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.store.base import (
+    ALIASES,
+    PENDING,
+    STORE_FORMAT,
+    URL,
+    VARIANT,
+    DedupStore,
+    StoreBatch,
+    StoreError,
+    band_tuple,
+)
 from scrapy_dedup.store.redis_near import NearDecisions
 from scrapy_dedup.store.redis_functions import (
     _CONNECTION_ERRORS,
@@ -66,6 +78,8 @@ DECISION_MAX_WAIT_S = 120.0
 DECISION_POLL_S = 0.002
 #: an owed request's lease (``DEDUP_REDIS_LEASE``): renewed every third of it while its holder lives
 PENDING_LEASE_MS = 30_000
+#: variant URLs whose alias this process wrote, remembered so that later counts skip it
+VARIANT_ALIASES_KEPT = 16_384
 
 
 def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
@@ -208,6 +222,7 @@ class RedisStore(DedupStore):
         #: ids of the owed requests this process holds (their leases are renewed while it lives)
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+        self._variant_aliases: OrderedDict[str, str] = OrderedDict()
 
     def close(self) -> None:
         if self._heartbeat is not None:
@@ -534,6 +549,59 @@ class RedisStore(DedupStore):
             first = first_url.decode("utf-8", "surrogatepass")
         return int(previous), first
 
+    def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
+        # one round trip: a read per bucket, and the URL record of every key (the first URL of a
+        # key already recorded is its record's, the frontier's copy having gone)
+        entries = dict(entries)
+        if not entries:
+            return {}
+        by_bucket: dict[str, list[tuple[str, bytes]]] = {}
+        for key in entries:
+            bucket, rid = rk.frontier_slot(self.prefix, key)
+            by_bucket.setdefault(bucket, []).append((key, rid))
+        pipe = self.client.pipeline(transaction=False)
+        for bucket, rids in by_bucket.items():
+            pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
+        for key in entries:
+            pipe.hget(self._table_key(URL, key), key)
+        replies = pipe.execute()
+        records = dict(zip(entries, replies[len(by_bucket) :]))
+        answers: dict[str, tuple[int, str]] = {}
+        for rids, states in zip(by_bucket.values(), replies):
+            for (key, _), (previous, first_url) in zip(rids, states):
+                if int(previous) == 0:
+                    continue
+                if first_url is not None:
+                    first = first_url.decode("utf-8", "surrogatepass")
+                elif records[key] is not None:
+                    first = UrlRecord.from_json(records[key]).url
+                else:
+                    first = entries[key]  # as frontier_mark answers a key with neither
+                answers[key] = (int(previous), first)
+        return answers
+
+    def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
+        # one round trip: each count is one server-side step (no read, no lost update), and a
+        # variant's alias is written with its first count by this process; later ones find
+        # it there (a variant keeps its key: keys follow from the URL)
+        variants = list(variants)
+        if not variants:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for url, key, seen_at, reason in variants:
+            if self._variant_aliases.get(url) != key:
+                pipe.hset(self._set_key(ALIASES, key), url, b"url_variant")
+            pipe.fcall(
+                "sdd_variant_count", 1, self._table_key(VARIANT, url),
+                url, json.dumps(key), json.dumps(seen_at), json.dumps(reason),
+            )  # fmt: skip
+        pipe.execute()
+        for url, key, _, _ in variants:
+            self._variant_aliases[url] = key
+            self._variant_aliases.move_to_end(url)
+        while len(self._variant_aliases) > VARIANT_ALIASES_KEPT:
+            self._variant_aliases.popitem(last=False)
+
     def frontier_size(self) -> int:
         return self.fn.frontier_size()
 
@@ -593,7 +661,7 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden)
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
-    "increment_meta", "frontier_mark", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "increment_meta", "frontier_mark", "frontier_peek", "record_variants", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)
