@@ -70,7 +70,10 @@ class DedupDupeFilter(BaseDupeFilter):
         key = state.key(request.url)
         try:
             state.record_redirect(request)
+            known = state.frontier.known_checks
             reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+            if state.frontier.known_checks != known:
+                state.inc("url/seen_known")  # answered without the store
             if reason == DROP_SEEN and request.meta.get(META_RECHECK) and state.frontier.abandoned(key):
                 reason = None  # marked in this run by a process that died before owing it
             source = _redirect_source(state, request)

@@ -43,6 +43,8 @@ class Frontier:
         #: the most recently checked ones: a key scheduled in a run stays so, so they are
         #: answered without the store (bounded: the seen-set itself stays in the store)
         self._scheduled: OrderedDict[str, str] = OrderedDict()
+        #: checks answered that way
+        self.known_checks = 0
 
     def check(self, url: str, key: str, original: str | None = None) -> str | None:
         """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it.
@@ -54,6 +56,7 @@ class Frontier:
         if first is not None:
             # scheduled in this run already (that stays true): what frontier_mark would answer
             self._scheduled.move_to_end(key)
+            self.known_checks += 1
             previous: tuple[int, str] | None = (self.run, first or key)
         else:
             previous = self.store.frontier_mark(key, self.run, url)
