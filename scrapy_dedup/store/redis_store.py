@@ -80,6 +80,8 @@ DECISION_POLL_S = 0.002
 PENDING_LEASE_MS = 30_000
 #: variant URLs whose alias this process wrote, remembered so that later counts skip it
 VARIANT_ALIASES_KEPT = 16_384
+#: counts of variants seen again that wait for the next round trip, at most
+VARIANT_COUNTS_OWED_MAX = 256
 
 
 def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
@@ -223,8 +225,14 @@ class RedisStore(DedupStore):
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
         self._variant_aliases: OrderedDict[str, str] = OrderedDict()
+        self._counts_owed: list[tuple] = []
+        self._counts_lock = threading.Lock()
 
     def close(self) -> None:
+        try:
+            self.flush_counts()
+        except Exception:  # noqa: BLE001 -- counts only: the variants and aliases are written
+            logger.debug("could not send %d variant counts to %s", len(self._counts_owed), self.path)
         if self._heartbeat is not None:
             self._stopping.set()
             self._heartbeat.join(timeout=5)
@@ -489,6 +497,8 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
+        if table == VARIANT and self._counts_owed:
+            self.flush_counts()  # a process reads its own counts
         if table == URL and self._prefetched is not None:
             prefetched, self._prefetched = self._prefetched, None
             if prefetched[0] == key:
@@ -499,6 +509,8 @@ class RedisStore(DedupStore):
         return self.client.hget(self._table_key(table, key), key)
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
+        if table == VARIANT and self._counts_owed:
+            self.flush_counts()
         if table == PENDING:
             for shard in range(rk.PENDING_SHARDS):
                 rows = self.client.hgetall(rk.pending_shard(self.prefix, shard)[0])
@@ -560,11 +572,12 @@ class RedisStore(DedupStore):
             bucket, rid = rk.frontier_slot(self.prefix, key)
             by_bucket.setdefault(bucket, []).append((key, rid))
         pipe = self.client.pipeline(transaction=False)
+        counts = self._send_counts(pipe)  # the variant counts that wait go in the same round trip
         for bucket, rids in by_bucket.items():
             pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
         for key in entries:
             pipe.hget(self._table_key(URL, key), key)
-        replies = pipe.execute()
+        replies = pipe.execute()[counts:]
         records = dict(zip(entries, replies[len(by_bucket) :]))
         answers: dict[str, tuple[int, str]] = {}
         for rids, states in zip(by_bucket.values(), replies):
@@ -581,26 +594,45 @@ class RedisStore(DedupStore):
         return answers
 
     def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
-        # one round trip: each count is one server-side step (no read, no lost update), and a
-        # variant's alias is written with its first count by this process; later ones find
-        # it there (a variant keeps its key: keys follow from the URL)
+        # Each count is one server-side step (no read, no lost update). A variant's alias goes
+        # with its first count by this process, in one round trip; a variant keeps its key (keys
+        # follow from the URL), so its later counts only add to a record that is there: they wait
+        # for this process's next round trip (a page's read ahead), and a crash loses at most
+        # those counts and last-seen times, never a variant or an alias.
         variants = list(variants)
-        if not variants:
-            return
+        calls = [
+            ("FCALL", "sdd_variant_count", 1, self._table_key(VARIANT, url),
+             url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
+            for url, key, seen_at, reason in variants
+        ]  # fmt: skip
+        aliases = [(url, key) for url, key, _, _ in variants if self._variant_aliases.get(url) != key]
+        with self._counts_lock:
+            self._counts_owed += calls
+            if not aliases and len(self._counts_owed) < VARIANT_COUNTS_OWED_MAX:
+                return
         pipe = self.client.pipeline(transaction=False)
-        for url, key, seen_at, reason in variants:
-            if self._variant_aliases.get(url) != key:
-                pipe.hset(self._set_key(ALIASES, key), url, b"url_variant")
-            pipe.fcall(
-                "sdd_variant_count", 1, self._table_key(VARIANT, url),
-                url, json.dumps(key), json.dumps(seen_at), json.dumps(reason),
-            )  # fmt: skip
+        for url, key in aliases:
+            pipe.hset(self._set_key(ALIASES, key), url, b"url_variant")
+        self._send_counts(pipe)
         pipe.execute()
-        for url, key, _, _ in variants:
+        for url, key in aliases:
             self._variant_aliases[url] = key
-            self._variant_aliases.move_to_end(url)
         while len(self._variant_aliases) > VARIANT_ALIASES_KEPT:
             self._variant_aliases.popitem(last=False)
+
+    def _send_counts(self, pipe) -> int:
+        """Queue the variant counts that wait on ``pipe``; returns how many replies they take."""
+        with self._counts_lock:
+            owed, self._counts_owed = self._counts_owed, []
+        for call in owed:
+            pipe.execute_command(*call)
+        return len(owed)
+
+    def flush_counts(self) -> None:
+        """Send the variant counts that wait for a round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        if self._send_counts(pipe):
+            pipe.execute()
 
     def frontier_size(self) -> int:
         return self.fn.frontier_size()
@@ -661,7 +693,7 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden)
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
-    "increment_meta", "frontier_mark", "frontier_peek", "record_variants", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "increment_meta", "frontier_mark", "frontier_peek", "record_variants", "flush_counts", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)
