@@ -33,7 +33,10 @@ by one process gets that for free:
 - ``claim_pending``: owed requests that no live process holds, handed to this one;
   ``hold_pending``: a request owed, now held by the process that fetches it.
 
-Everything else is a plain read or a last-writer-wins write.  Read-then-write
+Everything else is a plain read or a last-writer-wins write.  ``frontier_peek`` is such a
+read: it answers what ``frontier_mark`` would, without marking; of its answers, "scheduled in
+this run" stays true, so a crawl may drop on it, while a new key is still marked with
+``frontier_mark`` before it is fetched.  Read-then-write
 sequences outside those calls (a URL record updated after a fetch, a variant's
 count) may lose an update under concurrency; they carry reporting detail, not
 a decision.
