@@ -136,20 +136,26 @@ def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_st
         assert counting.round_trips == 21
         # and then known: its second sighting costs nothing either
         assert frontier.check(*links[30]) == "seen"
-        # a variant of a seen link: its count in one round trip
+        # variants of seen links: they wait, then go in one round trip (the crawl sends them once
+        # a page's links are checked), or with the next page's read ahead
         before = counting.round_trips
-        assert frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x") == "seen"
-        assert counting.round_trips == before + 1
-        # seen again: the count waits for the next round trip, the next page's read ahead
         for _ in range(3):
             assert frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x") == "seen"
+        assert frontier.check("http://h/p2", "http://h/p2", original="http://h/p2#top") == "seen"
+        assert counting.round_trips == before
+        second.send_waiting()
         assert counting.round_trips == before + 1
+        assert first.get_variant("http://h/p1?utm_source=x")["count"] == 3
+        assert dict(first.iter_aliases_of("http://h/p2")) == {"http://h/p2#top": "url_variant"}
+        frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
         frontier.read_ahead([("http://h/q", "http://h/q")])
         assert counting.round_trips == before + 2
         assert first.get_variant("http://h/p1?utm_source=x")["count"] == 4
-        # what waits is sent before a read of variants, and when the store closes
+        # what waits is sent before this process reads variants or aliases, and when the store closes
         frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
         assert second.get_variant("http://h/p1?utm_source=x")["count"] == 5
+        frontier.check("http://h/p3", "http://h/p3", original="http://h/p3#x")
+        assert dict(second.iter_aliases_of("http://h/p3")) == {"http://h/p3#x": "url_variant"}
         frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
     with RedisStore.open_existing(redis_single.url, prefix=redis_prefix) as store:
         assert store.get_variant("http://h/p1?utm_source=x")["count"] == 6

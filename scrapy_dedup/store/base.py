@@ -329,12 +329,19 @@ class DedupStore(abc.ABC):
     def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
         """Count each (URL, url key, seen at, reason) of ``variants`` as a URL dropped before
         fetch as a variant of that key, in order (:meth:`StoreBatch.put_variant`: the count
-        goes on from the record, a variant pointing to a new key is listed under it)."""
+        goes on from the record, a variant pointing to a new key is listed under it).
+
+        A shared store may keep these writes for :meth:`send_waiting` or its next round trip;
+        its own reads of variants and aliases see them."""
         written: dict[str, dict[str, Any]] = {}  # a batch does not read its own writes
         with self.batch() as batch:
             for url, key, seen_at, reason in variants:
                 previous = written[url] if url in written else self.get_variant(url)
                 written[url] = batch.put_variant(url, key, seen_at, previous, reason)
+
+    def send_waiting(self) -> None:
+        """Send the writes kept for the next round trip (:meth:`record_variants`); an embedded
+        store writes at once."""
 
     # -- primitives: near-duplicate index -----------------------------------
     @abc.abstractmethod

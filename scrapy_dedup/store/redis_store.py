@@ -80,8 +80,8 @@ DECISION_POLL_S = 0.002
 PENDING_LEASE_MS = 30_000
 #: variant URLs whose alias this process wrote, remembered so that later counts skip it
 VARIANT_ALIASES_KEPT = 16_384
-#: counts of variants seen again that wait for the next round trip, at most
-VARIANT_COUNTS_OWED_MAX = 256
+#: variant writes that wait for a round trip, at most
+WAITING_MAX = 512
 
 
 def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
@@ -225,14 +225,15 @@ class RedisStore(DedupStore):
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
         self._variant_aliases: OrderedDict[str, str] = OrderedDict()
-        self._counts_owed: list[tuple] = []
-        self._counts_lock = threading.Lock()
+        #: writes sent with the next round trip (variant counts and aliases, see record_variants)
+        self._waiting: list[tuple] = []
+        self._waiting_lock = threading.Lock()
 
     def close(self) -> None:
         try:
-            self.flush_counts()
-        except Exception:  # noqa: BLE001 -- counts only: the variants and aliases are written
-            logger.debug("could not send %d variant counts to %s", len(self._counts_owed), self.path)
+            self.send_waiting()
+        except Exception:  # noqa: BLE001 -- reporting detail; the connection is gone anyway
+            logger.warning("could not send %d variant writes to %s", len(self._waiting), self.path)
         if self._heartbeat is not None:
             self._stopping.set()
             self._heartbeat.join(timeout=5)
@@ -497,8 +498,8 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
-        if table == VARIANT and self._counts_owed:
-            self.flush_counts()  # a process reads its own counts
+        if table == VARIANT and self._waiting:
+            self.send_waiting()  # a process reads its own writes
         if table == URL and self._prefetched is not None:
             prefetched, self._prefetched = self._prefetched, None
             if prefetched[0] == key:
@@ -509,8 +510,8 @@ class RedisStore(DedupStore):
         return self.client.hget(self._table_key(table, key), key)
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
-        if table == VARIANT and self._counts_owed:
-            self.flush_counts()
+        if table == VARIANT and self._waiting:
+            self.send_waiting()
         if table == PENDING:
             for shard in range(rk.PENDING_SHARDS):
                 rows = self.client.hgetall(rk.pending_shard(self.prefix, shard)[0])
@@ -527,6 +528,8 @@ class RedisStore(DedupStore):
         return None if current is None else bytes(current)
 
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
+        if name == ALIASES and self._waiting:
+            self.send_waiting()
         rows = self.client.hgetall(self._set_key(name, owner))
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
@@ -572,7 +575,7 @@ class RedisStore(DedupStore):
             bucket, rid = rk.frontier_slot(self.prefix, key)
             by_bucket.setdefault(bucket, []).append((key, rid))
         pipe = self.client.pipeline(transaction=False)
-        counts = self._send_counts(pipe)  # the variant counts that wait go in the same round trip
+        counts = self._queue_waiting(pipe)  # the writes that wait go in the same round trip
         for bucket, rids in by_bucket.items():
             pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
         for key in entries:
@@ -594,44 +597,41 @@ class RedisStore(DedupStore):
         return answers
 
     def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
-        # Each count is one server-side step (no read, no lost update). A variant's alias goes
-        # with its first count by this process, in one round trip; a variant keeps its key (keys
-        # follow from the URL), so its later counts only add to a record that is there: they wait
-        # for this process's next round trip (a page's read ahead), and a crash loses at most
-        # those counts and last-seen times, never a variant or an alias.
-        variants = list(variants)
-        calls = [
-            ("FCALL", "sdd_variant_count", 1, self._table_key(VARIANT, url),
-             url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
-            for url, key, seen_at, reason in variants
-        ]  # fmt: skip
-        aliases = [(url, key) for url, key, _, _ in variants if self._variant_aliases.get(url) != key]
-        with self._counts_lock:
-            self._counts_owed += calls
-            if not aliases and len(self._counts_owed) < VARIANT_COUNTS_OWED_MAX:
-                return
-        pipe = self.client.pipeline(transaction=False)
-        for url, key in aliases:
-            pipe.hset(self._set_key(ALIASES, key), url, b"url_variant")
-        self._send_counts(pipe)
-        pipe.execute()
-        for url, key in aliases:
-            self._variant_aliases[url] = key
+        # Each count is one server-side step (no read, no lost update); a variant's alias is
+        # written with its first count by this process (a variant keeps its key: keys follow
+        # from the URL). They wait for send_waiting(), which the crawl calls once the links of
+        # a page are checked, or for the next round trip (a page's read ahead): one round trip
+        # for a page's variants, and a process killed in between loses only those.
+        calls: list[tuple] = []
+        for url, key, seen_at, reason in variants:
+            if self._variant_aliases.get(url) != key:
+                calls.append(("HSET", self._set_key(ALIASES, key), url, b"url_variant"))
+                self._variant_aliases[url] = key
+            calls.append(
+                ("FCALL", "sdd_variant_count", 1, self._table_key(VARIANT, url),
+                 url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
+            )  # fmt: skip
         while len(self._variant_aliases) > VARIANT_ALIASES_KEPT:
             self._variant_aliases.popitem(last=False)
+        with self._waiting_lock:
+            self._waiting += calls
+            full = len(self._waiting) >= WAITING_MAX
+        if full:
+            self.send_waiting()
 
-    def _send_counts(self, pipe) -> int:
-        """Queue the variant counts that wait on ``pipe``; returns how many replies they take."""
-        with self._counts_lock:
-            owed, self._counts_owed = self._counts_owed, []
-        for call in owed:
+    def _queue_waiting(self, pipe) -> int:
+        """Queue the writes that wait on ``pipe``; returns how many replies they take."""
+        with self._waiting_lock:
+            waiting, self._waiting = self._waiting, []
+        for call in waiting:
             pipe.execute_command(*call)
-        return len(owed)
+        return len(waiting)
 
-    def flush_counts(self) -> None:
-        """Send the variant counts that wait for a round trip."""
+    def send_waiting(self) -> None:
+        if not self._waiting:
+            return
         pipe = self.client.pipeline(transaction=False)
-        if self._send_counts(pipe):
+        if self._queue_waiting(pipe):
             pipe.execute()
 
     def frontier_size(self) -> int:
@@ -693,7 +693,7 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden)
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
-    "increment_meta", "frontier_mark", "frontier_peek", "record_variants", "flush_counts", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "increment_meta", "frontier_mark", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)
