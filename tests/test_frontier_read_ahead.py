@@ -59,10 +59,11 @@ def test_read_ahead_answers_what_checks_answer_and_marks_nothing(store):
     assert frontier.check("http://h/b?x", "http://h/b") is None
     # a second process of the crawl (or this one after forgetting): it reads the keys ahead
     other = Frontier(store, 1, clock=lambda: clock[0])
-    assert store.frontier_peek([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b"), ("http://h/c", "http://h/c")]) in (
-        {},  # an embedded store answers none: its checks read the store themselves
-        {"http://h/a": (1, "http://h/a"), "http://h/b": (1, "http://h/b?x")},
-    )
+    peeked = store.frontier_peek([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b"), ("http://h/c", "http://h/c")])
+    if store.shared:
+        assert peeked == {"http://h/a": (1, "http://h/a"), "http://h/b": (1, "http://h/b?x")}
+    else:
+        assert peeked == {}  # an embedded store answers none: its checks read the store themselves
     other.read_ahead([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b"), ("http://h/c", "http://h/c")])
     # read ahead, never checked (dropped by another middleware, say): still unscheduled
     assert frontier.check("http://h/c", "http://h/c") is None
