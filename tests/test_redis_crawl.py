@@ -164,3 +164,43 @@ def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, t
     assert outcome.log.count("Traceback") == 0, outcome.log[-3000:]
     # nothing that passed the pipeline claims a decision the store did not record
     assert all(item.get("dedup", {}).get("status") != "undecided" for item in outcome.items)
+
+
+def test_links_read_ahead_drop_and_count_what_leveldb_does(demo_server, tmp_path, redis_single):
+    """One process on Redis reads each page's links ahead: the same requests are dropped, for the
+    same reasons, and the same variants are counted under the same keys as on LevelDB; most
+    links seen before are dropped without asking the store."""
+    start = demo_server.url + "/"
+    on_leveldb = run_crawl(start, tmp_path / "leveldb")
+    prefix = f"test:{uuid.uuid4().hex[:12]}"
+    on_redis = run_crawl(start, tmp_path / "redis", {"DEDUP_STORE": redis_single.url, "DEDUP_REDIS_PREFIX": prefix})
+    dropped = on_leveldb.stats_with_prefix("dedup/url/dropped/")
+    assert dropped.get("seen", 0) > 20
+    assert on_redis.stats_with_prefix("dedup/url/dropped/") == dropped
+    assert on_redis.stat("dedup/url/normalized") == on_leveldb.stat("dedup/url/normalized")
+    # a seen link is answered from what the process knows: read ahead with its page, or checked before
+    assert on_redis.stat("dedup/url/seen_known") > dropped["seen"] / 2
+    assert on_redis.stat("dedup/url/seen_known") <= dropped["seen"]
+
+    def spellings(store):
+        # per key, every spelling of it met: its first URL and its variants, without fragments
+        # (which spelling came first, and so the variants' reasons, depends on fetch order, on
+        # LevelDB as well)
+        found = {}
+        for url, v in store.iter_variants():
+            found.setdefault(v["key"], set()).add(url.split("#", 1)[0])
+        for record in store.iter_urls():
+            if record.key in found:
+                found[record.key].add(record.url.split("#", 1)[0])
+        return found
+
+    with LevelDBStore.open_existing(str(tmp_path / "leveldb" / "store")) as store:
+        expected = spellings(store)
+        expected_outcome = process_count_outcome(store)
+    with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
+        assert spellings(store) == expected
+        assert process_count_outcome(store) == expected_outcome
+    assert len(expected) > 3
+    got = summary("--store", redis_single.url, "--redis-prefix", prefix)
+    want = summary("--store", str(tmp_path / "leveldb" / "store"))
+    assert {k: got[k] for k in SUMMARY_FIGURES} == {k: want[k] for k in SUMMARY_FIGURES}

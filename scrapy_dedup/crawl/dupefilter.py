@@ -43,6 +43,7 @@ class DedupDupeFilter(BaseDupeFilter):
     def __init__(self, state: DedupState) -> None:
         self.state = state
         self._logged: set[str] = set()
+        self._send_due = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupDupeFilter:
@@ -70,7 +71,17 @@ class DedupDupeFilter(BaseDupeFilter):
         key = state.key(request.url)
         try:
             state.record_redirect(request)
+            known = state.frontier.known_checks
             reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+            if state.frontier.known_checks != known:
+                state.inc("url/seen_known")  # answered without the store
+            if state.store.shared and not self._send_due:
+                # the variants a page's links add wait until its links are all checked (this
+                # turn of the reactor), then go to the shared store in one round trip
+                from twisted.internet import reactor
+
+                self._send_due = True
+                reactor.callLater(0, self._send_waiting)
             if reason == DROP_SEEN and request.meta.get(META_RECHECK) and state.frontier.abandoned(key):
                 reason = None  # marked in this run by a process that died before owing it
             source = _redirect_source(state, request)
@@ -86,6 +97,18 @@ class DedupDupeFilter(BaseDupeFilter):
         state.inc(f"url/dropped/{reason}")
         request.meta["dedup_dropped"] = reason
         return True
+
+    def _send_waiting(self) -> None:
+        self._send_due = False
+        state = self.state
+        if state.store is None or state.store_broken:
+            return
+        try:
+            state.store.send_waiting()
+        except StoreWriteError as exc:
+            state.store_failed(exc)
+        except Exception:
+            state.failed("variants", "could not record the URL variants of the last links checked")
 
     def log(self, request: Request, spider=None) -> None:
         """Called by the scheduler for each request this filter dropped."""

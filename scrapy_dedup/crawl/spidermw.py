@@ -24,12 +24,17 @@ from scrapy_dedup.crawl.canonical import canonical_of, canonical_request
 from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
+from scrapy_dedup.store.base import StoreError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
+
+#: requests and items of a page held back at most on a shared store, so that the dupefilter
+#: can answer its links from one read (a page that yields more is read in several)
+READ_AHEAD_MAX = 256
 
 
 class DedupSpiderMiddleware:
@@ -56,8 +61,17 @@ class DedupSpiderMiddleware:
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
         page = _Page(self, response)
         yield from page.prologue()
-        for element in result:
-            yield page.element(element)
+        if not page.reads_ahead:
+            for element in result:
+                yield page.element(element)
+        else:
+            held: list[Any] = []
+            for element in result:
+                held.append(page.element(element))
+                if len(held) >= READ_AHEAD_MAX:
+                    yield from page.read_ahead(held)
+                    held = []
+            yield from page.read_ahead(held)
         page.epilogue()
 
     async def process_spider_output_async(
@@ -66,8 +80,19 @@ class DedupSpiderMiddleware:
         page = _Page(self, response)
         for element in page.prologue():
             yield element
-        async for element in result:
-            yield page.element(element)
+        if not page.reads_ahead:
+            async for element in result:
+                yield page.element(element)
+        else:
+            held: list[Any] = []
+            async for element in result:
+                held.append(page.element(element))
+                if len(held) >= READ_AHEAD_MAX:
+                    for ready in page.read_ahead(held):
+                        yield ready
+                    held = []
+            for ready in page.read_ahead(held):
+                yield ready
         page.epilogue()
 
     def _request(self, request: Request) -> Request:
@@ -107,6 +132,33 @@ class _Page:
         self.items = 0
         canonical = canonical_of(mw.state, response)
         self.source = ItemSource(response, *(canonical or ()))
+
+    @property
+    def reads_ahead(self) -> bool:
+        # a shared store is a round trip away: a page's links are checked from one read
+        store = self.mw.state.store
+        return store is not None and store.shared
+
+    def read_ahead(self, elements: list[Any]) -> list[Any]:
+        """Read the frontier state of the requests among ``elements`` in one go, before the
+        dupefilter checks each; returns ``elements`` to pass on, unchanged."""
+        state = self.mw.state
+        entries = []
+        for element in elements:
+            if isinstance(element, Request) and not element.dont_filter and not element.meta.get("dont_dedup"):
+                try:
+                    entries.append((element.url, state.key(element.url)))
+                except Exception:  # noqa: BLE001 -- its check reports it
+                    continue
+        if entries:
+            try:
+                state.frontier.read_ahead(entries)
+            except StoreError as exc:
+                # the checks read the store themselves, and meet (and report) this error there
+                logger.debug("could not read ahead the links of %s: %s", self.response.url, exc)
+            except Exception:
+                state.failed("read ahead", "could not read ahead the links of %s", self.response.url)
+        return elements
 
     def prologue(self) -> Iterator[Request]:
         if self.source.canonical_url is not None:

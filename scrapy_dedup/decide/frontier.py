@@ -8,6 +8,7 @@ and the frontier survives between runs.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from scrapy_dedup.core.records import UrlRecord
@@ -17,6 +18,9 @@ from scrapy_dedup.store.base import DedupStore
 DROP_SEEN = "seen"  # the key was already scheduled in this run
 DROP_ALIAS = "alias"  # the key is known to redirect to another URL
 DROP_FRESH = "fresh"  # fetched in an earlier run, not yet due for a revisit
+
+#: keys known scheduled in this run that a frontier remembers (about 300 bytes each)
+SCHEDULED_KEPT = 16_384
 
 
 class Frontier:
@@ -35,6 +39,12 @@ class Frontier:
         self.first_run = run if first_run is None else first_run
         self.revisit_after = revisit_after
         self.clock = clock
+        #: url key -> first URL ("" when it is the key) of keys known scheduled in this run,
+        #: the most recently checked ones: a key scheduled in a run stays so, so they are
+        #: answered without the store (bounded: the seen-set itself stays in the store)
+        self._scheduled: OrderedDict[str, str] = OrderedDict()
+        #: checks answered that way
+        self.known_checks = 0
 
     def check(self, url: str, key: str, original: str | None = None) -> str | None:
         """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it.
@@ -42,17 +52,47 @@ class Frontier:
         ``original`` is the URL as the page wrote it, before normalization: when
         it differs from the URL fetched for ``key`` it is recorded as a variant.
         """
-        previous = self.store.frontier_mark(key, self.run, url)
+        first = self._scheduled.get(key)
+        if first is not None:
+            # scheduled in this run already (that stays true): what frontier_mark would answer
+            self._scheduled.move_to_end(key)
+            self.known_checks += 1
+            previous: tuple[int, str] | None = (self.run, first or key)
+        else:
+            previous = self.store.frontier_mark(key, self.run, url)
+            self._remember(key, url if previous is None else previous[1])
         reason = self._drop_reason(key, previous)
         fetched = url if previous is None else previous[1]
-        for variant in {url, original or url}:
-            if variant != fetched:
-                self._record_variant(variant, key, reason or "normalized")
+        variants = [variant for variant in dict.fromkeys((url, original or url)) if variant != fetched]
+        if variants:
+            now = self.clock()
+            self.store.record_variants([(variant, key, now, reason or "normalized") for variant in variants])
         return reason
 
     def mark(self, url: str, key: str) -> None:
         """Mark ``key`` scheduled in this run without deciding anything."""
-        self.store.frontier_mark(key, self.run, url)
+        previous = self.store.frontier_mark(key, self.run, url)
+        self._remember(key, url if previous is None else previous[1])
+
+    def read_ahead(self, entries: Iterable[tuple[str, str]]) -> None:
+        """Read, in one go, the frontier state of the (URL, url key) pairs about to be checked.
+
+        Keys found scheduled in this run are then dropped by :meth:`check` without a store
+        call.  Nothing is marked here: a request dropped before its check (by another
+        middleware) must not be left scheduled.
+        """
+        wanted = {key: url for url, key in entries if key not in self._scheduled}
+        if not wanted:
+            return
+        for key, (run, first) in self.store.frontier_peek(wanted.items()).items():
+            if run == self.run:
+                self._remember(key, first)
+
+    def _remember(self, key: str, first: str) -> None:
+        self._scheduled[key] = "" if first == key else first
+        self._scheduled.move_to_end(key)
+        if len(self._scheduled) > SCHEDULED_KEPT:
+            self._scheduled.popitem(last=False)
 
     def _drop_reason(self, key: str, previous: tuple[int, str] | None) -> str | None:
         if previous is None:
@@ -92,11 +132,6 @@ class Frontier:
         if record.last_modified:
             headers["If-Modified-Since"] = record.last_modified
         return headers
-
-    def _record_variant(self, url: str, key: str, reason: str) -> None:
-        previous = self.store.get_variant(url)
-        with self.store.batch() as batch:
-            batch.put_variant(url, key, self.clock(), previous, reason)
 
     def record_redirect(self, sources: Iterable[tuple[str, str]], target_key: str, statuses: Iterable) -> int:
         """Record each (url, key) in ``sources`` as an alias of ``target_key``.

@@ -33,7 +33,10 @@ by one process gets that for free:
 - ``claim_pending``: owed requests that no live process holds, handed to this one;
   ``hold_pending``: a request owed, now held by the process that fetches it.
 
-Everything else is a plain read or a last-writer-wins write.  Read-then-write
+Everything else is a plain read or a last-writer-wins write.  ``frontier_peek`` is such a
+read: it answers what ``frontier_mark`` would, without marking; of its answers, "scheduled in
+this run" stays true, so a crawl may drop on it, while a new key is still marked with
+``frontier_mark`` before it is fetched.  Read-then-write
 sequences outside those calls (a URL record updated after a fetch, a variant's
 count) may lose an update under concurrency; they carry reporting detail, not
 a decision.
@@ -171,17 +174,19 @@ class StoreBatch(abc.ABC):
 
     def put_variant(
         self, url: str, key: str, seen_at: float, previous: dict | None = None, reason: str = "seen"
-    ) -> None:
+    ) -> dict[str, Any]:
         """Record that ``url`` was dropped before fetch as a variant of ``key`` (and why).
 
         ``previous`` is what :meth:`DedupStore.get_variant` returned: the count goes on
         from it, and a variant that now points to another key is listed under that key.
+        Returns the record written.
         """
         data = dict(previous) if previous else {"key": key, "first_seen": seen_at, "count": 0}
         data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
         self.put(VARIANT, url, _json(data))
         if previous is None or previous.get("key") != key:
             self.put_alias(key, url, "url_variant")
+        return data
 
     def put_alias(self, target_key: str, url: str, reason: str) -> None:
         """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
@@ -310,6 +315,33 @@ class DedupStore(abc.ABC):
 
     @abc.abstractmethod
     def frontier_size(self) -> int: ...
+
+    def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
+        """What :meth:`frontier_mark` would return for each (url key, URL) of ``entries``,
+        without marking anything: {key: (run last scheduled in, first URL)} for the keys it
+        answers.  A key left out is new, or not read ahead: its check marks it as usual.
+
+        A shared store answers many keys in one round trip, so a crawl reads ahead what a
+        page's links will need; an embedded store's reads are local and cheap, and answers none.
+        """
+        return {}
+
+    def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
+        """Count each (URL, url key, seen at, reason) of ``variants`` as a URL dropped before
+        fetch as a variant of that key, in order (:meth:`StoreBatch.put_variant`: the count
+        goes on from the record, a variant pointing to a new key is listed under it).
+
+        A shared store may keep these writes for :meth:`send_waiting` or its next round trip;
+        its own reads of variants and aliases see them."""
+        written: dict[str, dict[str, Any]] = {}  # a batch does not read its own writes
+        with self.batch() as batch:
+            for url, key, seen_at, reason in variants:
+                previous = written[url] if url in written else self.get_variant(url)
+                written[url] = batch.put_variant(url, key, seen_at, previous, reason)
+
+    def send_waiting(self) -> None:
+        """Send the writes kept for the next round trip (:meth:`record_variants`); an embedded
+        store writes at once."""
 
     # -- primitives: near-duplicate index -----------------------------------
     @abc.abstractmethod

@@ -108,6 +108,48 @@ local function frontier_mark_url(keys, args)
   return {previous[1], redis.call('HGET', keys[2], args[2])}
 end
 
+-- KEYS[1] a frontier bucket, KEYS[2] its first URLs.  ARGV: 6-byte digests of URL keys in this
+-- bucket.  Replies, per digest, {the run it was last scheduled in or 0, its first URL or nil}
+-- without marking anything: a crawl reads ahead what it will check, and marks with
+-- frontier_mark_url only the keys it then schedules.
+local function frontier_peek(keys, args)
+  local blob = redis.call('GET', keys[1]) or ''
+  local replies = {}
+  for i = 1, #args do
+    local digest = args[i]
+    if #digest ~= 6 then return fail('a frontier digest is 6 bytes') end
+    local pos = find_record(blob, digest, FRONTIER_WIDTH)
+    if pos == nil then
+      replies[i] = {0, false}
+    else
+      replies[i] = {struct.unpack('>I2', blob, pos + 6), redis.call('HGET', keys[2], digest)}
+    end
+  end
+  return replies
+end
+
+-- URL variants ------------------------------------------------------------------------------
+-- KEYS[1] a shard of the variant table (hash: URL -> JSON record).  ARGV: the variant URL, then
+-- the JSON texts of its URL key, of the time it was seen and of the reason it was dropped.
+-- Counts one more sighting the way the store's put_variant does (first_seen kept, count + 1,
+-- key, last_seen and reason replaced) in one step, so that two processes never lose a count.
+-- The record is built from JSON texts the client encoded: no number loses precision.  Replies
+-- the new count.
+local function variant_count(keys, args)
+  local url, key, seen, reason = args[1], args[2], args[3], args[4]
+  local raw = redis.call('HGET', keys[1], url)
+  local first, count = seen, 0
+  if raw then
+    -- a '":' cannot occur inside a JSON string (its quotes are escaped): these are the fields
+    first = string.match(raw, '"first_seen":([^,}]+)') or seen
+    count = tonumber(string.match(raw, '"count":(%d+)')) or 0
+  end
+  count = count + 1
+  redis.call('HSET', keys[1], url, '{"key":' .. key .. ',"first_seen":' .. first .. ',"count":'
+    .. string.format('%d', count) .. ',"last_seen":' .. seen .. ',"reason":' .. reason .. '}')
+  return count
+end
+
 -- Packed records ---------------------------------------------------------------------------
 -- Strings of 16-byte records (an 8-byte key, then an 8-byte value): the buckets of the LSH
 -- band tables, which a document reaches with one call per band group (one slot).  Record
@@ -986,7 +1028,7 @@ local WRITERS = {
   {'near_open', near_open}, {'near_close', near_close}, {'near_index', near_index},
   {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
   {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
-  {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url},
+  {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'records_add', records_add}, {'records_remove', records_remove},
   {'exact_claim', exact_claim}, {'exact_release', exact_release},
   {'near_add', near_add}, {'near_settle', near_settle}, {'near_remove', near_remove}, {'near_put', near_put},
@@ -997,7 +1039,7 @@ local WRITERS = {
   {'pending_reclaim', pending_reclaim}, {'pending_owner_renew', pending_owner_renew}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
 }
 local READERS = {
-  {'near_pending', near_pending},
+  {'near_pending', near_pending}, {'frontier_peek', frontier_peek},
   {'version', version}, {'records_find', records_find}, {'order_get', order_get},
 }
 

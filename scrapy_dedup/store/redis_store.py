@@ -33,6 +33,7 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,7 +41,18 @@ from typing import Any
 import xxhash
 
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import PENDING, STORE_FORMAT, URL, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.store.base import (
+    ALIASES,
+    PENDING,
+    STORE_FORMAT,
+    URL,
+    VARIANT,
+    DedupStore,
+    StoreBatch,
+    StoreError,
+    band_tuple,
+)
 from scrapy_dedup.store.redis_near import NearDecisions
 from scrapy_dedup.store.redis_functions import (
     _CONNECTION_ERRORS,
@@ -68,6 +80,10 @@ DECISION_MAX_WAIT_S = 120.0
 DECISION_POLL_S = 0.002
 #: an owed request's lease (``DEDUP_REDIS_LEASE``): renewed every third of it while its holder lives
 PENDING_LEASE_MS = 30_000
+#: variant URLs whose alias this process wrote, remembered so that later counts skip it
+VARIANT_ALIASES_KEPT = 16_384
+#: variant writes that wait for a round trip, at most
+WAITING_MAX = 512
 
 
 def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
@@ -233,8 +249,16 @@ class RedisStore(DedupStore):
         #: ids of the owed requests this process holds (alive while its own lease is renewed)
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+        self._variant_aliases: OrderedDict[str, str] = OrderedDict()
+        #: writes sent with the next round trip (variant counts and aliases, see record_variants)
+        self._waiting: list[tuple] = []
+        self._waiting_lock = threading.Lock()
 
     def close(self) -> None:
+        try:
+            self.send_waiting()
+        except Exception:  # noqa: BLE001 -- reporting detail; the connection is gone anyway
+            logger.warning("could not send %d variant writes to %s", len(self._waiting), self.path)
         if self._heartbeat is not None:
             self._stopping.set()
             self._heartbeat.join(timeout=5)
@@ -577,6 +601,8 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
+        if table == VARIANT and self._waiting:
+            self.send_waiting()  # a process reads its own writes
         prefetched = self._decision.prefetched
         if prefetched:
             value = prefetched.pop((table, key), _UNREAD)
@@ -588,6 +614,8 @@ class RedisStore(DedupStore):
         return self.client.hget(self._table_key(table, key), key)
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
+        if table == VARIANT and self._waiting:
+            self.send_waiting()
         if table == PENDING:
             for shard in range(rk.PENDING_SHARDS):
                 rows = self.client.hgetall(rk.pending_shard(self.prefix, shard)[0])
@@ -605,6 +633,8 @@ class RedisStore(DedupStore):
         return None if current is None else bytes(current)
 
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
+        if name == ALIASES and self._waiting:
+            self.send_waiting()
         rows = self.client.hgetall(self._set_key(name, owner))
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
@@ -638,6 +668,76 @@ class RedisStore(DedupStore):
         else:
             first = first_url.decode("utf-8", "surrogatepass")
         return int(previous), first
+
+    def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
+        # one round trip: a read per bucket, and the URL record of every key (the first URL of a
+        # key already recorded is its record's, the frontier's copy having gone)
+        entries = dict(entries)
+        if not entries:
+            return {}
+        by_bucket: dict[str, list[tuple[str, bytes]]] = {}
+        for key in entries:
+            bucket, rid = rk.frontier_slot(self.prefix, key)
+            by_bucket.setdefault(bucket, []).append((key, rid))
+        pipe = self.client.pipeline(transaction=False)
+        counts = self._queue_waiting(pipe)  # the writes that wait go in the same round trip
+        for bucket, rids in by_bucket.items():
+            pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
+        for key in entries:
+            pipe.hget(self._table_key(URL, key), key)
+        replies = pipe.execute()[counts:]
+        records = dict(zip(entries, replies[len(by_bucket) :]))
+        answers: dict[str, tuple[int, str]] = {}
+        for rids, states in zip(by_bucket.values(), replies):
+            for (key, _), (previous, first_url) in zip(rids, states):
+                if int(previous) == 0:
+                    continue
+                if first_url is not None:
+                    first = first_url.decode("utf-8", "surrogatepass")
+                elif records[key] is not None:
+                    first = UrlRecord.from_json(records[key]).url
+                else:
+                    first = entries[key]  # as frontier_mark answers a key with neither
+                answers[key] = (int(previous), first)
+        return answers
+
+    def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
+        # Each count is one server-side step (no read, no lost update); a variant's alias is
+        # written with its first count by this process (a variant keeps its key: keys follow
+        # from the URL). They wait for send_waiting(), which the crawl calls once the links of
+        # a page are checked, or for the next round trip (a page's read ahead): one round trip
+        # for a page's variants, and a process killed in between loses only those.
+        calls: list[tuple] = []
+        for url, key, seen_at, reason in variants:
+            if self._variant_aliases.get(url) != key:
+                calls.append(("HSET", self._set_key(ALIASES, key), url, b"url_variant"))
+                self._variant_aliases[url] = key
+            calls.append(
+                ("FCALL", "sdd_variant_count", 1, self._table_key(VARIANT, url),
+                 url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
+            )  # fmt: skip
+        while len(self._variant_aliases) > VARIANT_ALIASES_KEPT:
+            self._variant_aliases.popitem(last=False)
+        with self._waiting_lock:
+            self._waiting += calls
+            full = len(self._waiting) >= WAITING_MAX
+        if full:
+            self.send_waiting()
+
+    def _queue_waiting(self, pipe) -> int:
+        """Queue the writes that wait on ``pipe``; returns how many replies they take."""
+        with self._waiting_lock:
+            waiting, self._waiting = self._waiting, []
+        for call in waiting:
+            pipe.execute_command(*call)
+        return len(waiting)
+
+    def send_waiting(self) -> None:
+        if not self._waiting:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        if self._queue_waiting(pipe):
+            pipe.execute()
 
     def frontier_size(self) -> int:
         return self.fn.frontier_size()
@@ -705,7 +805,7 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden)
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
-    "increment_meta", "frontier_mark", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "increment_meta", "frontier_mark", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)

@@ -1,0 +1,192 @@
+"""The frontier's read ahead and its variant counts, on every real store backend, and what they
+cost a shared store: links of a page read in one round trip, keys scheduled in this run dropped
+without a store call, new keys still marked atomically."""
+
+from __future__ import annotations
+
+import redis
+import pytest
+
+from scrapy_dedup.decide.frontier import SCHEDULED_KEPT, Frontier
+from scrapy_dedup.store.redis_store import RedisStore
+
+
+@pytest.fixture
+def store(backend, store_path):
+    with backend(store_path, {"v": 1}) as s:
+        s.begin_run()
+        yield s
+
+
+def _counting_connection():
+    """A redis-py connection class that counts the commands it sends and its round trips."""
+
+    class Counting(redis.Connection):
+        commands = 0
+        round_trips = 0
+
+        def send_command(self, *args, **kwargs):
+            Counting.commands += 1
+            return super().send_command(*args, **kwargs)
+
+        def pack_commands(self, commands):
+            commands = list(commands)
+            Counting.commands += len(commands)
+            return super().pack_commands(commands)
+
+        def send_packed_command(self, command, check_health=True):
+            Counting.round_trips += 1
+            return super().send_packed_command(command, check_health)
+
+    return Counting
+
+
+def _counted(store: RedisStore):
+    counting = _counting_connection()
+    pool = store.client.connection_pool
+    pool.disconnect()
+    pool.reset()
+    pool.connection_class = counting
+    store.client.ping()  # a new connection's handshake is not the calls counted
+    counting.commands = counting.round_trips = 0
+    return counting
+
+
+def test_read_ahead_answers_what_checks_answer_and_marks_nothing(store):
+    clock = [1000.25]
+    frontier = Frontier(store, 1, clock=lambda: clock[0])
+    assert frontier.check("http://h/a", "http://h/a") is None
+    assert frontier.check("http://h/b?x", "http://h/b") is None
+    # a second process of the crawl (or this one after forgetting): it reads the keys ahead
+    other = Frontier(store, 1, clock=lambda: clock[0])
+    peeked = store.frontier_peek([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b"), ("http://h/c", "http://h/c")])
+    if store.shared:
+        assert peeked == {"http://h/a": (1, "http://h/a"), "http://h/b": (1, "http://h/b?x")}
+    else:
+        assert peeked == {}  # an embedded store answers none: its checks read the store themselves
+    other.read_ahead([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b"), ("http://h/c", "http://h/c")])
+    # read ahead, never checked (dropped by another middleware, say): still unscheduled
+    assert frontier.check("http://h/c", "http://h/c") is None
+    assert other.check("http://h/a", "http://h/a") == "seen"
+    clock[0] = 1001.5
+    assert other.check("http://h/b", "http://h/b", original="http://h/b?utm_source=1") == "seen"
+    assert other.check("http://h/c", "http://h/c") == "seen"
+    assert store.get_variant("http://h/b") == {
+        "key": "http://h/b", "first_seen": 1001.5, "last_seen": 1001.5, "count": 1, "reason": "seen"
+    }  # fmt: skip
+    assert store.get_variant("http://h/b?utm_source=1")["count"] == 1
+    assert dict(store.iter_aliases_of("http://h/b")) == {
+        "http://h/b": "url_variant", "http://h/b?utm_source=1": "url_variant"
+    }  # fmt: skip
+
+
+def test_variant_counts_go_on_from_the_record_with_the_same_fields_on_every_backend(store):
+    times = iter([1000.123456, 2000.654321, 3000.5, 4000.0])
+    frontier = Frontier(store, 1, clock=lambda: next(times))
+    assert frontier.check("http://h/a", "http://h/a", original="http://h/a?gclid=1") is None
+    for _ in range(3):
+        assert frontier.check("http://h/a", "http://h/a", original="http://h/a?gclid=1") == "seen"
+    # the same record LevelDB writes: the first sighting's time to the microsecond, the last one's, the count
+    assert store.get_variant("http://h/a?gclid=1") == {
+        "key": "http://h/a", "first_seen": 1000.123456, "last_seen": 4000.0, "count": 4, "reason": "seen"
+    }  # fmt: skip
+    assert dict(store.iter_aliases_of("http://h/a")) == {"http://h/a?gclid=1": "url_variant"}
+    # several variants in one call, one of them twice: counted in order
+    store.record_variants([("http://h/v", "http://h/a", 5.0, "seen"), ("http://h/v", "http://h/a", 6.0, "fresh")])
+    assert store.get_variant("http://h/v") == {
+        "key": "http://h/a", "first_seen": 5.0, "last_seen": 6.0, "count": 2, "reason": "fresh"
+    }  # fmt: skip
+
+
+def test_a_variant_that_points_to_a_new_key_is_listed_under_it(store):
+    store.record_variants([("http://h/v", "http://h/a", 1.0, "seen")])
+    store.record_variants([("http://h/v", "http://h/b", 2.0, "seen")])
+    assert store.get_variant("http://h/v")["key"] == "http://h/b"
+    assert store.get_variant("http://h/v")["count"] == 2
+    assert dict(store.iter_aliases_of("http://h/b")) == {"http://h/v": "url_variant"}
+
+
+def test_a_frontier_remembers_a_bounded_number_of_keys(store):
+    frontier = Frontier(store, 1)
+    for i in range(SCHEDULED_KEPT + 10):
+        frontier._remember(f"k{i}", f"k{i}")
+    assert len(frontier._scheduled) == SCHEDULED_KEPT
+    assert "k0" not in frontier._scheduled and f"k{SCHEDULED_KEPT + 9}" in frontier._scheduled
+
+
+def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_store(redis_single, redis_prefix):
+    with RedisStore(redis_single.url, {"v": 1}, prefix=redis_prefix) as first, \
+            RedisStore(redis_single.url, {"v": 1}, prefix=redis_prefix) as second:  # fmt: skip
+        run = first.begin_run()
+        # another process schedules half the links of a page; one of them is recorded already
+        marker = Frontier(first, run)
+        links = [(f"http://h/p{i}", f"http://h/p{i}") for i in range(40)]
+        for url, key in links[:20]:
+            assert marker.check(url, key) is None
+        marker.record_fetch("http://h/p0", "http://h/p0", 200, None, None)
+        frontier = Frontier(second, run)
+        counting = _counted(second)
+        frontier.read_ahead(links)
+        assert counting.round_trips == 1
+        sent = counting.commands
+        assert [frontier.check(url, key) for url, key in links[:20]] == ["seen"] * 20
+        assert (counting.commands, counting.round_trips) == (sent, 1), "seen links cost no store call"
+        assert frontier.known_checks == 20
+        # a new link is marked, one round trip each (the mark is atomic: see the next test)
+        assert [frontier.check(url, key) for url, key in links[20:]] == [None] * 20
+        assert counting.round_trips == 21
+        # and then known: its second sighting costs nothing either
+        assert frontier.check(*links[30]) == "seen"
+        # variants of seen links: they wait, then go in one round trip (the crawl sends them once
+        # a page's links are checked), or with the next page's read ahead
+        before = counting.round_trips
+        for _ in range(3):
+            assert frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x") == "seen"
+        assert frontier.check("http://h/p2", "http://h/p2", original="http://h/p2#top") == "seen"
+        assert counting.round_trips == before
+        second.send_waiting()
+        assert counting.round_trips == before + 1
+        assert first.get_variant("http://h/p1?utm_source=x")["count"] == 3
+        assert dict(first.iter_aliases_of("http://h/p2")) == {"http://h/p2#top": "url_variant"}
+        frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
+        frontier.read_ahead([("http://h/q", "http://h/q")])
+        assert counting.round_trips == before + 2
+        assert first.get_variant("http://h/p1?utm_source=x")["count"] == 4
+        # what waits is sent before this process reads variants or aliases, and when the store closes
+        frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
+        assert second.get_variant("http://h/p1?utm_source=x")["count"] == 5
+        frontier.check("http://h/p3", "http://h/p3", original="http://h/p3#x")
+        assert dict(second.iter_aliases_of("http://h/p3")) == {"http://h/p3#x": "url_variant"}
+        frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
+    with RedisStore.open_existing(redis_single.url, prefix=redis_prefix) as store:
+        assert store.get_variant("http://h/p1?utm_source=x")["count"] == 6
+
+
+def test_a_new_link_read_ahead_by_two_processes_is_fetched_by_one(redis_url, redis_prefix):
+    with RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as a, \
+            RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as b:  # fmt: skip
+        run = a.begin_run()
+        fa, fb = Frontier(a, run), Frontier(b, run)
+        links = [(f"http://h/n{i}", f"http://h/n{i}") for i in range(30)]
+        # both read the page's links ahead while none is scheduled, then check them in turn
+        fa.read_ahead(links)
+        fb.read_ahead(links)
+        assert [(fa.check(*link), fb.check(*link)) for link in links] == [(None, "seen")] * 30
+        # and the other way round: b checks first
+        more = [(f"http://h/m{i}", f"http://h/m{i}") for i in range(30)]
+        fa.read_ahead(more)
+        fb.read_ahead(more)
+        assert [(fb.check(*link), fa.check(*link)) for link in more] == [(None, "seen")] * 30
+
+
+def test_read_ahead_in_a_new_run_decides_nothing_early(redis_url, redis_prefix):
+    with RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as store:
+        Frontier(store, store.begin_run()).check("http://h/a", "http://h/a")
+        run = store.begin_run()
+        frontier = Frontier(store, run)
+        assert store.frontier_peek([("http://h/a", "http://h/a")]) == {"http://h/a": (run - 1, "http://h/a")}
+        frontier.read_ahead([("http://h/a", "http://h/a")])
+        # scheduled in an earlier run, never fetched: fetched in this one, and marked by the check
+        assert frontier.known_checks == 0
+        assert frontier.check("http://h/a", "http://h/a") is None
+        assert frontier.check("http://h/a", "http://h/a") == "seen"
