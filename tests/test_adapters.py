@@ -273,3 +273,58 @@ def test_an_item_passes_the_pipeline_once_when_listed_as_a_class_with_the_addon(
     # decided twice, the second pass would have found it unchanged and dropped it
     assert item["dedup"]["status"] == "new"
     assert stats(crawler) == {"doc/new": 1}
+
+
+# -- rel=canonical when the crawl stops -------------------------------------------------
+
+
+def test_a_page_waiting_for_its_canonical_when_the_crawl_stops_stays_owed(make_crawler):
+    import time
+
+    from scrapy_dedup.crawl.pending import LeftPending
+
+    crawler = make_crawler(DEDUP_CANONICAL_TIMEOUT=30)
+    pipeline = open_pipeline(crawler)
+    stopping: list[bool] = []
+    pipeline.state.canonical_waits.closing = lambda: bool(stopping)  # the engine's state, told here
+    head = '<title>t</title><link rel="canonical" href="http://h/c">'
+    body = f"<html><head>{head}</head><body><article><p>{TEXT}</p></article></body></html>"
+    response = HtmlResponse("http://h/p", body=body.encode(), encoding="utf-8", request=Request("http://h/p"))
+    spider_mw = build_from_crawler(DedupSpiderMiddleware, crawler)
+    output = list(spider_mw.process_spider_output(response, [{"url": "http://h/p"}]))
+    assert [r.url for r in output if isinstance(r, Request)] == ["http://h/c"]  # the target, requested
+
+    async def stop_while_it_waits():
+        async def stop():
+            await asyncio.sleep(0.3)
+            stopping.append(True)  # C is still queued: it will not be fetched any more
+
+        asyncio.ensure_future(stop())
+        return await pipeline.process_item(output[-1])
+
+    started = time.monotonic()
+    with pytest.raises(LeftPending):
+        run(stop_while_it_waits())
+    assert time.monotonic() - started < 10  # the stop ended the wait, not its 30 s
+    counts = stats(crawler)
+    assert counts["canonical/left_owed"] == 1 and counts["doc/left_pending"] == 1
+    assert "canonical/timeout" not in counts
+    # nothing recorded for P: the next run decides it against its canonical
+    assert pipeline.state.store.get_url(pipeline.state.key("http://h/p")) is None
+    pipeline.close_spider()
+
+
+def test_a_page_whose_canonical_is_decided_goes_on_though_the_crawl_then_stops(make_crawler):
+    crawler = make_crawler()
+    pipeline = open_pipeline(crawler)
+    pipeline.state.canonical_waits.closing = lambda: True
+    first = run(pipeline.process_item({"url": "http://h/c", "text": TEXT}))
+    assert first["dedup"]["status"] == "new"
+    head = '<title>t</title><link rel="canonical" href="http://h/c">'
+    body = f"<html><head>{head}</head><body><article><p>{TEXT}</p></article></body></html>"
+    response = HtmlResponse("http://h/p", body=body.encode(), encoding="utf-8", request=Request("http://h/p"))
+    item = through_spider_mw(crawler, response, {"url": "http://h/p", "text": TEXT})
+    with pytest.raises(DropItem, match="rel_canonical"):
+        run(pipeline.process_item(item))  # C is known: no wait, verified at once
+    assert "canonical/left_owed" not in stats(crawler)
+    pipeline.close_spider()

@@ -10,6 +10,11 @@ what the content index does with a verified canonical is in
   (:func:`await_canonical`), so that the page is verified against it;
 - :class:`CanonicalWaits` holds the waiting pages; a target is released when it
   is decided, turns out to be a hub, redirects, or fails.
+
+A crawl that stops (Ctrl-C, a CLOSESPIDER limit) fetches no more requests, so a
+target still queued will not come: its waiting pages are left owed at once
+(:class:`CanonicalWaitStopped`), for the next run to verify against the target,
+rather than kept unverified when their wait runs out.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from collections.abc import Callable
+
 from scrapy import Request
 from scrapy.http import TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from scrapy_dedup.core.canonical import canonical_scope_check, resolve_canonical
@@ -33,6 +41,30 @@ logger = logging.getLogger(__name__)
 
 #: priority boost of a canonical target over the page that declared it
 CANONICAL_PRIORITY = 10
+
+#: seconds between two looks at whether the crawl is stopping, while pages wait
+STOP_CHECK_S = 0.2
+
+#: what a wait ends with
+RELEASED, TIMED_OUT, STOPPING = "released", "timed_out", "stopping"
+
+
+class CanonicalWaitStopped(RuntimeError):
+    """The crawl is stopping while the page waits for its canonical target: the page stays
+    owed, and the next run decides it against the target."""
+
+
+def crawl_closing(crawler) -> bool:
+    """Whether the crawl stops fetching: stopped (Ctrl-C, SIGTERM) or its spider closing
+    (a CLOSESPIDER limit, an error); False before the engine runs."""
+    engine = getattr(crawler, "engine", None)
+    if engine is None or getattr(engine, "spider", None) is None:
+        return False
+    if not engine.running:
+        return True
+    # the engine's slot has no public flag for a spider being closed
+    slot = getattr(engine, "_slot", None)
+    return getattr(slot, "closing", None) is not None
 
 
 def canonical_of(state: DedupState, response: Response) -> tuple[str, str] | None:
@@ -87,7 +119,13 @@ async def await_canonical(state: DedupState, key: str, target: str) -> None:
         if blocked is not None:
             state.inc(f"canonical/ignored/{blocked}")
             return
-        if not await waits.wait(key, resolved):
+        outcome = await waits.wait(key, resolved)
+        if outcome == RELEASED and waits.closing() and index.known_content(index.resolve(target)) is None:
+            outcome = STOPPING  # released by a page the stop left undecided
+        if outcome == STOPPING:
+            state.inc("canonical/left_owed")
+            raise CanonicalWaitStopped(f"the crawl stopped while {key} waited for its canonical {resolved}")
+        if outcome == TIMED_OUT:
             state.inc("canonical/timeout")
             return
         if index.resolve(target) == resolved:
@@ -103,11 +141,14 @@ class CanonicalWaits:
     ``max_depth`` or on a cycle (A names B, B names A).
     """
 
-    def __init__(self, timeout: float, max_depth: int) -> None:
+    def __init__(self, timeout: float, max_depth: int, closing: Callable[[], bool] = lambda: False) -> None:
         self.timeout = timeout
         self.max_depth = max_depth
+        #: whether the crawl is stopping (then no waited-for target will come)
+        self.closing = closing
         self._waiters: dict[str, list[Deferred]] = {}
         self._waits_for: dict[str, str] = {}
+        self._watch: task.LoopingCall | None = None
 
     def blocked(self, key: str, target: str) -> str | None:
         """Why ``key`` must not wait for ``target`` (``loop``, ``depth``), or None."""
@@ -121,30 +162,44 @@ class CanonicalWaits:
                 return "depth"
         return None
 
-    async def wait(self, key: str, target: str) -> bool:
-        """Wait for ``target``; False when the wait timed out."""
+    async def wait(self, key: str, target: str) -> str:
+        """Wait for ``target``: RELEASED, TIMED_OUT, or STOPPING (the crawl is stopping)."""
         from twisted.internet import reactor
 
+        if self.closing():
+            return STOPPING
         d: Deferred = Deferred()
         self._waiters.setdefault(target, []).append(d)
         self._waits_for[key] = target
-        timer = reactor.callLater(self.timeout, _fire, d, False)
+        timer = reactor.callLater(self.timeout, _fire, d, TIMED_OUT)
+        if self._watch is None:
+            self._watch = task.LoopingCall(self._look)
+            self._watch.start(STOP_CHECK_S, now=False)
         try:
             return await maybe_deferred_to_future(d)
         finally:
             self._waits_for.pop(key, None)
             if timer.active():
                 timer.cancel()
+            if not self._waiters and self._watch is not None:
+                watch, self._watch = self._watch, None
+                if watch.running:
+                    watch.stop()
 
-    def release(self, target: str) -> None:
+    def _look(self) -> None:
+        if self.closing():
+            self.release_all(STOPPING)
+
+    def release(self, target: str, outcome: str = RELEASED) -> None:
         for d in self._waiters.pop(target, ()):
-            _fire(d, True)
+            _fire(d, outcome)
 
-    def release_all(self) -> None:
+    def release_all(self, outcome: str = STOPPING) -> None:
+        """End every wait: the crawl is closing (no target comes any more)."""
         for target in list(self._waiters):
-            self.release(target)
+            self.release(target, outcome)
 
 
-def _fire(d: Deferred, value: bool) -> None:
+def _fire(d: Deferred, value: str) -> None:
     if not d.called:
         d.callback(value)

@@ -21,7 +21,7 @@ from twisted.internet import task
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_chunks, analyse_html, analyse_text
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import Decision, Document
-from scrapy_dedup.crawl.canonical import await_canonical
+from scrapy_dedup.crawl.canonical import CanonicalWaitStopped, await_canonical
 from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.pending import META_RESUMED, LeftPending
 from scrapy_dedup.crawl.sources import ItemSource
@@ -120,7 +120,7 @@ class DedupPipeline:
             chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
         except DropItem:
             raise
-        except PoolClosed:
+        except (PoolClosed, CanonicalWaitStopped):
             # the crawl is stopping: the item is not passed on, its request stays owed
             self.state.inc("doc/left_pending")
             raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it")

@@ -102,7 +102,9 @@ class DedupState:
         self.stats = crawler.stats
         #: item -> the response it came from (filled by the spider middleware)
         self.sources = ItemSources()
-        self.canonical_waits = CanonicalWaits(self.config.canonical_timeout, self.config.canonical_max_depth)
+        self.canonical_waits = CanonicalWaits(
+            self.config.canonical_timeout, self.config.canonical_max_depth, lambda: crawl_closing(crawler)
+        )
         #: set by :meth:`open`, None again after :meth:`close`
         self.store: DedupStore | None = None
         self.frontier: Frontier | None = None
