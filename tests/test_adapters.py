@@ -285,6 +285,7 @@ def test_a_page_waiting_for_its_canonical_when_the_crawl_stops_stays_owed(make_c
 
     crawler = make_crawler(DEDUP_CANONICAL_TIMEOUT=30)
     pipeline = open_pipeline(crawler)
+    assert pipeline.state.canonical_waits.closing() is False  # no engine runs this crawler
     stopping: list[bool] = []
     pipeline.state.canonical_waits.closing = lambda: bool(stopping)  # the engine's state, told here
     head = '<title>t</title><link rel="canonical" href="http://h/c">'

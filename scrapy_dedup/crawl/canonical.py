@@ -57,7 +57,10 @@ class CanonicalWaitStopped(RuntimeError):
 def crawl_closing(crawler) -> bool:
     """Whether the crawl stops fetching: stopped (Ctrl-C, SIGTERM) or its spider closing
     (a CLOSESPIDER limit, an error); False before the engine runs."""
-    engine = getattr(crawler, "engine", None)
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # not set before the crawl starts
+        return False
     if engine is None or getattr(engine, "spider", None) is None:
         return False
     if not engine.running:

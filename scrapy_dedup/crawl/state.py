@@ -25,7 +25,7 @@ from scrapy.utils.project import data_path
 
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
-from scrapy_dedup.crawl.canonical import CanonicalWaits
+from scrapy_dedup.crawl.canonical import CanonicalWaits, crawl_closing
 from scrapy_dedup.crawl.settings import DedupConfig
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.crawl.sources import ItemSources
