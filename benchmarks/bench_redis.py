@@ -456,31 +456,6 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
     return runs
 
 
-def _counting_connection():
-    """A redis-py connection class that counts the commands it sends and its round trips
-    (one per write to the socket: a command alone, or a whole pipeline)."""
-    import redis
-
-    class Counting(redis.Connection):
-        commands = 0
-        round_trips = 0
-
-        def send_command(self, *args, **kwargs):
-            Counting.commands += 1
-            return super().send_command(*args, **kwargs)
-
-        def pack_commands(self, commands):
-            commands = list(commands)
-            Counting.commands += len(commands)
-            return super().pack_commands(commands)
-
-        def send_packed_command(self, command, check_health=True):
-            Counting.round_trips += 1
-            return super().send_packed_command(command, check_health)
-
-    return Counting
-
-
 def _family(key: bytes, prefix: str) -> str:
     """``b``, ``n``, ``t:url``, ... : the part of a key between the crawl's prefix and its tag."""
     rest = key.decode("utf-8", "surrogateescape")[len(prefix) + 1 :]
@@ -586,6 +561,7 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     import uuid
 
     import _corpus
+    from redis_servers import counting_connection
 
     from scrapy_dedup.core.fingerprints import raw_hash
     from scrapy_dedup.decide.frontier import Frontier
@@ -624,7 +600,7 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp, LevelDBStore(str(Path(tmp) / "store"), {"bench": 1}) as store:
         leveldb_s = store_pass(store)
     store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
-    counting = _counting_connection()
+    counting = counting_connection()
     try:
         # the same store on connections that count what the client sends
         pool = store.client.connection_pool

@@ -206,3 +206,28 @@ if __name__ == "__main__":  # manual check: start both, print their URLs, stop
             print(single.url, cluster.url, os.getpid())
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def counting_connection():
+    """A redis-py connection class that counts the commands it sends and its round trips (one
+    per write to the socket: a command alone, or a whole pipeline), for a store's pool to use."""
+    import redis
+
+    class Counting(redis.Connection):
+        commands = 0
+        round_trips = 0
+
+        def send_command(self, *args, **kwargs):
+            Counting.commands += 1
+            return super().send_command(*args, **kwargs)
+
+        def pack_commands(self, commands):
+            commands = list(commands)
+            Counting.commands += len(commands)
+            return super().pack_commands(commands)
+
+        def send_packed_command(self, command, check_health=True):
+            Counting.round_trips += 1
+            return super().send_packed_command(command, check_health)
+
+    return Counting

@@ -4,8 +4,8 @@ without a store call, new keys still marked atomically."""
 
 from __future__ import annotations
 
-import redis
 import pytest
+from redis_servers import counting_connection
 
 from scrapy_dedup.decide.frontier import SCHEDULED_KEPT, Frontier
 from scrapy_dedup.store.redis_store import RedisStore
@@ -18,31 +18,8 @@ def store(backend, store_path):
         yield s
 
 
-def _counting_connection():
-    """A redis-py connection class that counts the commands it sends and its round trips."""
-
-    class Counting(redis.Connection):
-        commands = 0
-        round_trips = 0
-
-        def send_command(self, *args, **kwargs):
-            Counting.commands += 1
-            return super().send_command(*args, **kwargs)
-
-        def pack_commands(self, commands):
-            commands = list(commands)
-            Counting.commands += len(commands)
-            return super().pack_commands(commands)
-
-        def send_packed_command(self, command, check_health=True):
-            Counting.round_trips += 1
-            return super().send_packed_command(command, check_health)
-
-    return Counting
-
-
 def _counted(store: RedisStore):
-    counting = _counting_connection()
+    counting = counting_connection()
     pool = store.client.connection_pool
     pool.disconnect()
     pool.reset()
