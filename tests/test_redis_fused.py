@@ -127,7 +127,7 @@ def _fcalls(client) -> int:
     return int(client.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
 
 
-def test_a_new_page_is_decided_in_four_round_trips_and_five_calls(redis_single, redis_prefix):
+def test_a_new_page_is_decided_in_three_round_trips_and_four_calls(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
@@ -142,10 +142,10 @@ def test_a_new_page_is_decided_in_four_round_trips_and_five_calls(redis_single, 
         trips = Counting.round_trips - before
         assert decision.status == "new"
         # the lock with the URL record; the near hold with the exact entry and the cluster
-        # named after the content; the exact claim; the writes with the settle and the release
-        assert trips == 4
-        # open, claim, index (in the writes), close, release: one call each
-        assert _fcalls(store.client) - calls == 5
+        # named after the content; the writes with the exact claim, the settle and the release
+        assert trips == 3
+        # open, index (in the writes), close, release: one call each
+        assert _fcalls(store.client) - calls == 4
     finally:
         store.close()
 
@@ -165,6 +165,31 @@ def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, red
             assert store.client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0) == calls + 1
     finally:
         store.close()
+
+
+def test_a_claim_the_hold_answered_goes_with_the_release(redis_single, redis_prefix):
+    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    other = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        other.claim_exact("", "d" * 16, "cd" * 8)  # another process's text, claimed before the hold
+        keys = [f"{rk.scope_digest('').hex()}:{c * 16}" for c in "ed"]
+        with store.hold_near("", 0x0123_4567_89AB_CDEF, (), 3, reads=[(EXACT, k) for k in keys]):
+            claims = _calls(store.client, "fcall")
+            assert store.claim_exact("", "e" * 16, "ef" * 8) is None  # read absent by the hold: no call
+            assert _calls(store.client, "fcall") == claims
+            assert other.find_exact("", "e" * 16) is None  # not before the release
+            assert store.claim_exact("", "d" * 16, "ef" * 8) == "cd" * 8  # held by another: asked
+        assert other.find_exact("", "e" * 16) == "ef" * 8
+        assert other.find_exact("", "d" * 16) == "cd" * 8
+        # outside a hold, a claim is the server's answer again
+        assert store.claim_exact("", "e" * 16, "00" * 8) == "ef" * 8
+    finally:
+        store.close()
+        other.close()
+
+
+def _calls(client, command: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 def _open_and_die(url, prefix, simhash, bands):

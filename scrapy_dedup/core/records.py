@@ -77,7 +77,8 @@ class UrlRecord:
     first_run: int = 0
 
     def to_json(self) -> bytes:
-        data = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, False, "")}
+        # every field is a scalar: read them directly (asdict copies each value deeply)
+        data = {k: v for k in _URL_FIELD_ORDER if (v := getattr(self, k)) not in (None, False, "")}
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod
@@ -96,7 +97,8 @@ class UrlRecord:
         self.reason = self.duplicate_of = self.distance = self.jaccard = None
 
 
-_URL_FIELDS = frozenset(f.name for f in dataclasses.fields(UrlRecord))
+_URL_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(UrlRecord))
+_URL_FIELDS = frozenset(_URL_FIELD_ORDER)
 
 
 @dataclass(slots=True)
@@ -116,7 +118,7 @@ class Cluster:
     max_distance: int = 0
 
     def to_json(self) -> bytes:
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()
+        return json.dumps({k: getattr(self, k) for k in _CLUSTER_FIELD_ORDER}, separators=(",", ":")).encode()
 
     def represent(self, record: UrlRecord) -> None:
         """Make ``record`` the representative (the fields the representative order reads)."""
@@ -127,3 +129,6 @@ class Cluster:
     @classmethod
     def from_json(cls, raw: bytes) -> Cluster:
         return cls(**json.loads(raw))
+
+
+_CLUSTER_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(Cluster))

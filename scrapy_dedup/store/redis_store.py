@@ -44,6 +44,7 @@ from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store.base import (
     ALIASES,
+    EXACT,
     PENDING,
     STORE_FORMAT,
     URL,
@@ -183,9 +184,13 @@ class _DecisionState(threading.local):
         #: one server, inside a hold: (commands, atomic, function given the replies or None)
         #: to send before the next read or with the outermost hold's release
         self.queued: list[tuple[list[tuple], bool, Callable[[list], None] | None]] = []
+        #: exact-index entries the near hold in force found absent when it waited for nobody:
+        #: a claim of one is sent with the release (see RedisStore.put_if_absent)
+        self.unclaimed: set[str] = set()
 
     def forget_reads(self) -> None:
         self.prefetched.clear()
+        self.unclaimed.clear()
         self.settled_bands = self.settled_near = None
 
 
@@ -447,6 +452,7 @@ class RedisStore(DedupStore):
         d.settled_near = held.settled_near
         if held.reads is not None:
             d.prefetched.update(zip(ahead, held.reads))
+            d.unclaimed.update(key for (table, key), value in zip(ahead, held.reads) if table == EXACT and value is None)
         failed = True
         try:
             yield
@@ -455,6 +461,7 @@ class RedisStore(DedupStore):
             d.settled_bands = d.settled_near = None
             for read in ahead:
                 d.prefetched.pop(read, None)
+            d.unclaimed.clear()
             if self.fn.fused:
                 command, check = self._near.close_command(held)
                 self._leave_hold(command, check, not failed)
@@ -628,7 +635,17 @@ class RedisStore(DedupStore):
                 yield key.decode("utf-8", "surrogatepass"), rows[key]
 
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
-        self._decision.forget_reads()  # a write
+        d = self._decision
+        answered = table == EXACT and key in d.unclaimed
+        d.forget_reads()  # a write
+        if answered:
+            # The near hold in force read this entry absent after taking its order number, with
+            # no earlier decision near it in flight, and a text's every copy has its SimHash: a
+            # decision of the same text started later waits for this one's release, and one that
+            # ended earlier wrote the entry with its release. So nobody claims it before this
+            # decision's release, and the claim goes with it (sent as the release's MULTI is).
+            d.queued.append(([("HSETNX", self._table_key(table, key), key, bytes(value))], True, None))
+            return None
         current = self.client.fcall("sdd_exact_claim", 1, self._table_key(table, key), key, bytes(value))
         return None if current is None else bytes(current)
 
