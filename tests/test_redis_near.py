@@ -143,3 +143,24 @@ def test_a_document_is_never_its_own_duplicate(redis_url, redis_prefix):
     assert decisions.decide("", fp, b"same0001", 3).kept
     # the same token decided again (a page fetched again) finds only itself: still kept
     assert decisions.decide("", fp, b"same0001", 3).kept
+
+
+def test_the_loop_over_a_few_records_answers_as_the_vectorised_pass():
+    from scrapy_dedup.store import redis_keys as rk
+
+    rng = random.Random(5)
+    found = 0
+    for _ in range(400):
+        queries = [rng.getrandbits(64) for _ in range(rng.randrange(1, 5))]
+        parts = []
+        for _ in range(rng.randrange(1, 5)):
+            # records near a query (a few bits off) or anywhere; some in other tables' buckets
+            fps = [rng.choice(queries) ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)) if rng.random() < 0.6
+                   else rng.getrandbits(64) for _ in range(rng.randrange(1, 30))]
+            parts.append((rng.randrange(rk.BLOCKS), b"".join(rk.near_record(fp, rng.randbytes(8)) for fp in fps)))
+        max_distance = rng.randrange(0, 6)
+        loop = rk._records_near_few(parts, queries, max_distance, [set() for _ in queries])
+        assert rk._records_near_vectorised(parts, queries, max_distance, [set() for _ in queries]) == loop
+        assert rk.records_near(parts, queries, max_distance) == loop
+        found += sum(map(len, loop))
+    assert found > 100  # the cases do find records

@@ -259,6 +259,27 @@ def key_tag(key: str) -> str:
     return key[start : key.index("}", start)]
 
 
+#: below this many (record, SimHash) pairs a plain loop beats numpy's fixed cost per call
+#: (a page's decision reads a few records; decide_many's batches read thousands)
+_FEW_PAIRS = 512
+
+
+def _records_near_few(parts, simhashes, max_distance, out):
+    """:func:`records_near` by a loop over the pairs (the same answer as
+    :func:`_records_near_vectorised`)."""
+    queries = [q & 0xFFFF_FFFF_FFFF_FFFF for q in simhashes]
+    for table, data in parts:
+        shift = table * BLOCK_BITS
+        blocks = [(q >> shift) & _BLOCK_MASK for q in queries]
+        for pos in range(0, len(data), NEAR_RECORD):
+            fp = int.from_bytes(data[pos : pos + 8], "big")
+            block = (fp >> shift) & _BLOCK_MASK
+            for i, q in enumerate(queries):
+                if blocks[i] == block and (fp ^ q).bit_count() <= max_distance:
+                    out[i].add((fp, data[pos + 8 : pos + NEAR_RECORD]))
+    return out
+
+
 def records_near(
     parts: Sequence[tuple[int, bytes]], simhashes: Sequence[int], max_distance: int
 ) -> list[set[tuple[int, bytes]]]:
@@ -266,7 +287,8 @@ def records_near(
 
     ``parts``: (table, records of any buckets of that table, concatenated). A record lies
     in the bucket of its own block in each table, so it is compared with the SimHashes of
-    the same block in the same table: one vectorised Hamming pass over every part.
+    the same block in the same table: one vectorised Hamming pass over every part, or a
+    plain loop when the pairs are few.
 
     >>> a, b = near_record(0x0001, b"a" * 8), near_record(0x0002, b"b" * 8)
     >>> records_near([(0, a + b)], [0x1000_0000_0000_0001, 0x0003], 1)  # 0x0003: another bucket
@@ -278,6 +300,13 @@ def records_near(
         return out
     if any(len(data) % NEAR_RECORD for _, data in parts):
         raise ValueError("a near-duplicate bucket's length is not a multiple of 16 bytes")
+    if sum(len(d) for _, d in parts) // NEAR_RECORD * len(simhashes) <= _FEW_PAIRS:
+        return _records_near_few(parts, simhashes, max_distance, out)
+    return _records_near_vectorised(parts, simhashes, max_distance, out)
+
+
+def _records_near_vectorised(parts, simhashes, max_distance, out):
+    """:func:`records_near` by one numpy pass over every (table, block) key."""
     data = b"".join(d for _, d in parts)
     records = np.frombuffer(data, dtype=">u8").reshape(-1, 2)
     fps = records[:, 0].astype(np.uint64)
