@@ -127,27 +127,94 @@ def _fcalls(client) -> int:
     return int(client.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
 
 
-def test_a_new_page_is_decided_in_three_round_trips_and_four_calls(redis_single, redis_prefix):
+def _counted(store: RedisStore) -> None:
+    pool = store.client.connection_pool
+    pool.disconnect()
+    pool.reset()
+    pool.connection_class = Counting
+
+
+def _in_flight(store: RedisStore) -> tuple[int, int]:
+    """Near-duplicate decisions in flight (order numbers held) and pending SimHash entries."""
+    client = store.client
+    pending = sum(client.hlen(k) for k in client.scan_iter(match=f"{store.prefix}:np:*"))
+    return client.hlen(rk.order_keys(store.prefix)[1]), pending
+
+
+def test_a_new_page_is_decided_in_two_round_trips_and_four_calls(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
         index.ingest(doc("http://h/warm", prose(10)))
-        pool = store.client.connection_pool
-        pool.disconnect()
-        pool.reset()
-        pool.connection_class = Counting
+        _counted(store)
         calls = _fcalls(store.client)
         before = Counting.round_trips
         decision = index.ingest(doc("http://h/new", prose(11)))
         trips = Counting.round_trips - before
         assert decision.status == "new"
-        # the lock with the URL record; the near hold with the exact entry and the cluster
-        # named after the content; the writes with the exact claim, the settle and the release
-        assert trips == 3
+        # the lock with the URL record, the near hold, the exact entry and the cluster named
+        # after the content; the writes with the exact claim, the settle and the release
+        assert trips == 2
         # open, index (in the writes), close, release: one call each
         assert _fcalls(store.client) - calls == 4
+        assert _in_flight(store) == (0, 0)
     finally:
         store.close()
+
+
+def test_a_near_hold_opened_with_the_lock_and_not_taken_ends_with_the_release(redis_single, redis_prefix):
+    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
+        text = prose(12)
+        assert index.ingest(doc("http://h/page", text)).status == "new"
+        _counted(store)
+        costs = []
+        for recalled in (False, True):
+            # the same page again, unchanged: its decision takes no near hold; one whose body
+            # was seen before (recalled) opens none with the lock
+            page = doc("http://h/page", text)
+            page.recalled = recalled
+            calls = _fcalls(store.client)
+            trips = Counting.round_trips
+            assert index.ingest(page).status == "unchanged"
+            trips = Counting.round_trips - trips
+            costs.append((trips, _fcalls(store.client) - calls))
+            assert _in_flight(store) == (0, 0)
+        (opened_trips, opened_calls), (trips, calls) = costs
+        assert opened_trips == trips  # the hold opened with the lock and ended with the release
+        assert opened_calls == calls + 2
+    finally:
+        store.close()
+
+
+def test_a_lock_held_elsewhere_ends_the_near_hold_opened_with_it(redis_single, redis_prefix):
+    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    other = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
+        entered, leave = threading.Event(), threading.Event()
+
+        def hold_elsewhere():
+            with other.hold_document("http://h/contended"):
+                entered.set()
+                leave.wait(10)
+
+        holder = threading.Thread(target=hold_elsewhere)
+        holder.start()
+        assert entered.wait(10)
+        # the other process's decision of the same page ends while this one waits for its lock;
+        # meanwhile this one holds no order number another decision could wait for
+        threading.Timer(0.5, leave.set).start()
+        seen_in_flight = []
+        threading.Timer(0.25, lambda: seen_in_flight.append(_in_flight(other))).start()
+        assert index.ingest(doc("http://h/contended", prose(13))).status == "new"
+        holder.join(10)
+        assert seen_in_flight == [(0, 0)]
+        assert _in_flight(store) == (0, 0)
+    finally:
+        store.close()
+        other.close()
 
 
 def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, redis_prefix):

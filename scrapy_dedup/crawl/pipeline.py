@@ -201,6 +201,7 @@ class DedupPipeline:
             scope=scope,
             promoted=bool(meta.get("dedup_promoted")),
             supersedes=tuple(meta.get("dedup_supersedes", ())),
+            recalled=text is None and fp is not None,
         )
         if config.keep_text and text is not None:
             doc.text = text[: config.max_text_chars]

@@ -25,6 +25,8 @@ class Document:
     #: fetched again because it now represents its cluster: emitted, replacing ``supersedes``
     promoted: bool = False
     supersedes: tuple[str, ...] = ()
+    #: its fingerprint was recalled from a byte-identical body seen before (no extraction)
+    recalled: bool = False
 
 
 @dataclass(slots=True)

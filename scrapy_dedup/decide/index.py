@@ -23,7 +23,7 @@ from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
-from scrapy_dedup.store.base import CLUSTER, EXACT, DedupStore, exact_key
+from scrapy_dedup.store.base import CLUSTER, EXACT, DedupStore, NearHoldArgs, exact_key
 
 __all__ = ["ContentIndex", "Decision", "Document", "cluster_id_for"]
 
@@ -60,22 +60,29 @@ class ContentIndex(Matching, Clusters, Lifecycle):
     def _decide(self, doc: Document) -> Decision:
         # a shared store: another process may decide this page, or a near duplicate of it, at
         # the same moment; each decision holds what it reads until its writes are in
-        with self.store.hold_document(doc.key):
+        # a body seen before is most often the same page unchanged, which needs no near hold;
+        # any other page's near hold may open with the lock
+        near = None if doc.recalled else self._near_args(doc)
+        with self.store.hold_document(doc.key, near):
             return self._decide_held(doc)
 
-    def _hold_near(self, doc: Document) -> AbstractContextManager[None]:
+    def _near_args(self, doc: Document) -> NearHoldArgs | None:
+        """The store's hold_near arguments for ``doc``, or None when it is never compared by
+        near-duplicate distance."""
         fp = doc.fingerprint
         if fp is None or fp.tokens < self.min_tokens:
-            return nullcontext()  # never compared by near-duplicate distance
+            return None
         # what the matching and a new cluster read first: the exact index, the cluster named
         # after this content
         first_reads = (
             (EXACT, exact_key(doc.scope, fp.content_hash)),
             (CLUSTER, cluster_id_for(doc.scope, fp.content_hash)),
         )
-        return self.store.hold_near(
-            doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
-        )
+        return doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
+
+    def _hold_near(self, doc: Document) -> AbstractContextManager[None]:
+        near = self._near_args(doc)
+        return nullcontext() if near is None else self.store.hold_near(*near)
 
     def _decide_held(self, doc: Document) -> Decision:
         now = self.clock()

@@ -82,6 +82,9 @@ TABLES = (
     CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP,
 )  # fmt: skip
 
+#: What :meth:`DedupStore.hold_near` takes, in order: scope, simhash, bands, max_distance, reads.
+NearHoldArgs = tuple[str, int, tuple[int, ...], int, tuple[tuple[str, str], ...]]
+
 #: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
 ALIASES = "aliases"  # target url key -> {URL of a redirect or variant: reason}
 MEMBERS = "members"  # cluster id -> {url key: b""}
@@ -358,9 +361,13 @@ class DedupStore(abc.ABC):
         """Cluster ids that collide with ``bands`` in at least one LSH band."""
 
     # -- decisions of several processes ---------------------------------------
-    def hold_document(self, key: str) -> AbstractContextManager[None]:
+    def hold_document(self, key: str, near: NearHoldArgs | None = None) -> AbstractContextManager[None]:
         """Hold the decision of the document at url key ``key`` for the ``with`` block: another
         process that decides the same key waits until the block has exited (atomic).
+
+        ``near``: the arguments of the :meth:`hold_near` the block is likely to take (scope,
+        simhash, bands, max_distance, reads); a shared backend may open that hold with the
+        lock, in the same round trip. The block takes it as usual.
 
         An embedded backend is owned by one process, which decides one document at a time.
         """

@@ -417,7 +417,8 @@ class StoreFunctions:
         max_distance: int,
         bands: Sequence[BandGroup] = (),
         reads: Sequence[tuple] = (),
-    ) -> tuple[int, tuple[list, list], list, list | None]:
+        first: Sequence[tuple] = (),
+    ) -> tuple[int, tuple[list, list], list, list | None, list]:
         """Enter the pending entries of a batch, then take its order numbers (the first is
         returned; item ``i`` has ``first + i``), then read its buckets.
 
@@ -431,26 +432,34 @@ class StoreFunctions:
         read after the order number was taken and the pending entries were read. On a cluster
         it is three round trips, as the groups and the counter are on different masters, and
         ``reads`` are not sent (None).
+
+        ``first`` (one server only): commands sent in the same round trip before everything
+        else, their replies returned fifth.
         """
         tokens = [token for _, token in items]
         simhashes = [simhash for simhash, _ in items]
         if bands and len(items) != 1:
             raise ValueError("band buckets go with a batch of one decision")
+        if first and not self.fused:
+            raise ValueError("commands go before a near-duplicate decision's first round trip on one server only")
         if self.fused:
             pipe = self.client.pipeline(transaction=False)
+            for command in first:
+                pipe.execute_command(*command)
             decode = self._queue_open(pipe, scope, items, lease_ms, max_distance, bands)
             for command in reads:
                 pipe.execute_command(*command)
             replies = pipe.execute()
+            head, replies = replies[: len(first)], replies[len(first) :]
             split = len(replies) - len(reads)
-            return (*decode(replies[:split]), replies[split:])
+            return (*decode(replies[:split]), replies[split:], head)
         pipe = self.client.pipeline(transaction=False)
         for group in self._band_pending(bands, tokens[0]) if bands else ():
             pipe.fcall(*self._band_fcall("sdd_records_add", group))
         self.queue_near_add_many(pipe, scope, items)
         pipe.execute()
         first = int(self.client.fcall("sdd_order_take_many", 2, *rk.order_keys(self.prefix), lease_ms, *tokens))
-        return (first, *self.near_read(scope, simhashes, max_distance, bands), None)
+        return (first, *self.near_read(scope, simhashes, max_distance, bands), None, [])
 
     def queue_near_settle_many(
         self, pipe: Any, scope: str, entries: Sequence[tuple[int, bytes, bool]]

@@ -60,7 +60,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_dedup.core.fingerprints import hamming
@@ -117,6 +117,8 @@ class NearHold:
     settled_bands: set[bytes]
     #: replies of the reads sent with its first scan, when that scan was its last; else None
     reads: list | None = None
+    #: replies of the commands sent before its first scan (``first``)
+    first: list = field(default_factory=list)
 
     @property
     def entry(self) -> tuple[int, bytes, bool, int]:
@@ -187,7 +189,7 @@ class NearDecisions:
         again (reaped while deciding)."""
         fn = self.fn
         batch = [items[i] for i in todo]
-        first, (settled_hits, pending_hits), _, _ = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
+        first, (settled_hits, pending_hits), _, _, _ = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
         order = [first + k for k in range(len(batch))]
         mine = {token: k for k, (_, token) in enumerate(batch)}
         decided: dict[int, NearOutcome] = {}
@@ -306,8 +308,9 @@ class NearDecisions:
             fn.near_settle(scope, simhash, token, keep=False)
 
     def open(
-        self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = (), reads: Sequence[tuple] = ()
-    ) -> NearHold:
+        self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = (), reads: Sequence[tuple] = (),
+        first: Sequence[tuple] = (), proceed: Callable[[list], bool] | None = None,
+    ) -> NearHold | None:
         """Open a near-duplicate decision the caller takes itself, from reads of the store; it
         holds until :meth:`close` (or the call :meth:`close_command` gives has run).
 
@@ -325,15 +328,25 @@ class NearDecisions:
         number was taken and the pending entries read): their replies are
         :attr:`NearHold.reads` when that first scan found no earlier decision in flight, so
         that they are what the caller would have read once the hold was open.
+
+        ``first`` (one server only): commands sent before all that in the same round trip (a
+        lock the decision takes with its hold); ``proceed`` is given their replies and, if it
+        answers False, the decision ends at once, waiting for nobody, and None is returned.
+        Their replies are :attr:`NearHold.first`.
         """
         fn = self.fn
         token = os.urandom(8)
-        for _attempt in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             # the pending band entries go in with the SimHash ones, before the order number is
             # taken; the first scan (buckets and band lookups) rides in the same round trip
-            order, (settled, in_flight), found, read = fn.near_add_order_read(
-                scope, [(simhash, token)], self.lease_ms, max_distance, bands, reads
+            order, (settled, in_flight), found, read, head = fn.near_add_order_read(
+                scope, [(simhash, token)], self.lease_ms, max_distance, bands, reads, first if attempt == 0 else ()
             )
+            if attempt == 0:
+                first_replies = head
+                if proceed is not None and not proceed(head):
+                    fn.near_settle_then_release_many(scope, [(simhash, token, False, order)], bands)
+                    return None
             band_in_flight, settled_bands = self._band_tokens(bands, found)
             try:
                 scans, settled_near, settled_bands = self._await_earlier(
@@ -346,7 +359,7 @@ class NearDecisions:
         else:
             raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
         return NearHold(scope, simhash, token, order, bands, scans, (scope, simhash, max_distance, settled_near),
-                        settled_bands, read if scans == 1 else None)
+                        settled_bands, read if scans == 1 else None, first_replies)
 
     def close(self, held: NearHold) -> None:
         """End a decision opened by :meth:`open`: its pending entries out, its order number released."""

@@ -26,6 +26,7 @@ batch while it is applied; after a crash a batch is applied whole.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -36,6 +37,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import xxhash
@@ -50,11 +52,12 @@ from scrapy_dedup.store.base import (
     URL,
     VARIANT,
     DedupStore,
+    NearHoldArgs,
     StoreBatch,
     StoreError,
     band_tuple,
 )
-from scrapy_dedup.store.redis_near import NearDecisions
+from scrapy_dedup.store.redis_near import NearDecisions, NearHold
 from scrapy_dedup.store.redis_functions import (
     _CONNECTION_ERRORS,
     RetryPolicy,
@@ -167,6 +170,17 @@ class RedisBatch(StoreBatch):
             self.commands.append(("FCALL", band_fn, len(keys), *keys, *(h + token for h in hashes)))
 
 
+@dataclass(slots=True)
+class _NearAhead:
+    """A near hold opened in the document lock's round trip (RedisStore.hold_document)."""
+
+    #: the hold_near arguments it stands for (scope, simhash, bands, max_distance, reads)
+    args: tuple
+    held: NearHold
+    #: the thread's write count when it read: later writes make its reads stale
+    writes: int
+
+
 class _DecisionState(threading.local):
     """Per thread, what the decision it holds read ahead and has yet to send: a decision may
     run on a thread of its own while the crawl's thread writes through the same store."""
@@ -187,10 +201,15 @@ class _DecisionState(threading.local):
         #: exact-index entries the near hold in force found absent when it waited for nobody:
         #: a claim of one is sent with the release (see RedisStore.put_if_absent)
         self.unclaimed: set[str] = set()
+        #: a near hold opened with the document lock and not yet taken by hold_near
+        self.opened_ahead: _NearAhead | None = None
+        #: writes of this thread so far: a hold's reads from before the last one are stale
+        self.writes = 0
 
     def forget_reads(self) -> None:
         self.prefetched.clear()
         self.unclaimed.clear()
+        self.writes += 1
         self.settled_bands = self.settled_near = None
 
 
@@ -380,13 +399,16 @@ class RedisStore(DedupStore):
 
     # -- decisions shared by processes ----------------------------------------
     @contextmanager
-    def hold_document(self, key: str) -> Iterator[None]:
+    def hold_document(self, key: str, near: NearHoldArgs | None = None) -> Iterator[None]:
         """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
         ``SET NX PX`` and released only by its holder.
 
         The key's URL record, which a decision reads first, comes in the same round trip: the
         next ``get`` of it inside the block is that answer (read once, before any write). On
-        one server the release goes with the decision's writes (see :meth:`_flush`).
+        one server the release goes with the decision's writes (see :meth:`_flush`), and the
+        near hold of ``near`` is opened in the lock's round trip: the block's
+        :meth:`hold_near` with those arguments takes it (its reads are used if the block
+        wrote nothing before), and one the block does not take ends with the release.
         """
         lock = rk.decision_key(self.prefix, key)
         record_key = self._table_key(URL, key)
@@ -397,7 +419,10 @@ class RedisStore(DedupStore):
             # on one server a connection runs a pipeline in order: the record is read after the
             # lock is taken; on a cluster they are on other masters, so it is read afterwards
             read_ahead = not is_cluster(self.client)
-            while True:
+            taken = False
+            if near is not None and self.fn.fused and d.depth == 0:
+                taken = self._open_near_with_lock(near, lock, holder, key)
+            while not taken:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
                 if read_ahead:
@@ -419,7 +444,45 @@ class RedisStore(DedupStore):
         try:
             yield
         finally:
+            ahead, d.opened_ahead = d.opened_ahead, None
+            if ahead is not None:  # not taken: it ends with the release
+                command, check = self._near.close_command(ahead.held)
+                d.queued.append(([command], False, lambda replies: check(replies[0])))
             self._leave_hold(("FCALL", "sdd_lock_release", 1, lock, holder), None, True)
+
+    def _open_near_with_lock(self, near: NearHoldArgs, lock: str, holder: str, key: str) -> bool:
+        """One server: take the document lock, read the URL record and open the near hold of
+        ``near`` in one round trip. False, with the hold ended, when another process holds
+        the lock: a decision never waits for a lock while it holds an order number, so no
+        two decisions wait for each other."""
+        scope, simhash, bands, max_distance, reads = near
+        bands = band_tuple(bands)
+        ahead = tuple((table, k) for table, k in reads if table != PENDING)
+        d = self._decision
+        locked = []
+
+        def proceed(replies: list) -> bool:
+            locked.append(bool(replies[0]))
+            return locked[0]
+
+        self._flush()
+        try:
+            held = self._near.open(
+                scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
+                [("HGET", self._table_key(table, k), k) for table, k in ahead],
+                first=[("SET", lock, holder, "NX", "PX", DECISION_LEASE_MS), ("HGET", self._table_key(URL, key), key)],
+                proceed=proceed,
+            )
+        except BaseException:
+            if locked and locked[0]:  # the hold failed (its wait timed out): the lock goes
+                with contextlib.suppress(*_CONNECTION_ERRORS):
+                    self.client.fcall("sdd_lock_release", 1, lock, holder)
+            raise
+        if held is None:
+            return False
+        d.prefetched[(URL, key)] = held.first[1]
+        d.opened_ahead = _NearAhead((scope, simhash, bands, max_distance, ahead), held, d.writes)
+        return True
 
     @contextmanager
     def hold_near(
@@ -434,25 +497,34 @@ class RedisStore(DedupStore):
         when no earlier decision near this one was in flight (read once, before any write).
         """
         bands = band_tuple(bands)
-        groups = rk.band_calls(self.prefix, scope, bands, ("b", "bp"))
         d = self._decision
         ahead = [(table, key) for table, key in reads if table != PENDING] if self.fn.fused else []
+        opened, d.opened_ahead = d.opened_ahead, None
         try:
-            self._flush()  # this decision's writes so far are in before its first scan
-            held = self._near.open(scope, simhash, max_distance, groups,
-                                   [("HGET", self._table_key(table, key), key) for table, key in ahead])
+            if opened is not None and opened.args == (scope, simhash, bands, max_distance, tuple(ahead)):
+                held = opened.held
+            else:
+                if opened is not None:  # opened for other arguments: it ends first
+                    self._near.close(opened.held)
+                    opened = None
+                self._flush()  # this decision's writes so far are in before its first scan
+                held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
+                                       [("HGET", self._table_key(table, key), key) for table, key in ahead])
         except _CONNECTION_ERRORS as exc:
             raise self._lost(exc) from None
         d.depth += 1
-        if bands:
-            # the hold's last band lookup read the settled buckets too: the matching's
-            # band_candidates of these bands is that answer (read once, before any write)
-            d.settled_bands = (scope, bands, held.settled_bands)
-        # so did its last SimHash scan: the answer of the matching's simhash_candidates
-        d.settled_near = held.settled_near
-        if held.reads is not None:
-            d.prefetched.update(zip(ahead, held.reads))
-            d.unclaimed.update(key for (table, key), value in zip(ahead, held.reads) if table == EXACT and value is None)
+        # opened with the lock, and the block wrote since: what it read may be stale, and the
+        # block reads from the server instead
+        if opened is None or opened.writes == d.writes:
+            if bands:
+                # the hold's last band lookup read the settled buckets too: the matching's
+                # band_candidates of these bands is that answer (read once, before any write)
+                d.settled_bands = (scope, bands, held.settled_bands)
+            # so did its last SimHash scan: the answer of the matching's simhash_candidates
+            d.settled_near = held.settled_near
+            if held.reads is not None:
+                d.prefetched.update(zip(ahead, held.reads))
+                d.unclaimed.update(k for (table, k), value in zip(ahead, held.reads) if table == EXACT and value is None)
         failed = True
         try:
             yield
