@@ -203,14 +203,18 @@ def test_a_lock_held_elsewhere_ends_the_near_hold_opened_with_it(redis_single, r
         holder = threading.Thread(target=hold_elsewhere)
         holder.start()
         assert entered.wait(10)
-        # the other process's decision of the same page ends while this one waits for its lock;
-        # meanwhile this one holds no order number another decision could wait for
-        threading.Timer(0.5, leave.set).start()
-        seen_in_flight = []
-        threading.Timer(0.25, lambda: seen_in_flight.append(_in_flight(other))).start()
-        assert index.ingest(doc("http://h/contended", prose(13))).status == "new"
+        outcome = []
+        decider = threading.Thread(target=lambda: outcome.append(index.ingest(doc("http://h/contended", prose(13)))))
+        decider.start()
+        time.sleep(0.5)
+        # it waits for the other process's lock, and meanwhile holds no order number another
+        # decision could wait for
+        assert decider.is_alive() and not outcome
+        assert _in_flight(other) == (0, 0)
+        leave.set()
         holder.join(10)
-        assert seen_in_flight == [(0, 0)]
+        decider.join(10)
+        assert [d.status for d in outcome] == ["new"]
         assert _in_flight(store) == (0, 0)
     finally:
         store.close()
