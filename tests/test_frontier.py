@@ -36,6 +36,20 @@ def test_seen_fresh_revisit_and_hub(store):
     assert Frontier(store, 3, revisit_after=60, clock=lambda: clock[0]).check("http://h/doc", "http://h/doc") is None
 
 
+def test_a_key_found_never_scheduled_sends_its_first_request_without_validators(store):
+    frontier = Frontier(store, 1)
+    assert frontier.check("http://h/new", "http://h/new") is None
+    # a record appears meanwhile (another process fetched the page): the first request of a
+    # key found never scheduled asks the store nothing, a later one (a retry) reads it
+    Frontier(store, 1).record_fetch("http://h/new", "http://h/new", 200, '"e2"', None)
+    record = store.get_url("http://h/new")
+    record.kind = "document"
+    with store.batch() as b:
+        b.put_url(record)
+    assert frontier.conditional_headers("http://h/new") == {}
+    assert frontier.conditional_headers("http://h/new") == {"If-None-Match": '"e2"'}
+
+
 def test_a_server_error_is_asked_again(store):
     frontier = Frontier(store, 1)
     frontier.check("http://h/p", "http://h/p")

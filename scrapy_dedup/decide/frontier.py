@@ -45,6 +45,9 @@ class Frontier:
         self._scheduled: OrderedDict[str, str] = OrderedDict()
         #: checks answered that way
         self.known_checks = 0
+        #: keys this frontier found never scheduled before (the most recent ones): nothing was
+        #: fetched for them, so their first request needs no validators from the store
+        self._never_fetched: OrderedDict[str, None] = OrderedDict()
 
     def check(self, url: str, key: str, original: str | None = None) -> str | None:
         """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it.
@@ -61,6 +64,10 @@ class Frontier:
         else:
             previous = self.store.frontier_mark(key, self.run, url)
             self._remember(key, url if previous is None else previous[1])
+            if previous is None:
+                self._never_fetched[key] = None
+                if len(self._never_fetched) > SCHEDULED_KEPT:
+                    self._never_fetched.popitem(last=False)
         reason = self._drop_reason(key, previous)
         fetched = url if previous is None else previous[1]
         variants = [variant for variant in dict.fromkeys((url, original or url)) if variant != fetched]
@@ -123,6 +130,8 @@ class Frontier:
 
     def conditional_headers(self, key: str) -> dict[str, str]:
         """Validators for a conditional GET of a document fetched in an earlier run."""
+        if self._never_fetched.pop(key, 0) is None:
+            return {}  # its first request since this frontier found it never scheduled
         record = self.store.get_url(key)
         if record is None or record.kind != "document" or record.fetch_count == 0:
             return {}
