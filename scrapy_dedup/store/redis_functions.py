@@ -38,7 +38,7 @@ _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
 #: one band group's hashes (settled, then pending) and a document's entries in it (per band,
 #: its bucket's field and its band hash): the arguments of one call to a band function, on one slot
-BandGroup = tuple[list[str], bytes]
+BandGroup = tuple[tuple[str, ...], bytes]
 
 
 class StoreConnectionLost(StoreWriteError):

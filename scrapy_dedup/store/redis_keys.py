@@ -473,9 +473,18 @@ def band_field(band: int, band_hash: int) -> bytes:
     return bytes((band,)) + (band_hash >> (64 - BAND_BUCKET_BITS)).to_bytes(2, "big")
 
 
+_BAND_ENTRY = struct.Struct(">BHQ")  # band, bucket, band hash: a field and its band hash
+
+
+@functools.lru_cache(maxsize=256)
+def _band_hashes(prefix: str, scope: str, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    sid = scope_digest(scope).hex()
+    return tuple(tuple(band_hash_key(prefix, sid, group, kind) for kind in kinds) for group in range(BAND_GROUPS))
+
+
 def band_calls(
     prefix: str, scope: str, bands: Sequence[int], kinds: Sequence[str] = ("b",)
-) -> list[tuple[list[str], bytes]]:
+) -> list[tuple[tuple[str, ...], bytes]]:
     """Per band group, (hashes, entries): the group's hash of each of ``kinds``, in that
     order, and per band of the group its field and its 8-byte band hash, concatenated
     (BAND_ENTRY bytes each). One call to a band function per group, on one slot.
@@ -483,12 +492,14 @@ def band_calls(
     >>> calls = band_calls("p", "", list(range(32)), ("b", "bp"))
     >>> len(calls), len(calls[0][0]), calls[0][0][1].startswith("p:bp:"), len(calls[0][1])
     (8, 2, True, 44)
+    >>> calls[1][1][:BAND_ENTRY] == band_field(4, 4) + (4).to_bytes(8, "big")
+    True
     """
-    sid = scope_digest(scope).hex()
-    entries: dict[int, list[bytes]] = {}
-    for band, band_hash in enumerate(bands):
-        entries.setdefault(band_group(band), []).append(band_field(band, band_hash) + _U64.pack(band_hash))
-    return [([band_hash_key(prefix, sid, g, kind) for kind in kinds], b"".join(entries[g])) for g in sorted(entries)]
+    hashes = _band_hashes(prefix, scope, tuple(kinds))
+    shift = 64 - BAND_BUCKET_BITS
+    entries = b"".join([_BAND_ENTRY.pack(band, band_hash >> shift, band_hash) for band, band_hash in enumerate(bands)])
+    width = BAND_ENTRY * (BANDS // BAND_GROUPS)
+    return [(hashes[group], entries[at : at + width]) for group, at in enumerate(range(0, len(entries), width))]
 
 
 def band_found(reply: bytes) -> list[tuple[int, bytes]]:
