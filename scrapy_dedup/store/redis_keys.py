@@ -410,12 +410,28 @@ def _glob_escape(text: str) -> str:
 # A bucket is a string of 16-byte records (8-byte band hash, 8-byte cluster or decision
 # token). 14 bits give 16,384 buckets per band, 524,288 per scope: at 10^6 representatives a
 # bucket holds about 61 records (1 KB), at 10^7 about 610 (9.8 KB). A call reads its buckets
-# whole into the function, so the server time grows with them (bench_redis.py, one group's
-# 4 buckets: 25 us at 10^6 and 85 us at 10^7 documents with 14 bits, 43 and 333 us with 12,
-# 18 and 33 us with 16). A bucket as a hash field costs a field's overhead, not a key's
-# (BAND_FIGURES_BYTES).
+# whole into the function, so the server time grows with them (bench_redis.py, one group's 4
+# buckets: 16-38 us at 10^6 and 77-105 us at 10^7 documents with 14 bits, 39-52 and 300-346 us
+# with 12, 19-32 and 35-40 us with 16; as when each bucket was a key of its own: at 10^7 the
+# scan of the records leads). Fewer bits mean longer scans, more bits more fields.
 #
-# Measured (one server, 400 PostgreSQL pages decided as a crawl does): BAND_FIGURES_TIME.
+# Why fields and not a key per bucket (measured on one server, MEMORY USAGE and SLOWLOG, on a
+# 2-core machine shared with other work, so time as ranges over interleaved rounds):
+# - bytes: a field costs about 60 bytes fewer than a key. Band buckets per document after 400
+#   PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys -> 8 hashes; the
+#   crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 -> 2,264 (31,015
+#   keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6 documents the 16
+#   bytes of each record lead either way.
+# - time: per decision, the band part of a step is 2 hashes per group instead of 8 keys: at
+#   the open 16 keys and 8 arguments instead of 64 and 64, 16 HMGET and 8 HSET inside instead
+#   of 64 GET and 32 SET, and what it found replied as one string per group instead of a list
+#   per bucket (a reply element costs the server about as much as a bucket's work); close and
+#   index 8 HMGET and 8 HSET/HDEL instead of 32 GET and 32 SET/DEL. Over the 400 pages,
+#   sdd_near_open 543-708 -> 374-430 us per call, sdd_near_close 255-336 -> 240-274,
+#   sdd_near_index 296-385 -> 312-362 (SLOWLOG); server CPU 1,555-1,924 -> 1,207-1,749 us per
+#   page (INFO cpu, medians 1,625 -> 1,579) and the store's client wall time 4.8-6.1 -> 3.7-5.2
+#   ms per page. On this machine any command costs the server some 20-40 us of CPU whatever it
+#   does (a PING included), and that part does not change with the layout.
 
 BAND_GROUPS = 8
 BAND_BUCKET_BITS = 14
