@@ -524,32 +524,35 @@ def bench_index_bytes(server_url: str, counts: tuple[int, ...], seed: int = 17) 
 
 
 def bench_band_bucket_cost(server_url: str, calls: int = 1000, seed: int = 23) -> dict:
-    """Server time of one band-group lookup (``sdd_records_find`` over 4 buckets) with the
-    buckets as full as 10^6 and 10^7 documents make them at 12, 14 and 16 bucket bits: what
-    the choice of BAND_BUCKET_BITS trades against the per-key bytes."""
+    """Server time of one band-group lookup (``sdd_bands_find`` of 4 buckets, fields of one
+    hash) with the buckets as full as 10^6 and 10^7 documents make them at 12, 14 and 16 bucket
+    bits: what the choice of BAND_BUCKET_BITS trades against the per-bucket bytes."""
     import uuid
 
+    from scrapy_dedup.store import redis_keys as rk
     from scrapy_dedup.store.redis_functions import StoreFunctions, connect, primaries
 
     client = connect(server_url)
     StoreFunctions(client, "bench")
     node = primaries(client)[0]
     rng = random.Random(seed)
-    prefix = f"bench:{uuid.uuid4().hex[:8]}"
-    keys = [f"{prefix}:b:{{b0}}{i}" for i in range(4)]
+    key = rk.band_hash_key(f"bench:{uuid.uuid4().hex[:8]}", rk.scope_digest("").hex(), 0)
     out: dict[str, dict[str, float]] = {}
     for bits in (12, 14, 16):
         for docs in (10**6, 10**7):
             records = max(1, docs >> bits)
-            for key in keys:
-                client.set(key, rng.randbytes(16 * records))
-            needles = [rng.randbytes(8) for _ in keys]
+            entries = b""
+            for band in range(4):
+                band_hash = rng.getrandbits(64)
+                field = rk.band_field(band, band_hash)
+                client.hset(key, field, rng.randbytes(16 * records))
+                entries += field + band_hash.to_bytes(8, "big")
             before = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
             for _ in range(calls):
-                client.fcall("sdd_records_find", len(keys), *keys, *needles)
+                client.fcall("sdd_bands_find", 1, key, entries)
             after = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
             out.setdefault(str(bits), {})[str(docs)] = (after - before) / calls
-    client.delete(*keys)
+            client.delete(key)
     return out
 
 

@@ -206,6 +206,8 @@ def test_redis(tmp_path, corpus):
     # what the client sends per page, and where the bytes are: one call per band group, not per band
     assert 0 < store_time["round_trips_per_page"] < store_time["client_commands_per_page"] < 120
     assert store_time["bytes_by_family"]["b"]["keys"] > 0 and store_time["bytes_per_document_by_family"]["t:url"] > 0
+    # the band buckets are fields of one hash per band group, and none is left pending
+    assert store_time["bytes_by_family"]["b"]["keys"] <= 8 and "bp" not in store_time["bytes_by_family"]
     for count, index in store_time["index_bytes"].items():
         assert index["documents"] == int(count) and index["band_lookup_server_us"] > 0
         assert index["bytes_by_family"]["b"]["bytes"] > 16 * 32 * index["documents"]  # 32 records of 16 bytes each

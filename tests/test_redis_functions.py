@@ -317,26 +317,43 @@ def test_a_document_s_band_records_take_one_call_per_group(fn):
     calls = rk.band_calls(fn.prefix, "", bands, ("b", "bp"))
     assert len(calls) == rk.BAND_GROUPS
     token, other = b"T" * 8, b"O" * 8
-    for keys, hashes in calls:
-        settled, pending = keys[: len(keys) // 2], keys[len(keys) // 2 :]
-        records = [h + token for h in hashes[: len(keys) // 2]]
-        assert client.fcall("sdd_records_add", len(settled), *settled, *records) == len(settled)
-        assert client.fcall("sdd_records_add", len(settled), *settled, *records) == 0  # once only
-        # one key named twice: both records go in
-        assert client.fcall("sdd_records_add", 2, pending[0], pending[0], hashes[0] + token, hashes[0] + other) == 2
-        found = client.fcall("sdd_records_find", len(keys), *keys, *hashes)
-        assert [sorted(f) for f in found] == [[token]] * len(settled) + [[other, token]] + [[]] * (len(pending) - 1)
-        assert client.fcall("sdd_records_remove", 2, pending[0], settled[1], hashes[0] + other, hashes[1] + token) == 2
-        found = client.fcall("sdd_records_find", len(keys), *keys, *hashes)
-        assert [len(f) for f in found] == [1, 0, 1, 1, 1, 0, 0, 0]
-    keys, hashes = calls[0]
-    with pytest.raises(redis.ResponseError, match="one record per key"):
-        client.fcall("sdd_records_add", 2, keys[0], keys[1], hashes[0] + token)
-    with pytest.raises(redis.ResponseError, match="16 bytes"):
-        client.fcall("sdd_records_add", 1, keys[0], hashes[0])
+    per_group = BANDS // rk.BAND_GROUPS
+    for g, ((settled, pending), entries) in enumerate(calls):
+        assert len(entries) == per_group * rk.BAND_ENTRY
+        assert client.fcall("sdd_bands_add", 1, settled, token, entries) == per_group
+        assert client.fcall("sdd_bands_add", 1, settled, token, entries) == 0  # once only
+        # the buckets are fields of the group's hash: band, then the top 14 bits of the band hash
+        assert client.type(settled) == b"hash" and client.hlen(settled) == per_group
+        band = g * per_group
+        assert client.hget(settled, rk.band_field(band, bands[band])) == bands[band].to_bytes(8, "big") + token
+        first = entries[: rk.BAND_ENTRY]
+        assert client.fcall("sdd_bands_add", 1, pending, token, first) == 1
+        assert client.fcall("sdd_bands_add", 1, pending, other, first) == 1  # two records in one bucket
+        found = rk.band_found(client.fcall("sdd_bands_find", 2, settled, pending, entries))
+        # per record found: the position of its hash in the call (0 settled, 1 pending), its token
+        assert found == [(0, token)] * per_group + [(1, token), (1, other)]
+        assert client.fcall("sdd_bands_remove", 1, pending, other, first) == 1
+        assert client.fcall("sdd_bands_remove", 1, settled, token, entries[rk.BAND_ENTRY : 2 * rk.BAND_ENTRY]) == 1
+        assert client.fcall("sdd_bands_remove", 1, settled, other, entries) == 0  # not there
+        found = rk.band_found(client.fcall("sdd_bands_find", 2, settled, pending, entries))
+        assert found == [(0, token)] * (per_group - 1) + [(1, token)]
+        assert client.hlen(settled) == per_group - 1  # an emptied bucket's field is gone
+        assert client.fcall("sdd_bands_remove", 1, pending, token, first) == 1
+        assert not client.exists(pending)  # its last field gone: so is the hash
+    (settled, _), entries = calls[0]
+    with pytest.raises(redis.ResponseError, match="a token and entries"):
+        client.fcall("sdd_bands_add", 1, settled, token, entries[:-1])
+    with pytest.raises(redis.ResponseError, match="a token and entries"):
+        client.fcall("sdd_bands_add", 1, settled, token[:4], entries)
+    with pytest.raises(redis.ResponseError, match="3-byte field"):
+        client.fcall("sdd_bands_find", 1, settled, entries[:5])
     # a band hash is looked up in its own band's bucket only, and a record key must start a record
-    assert client.fcall("sdd_records_find", 1, keys[0], hashes[1]) == [[]]
-    assert client.fcall("sdd_records_find", 1, keys[0], (hashes[0] + token)[4:12]) == [[]]
+    field = entries[: rk.BAND_FIELD]
+    assert client.fcall("sdd_bands_find", 1, settled, field + entries[rk.BAND_ENTRY + 3 : 2 * rk.BAND_ENTRY]) == b""
+    client.fcall("sdd_bands_add", 1, settled, token, entries[: rk.BAND_ENTRY])
+    assert client.fcall("sdd_bands_find", 1, settled, entries[: rk.BAND_ENTRY]) == b"\x00" + token
+    needle = (entries[3 : rk.BAND_ENTRY] + token)[4:12]
+    assert client.fcall("sdd_bands_find", 1, settled, field + needle) == b""
 
 
 def test_band_groups_are_one_slot_each_and_spread_over_the_masters(redis_cluster):

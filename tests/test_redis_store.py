@@ -160,12 +160,13 @@ def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
 
 def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    # as a store written by the previous version records itself (its band buckets are elsewhere)
-    store.put_meta("params", {**store.params, "simhash_layout": "redis-1"})
+    # as a store written by the previous version records itself (its band buckets are one key
+    # each, not fields of a hash per band group)
+    store.put_meta("params", {**store.params, "simhash_layout": "redis-2"})
     store.close()
     with pytest.raises(IncompatibleStore) as info:
         RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    assert f"simhash_layout: store has 'redis-1', this crawl uses '{rk.LAYOUT}'" in str(info.value)
-    assert rk.LAYOUT == "redis-2"
-    with pytest.raises(StoreError, match="redis-2 layout"):
+    assert f"simhash_layout: store has 'redis-2', this crawl uses '{rk.LAYOUT}'" in str(info.value)
+    assert rk.LAYOUT == "redis-3"
+    with pytest.raises(StoreError, match="redis-3 layout"):
         RedisStore.open_existing(redis_url, prefix=redis_prefix)

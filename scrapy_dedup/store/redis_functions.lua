@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 4
+local LIBRARY_VERSION = 5
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -43,10 +43,6 @@ end
 
 local function without_record(blob, pos, width)
   return string.sub(blob, 1, pos - 1) .. string.sub(blob, pos + width)
-end
-
-local function put_blob(key, blob)
-  if blob == '' then redis.call('DEL', key) else redis.call('SET', key, blob) end
 end
 
 local function version()
@@ -148,93 +144,6 @@ local function variant_count(keys, args)
   redis.call('HSET', keys[1], url, '{"key":' .. key .. ',"first_seen":' .. first .. ',"count":'
     .. string.format('%d', count) .. ',"last_seen":' .. seen .. ',"reason":' .. reason .. '}')
   return count
-end
-
--- Packed records ---------------------------------------------------------------------------
--- Strings of 16-byte records (an 8-byte key, then an 8-byte value): the buckets of the LSH
--- band tables, which a document reaches with one call per band group (one slot).  Record
--- ARGV[i] goes to, or comes from, KEYS[i]; a key named twice gets each of its records.
-local RECORD_WIDTH = 16
-
--- The blobs of keys, read once each: {key -> blob}.
-local function read_blobs(keys)
-  local blobs = {}
-  for i = 1, #keys do
-    if blobs[keys[i]] == nil then blobs[keys[i]] = redis.call('GET', keys[i]) or '' end
-  end
-  return blobs
-end
-
-local function check_records(keys, args, width)
-  if #args ~= #keys then return 'one record per key' end
-  for i = 1, #args do
-    if #args[i] ~= width then return 'a record is ' .. width .. ' bytes' end
-  end
-  return nil
-end
-
--- Applies change(blob, record) to each key's blob with its record (one record per key; a
--- key named twice sees the first change): change returns the new blob, or nil for no change.
--- Writes the changed blobs (SET of the whole blob, not APPEND: APPEND reserves up to twice the
--- string's size) and replies how many changed.
-local function change_records(keys, args, change)
-  local err = check_records(keys, args, RECORD_WIDTH)
-  if err then return fail(err) end
-  local blobs = read_blobs(keys)
-  local changed = 0
-  for i = 1, #keys do
-    local blob = change(blobs[keys[i]], args[i])
-    if blob ~= nil then
-      blobs[keys[i]] = blob
-      put_blob(keys[i], blob)
-      changed = changed + 1
-    end
-  end
-  return changed
-end
-
--- ARGV: one record per key, added unless there.  Replies how many were added.
-local function records_add(keys, args)
-  return change_records(keys, args, function(blob, record)
-    if find_record(blob, record, RECORD_WIDTH) ~= nil then return nil end
-    return blob .. record
-  end)
-end
-
--- ARGV: one record per key, taken out if there.  Replies how many were removed.
-local function records_remove(keys, args)
-  return change_records(keys, args, function(blob, record)
-    local pos = find_record(blob, record, RECORD_WIDTH)
-    if pos == nil then return nil end
-    return without_record(blob, pos, RECORD_WIDTH)
-  end)
-end
-
--- The values of the records of `blob` whose 8-byte key is `needle`.
-local function values_under(blob, needle)
-  local found, init = {}, 1
-  while true do
-    local pos = string.find(blob, needle, init, true)
-    if pos == nil then break end
-    if (pos - 1) % RECORD_WIDTH == 0 then
-      found[#found + 1] = string.sub(blob, pos + 8, pos + 15)
-      init = pos + RECORD_WIDTH
-    else
-      init = pos + 1
-    end
-  end
-  return found
-end
-
--- ARGV: one 8-byte record key per key.  Replies, per key, the values of the records there
--- whose key is that one (settled and pending buckets of a band group read in one call).
-local function records_find(keys, args)
-  local err = check_records(keys, args, 8)
-  if err then return fail(err) end
-  local blobs = read_blobs(keys)
-  local out = {}
-  for i = 1, #keys do out[i] = values_under(blobs[keys[i]], args[i]) end
-  return out
 end
 
 -- Exact-content claim ---------------------------------------------------------------------
@@ -486,6 +395,106 @@ local function near_pending(keys, args)
   return table.concat(out)
 end
 
+-- LSH band buckets --------------------------------------------------------------------------
+-- One (band group, scope) is two hashes in one slot: the buckets of representatives (settled)
+-- and of documents still being decided (pending).  A field is one bucket: the band (1 byte)
+-- and the top bits of the band hash (2 bytes), which the client computes; the value is a
+-- string of 16-byte records (8-byte band hash, 8-byte cluster or decision token).  A
+-- document's entries in a group are one argument: per band, its 3-byte field and its 8-byte
+-- band hash, concatenated (each field once).  A call reads its buckets with one HMGET per hash
+-- and writes them back with one HSET (and one HDEL of those emptied) per hash; it replies what
+-- it found as one string (a reply element costs the server about as much as a bucket's work).
+local RECORD_WIDTH = 16
+local BAND_FIELD = 3
+local BAND_ENTRY = BAND_FIELD + 8
+local BAND_USAGE = 'a band call takes entries of a 3-byte field and an 8-byte band hash'
+
+-- The fields of an entries argument, or nil when its length is wrong.  Entry i's band hash is
+-- string.sub(entries, i * BAND_ENTRY - 7, i * BAND_ENTRY).
+local function band_fields(entries)
+  if #entries % BAND_ENTRY ~= 0 or #entries == 0 then return nil end
+  local fields = {}
+  for pos = 1, #entries, BAND_ENTRY do fields[#fields + 1] = string.sub(entries, pos, pos + BAND_FIELD - 1) end
+  return fields
+end
+
+-- Appends to `out`, for each record under an entry's band hash in its bucket (`values`: the
+-- HMGET of the entries' fields), `kind` (1 byte) and the record's token.
+local function band_matches(values, entries, kind, out)
+  for i = 1, #values do
+    local blob = values[i]
+    if blob then
+      local needle, init = string.sub(entries, i * BAND_ENTRY - 7, i * BAND_ENTRY), 1
+      while true do
+        local pos = string.find(blob, needle, init, true)
+        if pos == nil then break end
+        if (pos - 1) % RECORD_WIDTH == 0 then
+          out[#out + 1] = kind .. string.sub(blob, pos + 8, pos + 15)
+          init = pos + RECORD_WIDTH
+        else
+          init = pos + 1
+        end
+      end
+    end
+  end
+end
+
+-- Enters (enter) or takes out (not enter) the record (band hash, token) of each entry in its
+-- bucket of hash `key`, whose buckets `values` were read by HMGET; replies how many changed.
+local function band_apply(key, values, entries, fields, token, enter)
+  local set, gone, changed = {}, {}, 0
+  for i = 1, #fields do
+    local blob = values[i] or ''
+    local record = string.sub(entries, i * BAND_ENTRY - 7, i * BAND_ENTRY) .. token
+    local pos = find_record(blob, record, RECORD_WIDTH)
+    if enter and pos == nil then
+      set[#set + 1] = fields[i]
+      set[#set + 1] = blob .. record
+      changed = changed + 1
+    elseif not enter and pos ~= nil then
+      blob = without_record(blob, pos, RECORD_WIDTH)
+      if blob == '' then
+        gone[#gone + 1] = fields[i]
+      else
+        set[#set + 1] = fields[i]
+        set[#set + 1] = blob
+      end
+      changed = changed + 1
+    end
+  end
+  if #set > 0 then redis.call('HSET', key, unpack(set)) end
+  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  return changed
+end
+
+local function band_change(key, entries, fields, token, enter)
+  return band_apply(key, redis.call('HMGET', key, unpack(fields)), entries, fields, token, enter)
+end
+
+-- KEYS[1] a band group's hash.  ARGV: an 8-byte token; entries.  Enters (bands_add) or takes
+-- out (bands_remove) the record (band hash, token) of each entry; replies how many changed.
+local function bands_write(enter)
+  return function(keys, args)
+    local token, entries = args[1] or '', args[2] or ''
+    local fields = band_fields(entries)
+    if #keys ~= 1 or #token ~= 8 or fields == nil then return fail('a band write takes one hash, a token and entries') end
+    return band_change(keys[1], entries, fields, token, enter)
+  end
+end
+local bands_add, bands_remove = bands_write(true), bands_write(false)
+
+-- KEYS: hashes of one band group (settled, then pending).  ARGV: entries.  Replies one string:
+-- per record under an entry's band hash, the hash's position among KEYS (1 byte, from 0) and
+-- the record's token.
+local function bands_find(keys, args)
+  local entries = args[1] or ''
+  local fields = band_fields(entries)
+  if fields == nil then return fail(BAND_USAGE) end
+  local out = {}
+  for i = 1, #keys do band_matches(redis.call('HMGET', keys[i], unpack(fields)), entries, string.char(i - 1), out) end
+  return table.concat(out)
+end
+
 -- Global order of pending decisions ---------------------------------------------------------
 -- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight.
 -- ARGV: token, lease in ms.  Replies the order number taken.
@@ -658,18 +667,19 @@ local function group_count(keys, args, at, first)
   return count
 end
 
--- KEYS: the order counter and hash; G (settled, pending) pairs of near-duplicate groups; band
--- buckets.  ARGV: lease ms; G; the decisions' 8-byte tokens, concatenated; per group the
--- 16-byte records of its entries, concatenated; per band bucket a 16-byte record (band hash,
--- token) to enter, or an 8-byte band hash.
--- Enters the records as pending and the band records, takes consecutive order numbers for the
--- tokens, then reads.  With no tokens nothing is entered and no number is taken: the records
--- only name the buckets to read (a decision's later scans).  Replies {first order number, or 0;
--- per group the pending records of the entries' buckets, concatenated; per band bucket the
--- tokens under its band hash}.  The settled buckets are read with a plain HMGET right after,
--- as near_pending's are.
+-- KEYS: the order counter and hash; G (settled, pending) pairs of near-duplicate groups; B
+-- (settled, pending) pairs of band groups.  ARGV: lease ms; G; the decisions' 8-byte tokens,
+-- concatenated; per group the 16-byte records of its entries, concatenated; per band group its
+-- entries (a batch of one decision).
+-- Enters the records as pending and the band records (band hash, the token) in the pending
+-- band buckets, takes consecutive order numbers for the tokens, then reads.  With no tokens
+-- nothing is entered and no number is taken: the records only name the buckets to read (a
+-- decision's later scans).  Replies {first order number, or 0; per group the pending records of
+-- the entries' buckets, concatenated; per band group what bands_find replies for its two hashes,
+-- read before this decision's band records went in}.  The settled near-duplicate buckets are
+-- read with a plain HMGET right after, as near_pending's are.
 local function near_open(keys, args)
-  local usage = 'near_open takes a lease, a group count, tokens, records per group and one band argument per band bucket'
+  local usage = 'near_open takes a lease, a group count, tokens, records per group and entries per band group'
   local groups = group_count(keys, args, 2, 3)
   if groups == nil then return fail(usage) end
   local tokens = {}
@@ -677,7 +687,9 @@ local function near_open(keys, args)
   local lease = lease_ms(args[1])
   if #tokens > 0 and not lease then return fail(LEASE_ERROR) end
   local band_key, band_arg = 3 + 2 * groups, 4 + groups
-  if #(args[3] or '') % 8 ~= 0 or #args - band_arg ~= #keys - band_key then return fail(usage) end
+  local band_groups = #args - band_arg + 1
+  if #(args[3] or '') % 8 ~= 0 or band_groups < 0 or #keys - band_key + 1 ~= 2 * band_groups then return fail(usage) end
+  if band_groups > 0 and #tokens > 1 then return fail('band buckets go with a batch of one decision') end
   local pairs_of, err = near_pairs(keys, 3, groups)
   if pairs_of == nil then return fail(err) end
   local records = {}
@@ -685,8 +697,10 @@ local function near_open(keys, args)
     records[g] = records_of(args[3 + g])
     if records[g] == nil then return fail('near_open takes 16-byte records') end
   end
-  for i = band_arg, #args do
-    if #args[i] ~= RECORD_WIDTH and #args[i] ~= 8 then return fail('a band argument is a 16-byte record or an 8-byte hash') end
+  local band_of = {}
+  for g = 1, band_groups do
+    band_of[g] = band_fields(args[band_arg + g - 1])
+    if band_of[g] == nil then return fail(BAND_USAGE) end
   end
   local fields = {}
   for g = 1, groups do
@@ -698,18 +712,16 @@ local function near_open(keys, args)
       buckets_write(pending)
     end
   end
-  local blobs, found = {}, {}
-  for i = band_key, #keys do
-    local key, arg = keys[i], args[band_arg + i - band_key]
-    if blobs[key] == nil then blobs[key] = redis.call('GET', key) or '' end
-    if #arg == RECORD_WIDTH then
-      if find_record(blobs[key], arg, RECORD_WIDTH) == nil then
-        blobs[key] = blobs[key] .. arg
-        redis.call('SET', key, blobs[key])
-      end
-      arg = string.sub(arg, 1, 8)
-    end
-    found[#found + 1] = values_under(blobs[key], arg)
+  local found = {}
+  for g = 1, band_groups do
+    local entries, band_fields_of = args[band_arg + g - 1], band_of[g]
+    local settled, pending = keys[band_key + 2 * g - 2], keys[band_key + 2 * g - 1]
+    local out = {}
+    band_matches(redis.call('HMGET', settled, unpack(band_fields_of)), entries, '\0', out)
+    local values = redis.call('HMGET', pending, unpack(band_fields_of))
+    band_matches(values, entries, '\1', out)  -- before this decision's own records go in
+    if #tokens > 0 then band_apply(pending, values, entries, band_fields_of, tokens[1], true) end
+    found[g] = table.concat(out)
   end
   local first = 0
   if #tokens > 0 then first = take_orders(keys, lease, tokens) end
@@ -722,35 +734,40 @@ local function near_open(keys, args)
   return {first, pending_out, found}
 end
 
--- KEYS: the order counter and hash; G (settled, pending) pairs; pending band buckets.  ARGV: G;
+-- KEYS: the order counter and hash; G (settled, pending) pairs; B pending band hashes.  ARGV: G;
 -- per group the records of its entries, concatenated, and one keep flag ('1' or '0') per
--- record; per band bucket a 16-byte record to take out; then pairs (token, order) of the
--- decisions to end.  near_settle_many for each group, the band records out, then the order
--- numbers released (compare-and-delete: the number of a decision reaped meanwhile is gone,
--- and its release does nothing).  Replies {per group '1' or '0' per record, as
--- near_settle_many; per pair 1, or 0 when it had been reaped}.
+-- record; the 8-byte token of the band records ('' without band hashes); per band group the
+-- entries to take out; then pairs (token, order) of the decisions to end.  near_settle_many
+-- for each group, the band records out, then the order numbers released (compare-and-delete:
+-- the number of a decision reaped meanwhile is gone, and its release does nothing).  Replies
+-- {per group '1' or '0' per record, as near_settle_many; per pair 1, or 0 when it had been
+-- reaped}.
 local function near_close(keys, args)
-  local usage = 'near_close takes a group count, records and keep flags per group, a record per band bucket and (token, order) pairs'
+  local usage = 'near_close takes a group count, records and keep flags per group, a band token, entries per band group and (token, order) pairs'
   local groups = group_count(keys, args, 1, 3)
   if groups == nil then return fail(usage) end
-  local band_key, band_arg = 3 + 2 * groups, 2 + 2 * groups
-  local pairs_from = band_arg + #keys - band_key + 1
+  local band_key, token_arg = 3 + 2 * groups, 2 + 2 * groups
+  local band_groups = #keys - band_key + 1
+  local pairs_from = token_arg + band_groups + 1
   if pairs_from - 1 > #args or (#args - pairs_from + 1) % 2 ~= 0 then return fail(usage) end
   for g = 1, groups do
     local records, keep = records_of(args[2 * g] or ''), args[2 * g + 1] or ''
     if records == nil or #keep ~= #records then return fail(usage) end
   end
-  local err = check_records({unpack(keys, band_key)}, {unpack(args, band_arg, pairs_from - 1)}, RECORD_WIDTH)
-  if err then return fail(err) end
+  local token = args[token_arg]
+  if band_groups > 0 and #token ~= 8 then return fail(usage) end
+  local band_of = {}
+  for g = 1, band_groups do
+    band_of[g] = band_fields(args[token_arg + g])
+    if band_of[g] == nil then return fail(BAND_USAGE) end
+  end
   local settled = {}
   for g = 1, groups do
     settled[g] = near_settle_many({keys[1 + 2 * g], keys[2 + 2 * g]}, {args[2 * g], args[2 * g + 1]})
     if type(settled[g]) ~= 'string' then return settled[g] end  -- an error reply
   end
-  for i = band_key, #keys do
-    local blob = redis.call('GET', keys[i]) or ''
-    local pos = find_record(blob, args[band_arg + i - band_key], RECORD_WIDTH)
-    if pos ~= nil then put_blob(keys[i], without_record(blob, pos, RECORD_WIDTH)) end
+  for g = 1, band_groups do
+    band_change(keys[band_key + g - 1], args[token_arg + g], band_of[g], token, false)
   end
   local released = {}
   for i = pairs_from, #args, 2 do
@@ -760,36 +777,33 @@ local function near_close(keys, args)
 end
 
 -- KEYS: the (settled, pending) pairs of one SimHash's groups, one per table, then settled band
--- buckets.  ARGV: '1' to enter, '0' to take out; the 16-byte record (SimHash, token); a
--- 16-byte record per band bucket.  A representative entered in (near_put, records_add) or
--- taken out of (near_remove, records_remove) every table and band in one call.  Replies how
--- many records changed.
+-- hashes.  ARGV: '1' to enter, '0' to take out; the 16-byte record (SimHash, token); per band
+-- hash the entries of its group.  A representative entered in (near_put, bands_add) or taken
+-- out of (near_remove, bands_remove) every table and band in one call.  Replies how many
+-- records changed.
 local function near_index(keys, args)
   local enter = args[1] == '1'
-  if (args[1] ~= '1' and args[1] ~= '0') or #(args[2] or '') ~= NEAR_WIDTH or #keys < 2 * NEAR_TABLES then
-    return fail('near_index takes 1 or 0, a 16-byte record, and a record per band bucket')
+  local usage = 'near_index takes 1 or 0, a 16-byte record, and entries per band hash'
+  if (args[1] ~= '1' and args[1] ~= '0') or #(args[2] or '') ~= NEAR_WIDTH or #keys < 2 * NEAR_TABLES
+      or #args - 2 ~= #keys - 2 * NEAR_TABLES then
+    return fail(usage)
   end
   local pairs_of, err = near_pairs(keys, 1, NEAR_TABLES)
   if pairs_of == nil then return fail(err) end
-  local band_keys, band_args = {}, {}
-  for i = 2 * NEAR_TABLES + 1, #keys do
-    band_keys[#band_keys + 1] = keys[i]
-    band_args[#band_args + 1] = args[i - 2 * NEAR_TABLES + 2]
+  local band_of = {}
+  for i = 3, #args do
+    band_of[i - 2] = band_fields(args[i])
+    if band_of[i - 2] == nil then return fail(BAND_USAGE) end
   end
-  err = check_records(band_keys, band_args, RECORD_WIDTH)
-  if err then return fail(err) end
   local changed = 0
   for g = 1, NEAR_TABLES do
     local settled = pairs_of[g][1]
     if enter then changed = changed + add_record(settled, args[2]) else changed = changed + remove_record(settled, args[2]) end
     buckets_write(settled)
   end
-  if #band_keys > 0 then
-    if enter then
-      changed = changed + records_add(band_keys, band_args)
-    else
-      changed = changed + records_remove(band_keys, band_args)
-    end
+  local token = string.sub(args[2], 9, 16)
+  for i, band_fields_of in ipairs(band_of) do
+    changed = changed + band_change(keys[2 * NEAR_TABLES + i], args[i + 2], band_fields_of, token, enter)
   end
   return changed
 end
@@ -1029,7 +1043,7 @@ local WRITERS = {
   {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
   {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
-  {'records_add', records_add}, {'records_remove', records_remove},
+  {'bands_add', bands_add}, {'bands_remove', bands_remove},
   {'exact_claim', exact_claim}, {'exact_release', exact_release},
   {'near_add', near_add}, {'near_settle', near_settle}, {'near_remove', near_remove}, {'near_put', near_put},
   {'order_take', order_take}, {'order_release', order_release}, {'order_renew', order_renew},
@@ -1040,7 +1054,7 @@ local WRITERS = {
 }
 local READERS = {
   {'near_pending', near_pending}, {'frontier_peek', frontier_peek},
-  {'version', version}, {'records_find', records_find}, {'order_get', order_get},
+  {'version', version}, {'bands_find', bands_find}, {'order_get', order_get},
 }
 
 for i = 1, #WRITERS do

@@ -36,9 +36,9 @@ MIN_SERVER_MAJOR = 7
 
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
-#: one band group's keys (settled then pending buckets) and its 8-byte band hashes (twice):
-#: the arguments of one call to a band function, on one slot
-BandGroup = tuple[list[str], list[bytes]]
+#: one band group's hashes (settled, then pending) and a document's entries in it (per band,
+#: its bucket's field and its band hash): the arguments of one call to a band function, on one slot
+BandGroup = tuple[tuple[str, ...], bytes]
 
 
 class StoreConnectionLost(StoreWriteError):
@@ -262,37 +262,21 @@ class StoreFunctions:
         """One server: the call that enters a representative in (or takes it out of) its four
         SimHash buckets and its band buckets, for a batch (:func:`sdd_near_index`)."""
         keys = [key for pair in rk.near_buckets(self.prefix, scope, simhash) for key in pair]
-        records = []
-        for band_keys, hashes in rk.band_calls(self.prefix, scope, bands):
+        entries = []
+        for band_keys, group_entries in rk.band_calls(self.prefix, scope, bands):
             keys += band_keys
-            records += [h + token for h in hashes]
+            entries.append(group_entries)
         return ("FCALL", "sdd_near_index", len(keys), *keys, "1" if enter else "0",
-                rk.near_record(simhash, token), *records)
+                rk.near_record(simhash, token), *entries)
 
     # -- LSH band buckets of a decision in flight ----------------------------------------------
     @staticmethod
-    def _band_pending(bands: Sequence[BandGroup], token: bytes) -> list[tuple[list[str], list[bytes]]]:
-        """Per band group, its pending buckets and the records (band hash, ``token``) of a decision."""
-        out = []
-        for keys, hashes in bands:
-            half = len(keys) // 2  # settled keys first, then the pending ones
-            out.append((keys[half:], [h + token for h in hashes[half:]]))
-        return out
-
-    @staticmethod
-    def _band_fcall(function: str, group: tuple[list[str], list[bytes]]) -> tuple:
-        """The FCALL arguments of a band function on one band group (one slot)."""
-        keys, records = group
-        return (function, len(keys), *keys, *records)
-
-    @staticmethod
-    def _band_regroup(bands: Sequence[BandGroup], flat: list) -> list[list]:
-        """Replies of one call per band bucket, as one list per band group."""
-        out, at = [], 0
-        for keys, _ in bands:
-            out.append(flat[at : at + len(keys)])
-            at += len(keys)
-        return out
+    def _queue_bands(pipe: Any, function: str, bands: Sequence[BandGroup], token: bytes) -> None:
+        """Queue ``function`` (``sdd_bands_add`` or ``sdd_bands_remove``) with a decision's
+        ``token`` on the pending hash of each band group (the last of its hashes): one call
+        per group, on one slot."""
+        for keys, entries in bands:
+            pipe.fcall(function, 1, keys[-1], token, entries)
 
     # -- batches of near-duplicate decisions --------------------------------------------------
     def _groups(self, simhashes: Sequence[int]) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -372,12 +356,9 @@ class StoreFunctions:
             hmgets.append(("HMGET", settled, *dict.fromkeys(block.to_bytes(2, "big") for _, block in members)))
             tables.append(table)
         band_args: list[bytes] = []
-        if bands:
-            token = items[0][1]
-            for band_keys, hashes in bands:
-                half = len(band_keys) // 2  # settled, then pending: a decision enters the pending ones
-                keys += band_keys
-                band_args += [h + token if enter and j >= half else h for j, h in enumerate(hashes)]
+        for band_keys, entries in bands:
+            keys += band_keys  # settled, then pending: a decision enters the pending one
+            band_args.append(entries)
         tokens = b"".join([token for _, token in items]) if enter else b""
         pipe.execute_command("FCALL", "sdd_near_open", len(keys), *keys, lease_ms, len(groups), tokens,
                              *group_records, *band_args)
@@ -387,7 +368,7 @@ class StoreFunctions:
         def decode(replies: list) -> tuple[int, tuple[list, list], list]:
             first, pending, found = replies[0]
             near = self._decode_buckets(tables, pending, replies[1 : 1 + len(tables)], simhashes, max_distance)
-            return int(first), near, self._band_regroup(bands, found)
+            return int(first), near, found
 
         return decode
 
@@ -403,8 +384,8 @@ class StoreFunctions:
             _, near, found = decode(pipe.execute())
             return near, found
         decode_near = self.queue_near_read(pipe, scope, simhashes, max_distance)
-        for group in bands:
-            pipe.fcall(*self._band_fcall("sdd_records_find", group))
+        for keys, entries in bands:
+            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
         replies = pipe.execute()
         split = len(replies) - len(bands)
         return decode_near(replies[:split]), replies[split:]
@@ -422,8 +403,8 @@ class StoreFunctions:
         """Enter the pending entries of a batch, then take its order numbers (the first is
         returned; item ``i`` has ``first + i``), then read its buckets.
 
-        ``bands`` (a batch of one): per band group, the settled and pending band buckets and
-        the band hashes; the decision's records go in with the SimHash entries and the lookup
+        ``bands`` (a batch of one): per band group, its settled and pending hashes and the
+        document's entries; the decision's records go in with the SimHash entries and the lookup
         (settled and pending) comes with the reads, its replies per group returned third.
 
         Each step starts after the one before has been applied. On one server that is one
@@ -454,8 +435,7 @@ class StoreFunctions:
             split = len(replies) - len(reads)
             return (*decode(replies[:split]), replies[split:], head)
         pipe = self.client.pipeline(transaction=False)
-        for group in self._band_pending(bands, tokens[0]) if bands else ():
-            pipe.fcall(*self._band_fcall("sdd_records_add", group))
+        self._queue_bands(pipe, "sdd_bands_add", bands, tokens[0])
         self.queue_near_add_many(pipe, scope, items)
         pipe.execute()
         first = int(self.client.fcall("sdd_order_take_many", 2, *rk.order_keys(self.prefix), lease_ms, *tokens))
@@ -507,9 +487,10 @@ class StoreFunctions:
             members_of.append([i for i, _ in members])
             args += [b"".join([records[i] for i, _ in members]),
                      "".join(["1" if entries[i][2] else "0" for i, _ in members])]
-        for band_keys, band_records in self._band_pending(bands, entries[0][1]) if bands else ():
-            keys += band_keys
-            args += band_records
+        args.append(entries[0][1] if bands else b"")  # the token of the band records
+        for band_keys, band_entries in bands:
+            keys.append(band_keys[-1])  # the pending hash
+            args.append(band_entries)
         for _, token, _, order in entries:
             args += [token, order]
         decode_settled = self._settle_decoder(len(entries), members_of)
@@ -535,8 +516,8 @@ class StoreFunctions:
         settles = [(simhash, token, keep) for simhash, token, keep, _ in entries]
         pipe = self.client.pipeline(transaction=False)
         decode = self.queue_near_settle_many(pipe, scope, settles)
-        for group in self._band_pending(bands, entries[0][1]) if bands else ():
-            pipe.fcall(*self._band_fcall("sdd_records_remove", group))
+        if bands:
+            self._queue_bands(pipe, "sdd_bands_remove", bands, entries[0][1])
         ok = decode(pipe.execute()[: -len(bands) or None])
         self.order_release_many([(e[1], e[3]) for e, good in zip(entries, ok) if good])
         return ok

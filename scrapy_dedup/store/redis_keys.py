@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-2``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-3``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -31,10 +31,11 @@ key                            holds                                  slots
                                (hash)
 ``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
                                (string with an expiry)                flight, spread
-``P:b:{b<g>-<k>}[<scope>:]``   LSH band ``<band>``, bucket            8 slot groups of 4
-``<band><bucket>``,            ``<bucket>`` (14 bits of the band      bands, evenly spaced;
-``P:bp:...``                   hash): settled / pending 16-byte       a decision calls each
-                               records (band hash, token)             group once per step
+``P:b:{b<g>-<k>}<scope>``,     LSH band group ``g`` (4 bands):        8 slot groups, evenly
+``P:bp:{b<g>-<k>}<scope>``     settled / pending hash, field = band   spaced; a decision
+                               (1 byte) and bucket (2 bytes: 14 bits  calls each group once
+                               of the band hash), value its 16-byte   per step
+                               records (band hash, token)
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
@@ -76,7 +77,7 @@ import xxhash
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 from scrapy_dedup.core.representative import Candidate, authority_rank
 
-LAYOUT = "redis-2"
+LAYOUT = "redis-3"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
@@ -421,29 +422,50 @@ def _glob_escape(text: str) -> str:
 
 # -- LSH band buckets -----------------------------------------------------------------------
 #
-# A document's 32 band hashes go to 32 buckets, one per band, named by (scope, band, top
-# BAND_BUCKET_BITS bits of the band hash). The {hash tag} names only the band group: the
-# BAND_GROUPS groups of BANDS // BAND_GROUPS consecutive bands are BAND_GROUPS slots, so one
-# call per group carries all of a document's records in it (8 calls per step instead of 32).
-# Each group's tag is chosen so that its slot lies near the middle of its own 1/8 of the
-# 16,384 slots: a cluster whose masters own equal contiguous slot ranges (as
-# ``redis-cli --cluster create`` makes) shares the band work as evenly as 8 slots can
-# (2 masters: 4 + 4 groups; 3 masters: 3 + 2 + 3; 4 masters: 2 each). The scope is in the key
-# name, outside the tag. Fewer groups would mean fewer calls per page but a coarser spread
-# over the masters (with 4, one of 3 masters would carry half of the band work); more groups,
-# more calls.
+# A document's 32 band hashes go to 32 buckets, one per band, named by (band, top
+# BAND_BUCKET_BITS bits of the band hash). The BAND_GROUPS groups of BANDS // BAND_GROUPS
+# consecutive bands are BAND_GROUPS slots: the buckets of one group are fields of one hash
+# per kind and scope (``P:b:{<tag>}<scope>`` settled, ``P:bp:{<tag>}<scope>`` pending, in the
+# same slot), a field the band (1 byte) and the bucket (2 bytes), so one call per group reads
+# all of a document's buckets in it with one HMGET per hash and writes them with one HSET
+# (8 calls per step instead of 32, and 2 keys per group instead of one per bucket). Each
+# group's tag is chosen so that its slot lies near the middle of its own 1/8 of the 16,384
+# slots: a cluster whose masters own equal contiguous slot ranges (as ``redis-cli --cluster
+# create`` makes) shares the band work as evenly as 8 slots can (2 masters: 4 + 4 groups; 3
+# masters: 3 + 2 + 3; 4 masters: 2 each). The scope is in the key name, outside the tag. Fewer
+# groups would mean fewer calls per page but a coarser spread over the masters (with 4, one of
+# 3 masters would carry half of the band work); more groups, more calls.
 #
 # A bucket is a string of 16-byte records (8-byte band hash, 8-byte cluster or decision
 # token). 14 bits give 16,384 buckets per band, 524,288 per scope: at 10^6 representatives a
 # bucket holds about 61 records (1 KB), at 10^7 about 610 (9.8 KB). A call reads its buckets
-# whole into the function, so the server time grows with them (bench_redis.py, one group's
-# 4 buckets: 25 us at 10^6 and 85 us at 10^7 documents with 14 bits, 43 and 333 us with 12,
-# 18 and 33 us with 16), while each key costs about 110 bytes of its own: at 10^5 random
-# documents the band buckets take 986 bytes per document with 14 bits, 664 with 12 and
-# 2,470 with the previous layout's 16 (a key per band per document up to there).
+# whole into the function, so the server time grows with them (bench_redis.py, one group's 4
+# buckets: 16-38 us at 10^6 and 77-105 us at 10^7 documents with 14 bits, 39-52 and 300-346 us
+# with 12, 19-32 and 35-40 us with 16; as when each bucket was a key of its own: at 10^7 the
+# scan of the records leads). Fewer bits mean longer scans, more bits more fields.
+#
+# Why fields and not a key per bucket (measured on one server, MEMORY USAGE and SLOWLOG, on a
+# 2-core machine shared with other work, so time as ranges over interleaved rounds):
+# - bytes: a field costs about 60 bytes fewer than a key. Band buckets per document after 400
+#   PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys -> 8 hashes; the
+#   crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 -> 2,264 (31,015
+#   keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6 documents the 16
+#   bytes of each record lead either way.
+# - time: per decision, the band part of a step is 2 hashes per group instead of 8 keys: at
+#   the open 16 keys and 8 arguments instead of 64 and 64, 16 HMGET and 8 HSET inside instead
+#   of 64 GET and 32 SET, and what it found replied as one string per group instead of a list
+#   per bucket (a reply element costs the server about as much as a bucket's work); close and
+#   index 8 HMGET and 8 HSET/HDEL instead of 32 GET and 32 SET/DEL. Over the 400 pages,
+#   sdd_near_open 543-708 -> 374-430 us per call, sdd_near_close 255-336 -> 240-274,
+#   sdd_near_index 296-385 -> 312-362 (SLOWLOG); server CPU 1,555-1,924 -> 1,207-1,749 us per
+#   page (INFO cpu, medians 1,625 -> 1,579) and the store's client wall time 4.8-6.1 -> 3.7-5.2
+#   ms per page. On this machine any command costs the server some 20-40 us of CPU whatever it
+#   does (a PING included), and that part does not change with the layout.
 
 BAND_GROUPS = 8
 BAND_BUCKET_BITS = 14
+BAND_FIELD = 3  # a bucket's field: band, then bucket (big-endian)
+BAND_ENTRY = BAND_FIELD + 8  # a band's field, then its 8-byte band hash
 _BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
 
 
@@ -476,42 +498,64 @@ def band_tags() -> tuple[str, ...]:
     return tuple(tags)
 
 
-def band_scope_id(scope: str) -> str:
-    """How a band bucket's name spells its scope: nothing for the default scope (most keys,
-    whose names are then 17 bytes shorter), else :func:`scope_digest` in hex and ``:``."""
-    return scope_digest(scope).hex() + ":" if scope else ""
+def band_hash_key(prefix: str, scope_id: str, group: int, kind: str = "b") -> str:
+    """The hash of one band group's buckets (``scope_id``: :func:`scope_digest` in hex).
+    ``kind`` ``b`` holds representatives (settled), ``bp`` decisions in flight (same slot).
 
-
-def band_bucket(prefix: str, scope_id: str, band: int, band_hash: int, kind: str = "b") -> str:
-    """The bucket of ``band_hash`` in ``band`` (``scope_id``: :func:`band_scope_id`): two hex
-    digits of band, four of bucket. ``kind`` ``b`` holds representatives (settled), ``bp``
-    decisions in flight (same slot).
-
-    >>> band_bucket("p", band_scope_id(""), 4, 0xABC0_0000_0000_0000)
-    'p:b:{b1-43}042af0'
-    >>> band_bucket("p", band_scope_id("intranet"), 4, 0xABC0_0000_0000_0000).endswith(":042af0")
-    True
+    >>> band_hash_key("p", "00" * 8, 1)
+    'p:b:{b1-43}0000000000000000'
     """
-    tag = band_tags()[band_group(band)]
-    return f"{prefix}:{kind}:{{{tag}}}{scope_id}{band:02x}{band_hash >> (64 - BAND_BUCKET_BITS):04x}"
+    return f"{prefix}:{kind}:{{{band_tags()[group]}}}{scope_id}"
+
+
+def band_field(band: int, band_hash: int) -> bytes:
+    """The field of the bucket of ``band_hash`` in ``band``: the band, then the top
+    BAND_BUCKET_BITS bits of the band hash (2 bytes).
+
+    >>> band_field(4, 0xABC0_0000_0000_0000).hex()
+    '042af0'
+    """
+    return bytes((band,)) + (band_hash >> (64 - BAND_BUCKET_BITS)).to_bytes(2, "big")
+
+
+_BAND_ENTRY = struct.Struct(">BHQ")  # band, bucket, band hash: a field and its band hash
+
+
+@functools.lru_cache(maxsize=256)
+def _band_hashes(prefix: str, scope: str, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    sid = scope_digest(scope).hex()
+    return tuple(tuple(band_hash_key(prefix, sid, group, kind) for kind in kinds) for group in range(BAND_GROUPS))
 
 
 def band_calls(
     prefix: str, scope: str, bands: Sequence[int], kinds: Sequence[str] = ("b",)
-) -> list[tuple[list[str], list[bytes]]]:
-    """Per band group, (keys, 8-byte band hashes): the bucket of each band of the group in
-    each of ``kinds``, in that order, and the band hash looked up or entered there. One
-    call to a band function per group, on one slot.
+) -> list[tuple[tuple[str, ...], bytes]]:
+    """Per band group, (hashes, entries): the group's hash of each of ``kinds``, in that
+    order, and per band of the group its field and its 8-byte band hash, concatenated
+    (BAND_ENTRY bytes each). One call to a band function per group, on one slot.
 
     >>> calls = band_calls("p", "", list(range(32)), ("b", "bp"))
-    >>> len(calls), len(calls[0][0]), calls[0][0][4].startswith("p:bp:")
-    (8, 8, True)
+    >>> len(calls), len(calls[0][0]), calls[0][0][1].startswith("p:bp:"), len(calls[0][1])
+    (8, 2, True, 44)
+    >>> calls[1][1][:BAND_ENTRY] == band_field(4, 4) + (4).to_bytes(8, "big")
+    True
     """
-    sid = band_scope_id(scope)
-    groups: dict[int, tuple[list[str], list[bytes]]] = {}
-    for kind in kinds:
-        for band, band_hash in enumerate(bands):
-            keys, hashes = groups.setdefault(band_group(band), ([], []))
-            keys.append(band_bucket(prefix, sid, band, band_hash, kind))
-            hashes.append(_U64.pack(band_hash))
-    return [groups[g] for g in sorted(groups)]
+    hashes = _band_hashes(prefix, scope, tuple(kinds))
+    shift = 64 - BAND_BUCKET_BITS
+    entries = b"".join([_BAND_ENTRY.pack(band, band_hash >> shift, band_hash) for band, band_hash in enumerate(bands)])
+    width = BAND_ENTRY * (BANDS // BAND_GROUPS)
+    return [(hashes[group], entries[at : at + width]) for group, at in enumerate(range(0, len(entries), width))]
+
+
+def band_found(reply: bytes) -> list[tuple[int, bytes]]:
+    """What a band lookup found (``sdd_bands_find``'s reply, one per band group): per record
+    under one of the document's band hashes, (position of its hash in the call: 0 settled, 1
+    pending; its 8-byte token).
+
+    >>> band_found(b"\\x00" + b"a" * 8 + b"\\x01" + b"b" * 8)
+    [(0, b'aaaaaaaa'), (1, b'bbbbbbbb')]
+    """
+    reply = bytes(reply)
+    if len(reply) % 9:
+        raise ValueError("a band lookup's reply is 9-byte items")
+    return [(reply[at], reply[at + 1 : at + 9]) for at in range(0, len(reply), 9)]

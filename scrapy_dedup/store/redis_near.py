@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_dedup.core.fingerprints import hamming
+from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.redis_functions import BandGroup, StoreFunctions
 
 logger = logging.getLogger(__name__)
@@ -318,8 +319,8 @@ class NearDecisions:
         (a SimHash within ``max_distance``, or one of the same LSH band hashes) has finished,
         its writes in the store, and every one that takes a later number waits until it is
         closed: the caller's reads and writes are those of one process deciding in
-        order-number order. ``bands``: per band group (one slot), the settled and the pending
-        band buckets of this document and its 8-byte band hashes
+        order-number order. ``bands``: per band group (one slot), its settled and pending
+        hashes and this document's entries (field and band hash of each band)
         (:func:`~scrapy_dedup.store.redis_keys.band_calls` with kinds ``b``, ``bp``). The
         caller writes a kept document's entries itself (as a representative); the pending
         entries only stand for the decision in flight, under a token of its own.
@@ -347,7 +348,7 @@ class NearDecisions:
                 if proceed is not None and not proceed(head):
                     fn.near_settle_then_release_many(scope, [(simhash, token, False, order)], bands)
                     return None
-            band_in_flight, settled_bands = self._band_tokens(bands, found)
+            band_in_flight, settled_bands = self._band_tokens(found)
             try:
                 scans, settled_near, settled_bands = self._await_earlier(
                     scope, simhash, token, order, max_distance, bands, (settled[0], in_flight[0], band_in_flight,
@@ -447,17 +448,20 @@ class NearDecisions:
         """(settled, pending) SimHash entries within ``max_distance``, the band tokens in
         flight and the settled band tokens, read in one round trip."""
         (settled, pending), found = self.fn.near_read(scope, [simhash], max_distance, bands)
-        return (settled[0], pending[0], *self._band_tokens(bands, found))
+        return (settled[0], pending[0], *self._band_tokens(found))
 
     @staticmethod
-    def _band_tokens(bands: Sequence[BandGroup], found: list) -> tuple[list, set[bytes]]:
+    def _band_tokens(found: list) -> tuple[list, set[bytes]]:
         """From the replies of one band lookup per group: the tokens of the decisions in flight
-        sharing a band hash (one list per band), and the settled ones (representatives)."""
+        sharing a band hash (one list per group), and the settled ones (representatives)."""
         settled: set[bytes] = set()
         in_flight = []
-        for (keys, _), replies in zip(bands, found):
-            half = len(keys) // 2
-            for tokens in replies[:half]:
-                settled.update(bytes(t) for t in tokens)
-            in_flight.extend(replies[half:])
+        for reply in found:
+            pending = []
+            for kind, token in rk.band_found(reply):
+                if kind == 0:
+                    settled.add(token)
+                else:
+                    pending.append(token)
+            in_flight.append(pending)
         return in_flight, settled

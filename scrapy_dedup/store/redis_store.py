@@ -149,10 +149,10 @@ class RedisBatch(StoreBatch):
         self.commands.append(("HDEL", self._store._set_key(name, owner), member))
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        self._near("sdd_near_put", "sdd_records_add", scope, simhash, bands, cluster_id)
+        self._near("sdd_near_put", "sdd_bands_add", scope, simhash, bands, cluster_id)
 
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
-        self._near("sdd_near_remove", "sdd_records_remove", scope, simhash, bands, cluster_id)
+        self._near("sdd_near_remove", "sdd_bands_remove", scope, simhash, bands, cluster_id)
 
     def _near(self, table_fn, band_fn, scope, simhash, bands, cluster_id) -> None:
         s = self._store
@@ -165,9 +165,9 @@ class RedisBatch(StoreBatch):
         fp = rk.simhash_bytes(simhash)
         for settled, pending in rk.near_buckets(s.prefix, scope, simhash):
             self.commands.append(("FCALL", table_fn, 2, settled, pending, fp, token))
-        for keys, hashes in rk.band_calls(s.prefix, scope, bands):
-            # one call per band group: its four buckets share one slot
-            self.commands.append(("FCALL", band_fn, len(keys), *keys, *(h + token for h in hashes)))
+        for (key,), entries in rk.band_calls(s.prefix, scope, bands):
+            # one call per band group: its buckets are fields of one hash
+            self.commands.append(("FCALL", band_fn, 1, key, token, entries))
 
 
 @dataclass(slots=True)
@@ -852,9 +852,9 @@ class RedisStore(DedupStore):
         if held is not None and held[0] == scope and held[1] == bands:
             return {token.hex() for token in held[2]}
         pipe = self.client.pipeline(transaction=False)
-        for keys, hashes in rk.band_calls(self.prefix, scope, bands):
-            pipe.fcall("sdd_records_find", len(keys), *keys, *hashes)
-        return {bytes(token).hex() for found in pipe.execute() for per_band in found for token in per_band}
+        for keys, entries in rk.band_calls(self.prefix, scope, bands):
+            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
+        return {token.hex() for found in pipe.execute() for _, token in rk.band_found(found)}
 
 
 _UNREAD = object()
