@@ -417,11 +417,11 @@ def _glob_escape(text: str) -> str:
 #
 # Why fields and not a key per bucket (measured on one server, MEMORY USAGE and SLOWLOG, on a
 # 2-core machine shared with other work, so time as ranges over interleaved rounds):
-# - bytes: a bucket as a field takes about 30 bytes fewer than as a key. Per document after 400
-#   PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys -> 8 hashes; the
-#   crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 -> 2,264 (31,015
-#   keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6 documents the 16
-#   bytes of each record lead either way.
+# - bytes: a bucket as a field takes about 30 bytes fewer than as a key. Band bytes per
+#   document after 400 PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys ->
+#   8 hashes; the crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 ->
+#   2,264 (31,015 keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6
+#   documents the 16 bytes of each record lead either way.
 # - time: per decision, the band part of a step is 2 hashes per group instead of 8 keys: at
 #   the open 16 keys and 8 arguments instead of 64 and 64, 16 HMGET and 8 HSET inside instead
 #   of 64 GET and 32 SET, and what it found replied as one string per group instead of a list
