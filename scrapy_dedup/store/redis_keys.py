@@ -446,21 +446,26 @@ def _glob_escape(text: str) -> str:
 #
 # Why fields and not a key per bucket (measured on one server, MEMORY USAGE and SLOWLOG, on a
 # 2-core machine shared with other work, so time as ranges over interleaved rounds):
-# - bytes: a field costs about 60 bytes fewer than a key. Band buckets per document after 400
-#   PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys -> 8 hashes; the
-#   crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 -> 2,264 (31,015
-#   keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6 documents the 16
-#   bytes of each record lead either way.
+# - bytes: a bucket as a field takes about 30 bytes fewer than as a key. Band bytes per
+#   document after 400 PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys ->
+#   8 hashes; the crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 ->
+#   2,264 (31,015 keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6
+#   documents the 16 bytes of each record lead either way.
 # - time: per decision, the band part of a step is 2 hashes per group instead of 8 keys: at
 #   the open 16 keys and 8 arguments instead of 64 and 64, 16 HMGET and 8 HSET inside instead
 #   of 64 GET and 32 SET, and what it found replied as one string per group instead of a list
 #   per bucket (a reply element costs the server about as much as a bucket's work); close and
-#   index 8 HMGET and 8 HSET/HDEL instead of 32 GET and 32 SET/DEL. Over the 400 pages,
-#   sdd_near_open 543-708 -> 374-430 us per call, sdd_near_close 255-336 -> 240-274,
-#   sdd_near_index 296-385 -> 312-362 (SLOWLOG); server CPU 1,555-1,924 -> 1,207-1,749 us per
-#   page (INFO cpu, medians 1,625 -> 1,579) and the store's client wall time 4.8-6.1 -> 3.7-5.2
-#   ms per page. On this machine any command costs the server some 20-40 us of CPU whatever it
-#   does (a PING included), and that part does not change with the layout.
+#   index 8 HMGET and 8 HSET/HDEL instead of 32 GET and 32 SET/DEL. Server CPU of the fused
+#   calls of one new page, replayed in a loop on the store of 400 PostgreSQL pages: open and
+#   close 991-1,031 -> 819-831 us, index out and in 568-712 -> 502-552 us (INFO cpu). Over the
+#   400 pages themselves (six interleaved rounds, SLOWLOG wall time inside the server):
+#   sdd_near_open 543-818 -> 374-631 us per call, sdd_near_close 255-376 -> 240-373, but
+#   sdd_near_index 296-464 -> 312-522, as a hash command inside a function takes longer than
+#   a string one (HMGET of 4 fields about 5 us, GET 1 us); server CPU per page 1,555-2,444 ->
+#   1,207-2,578 us (eight rounds, medians 1,757 -> 1,664) and the store's client wall time
+#   4.9-7.7 -> 3.7-7.7 ms per page (medians 6.0 -> 5.1). On this machine any command costs the
+#   server some 20-50 us of CPU whatever it does (a PING included), and that part does not
+#   change with the layout.
 
 BAND_GROUPS = 8
 BAND_BUCKET_BITS = 14
