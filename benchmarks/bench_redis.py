@@ -746,6 +746,8 @@ def crawl_rows(crawls: dict) -> list[dict]:
 NEAR_ROW_PREFIXES = ("near-duplicate decisions", "SimHash tables")
 #: rows of the store time and of the crawls start with these (``--only crawl`` replaces them)
 STORE_ROW_PREFIXES = ("store time per page", "bytes per document by key family")
+#: rows of the near-duplicate index's bytes and lookup cost (``--only crawl`` replaces them too)
+INDEX_ROW_PREFIXES = ("near-duplicate index bytes", "LSH band lookup", "server time of one band-group lookup")
 CRAWL_ROW_PREFIXES = ("PostgreSQL docs crawled", "bytes per document, everything", "bytes per URL record")
 
 
@@ -841,7 +843,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", help="documents in the tables, comma-separated for several runs (default by size)")
     parser.add_argument("--only", choices=["near", "frontier", "crawl"], help="near: measure near-duplicate "
                         "decisions only (the other figures of the results file stay as they are); crawl: the store "
-                        "time per page and the crawls by 1, 2 and 4 processes only (likewise); frontier: the "
+                        "time per page, the near-duplicate index's bytes and the crawls by 1, 2 and 4 processes "
+                        "only (likewise); frontier: the "
                         "frontier against scrapy-redis's dupefilter alone, written to redis_frontier.json (e.g. "
                         "--urls 10000000)")
     args = parser.parse_args(argv)
@@ -869,14 +872,18 @@ def main(argv: list[str] | None = None) -> int:
             with RedisServer(tmp / "single") as single:
                 log(NAME, f"store time per page against extraction, {CRAWL_PAGES[args.size]} PostgreSQL pages ...")
                 store_time = bench_store_time(single.url, CRAWL_PAGES[args.size])
+                # the index's bytes and bucket cost go with the store time's rows: measured again
+                log(NAME, f"near-duplicate index bytes at "
+                          f"{', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[args.size])} documents ...")
+                store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[args.size])
+                store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
                 log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
                 crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         previous = _previous(args.out)
-        if "index_bytes" in previous.get("store_time", {}):
-            store_time = {**previous["store_time"], **store_time}
         rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES, store_time_rows(store_time))
+        rows = _replace_rows(rows, INDEX_ROW_PREFIXES, index_rows(store_time))
         rows = _replace_rows(rows, CRAWL_ROW_PREFIXES, crawl_rows(crawls))
         write_result(NAME, {**previous, "store_time": store_time, "crawls": crawls, "rows": rows}, args.out)
         return 0
