@@ -123,8 +123,13 @@ class Counting(redis.Connection):
         return super().send_packed_command(command, check_health)
 
 
+def _calls(client, command: str) -> int:
+    """How many ``command`` calls the server has run (its command statistics)."""
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
 def _fcalls(client) -> int:
-    return int(client.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
+    return _calls(client, "fcall")
 
 
 def _counted(store: RedisStore) -> None:
@@ -228,12 +233,12 @@ def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, red
             batch.index_exact("", "c" * 16, "ab" * 8)
         key = f"{rk.scope_digest('').hex()}:{'c' * 16}"
         with store.hold_near("", 0x0123_4567_89AB_CDEF, (), 3, reads=[(EXACT, key), (EXACT, "absent")]):
-            calls = store.client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0)
+            calls = _calls(store.client, "hget")
             assert store.find_exact("", "c" * 16) == "ab" * 8
             assert store.get(EXACT, "absent") is None
-            assert store.client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0) == calls
+            assert _calls(store.client, "hget") == calls
             assert store.find_exact("", "c" * 16) == "ab" * 8  # read once: now from the server
-            assert store.client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0) == calls + 1
+            assert _calls(store.client, "hget") == calls + 1
     finally:
         store.close()
 
@@ -258,9 +263,6 @@ def test_a_claim_the_hold_answered_goes_with_the_release(redis_single, redis_pre
         store.close()
         other.close()
 
-
-def _calls(client, command: str) -> int:
-    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 def _open_and_die(url, prefix, simhash, bands):
