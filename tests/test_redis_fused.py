@@ -11,6 +11,8 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import redis
 
@@ -193,10 +195,19 @@ def test_a_near_hold_opened_with_the_lock_and_not_taken_ends_with_the_release(re
         store.close()
 
 
-def test_a_lock_held_elsewhere_ends_the_near_hold_opened_with_it(redis_single, redis_prefix):
-    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
-    other = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+@contextmanager
+def _two_processes(url: str, prefix: str) -> Iterator[tuple[RedisStore, RedisStore]]:
+    """Two stores on one prefix, as two crawl processes open it."""
+    store, other = RedisStore(url, PARAMS, prefix=prefix), RedisStore(url, PARAMS, prefix=prefix)
     try:
+        yield store, other
+    finally:
+        store.close()
+        other.close()
+
+
+def test_a_lock_held_elsewhere_ends_the_near_hold_opened_with_it(redis_single, redis_prefix):
+    with _two_processes(redis_single.url, redis_prefix) as (store, other):
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
         entered, leave = threading.Event(), threading.Event()
 
@@ -221,9 +232,6 @@ def test_a_lock_held_elsewhere_ends_the_near_hold_opened_with_it(redis_single, r
         decider.join(10)
         assert [d.status for d in outcome] == ["new"]
         assert _in_flight(store) == (0, 0)
-    finally:
-        store.close()
-        other.close()
 
 
 def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, redis_prefix):
@@ -244,9 +252,7 @@ def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, red
 
 
 def test_a_claim_the_hold_answered_goes_with_the_release(redis_single, redis_prefix):
-    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
-    other = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
-    try:
+    with _two_processes(redis_single.url, redis_prefix) as (store, other):
         other.claim_exact("", "d" * 16, "cd" * 8)  # another process's text, claimed before the hold
         keys = [f"{rk.scope_digest('').hex()}:{c * 16}" for c in "ed"]
         with store.hold_near("", 0x0123_4567_89AB_CDEF, (), 3, reads=[(EXACT, k) for k in keys]):
@@ -259,9 +265,6 @@ def test_a_claim_the_hold_answered_goes_with_the_release(redis_single, redis_pre
         assert other.find_exact("", "d" * 16) == "cd" * 8
         # outside a hold, a claim is the server's answer again
         assert store.claim_exact("", "e" * 16, "00" * 8) == "ef" * 8
-    finally:
-        store.close()
-        other.close()
 
 
 

@@ -62,9 +62,9 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         # the same moment; each decision holds what it reads until its writes are in
         # a body seen before is most often the same page unchanged, which needs no near hold;
         # any other page's near hold may open with the lock
-        near = None if doc.recalled else self._near_args(doc)
-        with self.store.hold_document(doc.key, near):
-            return self._decide_held(doc)
+        near = self._near_args(doc)
+        with self.store.hold_document(doc.key, None if doc.recalled else near):
+            return self._decide_held(doc, near)
 
     def _near_args(self, doc: Document) -> NearHoldArgs | None:
         """The store's hold_near arguments for ``doc``, or None when it is never compared by
@@ -80,11 +80,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         )
         return doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
 
-    def _hold_near(self, doc: Document) -> AbstractContextManager[None]:
-        near = self._near_args(doc)
-        return nullcontext() if near is None else self.store.hold_near(*near)
-
-    def _decide_held(self, doc: Document) -> Decision:
+    def _decide_held(self, doc: Document, near: NearHoldArgs | None) -> Decision:
         now = self.clock()
         record = self.store.get_url(doc.key) or UrlRecord(key=doc.key, url=doc.url, first_seen=now, first_run=self.run)
         record.last_seen = now
@@ -104,7 +100,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         updated = record.has_content
         promoted = self._forget_content(record) if updated else None
 
-        with self._hold_near(doc):
+        with nullcontext() if near is None else self.store.hold_near(*near):
             canonical_outcome = None
             match = None
             if doc.canonical_key is not None:
