@@ -570,6 +570,7 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     from scrapy_dedup.decide.frontier import Frontier
     from scrapy_dedup.decide.index import ContentIndex, Document
     from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
+    from scrapy_dedup.store.base import OweOffer
     from scrapy_dedup.store.leveldb import LevelDBStore
     from scrapy_dedup.store.redis_store import RedisStore
 
@@ -590,9 +591,12 @@ def bench_store_time(server_url: str, pages: int) -> dict:
         t0 = time.perf_counter()
         for url, body, text, fp in analysed:
             key = url
-            frontier.check(url, key)
-            with store.batch() as batch:
-                batch.put_pending(key, request_blob)
+            # as the dupefilter does: a shared store owes the request with the key's mark
+            offer = OweOffer(key, request_blob) if store.shared else None
+            frontier.check(url, key, owe=offer)
+            if offer is None or not offer.owed:
+                with store.batch() as batch:
+                    batch.put_pending(key, request_blob)
             decision = index.ingest(Document(key=key, url=url, fingerprint=fp, raw_hash=raw_hash(body), text=text))
             with store.batch() as batch:
                 if decision.content_hash:

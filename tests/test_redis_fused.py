@@ -18,9 +18,10 @@ import redis
 
 from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import EXACT
+from scrapy_dedup.store.base import EXACT, OweOffer
 from scrapy_dedup.store.redis_functions import StoreFunctions, connect
 from scrapy_dedup.store.redis_near import NearDecisions
 from scrapy_dedup.store.redis_store import RedisStore
@@ -346,3 +347,86 @@ def test_a_decision_killed_before_its_hold_ends_writes_nothing(redis_single, red
         assert store.get_url("http://h/doomed") is None
     finally:
         store.close()
+
+
+def test_a_new_link_is_marked_and_owed_in_one_round_trip(redis_url, redis_prefix):
+    with _two_processes(redis_url, redis_prefix) as (a, b):
+        run = a.begin_run()
+        assert b.begin_run() == run
+        fused = a.fn.fused
+        if fused:
+            _counted(a)
+            a.client.ping()  # the counted connection is made
+        trips = Counting.round_trips
+        offer = OweOffer("http://h/new", b"the request")
+        assert a.frontier_mark_owing("http://h/new", run, "http://h/new", offer) is None
+        assert offer.owed
+        if fused:  # one atomic call on one server (on a cluster: the mark, then the owe)
+            assert Counting.round_trips - trips == 1
+        assert a.get("pending", "http://h/new") == b"the request"
+        assert a.held_pending() == ["http://h/new"] and b.pending_held_elsewhere() == 1
+        # the same link found by the other process: seen, and nothing owed twice or taken over
+        again = OweOffer("http://h/new", b"a copy")
+        assert b.frontier_mark_owing("http://h/new", run, "http://h/new", again) == (run, "http://h/new")
+        assert not again.owed
+        assert b.get("pending", "http://h/new") == b"the request"
+        assert b.held_pending() == [] and b.pending_held_elsewhere() == 1
+
+
+def test_a_fetch_record_goes_with_the_next_call(redis_single, redis_prefix):
+    with _two_processes(redis_single.url, redis_prefix) as (a, b):
+        run = a.begin_run()
+        frontier = Frontier(a, run)
+        assert frontier.check("http://h/p", "http://h/p") is None
+        _counted(a)
+        a.client.ping()  # the counted connection is made
+        trips = Counting.round_trips
+        record = frontier.record_fetch("http://h/p", "http://h/p", 200, '"v1"', None)
+        assert Counting.round_trips == trips + 1  # the read of the record; the write waits
+        assert b.get_url("http://h/p") is None  # not sent yet
+        # this process reads its own write, in the round trip of the read
+        assert a.get_url("http://h/p") == record
+        assert Counting.round_trips == trips + 2
+        assert b.get_url("http://h/p") == record
+        # a call that cannot carry it sends it first: nothing reads around it
+        frontier.record_fetch("http://h/p", "http://h/p", 200, '"v2"', None)
+        assert a.pending_count() == 0
+        assert b.get_url("http://h/p").etag == '"v2"' and b.get_url("http://h/p").fetch_count == 2
+        # and a batch carries it ahead of its own writes, in its transaction
+        frontier.record_fetch("http://h/p", "http://h/p", 200, '"v3"', None)
+        trips = Counting.round_trips
+        with a.batch() as batch:
+            batch.put_emitted("http://h/p", "c" * 32)
+        assert Counting.round_trips == trips + 1
+        assert b.get_url("http://h/p").etag == '"v3"' and b.get_emitted("http://h/p") == "c" * 32
+        # a decision's lock reads the record with the write ahead of it
+        frontier.record_fetch("http://h/p", "http://h/p", 200, '"v4"', None)
+        index = ContentIndex(a, run, max_distance=3, min_jaccard=0.8, min_tokens=50)
+        assert index.ingest(doc("http://h/p", prose(40))).status == "new"
+        stored = b.get_url("http://h/p")
+        assert stored.etag == '"v4"' and stored.fetch_count == 4 and stored.has_content
+
+
+def _fetch_and_die(url: str, prefix: str) -> None:
+    store = RedisStore(url, PARAMS, prefix=prefix, lease_ms=300)
+    frontier = Frontier(store, store.begin_run())
+    offer = OweOffer("http://h/p", b"the request")
+    assert frontier.check("http://h/p", "http://h/p", owe=offer) is None and offer.owed
+    frontier.record_fetch("http://h/p", "http://h/p", 200, None, None)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_fetch_record_not_sent_when_the_process_dies_is_fetched_again(redis_single, redis_prefix):
+    # killed before its next call: the fetch is not recorded, and its request is still owed
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_fetch_and_die, args=(redis_single.url, redis_prefix))
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == -signal.SIGKILL
+    time.sleep(0.5)  # its lease runs out
+    b = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    try:
+        assert b.get_url("http://h/p") is None
+        assert list(b.claim_pending()) == [("http://h/p", b"the request")]
+    finally:
+        b.close()

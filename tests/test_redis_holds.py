@@ -64,6 +64,55 @@ def test_a_dead_holder_s_lease_runs_out(redis_url, redis_prefix):
         b.close()
 
 
+def _fcalls(store: RedisStore) -> int:
+    from scrapy_dedup.store.redis_functions import primaries
+
+    return sum(int(n.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for n in primaries(store.client))
+
+
+def test_fetching_a_request_this_live_process_owes_asks_nothing(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        a.begin_run()  # its own lease, renewed while it lives
+        with a.batch() as batch:
+            batch.put_pending("mine", b"owed by a")
+        with b.batch() as batch:
+            batch.put_pending("theirs", b"owed by b")
+        before = _fcalls(a)
+        assert a.hold_pending("mine")  # nobody can have taken it over: its lease never ran out
+        assert _fcalls(a) == before
+        # a request another process owes is asked for (and taken over: a fetches it now)
+        assert a.hold_pending("theirs")
+        assert _fcalls(a) == before + 1
+        assert sorted(a.held_pending()) == ["mine", "theirs"] and b.pending_held_elsewhere() == 2
+        # settled: its outcome is recorded, a later copy asks again and is not fetched
+        with a.batch() as batch:
+            batch.settle_pending("mine")
+        assert not a.hold_pending("mine")
+        assert _fcalls(a) == before + 2
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_process_whose_lease_is_not_certain_asks_again(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix, lease_ms=600)
+    try:
+        with a.batch() as batch:
+            batch.put_pending("k", b"owed")
+        # no run joined, so no lease of its own: its request lives by its own deadline only
+        time.sleep(0.8)
+        assert list(b.claim_pending()) == [("k", b"owed")]
+        with b.batch() as batch:
+            batch.settle_pending("k")
+        before = _fcalls(a)
+        assert not a.hold_pending("k")  # a still counts it as its own, but asks: done elsewhere
+        assert _fcalls(a) == before + 1
+    finally:
+        a.close()
+        b.close()
+
+
 def waits_for(first_block, second_block) -> list[str]:
     """Run ``second_block`` in a thread while ``first_block`` is held; the order they ran in."""
     events: list[str] = []

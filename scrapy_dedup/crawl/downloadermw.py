@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from scrapy_dedup.core.records import UrlRecord
+
 logger = logging.getLogger(__name__)
 
 GONE_STATUSES = (404, 410)
@@ -64,7 +66,7 @@ class DedupDownloaderMiddleware:
             return response
         try:
             key = self.state.key(response.url)
-            self.state.frontier.record_fetch(
+            record = self.state.frontier.record_fetch(
                 response.url,
                 key,
                 response.status,
@@ -78,15 +80,16 @@ class DedupDownloaderMiddleware:
                 self.state.pending.settle(request)  # the outcome (unchanged) is recorded
                 raise IgnoreRequest(f"not modified since the last run: {response.url}")
             if response.status in GONE_STATUSES:
-                self._gone(request, response, key)
+                self._gone(request, response, key, record)
         except IgnoreRequest:
             raise
         except Exception:
             self._failed("process_response", response.url)
         return response
 
-    def _gone(self, request: Request, response: Response, key: str) -> None:
-        if self.state.retire(key, response.url, response.status, "doc/deleted", like=request):
+    def _gone(self, request: Request, response: Response, key: str, record: UrlRecord) -> None:
+        # the record just written says whether the URL held a document: no second read
+        if self.state.retire(key, response.url, response.status, "doc/deleted", like=request, record=record):
             logger.info("%s is gone (%d): removed from its cluster", response.url, response.status)
 
     def _failed(self, where: str, url: str) -> None:

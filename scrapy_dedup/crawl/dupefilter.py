@@ -72,7 +72,12 @@ class DedupDupeFilter(BaseDupeFilter):
         try:
             state.record_redirect(request)
             known = state.frontier.known_checks
-            reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"))
+            offer = None
+            if state.store.shared and not state.frontier.knows(key):
+                # a key the store is asked about is mostly new: its request is owed in the
+                # mark's own call (one round trip, not two)
+                offer = state.pending.offer(request, key)
+            reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"), owe=offer)
             if state.frontier.known_checks != known:
                 state.inc("url/seen_known")  # answered without the store
             if state.store.shared and not self._send_due:
@@ -87,8 +92,10 @@ class DedupDupeFilter(BaseDupeFilter):
             source = _redirect_source(state, request)
             if reason is None:
                 # owed until its outcome is durable; a redirect's source is settled with it
-                state.pending.owe(request, key, settles=source)
+                state.pending.owe(request, key, settles=source, offer=offer)
                 return False
+            if offer is not None:
+                state.pending.withdraw(request)
             if source is not None:
                 state.pending.settle_id(source)  # redirected to a URL already known: recorded
         except StoreWriteError as exc:

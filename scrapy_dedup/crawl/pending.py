@@ -33,7 +33,7 @@ from scrapy.utils.request import request_from_dict
 from twisted.internet import task
 
 from scrapy_dedup.crawl.state import DedupState
-from scrapy_dedup.store.base import PENDING
+from scrapy_dedup.store.base import PENDING, OweOffer
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -87,22 +87,19 @@ class PendingRequests:
         return self.state.store
 
     # -- owing and settling -------------------------------------------------
-    def owe(self, request: Request, pending_id: str, settles: str | None = None) -> None:
+    def owe(
+        self, request: Request, pending_id: str, settles: str | None = None, offer: OweOffer | None = None
+    ) -> None:
         """``request`` passed the frontier: keep it until its outcome is durable.
 
         ``settles``: the id of a request this one replaces (a redirect's source), settled
-        in the same batch.
+        in the same batch.  ``offer``: what :meth:`offer` made of it for the frontier's
+        mark, which may have owed it already.
         """
-        meta = request.meta
-        run = self.state.store.run
-        blob = None
-        if not (meta.get(META_RESUMED) == run and meta.get(META_PENDING) == pending_id):
-            meta[META_PENDING], meta[META_RUN] = pending_id, run
-            blob = self._serialize(request)
-            if blob is None:
-                del meta[META_PENDING], meta[META_RUN]
+        if offer is not None:
+            blob = None if offer.owed else offer.blob
         else:
-            meta[META_RUN] = run  # already in the store
+            blob = self._blob(request, pending_id)
         if blob is None and (settles is None or settles == pending_id):
             return
         with self.store.batch() as batch:
@@ -110,6 +107,36 @@ class PendingRequests:
                 batch.put_pending(pending_id, blob)
             if settles is not None and settles != pending_id:
                 batch.settle_pending(settles)
+
+    def offer(self, request: Request, pending_id: str) -> OweOffer | None:
+        """``request`` serialized to be owed under ``pending_id`` with its URL key's mark in
+        the frontier (:meth:`DedupStore.frontier_mark_owing`); then :meth:`owe` it with this
+        offer if it is fetched, or :meth:`withdraw` the offer if it is dropped.  None for a
+        request the store issued again (it is owed already) or one that cannot be serialized."""
+        if META_PENDING in request.meta:
+            return None
+        blob = self._blob(request, pending_id)
+        return OweOffer(pending_id, blob) if blob is not None else None
+
+    @staticmethod
+    def withdraw(request: Request) -> None:
+        """The request an :meth:`offer` was made for is dropped: it is owed under no id."""
+        request.meta.pop(META_PENDING, None)
+        request.meta.pop(META_RUN, None)
+
+    def _blob(self, request: Request, pending_id: str) -> bytes | None:
+        """What the store keeps of ``request``, its meta naming ``pending_id`` and this run;
+        None when the store has it already (issued again by this run) or it cannot be kept."""
+        meta = request.meta
+        run = self.state.store.run
+        if meta.get(META_RESUMED) == run and meta.get(META_PENDING) == pending_id:
+            meta[META_RUN] = run  # already in the store
+            return None
+        meta[META_PENDING], meta[META_RUN] = pending_id, run
+        blob = self._serialize(request)
+        if blob is None:
+            del meta[META_PENDING], meta[META_RUN]
+        return blob
 
     def settle(self, request: Request | None, emitted: Iterable[tuple[str, str]] = ()) -> None:
         """``request`` is done; ``emitted``: (url key, content hash) of the items it emitted."""

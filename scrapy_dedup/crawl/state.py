@@ -39,6 +39,8 @@ from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from scrapy_dedup.core.records import UrlRecord
+
 logger = logging.getLogger(__name__)
 
 
@@ -286,13 +288,18 @@ class DedupState:
             self.stats.inc_value(f"dedup/{key}", count)
 
     # -- gone, moved, taken over --------------------------------------------
-    def retire(self, key: str, url: str, http_status: int, stat: str, like: Request | None) -> bool:
+    def retire(
+        self, key: str, url: str, http_status: int, stat: str, like: Request | None, record: UrlRecord | None = None
+    ) -> bool:
         """A document is gone (404/410) or has moved (a redirect): forget it and count it
         (``dedup/<stat>``); when it represented its cluster, :meth:`take_over`.
 
+        ``record``: the URL record of ``key`` as the caller just wrote it, read otherwise.
         Returns whether ``key`` held a document.
         """
-        if self.index.known_content(key) is None:
+        if record is None:
+            record = self.index.known_content(key)
+        if record is None or not record.has_content:
             return False
         promoted = self.index.forget(key, http_status)
         self.inc(stat)

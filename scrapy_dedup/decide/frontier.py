@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from scrapy_dedup.core.records import UrlRecord
-from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.base import DedupStore, OweOffer
 
 #: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
 DROP_SEEN = "seen"  # the key was already scheduled in this run
@@ -49,11 +49,13 @@ class Frontier:
         #: fetched for them, so their first request needs no validators from the store
         self._never_fetched: OrderedDict[str, None] = OrderedDict()
 
-    def check(self, url: str, key: str, original: str | None = None) -> str | None:
+    def check(self, url: str, key: str, original: str | None = None, owe: OweOffer | None = None) -> str | None:
         """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it.
 
         ``original`` is the URL as the page wrote it, before normalization: when
         it differs from the URL fetched for ``key`` it is recorded as a variant.
+        ``owe``: the request, owed with the mark when the key is new (``owe.owed``; see
+        :meth:`DedupStore.frontier_mark_owing`), so that the caller need not owe it apart.
         """
         first = self._scheduled.get(key)
         if first is not None:
@@ -61,8 +63,11 @@ class Frontier:
             self._scheduled.move_to_end(key)
             self.known_checks += 1
             previous: tuple[int, str] | None = (self.run, first or key)
+        elif owe is not None:
+            previous = self.store.frontier_mark_owing(key, self.run, url, owe)
         else:
             previous = self.store.frontier_mark(key, self.run, url)
+        if first is None:
             self._remember(key, url if previous is None else previous[1])
             if previous is None:
                 self._never_fetched[key] = None
@@ -75,6 +80,10 @@ class Frontier:
             now = self.clock()
             self.store.record_variants([(variant, key, now, reason or "normalized") for variant in variants])
         return reason
+
+    def knows(self, key: str) -> bool:
+        """Whether :meth:`check` answers ``key`` without the store (scheduled in this run)."""
+        return key in self._scheduled
 
     def mark(self, url: str, key: str) -> None:
         """Mark ``key`` scheduled in this run without deciding anything."""
@@ -192,8 +201,8 @@ class Frontier:
         record.fetch_count += 1
         if record.status == "seen":
             record.status = "fetched"
-        with self.store.batch() as batch:
-            batch.put_url(record)
+        # lost only with the process, and then its request is still owed: fetched again
+        self.store.put_url_soon(record)
         return record
 
     def mark_without_document(self, url: str, key: str, kind: str) -> None:

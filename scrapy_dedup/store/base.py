@@ -49,6 +49,7 @@ import json
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import xxhash
@@ -84,6 +85,18 @@ TABLES = (
 
 #: What :meth:`DedupStore.hold_near` takes, in order: scope, simhash, bands, max_distance, reads.
 NearHoldArgs = tuple[str, int, tuple[int, ...], int, tuple[tuple[str, str], ...]]
+
+
+
+@dataclass
+class OweOffer:
+    """A request to owe if its URL key turns out new (:meth:`DedupStore.frontier_mark_owing`):
+    the id it is owed under and its serialized form; ``owed`` says whether it was."""
+
+    pending_id: str
+    blob: bytes
+    owed: bool = False
+
 
 #: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
 ALIASES = "aliases"  # target url key -> {URL of a redirect or variant: reason}
@@ -316,6 +329,18 @@ class DedupStore(abc.ABC):
         and the URL it was first scheduled with; that first URL never changes.
         """
 
+    def frontier_mark_owing(self, key: str, run: int, url: str, owe: OweOffer) -> tuple[int, str] | None:
+        """:meth:`frontier_mark`, and when ``key`` is new also owe ``owe``'s request (as
+        :meth:`StoreBatch.put_pending`), setting ``owe.owed``.  A shared store does both in
+        one atomic call where it can, so no process dies between marking a key and owing
+        its request; this default marks, then owes."""
+        previous = self.frontier_mark(key, run, url)
+        if previous is None:
+            with self.batch() as batch:
+                batch.put_pending(owe.pending_id, owe.blob)
+            owe.owed = True
+        return previous
+
     @abc.abstractmethod
     def frontier_size(self) -> int: ...
 
@@ -432,6 +457,14 @@ class DedupStore(abc.ABC):
         self._run = int(self.get_meta("run") or 0)
 
     # -- URL records --------------------------------------------------------
+    def put_url_soon(self, record: UrlRecord) -> None:
+        """Write ``record``, perhaps with this process's next call to the store instead of a
+        round trip of its own (a shared store on one server); this process reads it at once.
+        A process that dies before that call loses the write: only for records the crawl
+        writes again when it loses them (a fetch, whose request stays owed until later)."""
+        with self.batch() as batch:
+            batch.put_url(record)
+
     def get_url(self, key: str) -> UrlRecord | None:
         raw = self.get(URL, key)
         return UrlRecord.from_json(raw) if raw is not None else None

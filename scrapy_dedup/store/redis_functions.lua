@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 5
+local LIBRARY_VERSION = 6
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -96,7 +96,7 @@ end
 -- 0, the first URL or nil}; a key never seen keeps this URL as its first.
 local function frontier_mark_url(keys, args)
   local previous = frontier_mark({keys[1]}, {args[1], args[2]})
-  if type(previous) ~= 'table' then return previous end  -- an error reply
+  if previous.err then return previous end  -- an error reply (a table with its message)
   if previous[1] == 0 then
     redis.call('HSET', keys[2], args[2], args[3])
     return {0, false}
@@ -947,6 +947,22 @@ local function pending_adopt(keys, args)
   return 1
 end
 
+-- One server only (its keys are in two slots): frontier_mark_url, and for a key never seen
+-- pending_hold of its request in the same atomic step, so that no process can die between
+-- marking a key and owing its request.  KEYS: the frontier bucket and its first URLs, the
+-- request's hash and lease deadlines.  ARGV: run, digest, URL, request id, owner, lease ms,
+-- payload.  Replies {previous run or 0, the first URL or nil, 1 when owed now or 0}.
+local function frontier_mark_owe(keys, args)
+  if not lease_ms(args[6]) then return fail(LEASE_ERROR) end
+  local marked = frontier_mark_url({keys[1], keys[2]}, {args[1], args[2], args[3]})
+  if marked.err then return marked end  -- an error reply
+  if marked[1] ~= 0 then
+    return {marked[1], marked[2], 0}
+  end
+  pending_hold({keys[3], keys[4]}, {args[4], args[5], args[6], args[7]})
+  return {0, false, 1}
+end
+
 -- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.
 local function pending_settle(keys, args)
   local settled = delete_if_held(keys[1], args[1], args[2], owner_of)
@@ -1051,6 +1067,7 @@ local WRITERS = {
   {'run_join', run_join}, {'run_renew', run_renew}, {'run_leave', run_leave},
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
   {'pending_reclaim', pending_reclaim}, {'pending_owner_renew', pending_owner_renew}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
+  {'frontier_mark_owe', frontier_mark_owe},
 }
 local READERS = {
   {'near_pending', near_pending}, {'frontier_peek', frontier_peek},

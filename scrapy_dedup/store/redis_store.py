@@ -53,6 +53,7 @@ from scrapy_dedup.store.base import (
     VARIANT,
     DedupStore,
     NearHoldArgs,
+    OweOffer,
     StoreBatch,
     StoreError,
     band_tuple,
@@ -126,11 +127,10 @@ class RedisBatch(StoreBatch):
             self.commands.append(("FCALL", "sdd_pending_hold", 2, held, deadlines, key, s._writer, s.lease_ms, bytes(value)))
             s._hold(key)
             return
-        self.commands.append(("HSET", s._table_key(table, key), key, bytes(value)))
         if table == URL:
-            # a recorded URL keeps its own first URL: the frontier's copy can go
-            bucket, rid = rk.frontier_slot(s.prefix, key)
-            self.commands.append(("HDEL", s._first_urls_key(bucket), rid))
+            self.commands += s._url_put(key, bytes(value))
+            return
+        self.commands.append(("HSET", s._table_key(table, key), key, bytes(value)))
 
     def delete(self, table: str, key: str) -> None:
         s = self._store
@@ -273,10 +273,15 @@ class RedisStore(DedupStore):
         #: ids of the owed requests this process holds (alive while its own lease is renewed)
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+        #: until when (time.monotonic()) this process's own lease surely runs; 0: not renewed
+        self._own_lease_until = 0.0
         self._variant_aliases: OrderedDict[str, str] = OrderedDict()
         #: writes sent with the next round trip (variant counts and aliases, see record_variants)
         self._waiting: list[tuple] = []
         self._waiting_lock = threading.Lock()
+        #: the writes that wait hold a record this process wrote (put_url_soon): every call
+        #: sends them first, or carries them (see _CARRIERS)
+        self._behind = False
 
     def close(self) -> None:
         try:
@@ -287,6 +292,7 @@ class RedisStore(DedupStore):
             self._stopping.set()
             self._heartbeat.join(timeout=5)
             self._heartbeat = None
+            self._own_lease_until = 0.0
             held = self._held_ids()
             try:
                 # what this process still owes is handed to the others at once (or to the next run)
@@ -315,7 +321,7 @@ class RedisStore(DedupStore):
         )
         logger.info("%s run %d of the shared store %s", "began" if began else "joined", self._run, self.path)
         # this process's own lease covers every request it holds from now on
-        self.fn.pending_owner_renew(self._writer, self.lease_ms)
+        self._renew_own_lease()
         if self._heartbeat is None:
             self._stopping.clear()
             self._heartbeat = threading.Thread(target=self._renew, name="dedup-redis-run", daemon=True)
@@ -333,7 +339,19 @@ class RedisStore(DedupStore):
         """This process's run lease and its own lease on the requests it holds: a fixed number
         of calls (one per pending shard), however many requests it owes."""
         self.client.fcall("sdd_run_renew", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS)
+        self._renew_own_lease()
+
+    def _renew_own_lease(self) -> None:
+        sent = time.monotonic()
         self.fn.pending_owner_renew(self._writer, self.lease_ms)
+        # the server set the deadline after ``sent``: it holds at least until then, by this clock
+        self._own_lease_until = sent + self.lease_ms / 1000
+
+    def _lease_certainly_held(self) -> bool:
+        """Whether this process's own lease is sure to run for a third of a lease more: then
+        no other process can have taken over a request it holds (reclaim needs the holder's
+        lease to have run out)."""
+        return time.monotonic() < self._own_lease_until - self.lease_ms / 3000
 
     # -- requests owed, under leases ------------------------------------------
     def _hold(self, pending_id: str) -> None:
@@ -360,9 +378,15 @@ class RedisStore(DedupStore):
                 yield pending_id, payload
 
     def hold_pending(self, pending_id: str) -> bool:
-        # asked even when this process owed it: another may have taken it over meanwhile
+        with self._held_lock:
+            mine = pending_id in self._held
+        if mine and self._lease_certainly_held():
+            # owed by this process, whose lease never ran out since: nobody took it over, and
+            # its outcome is not recorded (settling it would have let it go)
+            return True
+        # asked otherwise: another process may have taken it over while this one's lease lapsed
         held, deadlines = rk.pending_keys(self.prefix, pending_id)
-        if not self.client.fcall("sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
+        if not self._carrying("FCALL", "sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
             return False
         self._hold(pending_id)
         return True
@@ -424,10 +448,12 @@ class RedisStore(DedupStore):
                 taken = self._open_near_with_lock(near, lock, holder, key)
             while not taken:
                 pipe = self.client.pipeline(transaction=False)
+                # a record this process wrote goes first (one server): the read below sees it
+                waiting = self._queue_waiting(pipe) if self._behind else 0
                 pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
                 if read_ahead:
                     pipe.hget(record_key, key)
-                taken, *record = pipe.execute()
+                taken, *record = pipe.execute()[waiting:]
                 if taken:
                     if read_ahead:
                         d.prefetched[(URL, key)] = record[0]
@@ -461,16 +487,20 @@ class RedisStore(DedupStore):
         d = self._decision
         locked = []
 
+        self._flush()
+        # a record this process wrote goes first, in the same round trip: the reads see it
+        waiting = self._take_waiting() if self._behind else []
+
         def proceed(replies: list) -> bool:
-            locked.append(bool(replies[0]))
+            locked.append(bool(replies[len(waiting)]))
             return locked[0]
 
-        self._flush()
         try:
             held = self._near.open(
                 scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
                 [("HGET", self._table_key(table, k), k) for table, k in ahead],
-                first=[("SET", lock, holder, "NX", "PX", DECISION_LEASE_MS), ("HGET", self._table_key(URL, key), key)],
+                first=[*waiting, ("SET", lock, holder, "NX", "PX", DECISION_LEASE_MS),
+                       ("HGET", self._table_key(URL, key), key)],
                 proceed=proceed,
             )
         except BaseException:
@@ -480,7 +510,7 @@ class RedisStore(DedupStore):
             raise
         if held is None:
             return False
-        d.prefetched[(URL, key)] = held.first[1]
+        d.prefetched[(URL, key)] = held.first[len(waiting) + 1]
         d.opened_ahead = _NearAhead((scope, simhash, bands, max_distance, ahead), held, d.writes)
         return True
 
@@ -508,6 +538,8 @@ class RedisStore(DedupStore):
                     self._near.close(opened.held)
                     opened = None
                 self._flush()  # this decision's writes so far are in before its first scan
+                if self._behind:
+                    self.send_waiting()
                 held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
                                        [("HGET", self._table_key(table, key), key) for table, key in ahead])
         except _CONNECTION_ERRORS as exc:
@@ -578,13 +610,15 @@ class RedisStore(DedupStore):
         if not queued:
             return
         commands = [command for group, _, _ in queued for command in group]
-        if len(commands) == 1:
+        if len(commands) == 1 and not self._behind:
             replies = [self.client.execute_command(*commands[0])]
         else:
             pipe = self.client.pipeline(transaction=any(atomic for _, atomic, _ in queued))
+            # a record this process wrote before the hold goes first, in the same round trip
+            waiting = self._queue_waiting(pipe) if self._behind else 0
             for command in commands:
                 pipe.execute_command(*command)
-            replies = pipe.execute()
+            replies = pipe.execute()[waiting:]
         at = 0
         for group, _, done in queued:
             if done is not None:
@@ -633,11 +667,12 @@ class RedisStore(DedupStore):
                 d.queued.append((commands, True, None))
                 return
             self._flush()
-            if len(commands) == 1:
+            if len(commands) == 1 and not self._waiting:
                 # one command is atomic by itself: no MULTI/EXEC around it
                 self.client.execute_command(*commands[0])
                 return
             pipe = self.client.pipeline(transaction=True)
+            self._queue_waiting(pipe)  # the writes that wait go first, in the same round trip
             for command in commands:
                 pipe.execute_command(*command)
             pipe.execute()
@@ -680,7 +715,7 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
-        if table == VARIANT and self._waiting:
+        if table == VARIANT and self._waiting and not self.fn.fused:
             self.send_waiting()  # a process reads its own writes
         prefetched = self._decision.prefetched
         if prefetched:
@@ -688,9 +723,37 @@ class RedisStore(DedupStore):
             if value is not _UNREAD:
                 return value
         if table == PENDING:
-            raw = self.client.hget(rk.pending_keys(self.prefix, key)[0], key)
+            raw = self._carrying("HGET", rk.pending_keys(self.prefix, key)[0], key)
             return _payload(raw) if raw is not None else None
-        return self.client.hget(self._table_key(table, key), key)
+        return self._carrying("HGET", self._table_key(table, key), key)
+
+    def _carrying(self, *command: Any) -> Any:
+        """Run ``command``; on one server the writes that wait go ahead of it in the same round
+        trip (a connection runs them in order, so this process reads its own writes)."""
+        if not (self._waiting and self.fn.fused):
+            return self.client.execute_command(*command)
+        pipe = self.client.pipeline(transaction=False)
+        waiting = self._queue_waiting(pipe)
+        pipe.execute_command(*command)
+        return pipe.execute()[waiting]
+
+    def _url_put(self, key: str, value: bytes) -> list[tuple]:
+        # a recorded URL keeps its own first URL: the frontier's copy can go
+        bucket, rid = rk.frontier_slot(self.prefix, key)
+        return [("HSET", self._table_key(URL, key), key, value), ("HDEL", self._first_urls_key(bucket), rid)]
+
+    def put_url_soon(self, record: UrlRecord) -> None:
+        d = self._decision
+        if not self.fn.fused or d.depth:
+            super().put_url_soon(record)
+            return
+        d.forget_reads()  # a write
+        with self._waiting_lock:
+            self._waiting += self._url_put(record.key, record.to_json())
+            self._behind = True
+            full = len(self._waiting) >= WAITING_MAX
+        if full:
+            self.send_waiting()
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         if table == VARIANT and self._waiting:
@@ -746,10 +809,13 @@ class RedisStore(DedupStore):
     # -- frontier -----------------------------------------------------------
     def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         bucket, rid = rk.frontier_slot(self.prefix, key)
-        previous, first_url = self.client.fcall(
-            "sdd_frontier_mark_url", 2, bucket, self._first_urls_key(bucket), run, rid, url
+        previous, first_url = self._carrying(
+            "FCALL", "sdd_frontier_mark_url", 2, bucket, self._first_urls_key(bucket), run, rid, url
         )
-        if int(previous) == 0:
+        return self._marked(key, url, int(previous), first_url)
+
+    def _marked(self, key: str, url: str, previous: int, first_url: bytes | None) -> tuple[int, str] | None:
+        if previous == 0:
             return None
         if first_url is None:
             record = self.get_url(key)
@@ -757,6 +823,20 @@ class RedisStore(DedupStore):
         else:
             first = first_url.decode("utf-8", "surrogatepass")
         return int(previous), first
+
+    def frontier_mark_owing(self, key: str, run: int, url: str, owe: OweOffer) -> tuple[int, str] | None:
+        if not self.fn.fused:
+            return super().frontier_mark_owing(key, run, url, owe)  # two slots on a cluster: two calls
+        bucket, rid = rk.frontier_slot(self.prefix, key)
+        held, deadlines = rk.pending_keys(self.prefix, owe.pending_id)
+        previous, first_url, owed = self._carrying(
+            "FCALL", "sdd_frontier_mark_owe", 4, bucket, self._first_urls_key(bucket), held, deadlines,
+            run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob,
+        )
+        if int(owed):
+            self._hold(owe.pending_id)
+            owe.owed = True
+        return self._marked(key, url, int(previous), first_url)
 
     def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
         # one round trip: a read per bucket, and the URL record of every key (the first URL of a
@@ -815,11 +895,16 @@ class RedisStore(DedupStore):
 
     def _queue_waiting(self, pipe) -> int:
         """Queue the writes that wait on ``pipe``; returns how many replies they take."""
-        with self._waiting_lock:
-            waiting, self._waiting = self._waiting, []
+        waiting = self._take_waiting()
         for call in waiting:
             pipe.execute_command(*call)
         return len(waiting)
+
+    def _take_waiting(self) -> list[tuple]:
+        with self._waiting_lock:
+            waiting, self._waiting = self._waiting, []
+            self._behind = False
+        return waiting
 
     def send_waiting(self) -> None:
         if not self._waiting:
@@ -870,6 +955,8 @@ def _guard(name: str) -> None:
 
     def guarded(self, *args, **kwargs):
         try:
+            if self._behind and name not in _CARRIERS:
+                self.send_waiting()  # a record this process wrote is in before anything else
             if self._decision.queued and name != "_apply":
                 self._flush()  # a read sees this thread's writes
             result = method(self, *args, **kwargs)
@@ -890,11 +977,15 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
         raise store._lost(exc) from None
 
 
+#: the calls that send the writes that wait with their own round trip (on one server)
+_CARRIERS = frozenset({"_apply", "get", "frontier_mark", "frontier_mark_owing", "frontier_peek", "record_variants",
+                       "send_waiting", "hold_pending"})
+
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden)
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
-    "increment_meta", "frontier_mark", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "increment_meta", "frontier_mark", "frontier_mark_owing", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)
