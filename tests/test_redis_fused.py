@@ -430,3 +430,52 @@ def test_a_fetch_record_not_sent_when_the_process_dies_is_fetched_again(redis_si
         assert list(b.claim_pending()) == [("http://h/p", b"the request")]
     finally:
         b.close()
+
+
+def test_a_first_fetch_of_a_key_without_a_record_reads_nothing(redis_single, redis_prefix):
+    with _two_processes(redis_single.url, redis_prefix) as (a, b):
+        run = a.begin_run()
+        frontier = Frontier(a, run)
+        # a record written without the frontier (an ingest of an existing corpus, say)
+        ingested = UrlRecord(key="http://h/ingested", url="http://h/ingested", cluster_id="c1", status="new")
+        with b.batch() as batch:
+            batch.put_url(ingested)
+        for key in ("http://h/new", "http://h/ingested", "http://h/raced"):
+            assert frontier.check(key, key, owe=OweOffer(key, b"request")) is None
+        _counted(a)
+        a.client.ping()  # the counted connection is made
+        trips = Counting.round_trips
+        record = frontier.record_fetch("http://h/new", "http://h/new", 200, '"v1"', None)
+        assert Counting.round_trips == trips  # nothing to read, and the write waits
+        assert record.fetch_count == 1 and record.first_run == run
+        # the store told the mark this key has a record: it is read and kept
+        kept = frontier.record_fetch("http://h/ingested", "http://h/ingested", 200, None, None)
+        assert Counting.round_trips == trips + 1
+        assert kept.cluster_id == "c1" and kept.status == "new" and kept.fetch_count == 1
+        # another process records the key before this one's write is sent: its record stays
+        with b.batch() as batch:
+            batch.put_url(UrlRecord(key="http://h/raced", url="http://h/raced", cluster_id="c2", status="new"))
+        frontier.record_fetch("http://h/raced", "http://h/raced", 200, None, None)
+        a.send_waiting()
+        assert b.get_url("http://h/new") == record
+        assert b.get_url("http://h/ingested") == kept
+        assert b.get_url("http://h/raced").cluster_id == "c2"
+
+
+def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
+    with _two_processes(redis_single.url, redis_prefix) as (a, b):
+        run = a.begin_run()
+        offer = OweOffer("http://h/p", b"request")
+        assert a.frontier_mark_owing("http://h/p", run, "http://h/p", offer) is None and offer.owed
+        _counted(a)
+        a.client.ping()  # the counted connection is made
+        trips = Counting.round_trips
+        with a.batch_soon() as batch:
+            batch.put_emitted("http://h/p", "c" * 32)
+            batch.settle_pending("http://h/p")
+        assert Counting.round_trips == trips
+        # another process still finds it owed: a process killed now has it fetched again
+        assert b.pending_held_elsewhere() == 1 and b.get_emitted("http://h/p") is None
+        assert a.get_emitted("http://h/p") == "c" * 32  # read with the writes ahead of it
+        assert Counting.round_trips == trips + 1
+        assert b.pending_count() == 0 and b.get_emitted("http://h/p") == "c" * 32

@@ -144,7 +144,9 @@ class PendingRequests:
         emitted = list(emitted)
         if pending_id is None and not emitted:
             return
-        with self.store.batch() as batch:
+        # lost only with the process: the request is still owed then, fetched again and found
+        # unchanged, and its item emitted again if the emitted record was lost with it
+        with self.store.batch_soon() as batch:
             for key, content_hash in emitted:
                 batch.put_emitted(key, content_hash)
             if pending_id is not None:

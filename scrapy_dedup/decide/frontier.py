@@ -48,6 +48,9 @@ class Frontier:
         #: keys this frontier found never scheduled before (the most recent ones): nothing was
         #: fetched for them, so their first request needs no validators from the store
         self._never_fetched: OrderedDict[str, None] = OrderedDict()
+        #: of those, keys the store also found without a URL record when it marked them (a
+        #: shared store tells): their first response is recorded without reading one
+        self._recordless: OrderedDict[str, None] = OrderedDict()
 
     def check(self, url: str, key: str, original: str | None = None, owe: OweOffer | None = None) -> str | None:
         """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it.
@@ -70,9 +73,9 @@ class Frontier:
         if first is None:
             self._remember(key, url if previous is None else previous[1])
             if previous is None:
-                self._never_fetched[key] = None
-                if len(self._never_fetched) > SCHEDULED_KEPT:
-                    self._never_fetched.popitem(last=False)
+                _keep(self._never_fetched, key)
+                if owe is not None and owe.recordless:
+                    _keep(self._recordless, key)
         reason = self._drop_reason(key, previous)
         fetched = url if previous is None else previous[1]
         variants = [variant for variant in dict.fromkeys((url, original or url)) if variant != fetched]
@@ -193,7 +196,11 @@ class Frontier:
     ) -> UrlRecord:
         """Record a response; returns the updated record."""
         now = self.clock()
-        record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.first_run)
+        # a key the store found never scheduled and without a record when this frontier marked
+        # it: nothing to read (a record another process wrote since is kept: if_absent)
+        fresh = self._recordless.pop(key, 0) is None
+        record = None if fresh else self.store.get_url(key)
+        record = record or UrlRecord(key=key, url=url, first_seen=now, first_run=self.first_run)
         record.http_status = http_status
         if http_status != 304:
             record.etag, record.last_modified = etag, last_modified
@@ -202,7 +209,7 @@ class Frontier:
         if record.status == "seen":
             record.status = "fetched"
         # lost only with the process, and then its request is still owed: fetched again
-        self.store.put_url_soon(record)
+        self.store.put_url_soon(record, if_absent=fresh)
         return record
 
     def mark_without_document(self, url: str, key: str, kind: str) -> None:
@@ -217,3 +224,10 @@ class Frontier:
         record.kind, record.status = kind, kind
         with self.store.batch() as batch:
             batch.put_url(record)
+
+
+def _keep(recent: OrderedDict[str, None], key: str) -> None:
+    """Add ``key`` to a bounded set of the most recent keys."""
+    recent[key] = None
+    if len(recent) > SCHEDULED_KEPT:
+        recent.popitem(last=False)

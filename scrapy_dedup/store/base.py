@@ -21,6 +21,8 @@ make these atomic, e.g. as server-side functions; an embedded backend owned
 by one process gets that for free:
 
 - ``frontier_mark``: check-and-mark, returns the previous state of the key;
+  ``frontier_mark_owing`` also owes the key's request when the key is new (one call
+  where the backend can, two otherwise);
 - ``put_if_absent``: insert-if-absent, returns what was there (claiming an
   exact content hash for a cluster, recording the store's parameters);
 - ``increment_meta``: a counter (the run number);
@@ -40,6 +42,11 @@ this run" stays true, so a crawl may drop on it, while a new key is still marked
 sequences outside those calls (a URL record updated after a fetch, a variant's
 count) may lose an update under concurrency; they carry reporting detail, not
 a decision.
+
+Writes that may wait.  ``batch_soon`` and ``put_url_soon`` write what the crawl recovers
+when it is lost (a fetch's record, a settle): a backend with round trips may send them with
+this process's next call instead of on their own, as long as this process reads them at
+once; an embedded backend writes them at once.
 """
 
 from __future__ import annotations
@@ -96,6 +103,8 @@ class OweOffer:
     pending_id: str
     blob: bytes
     owed: bool = False
+    #: owed, and the store found no URL record of the key either (told by a shared store only)
+    recordless: bool = False
 
 
 #: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
@@ -288,6 +297,14 @@ class DedupStore(abc.ABC):
     def batch(self) -> AbstractContextManager[StoreBatch]:
         """A batch whose writes are applied atomically when the block exits (atomic)."""
 
+    def batch_soon(self) -> AbstractContextManager[StoreBatch]:
+        """:meth:`batch`, whose writes may go with this process's next call to the store
+        instead of a round trip of their own (a shared store on one server); this process
+        reads them at once. A process that dies before that call loses them: only for writes
+        whose loss the crawl recovers from (a settle: the request stays owed, and is fetched
+        again and found unchanged)."""
+        return self.batch()
+
     # -- primitives: records ------------------------------------------------
     @abc.abstractmethod
     def get(self, table: str, key: str) -> bytes | None: ...
@@ -457,11 +474,14 @@ class DedupStore(abc.ABC):
         self._run = int(self.get_meta("run") or 0)
 
     # -- URL records --------------------------------------------------------
-    def put_url_soon(self, record: UrlRecord) -> None:
+    def put_url_soon(self, record: UrlRecord, if_absent: bool = False) -> None:
         """Write ``record``, perhaps with this process's next call to the store instead of a
         round trip of its own (a shared store on one server); this process reads it at once.
         A process that dies before that call loses the write: only for records the crawl
-        writes again when it loses them (a fetch, whose request stays owed until later)."""
+        writes again when it loses them (a fetch, whose request stays owed until later).
+        ``if_absent``: a record of the key written meanwhile is kept instead."""
+        if if_absent and self.get(URL, record.key) is not None:
+            return
         with self.batch() as batch:
             batch.put_url(record)
 

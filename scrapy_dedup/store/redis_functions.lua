@@ -947,20 +947,22 @@ local function pending_adopt(keys, args)
   return 1
 end
 
--- One server only (its keys are in two slots): frontier_mark_url, and for a key never seen
+-- One server only (its keys are in several slots): frontier_mark_url, and for a key never seen
 -- pending_hold of its request in the same atomic step, so that no process can die between
 -- marking a key and owing its request.  KEYS: the frontier bucket and its first URLs, the
--- request's hash and lease deadlines.  ARGV: run, digest, URL, request id, owner, lease ms,
--- payload.  Replies {previous run or 0, the first URL or nil, 1 when owed now or 0}.
+-- request's hash and lease deadlines, the URL records' shard of the key.  ARGV: run, digest,
+-- URL, request id, owner, lease ms, payload, URL key.  Replies {previous run or 0, the first
+-- URL or nil, 1 when owed now or 0, 1 when a key never seen has a URL record all the same
+-- (written by an ingest, say) or 0}.
 local function frontier_mark_owe(keys, args)
   if not lease_ms(args[6]) then return fail(LEASE_ERROR) end
   local marked = frontier_mark_url({keys[1], keys[2]}, {args[1], args[2], args[3]})
   if marked.err then return marked end  -- an error reply
   if marked[1] ~= 0 then
-    return {marked[1], marked[2], 0}
+    return {marked[1], marked[2], 0, 0}
   end
   pending_hold({keys[3], keys[4]}, {args[4], args[5], args[6], args[7]})
-  return {0, false, 1}
+  return {0, false, 1, redis.call('HEXISTS', keys[5], args[8])}
 end
 
 -- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.

@@ -657,6 +657,27 @@ class RedisStore(DedupStore):
         if batch.commands:
             self._apply(batch.commands)
 
+    @contextmanager
+    def batch_soon(self) -> Iterator[RedisBatch]:
+        batch = RedisBatch(self)
+        yield batch
+        if batch.commands:
+            self._apply_soon(batch.commands)
+
+    def _apply_soon(self, commands: list[tuple]) -> None:
+        """On one server, outside a hold: ``commands`` wait for this process's next call,
+        which sends them first in its own round trip (see _CARRIERS)."""
+        if not self.fn.fused or self._decision.depth:
+            self._apply(commands)
+            return
+        self._decision.forget_reads()  # a write
+        with self._waiting_lock:
+            self._waiting += commands
+            self._behind = True
+            full = len(self._waiting) >= WAITING_MAX
+        if full:
+            self.send_waiting()
+
     def _apply(self, commands: list[tuple]) -> None:
         # a write: what a hold read ahead may no longer be the store's
         d = self._decision
@@ -737,23 +758,17 @@ class RedisStore(DedupStore):
         pipe.execute_command(*command)
         return pipe.execute()[waiting]
 
-    def _url_put(self, key: str, value: bytes) -> list[tuple]:
+    def _url_put(self, key: str, value: bytes, if_absent: bool = False) -> list[tuple]:
         # a recorded URL keeps its own first URL: the frontier's copy can go
         bucket, rid = rk.frontier_slot(self.prefix, key)
-        return [("HSET", self._table_key(URL, key), key, value), ("HDEL", self._first_urls_key(bucket), rid)]
+        return [("HSETNX" if if_absent else "HSET", self._table_key(URL, key), key, value),
+                ("HDEL", self._first_urls_key(bucket), rid)]
 
-    def put_url_soon(self, record: UrlRecord) -> None:
-        d = self._decision
-        if not self.fn.fused or d.depth:
-            super().put_url_soon(record)
+    def put_url_soon(self, record: UrlRecord, if_absent: bool = False) -> None:
+        if not self.fn.fused or self._decision.depth:
+            super().put_url_soon(record, if_absent)
             return
-        d.forget_reads()  # a write
-        with self._waiting_lock:
-            self._waiting += self._url_put(record.key, record.to_json())
-            self._behind = True
-            full = len(self._waiting) >= WAITING_MAX
-        if full:
-            self.send_waiting()
+        self._apply_soon(self._url_put(record.key, record.to_json(), if_absent))
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         if table == VARIANT and self._waiting:
@@ -829,13 +844,14 @@ class RedisStore(DedupStore):
             return super().frontier_mark_owing(key, run, url, owe)  # two slots on a cluster: two calls
         bucket, rid = rk.frontier_slot(self.prefix, key)
         held, deadlines = rk.pending_keys(self.prefix, owe.pending_id)
-        previous, first_url, owed = self._carrying(
-            "FCALL", "sdd_frontier_mark_owe", 4, bucket, self._first_urls_key(bucket), held, deadlines,
-            run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob,
+        previous, first_url, owed, recorded = self._carrying(
+            "FCALL", "sdd_frontier_mark_owe", 5, bucket, self._first_urls_key(bucket), held, deadlines,
+            self._table_key(URL, key), run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob, key,
         )
         if int(owed):
             self._hold(owe.pending_id)
             owe.owed = True
+            owe.recordless = not int(recorded)
         return self._marked(key, url, int(previous), first_url)
 
     def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
