@@ -94,7 +94,6 @@ TABLES = (
 NearHoldArgs = tuple[str, int, tuple[int, ...], int, tuple[tuple[str, str], ...]]
 
 
-
 @dataclass
 class OweOffer:
     """A request to owe if its URL key turns out new (:meth:`DedupStore.frontier_mark_owing`):

@@ -756,7 +756,13 @@ class RedisStore(DedupStore):
         pipe = self.client.pipeline(transaction=False)
         waiting = self._queue_waiting(pipe)
         pipe.execute_command(*command)
-        return pipe.execute()[waiting]
+        *carried, reply = pipe.execute(raise_on_error=False)
+        failed = [r for r in carried if isinstance(r, Exception)]
+        if failed:  # a write that waited is not this call's failure: logged
+            logger.warning("%d writes sent to %s failed: %s", len(failed), self.path, failed[0])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     def _url_put(self, key: str, value: bytes, if_absent: bool = False) -> list[tuple]:
         # a recorded URL keeps its own first URL: the frontier's copy can go
