@@ -479,3 +479,27 @@ def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
         assert a.get_emitted("http://h/p") == "c" * 32  # read with the writes ahead of it
         assert Counting.round_trips == trips + 1
         assert b.pending_count() == 0 and b.get_emitted("http://h/p") == "c" * 32
+
+
+def test_a_page_s_new_links_are_marked_ahead_in_one_round_trip(redis_single, redis_prefix):
+    with _two_processes(redis_single.url, redis_prefix) as (a, b):
+        run = a.begin_run()
+        assert b.begin_run() == run
+        Frontier(b, run).check("http://h/seen", "http://h/seen")  # another process scheduled it
+        frontier = Frontier(a, run)
+        links = ["http://h/1", "http://h/2", "http://h/seen", "http://h/1"]
+        offers = [OweOffer(url, f"request {url}".encode()) for url in links]
+        _counted(a)
+        a.client.ping()  # the counted connection is made
+        trips = Counting.round_trips
+        frontier.mark_ahead((url, url, offer) for url, offer in zip(links, offers))
+        assert Counting.round_trips == trips + 1
+        # each check answers from its mark, without the store; the repeated link is left to
+        # its own check, which finds it scheduled now
+        assert [frontier.offered(url) is offer for url, offer in zip(links[:3], offers)] == [True] * 3
+        assert [frontier.check(url, url) for url in links] == [None, None, "seen", "seen"]
+        assert Counting.round_trips == trips + 1
+        assert [o.owed for o in offers] == [True, True, False, False]
+        assert sorted(a.held_pending()) == ["http://h/1", "http://h/2"]
+        assert b.get("pending", "http://h/2") == b"request http://h/2"
+        assert frontier.offered("http://h/1") is None  # checked: the offer is the check's

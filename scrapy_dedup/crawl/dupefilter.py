@@ -72,10 +72,10 @@ class DedupDupeFilter(BaseDupeFilter):
         try:
             state.record_redirect(request)
             known = state.frontier.known_checks
-            offer = None
-            if state.store.shared and not state.frontier.knows(key):
-                # a key the store is asked about is mostly new: its request is owed in the
-                # mark's own call (one round trip, not two)
+            # marked ahead with its page's other links (PendingSpiderMiddleware), or else: a key
+            # the store is asked about is mostly new, so its request is owed in the mark's call
+            offer = state.frontier.offered(key)
+            if offer is None and state.store.shared and not state.frontier.knows(key):
                 offer = state.pending.offer(request, key)
             reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"), owe=offer)
             if state.frontier.known_checks != known:

@@ -13,7 +13,9 @@ Two components of the add-on carry the hooks:
 - :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
   owed requests after the start requests, counts the items of each response and settles
   the response's request once its output is exhausted and every item has left the
-  pipelines (``item_scraped``, ``item_dropped``, ``item_error``);
+  pipelines (``item_scraped``, ``item_dropped``, ``item_error``); on a shared store it
+  marks a page's new links in the frontier and owes them in one round trip, ahead of the
+  dupefilter's checks, when nothing lies between it and the scheduler;
 - :class:`PendingDownloaderMiddleware`, innermost of the engine side: it settles a
   request whose download failed for good (retries exhausted), and drops a request that
   a persisted queue (JOBDIR) issued again although the store resumes it itself.
@@ -29,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, DropItem, IgnoreRequest
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet import task
 
 from scrapy_dedup.crawl.state import DedupState
-from scrapy_dedup.store.base import PENDING, OweOffer
+from scrapy_dedup.store.base import PENDING, OweOffer, StoreError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -54,6 +58,9 @@ META_RESUMED = "dedup_resumed"
 META_RECHECK = "dedup_recheck"
 
 _PICKLE_PROTOCOL = 4
+
+#: most requests and items of a page held back to mark its new links in one round trip
+MARK_AHEAD_MAX = 256
 
 
 class _StaleRequest(IgnoreRequest):
@@ -308,6 +315,8 @@ class PendingSpiderMiddleware:
         self._take_over: task.LoopingCall | None = None
         self._held_when_idle: set[str] = set()
         self._reissued: set[str] = set()
+        #: whether this is the outermost spider middleware (known once the crawl runs)
+        self._outermost: bool | None = None
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._idle, signal=signals.spider_idle)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
@@ -385,8 +394,17 @@ class PendingSpiderMiddleware:
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
         state = self._begin(response)
         try:
+            if not self._marks_ahead():
+                for element in result:
+                    yield self._count(state, element)
+                return
+            held: list[Any] = []
             for element in result:
-                yield self._count(state, element)
+                held.append(self._count(state, element))
+                if len(held) >= MARK_AHEAD_MAX:
+                    yield from self._mark_ahead(held)
+                    held = []
+            yield from self._mark_ahead(held)
         finally:
             self._end(response, state)
 
@@ -395,10 +413,60 @@ class PendingSpiderMiddleware:
     ) -> AsyncIterator[Any]:
         state = self._begin(response)
         try:
+            if not self._marks_ahead():
+                async for element in result:
+                    yield self._count(state, element)
+                return
+            held: list[Any] = []
             async for element in result:
-                yield self._count(state, element)
+                held.append(self._count(state, element))
+                if len(held) >= MARK_AHEAD_MAX:
+                    for ready in self._mark_ahead(held):
+                        yield ready
+                    held = []
+            for ready in self._mark_ahead(held):
+                yield ready
         finally:
             self._end(response, state)
+
+    def _marks_ahead(self) -> bool:
+        """On a shared store, a page's new links are marked and owed together, in one round
+        trip, when nothing can drop them between this middleware and the scheduler's
+        dupefilter: this is the outermost spider middleware."""
+        if self._outermost is None:
+            order = build_component_list(self.state.crawler.settings.getwithbase("SPIDER_MIDDLEWARES"))
+            first = load_object(order[0]) if order else None
+            self._outermost = isinstance(first, type) and issubclass(first, PendingSpiderMiddleware)
+        store = self.state.store
+        return self._outermost and store is not None and store.shared and not self.state.store_broken
+
+    def _mark_ahead(self, elements: list[Any]) -> list[Any]:
+        """Mark the new links among ``elements`` ahead of their checks; returns ``elements``."""
+        state, frontier = self.state, self.state.frontier
+        offers: dict[str, tuple[Request, OweOffer]] = {}
+        for element in elements:
+            if not isinstance(element, Request) or element.dont_filter or element.meta.get("dont_dedup"):
+                continue
+            try:
+                key = state.key(element.url)
+            except Exception:  # noqa: BLE001 -- its check reports it
+                continue
+            if key in offers or frontier.knows(key):
+                continue
+            offer = self.pending.offer(element, key)
+            if offer is not None:
+                offers[key] = (element, offer)
+        if not offers:
+            return elements
+        try:
+            frontier.mark_ahead((request.url, key, offer) for key, (request, offer) in offers.items())
+            state.inc("url/marked_ahead", len(offers))
+        except Exception as exc:  # noqa: BLE001 -- the checks ask the store themselves
+            for request, _ in offers.values():
+                self.pending.withdraw(request)
+            if not isinstance(exc, StoreError):
+                state.failed("mark ahead", "could not mark the links of a page ahead of their checks")
+        return elements
 
     def _count(self, state: list, element: Any) -> Any:
         if isinstance(element, Request):

@@ -51,6 +51,9 @@ class Frontier:
         #: of those, keys the store also found without a URL record when it marked them (a
         #: shared store tells): their first response is recorded without reading one
         self._recordless: OrderedDict[str, None] = OrderedDict()
+        #: url key -> (what its mark answered, the offer owed with it) of keys marked ahead of
+        #: their check (:meth:`mark_ahead`), until the check comes
+        self._ahead: OrderedDict[str, tuple[tuple[int, str] | None, OweOffer]] = OrderedDict()
 
     def check(self, url: str, key: str, original: str | None = None, owe: OweOffer | None = None) -> str | None:
         """Mark ``key`` scheduled; return None to fetch ``url``, else why to drop it.
@@ -60,22 +63,21 @@ class Frontier:
         ``owe``: the request, owed with the mark when the key is new (``owe.owed``; see
         :meth:`DedupStore.frontier_mark_owing`), so that the caller need not owe it apart.
         """
+        ahead = self._ahead.pop(key, None)
         first = self._scheduled.get(key)
-        if first is not None:
+        if ahead is not None:
+            previous: tuple[int, str] | None = ahead[0]  # marked with its page's other links
+        elif first is not None:
             # scheduled in this run already (that stays true): what frontier_mark would answer
             self._scheduled.move_to_end(key)
             self.known_checks += 1
-            previous: tuple[int, str] | None = (self.run, first or key)
-        elif owe is not None:
-            previous = self.store.frontier_mark_owing(key, self.run, url, owe)
+            previous = (self.run, first or key)
         else:
-            previous = self.store.frontier_mark(key, self.run, url)
-        if first is None:
-            self._remember(key, url if previous is None else previous[1])
-            if previous is None:
-                _keep(self._never_fetched, key)
-                if owe is not None and owe.recordless:
-                    _keep(self._recordless, key)
+            if owe is not None:
+                previous = self.store.frontier_mark_owing(key, self.run, url, owe)
+            else:
+                previous = self.store.frontier_mark(key, self.run, url)
+            self._marked(key, url, previous, owe)
         reason = self._drop_reason(key, previous)
         fetched = url if previous is None else previous[1]
         variants = [variant for variant in dict.fromkeys((url, original or url)) if variant != fetched]
@@ -84,9 +86,41 @@ class Frontier:
             self.store.record_variants([(variant, key, now, reason or "normalized") for variant in variants])
         return reason
 
+    def _marked(self, key: str, url: str, previous: tuple[int, str] | None, owe: OweOffer | None) -> None:
+        self._remember(key, url if previous is None else previous[1])
+        if previous is None:
+            _keep(self._never_fetched, key)
+            if owe is not None and owe.recordless:
+                _keep(self._recordless, key)
+
     def knows(self, key: str) -> bool:
-        """Whether :meth:`check` answers ``key`` without the store (scheduled in this run)."""
+        """Whether :meth:`check` answers ``key`` without the store (scheduled in this run, or
+        marked ahead: see :meth:`offered`)."""
         return key in self._scheduled
+
+    def mark_ahead(self, entries: Iterable[tuple[str, str, OweOffer]]) -> None:
+        """Mark the (URL, url key, offer) of ``entries`` and owe their requests where new, in one
+        go (:meth:`DedupStore.frontier_mark_many`), ahead of their checks; each check then
+        answers from that mark.  Only for requests nothing drops before their check: the caller
+        sees them last on their way to the scheduler.  A key this frontier knows scheduled, or
+        one repeated, is left to its check."""
+        wanted: dict[str, tuple[str, OweOffer]] = {}
+        for url, key, offer in entries:
+            if key not in self._scheduled and key not in wanted:
+                wanted[key] = (url, offer)
+        if not wanted:
+            return
+        answers = self.store.frontier_mark_many(self.run, [(key, url, offer) for key, (url, offer) in wanted.items()])
+        for (key, (url, offer)), previous in zip(wanted.items(), answers):
+            self._marked(key, url, previous, offer)
+            self._ahead[key] = (previous, offer)
+            if len(self._ahead) > SCHEDULED_KEPT:
+                self._ahead.popitem(last=False)  # its request never came: still owed, issued again
+
+    def offered(self, key: str) -> OweOffer | None:
+        """The offer ``key`` was marked ahead with, until its check."""
+        ahead = self._ahead.get(key)
+        return ahead[1] if ahead is not None else None
 
     def mark(self, url: str, key: str) -> None:
         """Mark ``key`` scheduled in this run without deciding anything."""

@@ -22,7 +22,8 @@ by one process gets that for free:
 
 - ``frontier_mark``: check-and-mark, returns the previous state of the key;
   ``frontier_mark_owing`` also owes the key's request when the key is new (one call
-  where the backend can, two otherwise);
+  where the backend can, two otherwise), and ``frontier_mark_many`` does that for many
+  keys in one go (each mark atomic by itself);
 - ``put_if_absent``: insert-if-absent, returns what was there (claiming an
   exact content hash for a cluster, recording the store's parameters);
 - ``increment_meta``: a counter (the run number);
@@ -356,6 +357,13 @@ class DedupStore(abc.ABC):
                 batch.put_pending(owe.pending_id, owe.blob)
             owe.owed = True
         return previous
+
+    def frontier_mark_many(
+        self, run: int, entries: list[tuple[str, str, OweOffer]]
+    ) -> list[tuple[int, str] | None]:
+        """:meth:`frontier_mark_owing` of each (url key, URL, offer) of ``entries``, in order
+        (one round trip on a shared store where it can); returns what each mark answered."""
+        return [self.frontier_mark_owing(key, run, url, offer) for key, url, offer in entries]
 
     @abc.abstractmethod
     def frontier_size(self) -> int: ...

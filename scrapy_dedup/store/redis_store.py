@@ -848,12 +848,28 @@ class RedisStore(DedupStore):
     def frontier_mark_owing(self, key: str, run: int, url: str, owe: OweOffer) -> tuple[int, str] | None:
         if not self.fn.fused:
             return super().frontier_mark_owing(key, run, url, owe)  # two slots on a cluster: two calls
+        return self._marked_owing(key, url, owe, self._carrying(*self._mark_owe_command(key, run, url, owe)))
+
+    def frontier_mark_many(
+        self, run: int, entries: list[tuple[str, str, OweOffer]]
+    ) -> list[tuple[int, str] | None]:
+        if not self.fn.fused or len(entries) < 2:
+            return super().frontier_mark_many(run, entries)
+        pipe = self.client.pipeline(transaction=False)
+        waiting = self._queue_waiting(pipe)  # the writes that wait go first, in the same round trip
+        for key, url, offer in entries:
+            pipe.execute_command(*self._mark_owe_command(key, run, url, offer))
+        replies = pipe.execute()[waiting:]
+        return [self._marked_owing(key, url, offer, reply) for (key, url, offer), reply in zip(entries, replies)]
+
+    def _mark_owe_command(self, key: str, run: int, url: str, owe: OweOffer) -> tuple:
         bucket, rid = rk.frontier_slot(self.prefix, key)
         held, deadlines = rk.pending_keys(self.prefix, owe.pending_id)
-        previous, first_url, owed, recorded = self._carrying(
-            "FCALL", "sdd_frontier_mark_owe", 5, bucket, self._first_urls_key(bucket), held, deadlines,
-            self._table_key(URL, key), run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob, key,
-        )
+        return ("FCALL", "sdd_frontier_mark_owe", 5, bucket, self._first_urls_key(bucket), held, deadlines,
+                self._table_key(URL, key), run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob, key)
+
+    def _marked_owing(self, key: str, url: str, owe: OweOffer, reply: list) -> tuple[int, str] | None:
+        previous, first_url, owed, recorded = reply
         if int(owed):
             self._hold(owe.pending_id)
             owe.owed = True
@@ -1000,14 +1016,15 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 
 
 #: the calls that send the writes that wait with their own round trip (on one server)
-_CARRIERS = frozenset({"_apply", "get", "frontier_mark", "frontier_mark_owing", "frontier_peek", "record_variants",
+_CARRIERS = frozenset({"_apply", "get", "frontier_mark", "frontier_mark_owing", "frontier_mark_many", "frontier_peek",
+                       "record_variants",
                        "send_waiting", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden)
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
-    "increment_meta", "frontier_mark", "frontier_mark_owing", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "increment_meta", "frontier_mark", "frontier_mark_owing", "frontier_mark_many", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)
