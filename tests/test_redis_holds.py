@@ -4,10 +4,14 @@ server and key prefix (a real redis-server and a real 3-master cluster)."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 import threading
 import time
 
 from scrapy_dedup.core.bands import BANDS
+from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_store import RedisStore
 
@@ -292,3 +296,45 @@ def test_a_decision_reads_its_url_record_with_its_lock(redis_url, redis_prefix):
     finally:
         a.close()
         b.close()
+
+
+def _die_mid_batch(url: str, prefix: str) -> None:
+    store = RedisStore(url, PARAMS, prefix=prefix, lease_ms=300)
+    store.begin_run()
+    with store.batch() as batch:
+        batch.put_pending("http://h/p", b"request")
+    applied = []
+    apply_slot = store.client.pipeline
+
+    def pipeline(*args, **kwargs):
+        # the second slot's writes never go: killed between two slots of one batch
+        if applied:
+            os.kill(os.getpid(), signal.SIGKILL)
+        applied.append(True)
+        return apply_slot(*args, **kwargs)
+
+    store.client.pipeline = pipeline
+    record = UrlRecord(key="http://h/p", url="http://h/p", cluster_id="c1", status="new")
+    with store.batch() as batch:
+        batch.put_url(record)
+        batch.put_cluster(Cluster("c1", "http://h/p", "http://h/p", 100, 1))
+
+
+def test_a_batch_a_dead_process_left_half_applied_is_finished_before_its_requests_are_taken_over(
+    redis_cluster, redis_prefix
+):
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_die_mid_batch, args=(redis_cluster.url, redis_prefix))
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == -signal.SIGKILL
+    other = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
+    try:
+        record, cluster = other.get_url("http://h/p"), other.get_cluster("c1")
+        assert (record is None) != (cluster is None)  # one slot written, the other not
+        time.sleep(0.5)  # its lease runs out: it is dead
+        assert list(other.claim_pending()) == [("http://h/p", b"request")]
+        assert other.get_url("http://h/p").cluster_id == "c1"
+        assert other.get_cluster("c1").representative == "http://h/p"
+    finally:
+        other.close()

@@ -368,7 +368,9 @@ class RedisStore(DedupStore):
 
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """Owed requests whose holder's lease ran out (it died, or every process stopped),
-        each handed to this process by one atomic call: no two processes take the same one."""
+        each handed to this process by one atomic call: no two processes take the same one.
+        A dead holder's half-applied batch (a cluster) is finished first."""
+        self.replay_journal()
         while True:
             claimed = self.fn.pending_reclaim(self._writer, self.lease_ms, limit=100)
             if not claimed:
@@ -720,19 +722,37 @@ class RedisStore(DedupStore):
             pipe.execute()
 
     def replay_journal(self, older_than_s: float = JOURNAL_REPLAY_AFTER_S) -> int:
-        """Finish the cluster batches of writers that died mid-way; returns how many."""
+        """Finish the cluster batches of writers that died mid-way; returns how many.
+
+        An entry is replayed once it is ``older_than_s`` old, or at once when its writer's own
+        lease ran out: that process is dead (its heartbeat renews the lease while it lives,
+        whatever its crawl thread is doing), and the requests it owed are about to be taken
+        over, so its half-applied batch is whole before they are decided again.
+        """
         if not is_cluster(self.client):
             return 0
         journal = self._journal_key()
+        entries = self.client.hgetall(journal)
+        if not entries:
+            return 0
+        dead = self._dead_writers()
         replayed = 0
-        for entry, raw in self.client.hgetall(journal).items():
+        for entry, raw in entries.items():
             written_at, commands = _decode_commands(raw)
-            if time.time() - written_at < older_than_s:
+            writer = entry.decode().rsplit(":", 1)[0]
+            if time.time() - written_at < older_than_s and writer not in dead:
                 continue  # its writer may still be applying it
             self._apply_by_slot(commands)
             self.client.hdel(journal, entry)
             replayed += 1
         return replayed
+
+    def _dead_writers(self) -> set[str]:
+        """Processes whose own lease ran out (a process that closed cleanly has none)."""
+        seconds, micros = self.client.time()
+        now_ms = seconds * 1000 + micros // 1000
+        leases = self.client.hgetall(rk.pending_owners(self.prefix, 0))
+        return {owner.decode() for owner, deadline in leases.items() if int(deadline) <= now_ms}
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
