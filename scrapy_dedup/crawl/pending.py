@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -36,6 +36,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet import task
 
+from scrapy_dedup.crawl.held import held_back, held_back_async
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.store.base import PENDING, OweOffer, StoreError
 
@@ -58,9 +59,6 @@ META_RESUMED = "dedup_resumed"
 META_RECHECK = "dedup_recheck"
 
 _PICKLE_PROTOCOL = 4
-
-#: most requests and items of a page held back to mark its new links in one round trip
-MARK_AHEAD_MAX = 256
 
 
 class _StaleRequest(IgnoreRequest):
@@ -394,17 +392,7 @@ class PendingSpiderMiddleware:
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
         state = self._begin(response)
         try:
-            if not self._marks_ahead():
-                for element in result:
-                    yield self._count(state, element)
-                return
-            held: list[Any] = []
-            for element in result:
-                held.append(self._count(state, element))
-                if len(held) >= MARK_AHEAD_MAX:
-                    yield from self._mark_ahead(held)
-                    held = []
-            yield from self._mark_ahead(held)
+            yield from held_back(result, lambda element: self._count(state, element), self._flush())
         finally:
             self._end(response, state)
 
@@ -413,21 +401,14 @@ class PendingSpiderMiddleware:
     ) -> AsyncIterator[Any]:
         state = self._begin(response)
         try:
-            if not self._marks_ahead():
-                async for element in result:
-                    yield self._count(state, element)
-                return
-            held: list[Any] = []
-            async for element in result:
-                held.append(self._count(state, element))
-                if len(held) >= MARK_AHEAD_MAX:
-                    for ready in self._mark_ahead(held):
-                        yield ready
-                    held = []
-            for ready in self._mark_ahead(held):
-                yield ready
+            async for element in held_back_async(result, lambda element: self._count(state, element), self._flush()):
+                yield element
         finally:
             self._end(response, state)
+
+    def _flush(self) -> Callable[[list[Any]], list[Any]] | None:
+        """What a page's held-back output goes through: the mark-ahead, when it applies."""
+        return self._mark_ahead if self._marks_ahead() else None
 
     def _marks_ahead(self) -> bool:
         """On a shared store, a page's new links are marked and owed together, in one round

@@ -21,6 +21,7 @@ from scrapy import Request
 
 from scrapy_dedup.core.urls import InvalidURL
 from scrapy_dedup.crawl.canonical import canonical_of, canonical_request
+from scrapy_dedup.crawl.held import HELD_MAX, held_back, held_back_async
 from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 #: requests and items of a page held back at most on a shared store, so that the dupefilter
 #: can answer its links from one read (a page that yields more is read in several)
-READ_AHEAD_MAX = 256
+READ_AHEAD_MAX = HELD_MAX
 
 
 class DedupSpiderMiddleware:
@@ -61,17 +62,7 @@ class DedupSpiderMiddleware:
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
         page = _Page(self, response)
         yield from page.prologue()
-        if not page.reads_ahead:
-            for element in result:
-                yield page.element(element)
-        else:
-            held: list[Any] = []
-            for element in result:
-                held.append(page.element(element))
-                if len(held) >= READ_AHEAD_MAX:
-                    yield from page.read_ahead(held)
-                    held = []
-            yield from page.read_ahead(held)
+        yield from held_back(result, page.element, page.read_ahead if page.reads_ahead else None, READ_AHEAD_MAX)
         page.epilogue()
 
     async def process_spider_output_async(
@@ -80,19 +71,9 @@ class DedupSpiderMiddleware:
         page = _Page(self, response)
         for element in page.prologue():
             yield element
-        if not page.reads_ahead:
-            async for element in result:
-                yield page.element(element)
-        else:
-            held: list[Any] = []
-            async for element in result:
-                held.append(page.element(element))
-                if len(held) >= READ_AHEAD_MAX:
-                    for ready in page.read_ahead(held):
-                        yield ready
-                    held = []
-            for ready in page.read_ahead(held):
-                yield ready
+        flush = page.read_ahead if page.reads_ahead else None
+        async for element in held_back_async(result, page.element, flush, READ_AHEAD_MAX):
+            yield element
         page.epilogue()
 
     def _request(self, request: Request) -> Request:

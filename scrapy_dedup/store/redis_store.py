@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -652,19 +652,18 @@ class RedisStore(DedupStore):
         return bucket_key.replace(":f:", ":fu:", 1)
 
     # -- batches ------------------------------------------------------------
-    @contextmanager
-    def batch(self) -> Iterator[RedisBatch]:
-        batch = RedisBatch(self)
-        yield batch
-        if batch.commands:
-            self._apply(batch.commands)
+    def batch(self) -> AbstractContextManager[RedisBatch]:
+        return self._batch(self._apply)
+
+    def batch_soon(self) -> AbstractContextManager[RedisBatch]:
+        return self._batch(self._apply_soon)
 
     @contextmanager
-    def batch_soon(self) -> Iterator[RedisBatch]:
+    def _batch(self, apply: Callable[[list[tuple]], None]) -> Iterator[RedisBatch]:
         batch = RedisBatch(self)
         yield batch
         if batch.commands:
-            self._apply_soon(batch.commands)
+            apply(batch.commands)
 
     def _apply_soon(self, commands: list[tuple]) -> None:
         """On one server, outside a hold: ``commands`` wait for this process's next call,
