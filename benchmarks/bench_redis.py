@@ -62,6 +62,9 @@ CLIENTS = 4
 CRAWL_PAGES = {"tiny": 60, "default": 400, "large": 1000}
 #: documents with random fingerprints entered in the near-duplicate index, for its bytes per document
 INDEX_BYTES_DOCS = {"tiny": (1_000,), "default": (1_000, 100_000), "large": (1_000, 100_000, 1_000_000)}
+#: distinct documents through the crawl's store calls, for the bytes per document at a size
+#: where the sharded tables' per-key costs are shared
+DOCUMENT_BYTES_DOCS = {"tiny": 1_000, "default": 20_000, "large": 100_000}
 PROCESS_COUNTS = (1, 2, 4)
 TARGET_BYTES_PER_DOCUMENT = 1536
 TARGET_STORE_SHARE = 0.10
@@ -556,22 +559,56 @@ def bench_band_bucket_cost(server_url: str, calls: int = 1000, seed: int = 23) -
     return out
 
 
-def bench_store_time(server_url: str, pages: int) -> dict:
-    """Per page, the time a crawl process spends on the store (client wall time: round trips
-    and server work) against the time it spends extracting, on the same pages in one process:
-    the frontier's seen-check, owing the request, recording the response, the decision,
-    settling the request."""
+def _request_blob() -> bytes:
     import pickle
+
+    return pickle.dumps({"url": "https://www.postgresql.org/docs/15/x.html", "callback": "parse",
+                         "headers": {}, "meta": {}, "priority": 0}, protocol=4)
+
+
+def decide_pages(store, pages, request_blob: bytes) -> float:
+    """Seconds per page of what a crawl process asks of its store for each page of ``pages``
+    ((url, raw bytes, text, fingerprint)): the frontier's seen-check (a shared store owes the
+    request with the key's mark, as the dupefilter does), recording the response, the
+    decision, settling the request."""
+    from scrapy_dedup.core.fingerprints import raw_hash
+    from scrapy_dedup.decide.frontier import Frontier
+    from scrapy_dedup.decide.index import ContentIndex, Document
+    from scrapy_dedup.store.base import OweOffer
+
+    run = store.begin_run()
+    frontier = Frontier(store, run)
+    index = ContentIndex(store, run, max_distance=3, min_jaccard=0.8, min_tokens=50)
+    count = 0
+    t0 = time.perf_counter()
+    for url, body, text, fp in pages:
+        key = url
+        offer = OweOffer(key, request_blob) if store.shared else None
+        frontier.check(url, key, owe=offer)
+        if offer is None or not offer.owed:
+            with store.batch() as batch:
+                batch.put_pending(key, request_blob)
+        frontier.record_fetch(url, key, 200, None, None)
+        decision = index.ingest(Document(key=key, url=url, fingerprint=fp, raw_hash=raw_hash(body), text=text))
+        with store.batch_soon() as batch:  # as the crawl settles
+            if decision.content_hash:
+                batch.put_emitted(key, decision.content_hash)
+            batch.settle_pending(key)
+        count += 1
+    return (time.perf_counter() - t0) / max(1, count)
+
+
+def bench_store_time(server_url: str, pages: int) -> dict:
+    """Per page, the time a crawl process spends on the store against the time it spends
+    extracting, on the same pages in one process (:func:`decide_pages`): the whole pass
+    (client wall: the decision's own code, the round trips and the server's work), and the
+    part of it spent in round trips (writing to the socket, the server, reading the replies)."""
     import uuid
 
     import _corpus
     from redis_servers import counting_connection
 
-    from scrapy_dedup.core.fingerprints import raw_hash
-    from scrapy_dedup.decide.frontier import Frontier
-    from scrapy_dedup.decide.index import ContentIndex, Document
     from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
-    from scrapy_dedup.store.base import OweOffer
     from scrapy_dedup.store.leveldb import LevelDBStore
     from scrapy_dedup.store.redis_store import RedisStore
 
@@ -582,32 +619,10 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     t0 = time.perf_counter()
     analysed = [(url, body, *analyse_html(body, url, options)) for url, body in bodies]
     extract_s = (time.perf_counter() - t0) / len(analysed)
-    request_blob = pickle.dumps({"url": "https://www.postgresql.org/docs/15/x.html", "callback": "parse",
-                                 "headers": {}, "meta": {}, "priority": 0}, protocol=4)
-
-    def store_pass(store) -> float:
-        run = store.begin_run()
-        frontier = Frontier(store, run)
-        index = ContentIndex(store, run, max_distance=3, min_jaccard=0.8, min_tokens=50)
-        t0 = time.perf_counter()
-        for url, body, text, fp in analysed:
-            key = url
-            # as the dupefilter does: a shared store owes the request with the key's mark
-            offer = OweOffer(key, request_blob) if store.shared else None
-            frontier.check(url, key, owe=offer)
-            if offer is None or not offer.owed:
-                with store.batch() as batch:
-                    batch.put_pending(key, request_blob)
-            frontier.record_fetch(url, key, 200, None, None)
-            decision = index.ingest(Document(key=key, url=url, fingerprint=fp, raw_hash=raw_hash(body), text=text))
-            with store.batch_soon() as batch:  # as the crawl settles
-                if decision.content_hash:
-                    batch.put_emitted(key, decision.content_hash)
-                batch.settle_pending(key)
-        return (time.perf_counter() - t0) / len(analysed)
+    request_blob = _request_blob()
 
     with tempfile.TemporaryDirectory() as tmp, LevelDBStore(str(Path(tmp) / "store"), {"bench": 1}) as store:
-        leveldb_s = store_pass(store)
+        leveldb_s = decide_pages(store, analysed, request_blob)
     store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
     counting = counting_connection()
     try:
@@ -617,9 +632,10 @@ def bench_store_time(server_url: str, pages: int) -> dict:
         pool.reset()
         pool.connection_class = counting
         calls_before, usec_before = _commandstats(store.client)
-        sent_before, trips_before = counting.commands, counting.round_trips
-        redis_s = store_pass(store)
+        sent_before, trips_before, waited_before = counting.commands, counting.round_trips, counting.seconds
+        redis_s = decide_pages(store, analysed, request_blob)
         sent, trips = counting.commands - sent_before, counting.round_trips - trips_before
+        waited_s = counting.seconds - waited_before
         calls_after, usec_after = _commandstats(store.client)
         t0 = time.perf_counter()
         for _ in range(1000):
@@ -632,11 +648,66 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     n = len(analysed)
     return {"pages": n, "extract_ms": 1000 * extract_s, "redis_store_ms": 1000 * redis_s,
             "leveldb_store_ms": 1000 * leveldb_s, "redis_over_extract": redis_s / extract_s,
+            "round_trip_ms": 1000 * waited_s / n, "round_trip_over_extract": waited_s / n / extract_s,
             "client_commands_per_page": sent / n, "round_trips_per_page": trips / n,
             "server_calls_per_page": (calls_after - calls_before) / n,
             "server_us_per_page": (usec_after - usec_before) / n, "ping_us": ping_us,
             "documents": documents, "bytes_by_family": families,
             "bytes_per_document_by_family": {f: v["bytes"] / documents for f, v in families.items()}}
+
+
+def synthetic_pages(count: int, texts: list[str], seed: int = 5):
+    """``count`` distinct pages (url, raw bytes, text, fingerprint) of the length and words of
+    real ones: page i is the words of ``texts[i % len(texts)]`` in a random order, so no two are
+    near duplicates and each is a document of its own."""
+    from scrapy_dedup.core.fingerprints import fingerprint
+
+    rng = random.Random(seed)
+    for i in range(count):
+        words = texts[i % len(texts)].split()
+        rng.shuffle(words)
+        text = " ".join(words)
+        yield f"https://docs.example.org/{i // 1000}/page-{i}.html", text.encode(), text, fingerprint(text)
+
+
+def bench_document_bytes(server_url: str, documents: int, pages: int) -> dict:
+    """Bytes per document, by key family, after ``documents`` distinct documents went through
+    a crawl's store calls (:func:`decide_pages`): at a size where the per-key costs of the
+    sharded tables are shared, as in a real crawl, unlike the few hundred pages of the store
+    time measure.  Texts are kept (``DEDUP_KEEP_TEXT``, the default); the families are given
+    apart."""
+    import uuid
+
+    import _corpus
+
+    from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
+    from scrapy_dedup.store.redis_store import RedisStore
+
+    root = _corpus.docs_root()
+    options = ExtractOptions()
+    texts = []
+    for path in _corpus.html_pages(root)[:pages]:
+        text, _ = analyse_html((root / path).read_bytes(), f"https://www.postgresql.org/docs/15/{path}", options)
+        if text:
+            texts.append(text)
+    store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
+    try:
+        used_before = used_memory(store.client)
+        decide_pages(store, synthetic_pages(documents, texts), _request_blob())
+        store.close()
+        store = RedisStore(server_url, {"bench": 1}, prefix=store.prefix)
+        used = used_memory(store.client) - used_before
+        families = bytes_by_family(store.client, store.prefix)
+        kept = sum(1 for _ in store.iter_clusters())
+        store.client.delete(*[k for k in store.client.scan_iter(match=f"{store.prefix}:*", count=1000)])
+    finally:
+        store.close()
+    total = sum(v["bytes"] for v in families.values())
+    text_bytes = families.get("t:text", {}).get("bytes", 0)
+    return {"documents": kept, "used_memory_per_document": used / kept,
+            "bytes_per_document": total / kept, "bytes_per_document_without_texts": (total - text_bytes) / kept,
+            "bytes_by_family": families,
+            "bytes_per_document_by_family": {f: v["bytes"] / kept for f, v in families.items()}}
 
 
 def measure_near(single, cluster, doc_counts: list[int], per_client: int, one_by_one: int) -> list[dict]:
@@ -670,6 +741,8 @@ def _measure(tmp: Path, n_urls: int, doc_counts: list[int], per_client: int, n_s
         log(NAME, f"near-duplicate index bytes at {', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[size])} documents ...")
         store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[size])
         store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
+        log(NAME, f"bytes per document after {DOCUMENT_BYTES_DOCS[size]:,} distinct documents ...")
+        store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[size], CRAWL_PAGES[size])
         log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes "
                   f"({CRAWL_PAGES[size]} pages) ...")
         crawls = bench_processes(single.url, tmp, CRAWL_PAGES[size], PROCESS_COUNTS)
@@ -689,6 +762,12 @@ def store_time_rows(store_time: dict) -> list[dict]:
                     f"extraction {store_time['extract_ms']:.1f} ms; LevelDB {store_time['leveldb_store_ms']:.2f} ms",
                     f"{100 * store_time['redis_over_extract']:.1f}% of extraction", "< 10% of extraction",
                     store_time["redis_over_extract"] < TARGET_STORE_SHARE))
+    rows.append(row(NAME, "store time per page in round trips (writing to the socket, the server's work, reading "
+                    "the replies; the rest of the pass is the decision's own code, as on LevelDB)",
+                    f"{store_time['round_trip_ms']:.2f} ms (Redis)", f"extraction {store_time['extract_ms']:.1f} ms",
+                    f"{100 * store_time['round_trip_over_extract']:.1f}% of extraction",
+                    "< 10% of extraction (the round trips alone)",
+                    store_time["round_trip_over_extract"] < TARGET_STORE_SHARE))
     rows.append(row(NAME, "store time per page: where it goes (Redis)",
                     f"{store_time['client_commands_per_page']:.0f} commands sent in "
                     f"{store_time['round_trips_per_page']:.1f} round trips ({store_time['server_calls_per_page']:.0f} "
@@ -700,6 +779,22 @@ def store_time_rows(store_time: dict) -> list[dict]:
                     ", ".join(f"{f} {fmt(b)}" for f, b in sorted(per_family.items(), key=lambda e: -e[1])[:8]),
                     f"all {fmt(sum(per_family.values()))}", "", "report", None))
     return rows
+
+
+def document_bytes_rows(document_bytes: dict) -> list[dict]:
+    """Rows of the bytes per document after many distinct documents (:func:`bench_document_bytes`)."""
+    d = document_bytes
+    per_family = d["bytes_per_document_by_family"]
+    return [
+        row(NAME, f"bytes per document at {d['documents']:,} distinct documents, the crawl's store calls "
+            "(MEMORY USAGE of every key, texts kept)", fmt(d["bytes_per_document"]),
+            f"without the texts {fmt(d['bytes_per_document_without_texts'])}; used_memory "
+            f"{fmt(d['used_memory_per_document'])}", "", "<= 1.5 KB",
+            d["bytes_per_document_without_texts"] <= TARGET_BYTES_PER_DOCUMENT),
+        row(NAME, f"bytes per document at {d['documents']:,} distinct documents, by key family",
+            ", ".join(f"{f} {fmt(b)}" for f, b in sorted(per_family.items(), key=lambda e: -e[1])[:9]),
+            "", "", "report", None),
+    ]
 
 
 def index_rows(store_time: dict) -> list[dict]:
@@ -751,7 +846,7 @@ def crawl_rows(crawls: dict) -> list[dict]:
 #: rows of the near-duplicate decisions start with these (``--only near`` replaces them)
 NEAR_ROW_PREFIXES = ("near-duplicate decisions", "SimHash tables")
 #: rows of the store time and of the crawls start with these (``--only crawl`` replaces them)
-STORE_ROW_PREFIXES = ("store time per page", "bytes per document by key family")
+STORE_ROW_PREFIXES = ("store time per page", "bytes per document by key family", "bytes per document at")
 #: rows of the near-duplicate index's bytes and lookup cost (``--only crawl`` replaces them too)
 INDEX_ROW_PREFIXES = ("near-duplicate index bytes", "LSH band lookup", "server time of one band-group lookup")
 CRAWL_ROW_PREFIXES = ("PostgreSQL docs crawled", "bytes per document, everything", "bytes per URL record")
@@ -883,12 +978,15 @@ def main(argv: list[str] | None = None) -> int:
                           f"{', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[args.size])} documents ...")
                 store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[args.size])
                 store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
+                log(NAME, f"bytes per document after {DOCUMENT_BYTES_DOCS[args.size]:,} distinct documents ...")
+                store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[args.size], CRAWL_PAGES[args.size])
                 log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
                 crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         previous = _previous(args.out)
-        rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES, store_time_rows(store_time))
+        rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES,
+                             store_time_rows(store_time) + document_bytes_rows(store_time["document_bytes"]))
         rows = _replace_rows(rows, INDEX_ROW_PREFIXES, index_rows(store_time))
         rows = _replace_rows(rows, CRAWL_ROW_PREFIXES, crawl_rows(crawls))
         write_result(NAME, {**previous, "store_time": store_time, "crawls": crawls, "rows": rows}, args.out)
@@ -910,6 +1008,7 @@ def main(argv: list[str] | None = None) -> int:
         *near_rows(near, sketch),
     ]
     rows += store_time_rows(store_time)
+    rows += document_bytes_rows(store_time["document_bytes"])
     rows += index_rows(store_time)
     rows += crawl_rows(crawls)
     notes = [

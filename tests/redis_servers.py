@@ -210,12 +210,17 @@ if __name__ == "__main__":  # manual check: start both, print their URLs, stop
 
 def counting_connection():
     """A redis-py connection class that counts the commands it sends and its round trips (one
-    per write to the socket: a command alone, or a whole pipeline), for a store's pool to use."""
+    per write to the socket: a command alone, or a whole pipeline), for a store's pool to use;
+    ``seconds`` is the wall time spent writing to the socket and reading replies (the server's
+    work and the network, with the client's parsing of the replies)."""
+    import time
+
     import redis
 
     class Counting(redis.Connection):
         commands = 0
         round_trips = 0
+        seconds = 0.0
 
         def send_command(self, *args, **kwargs):
             Counting.commands += 1
@@ -228,6 +233,17 @@ def counting_connection():
 
         def send_packed_command(self, command, check_health=True):
             Counting.round_trips += 1
-            return super().send_packed_command(command, check_health)
+            start = time.perf_counter()
+            try:
+                return super().send_packed_command(command, check_health)
+            finally:
+                Counting.seconds += time.perf_counter() - start
+
+        def read_response(self, *args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return super().read_response(*args, **kwargs)
+            finally:
+                Counting.seconds += time.perf_counter() - start
 
     return Counting

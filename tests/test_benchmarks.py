@@ -212,6 +212,14 @@ def test_redis(tmp_path, corpus):
         assert index["documents"] == int(count) and index["band_lookup_server_us"] > 0
         assert index["bytes_by_family"]["b"]["bytes"] > 16 * 32 * index["documents"]  # 32 records of 16 bytes each
     assert set(store_time["band_bucket_cost_us"]) == {"12", "14", "16"}
+    # the round trips are part of the pass's wall time, not all of it
+    assert 0 < store_time["round_trip_ms"] < store_time["redis_store_ms"]
+    # distinct documents: each is its own cluster, with its text, signature and band records
+    many = store_time["document_bytes"]
+    assert many["documents"] == 1_000
+    assert many["bytes_per_document_by_family"]["t:minhash"] > 1024  # a 256-slot signature of uint32
+    assert many["bytes_per_document_by_family"]["b"] > 16 * 32  # 32 band records of 16 bytes
+    assert 0 < many["bytes_per_document_without_texts"] < many["bytes_per_document"]
     # the site crawled by 1, 2 and 4 processes over one Redis store: each ends as one process on LevelDB
     assert set(data["crawls"]) == {"leveldb, 1 process", "redis, 1 process", "redis, 2 processes", "redis, 4 processes"}
     for label, crawl in data["crawls"].items():
