@@ -694,7 +694,7 @@ def bench_document_bytes(server_url: str, documents: int, pages: int) -> dict:
     try:
         used_before = used_memory(store.client)
         decide_pages(store, synthetic_pages(documents, texts), _request_blob())
-        store.close()
+        store.close()  # sends the last settle, which waits for a next call (batch_soon)
         store = RedisStore(server_url, {"bench": 1}, prefix=store.prefix)
         used = used_memory(store.client) - used_before
         families = bytes_by_family(store.client, store.prefix)
