@@ -8,6 +8,7 @@ import json
 import math
 import random
 
+import numpy as np
 import pytest
 import xxhash
 
@@ -24,6 +25,7 @@ from scrapy_dedup.core.fingerprints import (
     hamming,
     jaccard_estimate,
     minhash,
+    narrow_signature,
     near_match,
     raw_hash,
     simhash,
@@ -38,11 +40,12 @@ ZH = "RAG 结果去重算法：MinHash 和 SimHash 在检索结果去重中的�
 JA = "東京タワーは、東京都港区芝公園にある総合電波塔です。高さは333メートルで、1958年に完成しました。"
 
 # (content_hash, simhash, xxh3_64 of the MinHash bytes, tokens, length), pinned for fingerprint
-# version 1 with tokenizer version 2 (word runs, punctuation dropped); the exact hash did not change
+# version 2 (one-byte MinHash slots) with tokenizer version 2 (word runs, punctuation dropped);
+# version 2 changed only the MinHash column
 PINNED = {
-    EN: ("e1fd5bc962633e11db5f08bab80d3268", 0x49C5517084F0B482, "515a95a999254436", 27, 175),
-    ZH: ("4592525f68085da0cc80472a48b67683", 0x4D76F35F3D7B9AB5, "d3c21fd2fee70fd1", 46, 69),
-    JA: ("48cd95dfa5c24ab6c86bc0841067d205", 0x0B0DDCB7AE5751DD, "6adf6c5bcea7bf84", 42, 51),
+    EN: ("e1fd5bc962633e11db5f08bab80d3268", 0x49C5517084F0B482, "d643246be4267f77", 27, 175),
+    ZH: ("4592525f68085da0cc80472a48b67683", 0x4D76F35F3D7B9AB5, "cbc622a069c30e6d", 46, 69),
+    JA: ("48cd95dfa5c24ab6c86bc0841067d205", 0x0B0DDCB7AE5751DD, "aee1fceb3d9af138", 42, 51),
 }
 
 
@@ -50,7 +53,7 @@ PINNED = {
 def test_pinned_fingerprints(text):
     fp = fingerprint(text)
     assert (fp.content_hash, fp.simhash, xxhash.xxh3_64_hexdigest(fp.minhash), fp.tokens, fp.length) == PINNED[text]
-    assert FINGERPRINT_PARAMS["version"] == 1, "pinned values belong to version 1"
+    assert FINGERPRINT_PARAMS["version"] == 2, "pinned values belong to version 2"
     assert FINGERPRINT_PARAMS["tokenizer_version"] == 2, "pinned values belong to tokenizer version 2"
 
 
@@ -144,8 +147,32 @@ def test_jaccard_estimate_is_within_tolerance_of_exact_jaccard(replaced):
 
 def test_minhash_serialises_compactly():
     sig = minhash(EN)
-    assert isinstance(sig, bytes) and len(sig) == 4 * NUM_PERM
+    assert isinstance(sig, bytes) and len(sig) == NUM_PERM
     assert minhash(EN.upper()) == sig
+
+
+def test_stored_slots_are_the_low_bytes_of_the_minima():
+    # what `scrapy dedup migrate` relies on: narrowing a version-1 signature gives, exactly,
+    # the signature this version computes from the same text
+    minima = F._minhash_signature(F._shingle_hashes(F._token_hashes(F._token_bytes(EN)), F.MINHASH_SHINGLE), F._PERM_A, F._PERM_B)
+    assert minima.dtype == np.dtype("<u4") and len(minima) == NUM_PERM
+    assert narrow_signature(minima.tobytes()) == minhash(EN) == fingerprint(EN).minhash
+    assert narrow_signature(minhash(EN)) == minhash(EN)
+    assert narrow_signature(b"") == b""
+    with pytest.raises(ValueError, match="32-bit slots"):
+        narrow_signature(bytes(NUM_PERM + 2))
+
+
+def test_chance_agreements_of_low_bytes_are_taken_out():
+    # unrelated texts: their minima differ, yet about 1 slot in 256 agrees on the low byte
+    rng = random.Random(11)
+    estimates = []
+    for _ in range(40):
+        a = " ".join(f"a{rng.randrange(10**6)}" for _ in range(400))
+        b = " ".join(f"b{rng.randrange(10**6)}" for _ in range(400))
+        estimates.append(jaccard_estimate(minhash(a), minhash(b)))
+    assert all(e >= 0.0 for e in estimates)
+    assert abs(sum(estimates) / len(estimates)) < 0.004  # uncorrected, the mean would be 1/256
 
 
 def test_jaccard_estimate_edge_cases():
@@ -153,6 +180,7 @@ def test_jaccard_estimate_edge_cases():
     assert jaccard_estimate(b"", minhash(EN)) == 0.0
     with pytest.raises(ValueError):
         jaccard_estimate(bytes(8), bytes(12))
+    assert jaccard_estimate(bytes(NUM_PERM), b"\x01" * NUM_PERM) == 0.0  # clipped, not -1/255
 
 
 # -- near_match ---------------------------------------------------------------------------------
@@ -160,11 +188,11 @@ def test_jaccard_estimate_edge_cases():
 
 def _fp(simhash_value: int, equal_slots: int, tokens: int = 500) -> Fingerprint:
     # a signature sharing `equal_slots` of NUM_PERM slots with _REFERENCE
-    sig = bytes(4 * equal_slots) + b"\x01\x00\x00\x00" * (NUM_PERM - equal_slots)
+    sig = bytes(equal_slots) + b"\x01" * (NUM_PERM - equal_slots)
     return Fingerprint(content_hash="x", simhash=simhash_value, minhash=sig, tokens=tokens, length=5 * tokens)
 
 
-_REFERENCE = Fingerprint(content_hash="y", simhash=0, minhash=bytes(4 * NUM_PERM), tokens=500, length=2500)
+_REFERENCE = Fingerprint(content_hash="y", simhash=0, minhash=bytes(NUM_PERM), tokens=500, length=2500)
 
 
 def test_near_match_on_real_texts():
@@ -185,7 +213,7 @@ def test_near_match_estimate_alone_decides_at_the_threshold():
 
 def test_near_match_close_simhash_lowers_the_bar_by_the_slack_only():
     floor_slots = math.ceil((DEFAULT_MIN_JACCARD - DISTANCE_JACCARD_SLACK) * NUM_PERM)
-    assert near_match(_REFERENCE, _fp(0b111, floor_slots)) == (True, 3, floor_slots / NUM_PERM)
+    assert near_match(_REFERENCE, _fp(0b111, floor_slots)) == (True, 3, (floor_slots - 1) / 255)
     assert not near_match(_REFERENCE, _fp(0b1111, floor_slots))[0]  # distance 4
     # identical SimHash with unrelated MinHash: the frequent-shingle collision the floor guards against
     assert not near_match(_REFERENCE, _fp(0, 0))[0]

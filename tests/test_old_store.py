@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 import plyvel
@@ -17,8 +18,11 @@ import pytest
 from crawl_helpers import dedup
 from testing import DemoServer, run_crawl
 
-from scrapy_dedup.store.base import STORE_FORMAT
-from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS, NUM_PERM, fingerprint, narrow_signature
+from scrapy_dedup.core.page_chunks import ChunkPrint
+from scrapy_dedup.store.base import CHUNK_BANDS, CHUNK_PRINT, STORE_FORMAT
+from scrapy_dedup.store.leveldb import LevelDBStore, _record_key
+from scrapy_dedup.store.migrate import migrate_store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-0.1.0"
 ABOUT = json.loads((FIXTURE / "about.json").read_text("utf-8"))
@@ -126,3 +130,55 @@ def test_a_crawl_goes_on_with_a_migrated_store(old_store):
     assert after["run"] == ABOUT["run"] + 1
     assert len(after["records"]) > ABOUT["urls"]
     assert dedup(old_store, "check").returncode == 0
+
+
+def test_signatures_of_4_byte_slots_are_narrowed_exactly(old_store):
+    """0.1.0 kept 32-bit MinHash slots; this version keeps their low byte. A document whose text
+    was kept is fingerprinted again (0.1.0 also had another tokenizer); one whose text was not
+    keeps its signature, narrowed: the low bytes are what this version keeps of the same minima
+    (tests/test_fingerprints.py), so none of its slots is lost."""
+    db = plyvel.DB(str(old_store))
+    try:
+        old = {k[2:].decode(): v for k, v in db.iterator(prefix=b"n:")}
+        texts = {k[2:].decode(): v for k, v in db.iterator(prefix=b"x:")}
+        dropped = sorted(set(old) & set(texts))[:5]
+        for key in dropped:
+            db.delete(b"x:" + key.encode())  # as if DEDUP_KEEP_TEXT had been off for these
+    finally:
+        db.close()
+    assert {len(v) for v in old.values()} == {4 * NUM_PERM} and len(dropped) == 5
+    assert dedup(old_store, "migrate").returncode == 0
+    with LevelDBStore.open_existing(str(old_store)) as store:
+        without_text = set(old) - set(texts) | set(dropped)
+        assert len(without_text) > len(dropped)
+        for key in without_text:
+            assert store.get_minhash(key) == narrow_signature(old[key])
+        for key in sorted(set(old) & set(texts) - set(dropped)):
+            text = zlib.decompress(texts[key]).decode("utf-8")
+            assert store.get_minhash(key) == fingerprint(text).minhash, key
+    assert dedup(old_store, "check").returncode == 0
+
+
+def test_chunk_prints_are_narrowed_and_their_bands_dropped(tmp_path):
+    path = str(tmp_path / "store")
+    LevelDBStore(path, {"fingerprint": dict(FINGERPRINT_PARAMS)}).close()
+    wide = bytes(range(256)) * 4  # 256 slots of 4 bytes, low bytes 0, 4, 8, ...
+    db = plyvel.DB(path)
+    try:
+        params = json.loads(db.get(b"m:params"))
+        old = {**params, "store_format": 3, "fingerprint": {**FINGERPRINT_PARAMS, "version": 1}}
+        db.put(b"m:params", json.dumps(old, sort_keys=True).encode())
+        db.put(_record_key(CHUNK_PRINT, "http://h/a\0c1"), ChunkPrint(7, 120, wide, True).to_bytes())
+        db.put(_record_key(CHUNK_BANDS, "00:3:abcdef"), b"0\thttp://h/a\0c1")
+    finally:
+        db.close()
+    print(migrate_store(path))
+    db = plyvel.DB(path)
+    try:
+        p = ChunkPrint.from_bytes(db.get(_record_key(CHUNK_PRINT, "http://h/a\0c1")))
+        assert (p.simhash, p.tokens, p.indexed) == (7, 120, True)
+        assert p.minhash == narrow_signature(wide) == bytes(range(0, 256, 4)) * 4
+        assert list(db.iterator(prefix=_record_key(CHUNK_BANDS, ""))) == []
+        assert json.loads(db.get(b"m:params"))["store_format"] == STORE_FORMAT
+    finally:
+        db.close()

@@ -10,7 +10,7 @@ import pytest
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import IncompatibleStore, StoreError
+from scrapy_dedup.store.base import STORE_FORMAT, IncompatibleStore, StoreError
 from scrapy_dedup.store.redis_store import RedisStore, _encode_commands
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
@@ -170,3 +170,18 @@ def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     assert rk.LAYOUT == "redis-3"
     with pytest.raises(StoreError, match="redis-3 layout"):
         RedisStore.open_existing(redis_url, prefix=redis_prefix)
+
+
+def test_a_store_of_an_earlier_format_is_refused_with_what_to_do(redis_url, redis_prefix):
+    # format 3 kept MinHash signatures of 4-byte slots: mixed with this version's they would
+    # fail every comparison, and migrate converts LevelDB stores only
+    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    store.put_meta("params", {**store.params, "store_format": 3})
+    store.close()
+    for open_store in (lambda: RedisStore(redis_url, PARAMS, prefix=redis_prefix),
+                       lambda: RedisStore.open_existing(redis_url, prefix=redis_prefix)):
+        with pytest.raises(IncompatibleStore) as info:
+            open_store()
+        message = str(info.value)
+        assert f"has store format 3; this version reads format {STORE_FORMAT}" in message
+        assert f"under the key prefix {redis_prefix!r}" in message and "DEDUP_REDIS_PREFIX" in message

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import xxhash
 
-from .fingerprints import NUM_PERM, SIMHASH_BITS
+from .fingerprints import NUM_PERM, SIMHASH_BITS, SLOT_BITS
 
 __all__ = [
     "BANDS",
@@ -34,7 +34,7 @@ BANDS = 32
 ROWS = 8
 
 _BLOCK_MASK = (1 << BLOCK_BITS) - 1
-_SLOT_BYTES = 4  # one little-endian uint32 per MinHash slot
+_SLOT_BYTES = SLOT_BITS // 8  # bytes per MinHash slot
 _BAND_BYTES = ROWS * _SLOT_BYTES
 
 assert BLOCKS * BLOCK_BITS == SIMHASH_BITS

@@ -26,12 +26,14 @@ __all__ = [
     "NUM_PERM",
     "SIMHASH_BITS",
     "SIMHASH_SHINGLE",
+    "SLOT_BITS",
     "Fingerprint",
     "content_hash",
     "fingerprint",
     "hamming",
     "jaccard_estimate",
     "minhash",
+    "narrow_signature",
     "near_match",
     "raw_hash",
     "shingle_jaccard",
@@ -44,10 +46,15 @@ SIMHASH_BITS = 64
 SIMHASH_SHINGLE = 4
 #: Tokens per MinHash shingle; word 5-shingle Jaccard is the similarity we define duplicates by.
 MINHASH_SHINGLE = 5
-#: MinHash signature length (uint32 each, so 4 * NUM_PERM bytes per page). 256 rather than 128:
-#: the estimate's error at J=0.8 drops from 0.035 to 0.025, and that decides the pairs near the
-#: threshold (measured: 0.8<=J<0.9 found 0.87 -> 0.92 while 0.5<=J<0.8 flagged 0.12 -> 0.08).
+#: MinHash signature length (slots per page). 256 rather than 128: the estimate's error at J=0.8
+#: drops from 0.035 to 0.025, and that decides the pairs near the threshold (measured: 0.8<=J<0.9
+#: found 0.87 -> 0.92 while 0.5<=J<0.8 flagged 0.12 -> 0.08).
 NUM_PERM = 256
+#: Bits kept of each slot's 32-bit minimum (b-bit minwise hashing): its low byte, so a signature
+#: is NUM_PERM bytes, not 4 * NUM_PERM. Two unequal minima agree on their low byte one time in
+#: 256, which :func:`jaccard_estimate` takes back out; the estimate's standard error at J = 0.8
+#: goes from 0.0250 to 0.0251 (benchmarks/quality.py measures both widths on the same pages).
+SLOT_BITS = 8
 
 #: A candidate is a near duplicate when its MinHash estimate of 5-shingle Jaccard is at least
 #: DEFAULT_MIN_JACCARD, or when its SimHash is within DEFAULT_MAX_DISTANCE bits (what the
@@ -66,7 +73,7 @@ VERIFY_MARGIN = 0.1
 #: 5-shingles, so below ~50 tokens a single edit already takes Jaccard under 0.8.
 DEFAULT_MIN_TOKENS = 50
 
-_VERSION = 1
+_VERSION = 2  # 2: SLOT_BITS = 8 (version 1 kept the whole 32-bit minima)
 # Odd 64-bit constants for combining token hashes into shingle hashes (golden ratio, and the
 # two multipliers of the murmur3 finaliser, which also serves as the mixing step).
 _COMBINE = np.uint64(0x9E3779B97F4A7C15)
@@ -105,6 +112,7 @@ FINGERPRINT_PARAMS: dict[str, object] = {
     "minhash_shingle": MINHASH_SHINGLE,
     "num_perm": NUM_PERM,
     "minhash_perm": "((a*x+b) mod 2**64) >> 32",
+    "minhash_slot_bits": SLOT_BITS,
     "seeds_id": _SEEDS_ID,
 }
 
@@ -115,7 +123,7 @@ class Fingerprint:
 
     content_hash: str  #: 32 hex digits, see :func:`content_hash`
     simhash: int  #: unsigned 64-bit, see :func:`simhash`
-    minhash: bytes  #: NUM_PERM little-endian uint32, see :func:`minhash`
+    minhash: bytes  #: NUM_PERM one-byte slots, see :func:`minhash`
     tokens: int  #: number of tokens of the canonical text
     length: int  #: len() of the canonical text
 
@@ -207,6 +215,28 @@ def _minhash_signature(shingles: np.ndarray, perm_a: np.ndarray, perm_b: np.ndar
     return sig.astype("<u4")
 
 
+def _stored(minima: np.ndarray) -> bytes:
+    # the low SLOT_BITS of each 32-bit minimum: what a Fingerprint carries and a store keeps
+    return (minima & 0xFF).astype(np.uint8).tobytes()
+
+
+def narrow_signature(signature: bytes) -> bytes:
+    """A signature of 32-bit slots (fingerprint version 1, ``4 * NUM_PERM`` bytes) in this
+    version's form: the low byte of each slot, exactly what :func:`minhash` now gives for the
+    same text. A signature already narrow is returned as it is.
+
+    >>> narrow_signature(bytes.fromhex("01020304" "ff000000"))
+    b'\\x01\\xff'
+    >>> narrow_signature(b"\\x07" * NUM_PERM) == b"\\x07" * NUM_PERM
+    True
+    """
+    if len(signature) == NUM_PERM or not signature:
+        return signature
+    if len(signature) % 4:
+        raise ValueError(f"a MinHash signature of {len(signature)} bytes is not one of 32-bit slots")
+    return _stored(np.frombuffer(signature, dtype="<u4"))
+
+
 # -- public fingerprints -------------------------------------------------------------------
 
 
@@ -236,37 +266,44 @@ def hamming(a: int, b: int) -> int:
 
 
 def minhash(text: str) -> bytes:
-    """MinHash signature of the set of word ``MINHASH_SHINGLE``-shingles: ``NUM_PERM``
-    little-endian uint32 (the compact form the store keeps).
+    """MinHash signature of the set of word ``MINHASH_SHINGLE``-shingles: ``NUM_PERM`` slots of
+    one byte, the low ``SLOT_BITS`` of each permutation's minimum (the form the store keeps).
 
     >>> sig = minhash("VACUUM reclaims storage occupied by dead tuples")
-    >>> len(sig) == 4 * NUM_PERM
+    >>> len(sig) == NUM_PERM
     True
     >>> jaccard_estimate(sig, minhash("vacuum  RECLAIMS storage occupied by dead tuples"))
     1.0
     """
     shingles = _shingle_hashes(_token_hashes(_token_bytes(text)), MINHASH_SHINGLE)
-    return _minhash_signature(shingles, _PERM_A, _PERM_B).tobytes()
+    return _stored(_minhash_signature(shingles, _PERM_A, _PERM_B))
 
 
 def jaccard_estimate(a: bytes, b: bytes) -> float:
-    """Estimate of the Jaccard similarity of two shingle sets: the share of equal MinHash
-    slots (standard error sqrt(J(1-J)/NUM_PERM): 0.025 at J=0.8 with 256 slots). A missing
-    signature (empty bytes) estimates 0.0; non-empty signatures of different sizes raise
-    ValueError.
+    """Estimate of the Jaccard similarity of two shingle sets from the share of equal slots.
 
-    >>> jaccard_estimate(bytes(8), bytes(4) + b"\\x01\\x00\\x00\\x00")
-    0.5
+    A slot is equal when the minima are (probability J), or by chance when their low bytes
+    are (1/256 of the rest), so the share m estimates J + (1 - J) / 256 and the estimate is
+    (m - 1/256) / (1 - 1/256), at least 0. Its standard error is 0.0251 at J = 0.8 with 256
+    slots. With k of 256 slots equal it is (k - 1) / 255, so 205 equal slots reach 0.8 exactly,
+    as with whole minima. A missing signature (empty bytes) estimates 0.0; non-empty
+    signatures of different sizes raise ValueError.
+
+    >>> jaccard_estimate(bytes(4), bytes(2) + b"\\x01\\x01")
+    0.4980392156862745
+    >>> jaccard_estimate(bytes(NUM_PERM), bytes(NUM_PERM))
+    1.0
     >>> jaccard_estimate(b"", minhash("anything"))
     0.0
     """
     if not a or not b:
         return 0.0
-    if len(a) != len(b) or len(a) % 4:
-        raise ValueError(f"MinHash signatures of different or invalid sizes: {len(a)} and {len(b)}")
-    x = np.frombuffer(a, dtype="<u4")
-    y = np.frombuffer(b, dtype="<u4")
-    return float(np.count_nonzero(x == y)) / len(x)
+    if len(a) != len(b):
+        raise ValueError(f"MinHash signatures of different sizes: {len(a)} and {len(b)}")
+    slots = len(a)
+    equal = np.count_nonzero(np.frombuffer(a, dtype=np.uint8) == np.frombuffer(b, dtype=np.uint8))
+    # (equal / slots - 1/256) / (1 - 1/256) in integers, then one rounding
+    return max(0.0, (256 * int(equal) - slots) / (255 * slots))
 
 
 def fingerprint(text: str) -> Fingerprint:
@@ -283,7 +320,7 @@ def fingerprint(text: str) -> Fingerprint:
     return Fingerprint(
         content_hash=xxhash.xxh3_128_hexdigest(canonical),
         simhash=_simhash_features(_shingle_hashes(token_hashes, SIMHASH_SHINGLE)),
-        minhash=_minhash_signature(_shingle_hashes(token_hashes, MINHASH_SHINGLE), _PERM_A, _PERM_B).tobytes(),
+        minhash=_stored(_minhash_signature(_shingle_hashes(token_hashes, MINHASH_SHINGLE), _PERM_A, _PERM_B)),
         tokens=len(token_hashes),
         length=length,
     )
@@ -326,7 +363,7 @@ def near_match(
 
     >>> base = " ".join(f"w{i}" for i in range(300))
     >>> near_match(fingerprint(base), fingerprint(base.replace("w150", "changed")))
-    (True, 4, 0.984375)
+    (True, 4, 0.984313725490196)
     >>> near_match(fingerprint(base), fingerprint(" ".join(f"v{i}" for i in range(300))))[0]
     False
     """

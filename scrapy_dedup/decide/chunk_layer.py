@@ -33,7 +33,9 @@ from scrapy_dedup.core.boilerplate import (
     boilerplate_threshold,
 )
 from scrapy_dedup.core.chunks import CHUNK_PARAMS, DEFAULT_CHUNK_WORDS, Chunk, Heading
-from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS, near_match
+from scrapy_dedup.core.fingerprints import (
+    DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, near_match,
+)  # fmt: skip
 from scrapy_dedup.core.page_chunks import ChunkPrint, PageChunks, page_chunks, page_paragraphs
 from scrapy_dedup.core.text import canonical_text
 from scrapy_dedup.store.base import BOILERPLATE, BOILERPLATE_GROUP, CHUNK_BANDS, CHUNK_EXACT, CHUNK_PRINT, CHUNKS
@@ -158,7 +160,8 @@ class ChunkLayer:
         self._learned: dict[str, frozenset[str]] = {}
         self._owed_marked = False
         self.params = json.loads(json.dumps(
-            {"chunks": CHUNK_PARAMS, "boilerplate": BOILERPLATE_PARAMS, **dataclasses.asdict(self.rules)}, sort_keys=True
+            {"chunks": CHUNK_PARAMS, "boilerplate": BOILERPLATE_PARAMS, "fingerprint": FINGERPRINT_PARAMS["version"],
+             **dataclasses.asdict(self.rules)}, sort_keys=True
         ))  # fmt: skip
         stored = store.get_meta(PARAMS_META)
         #: stored chunks were made with other params: settle makes them again from the texts

@@ -67,7 +67,8 @@ from scrapy_dedup.core.records import Cluster, UrlRecord
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
 #: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
-STORE_FORMAT = 3
+#: 4: MinHash signatures of one-byte slots (fingerprint version 2; formats 2 and 3 kept 4 bytes).
+STORE_FORMAT = 4
 
 #: Record tables (``get``/``put``/``delete``/``scan``) and what they hold.
 URL = "url"  # url key -> UrlRecord (JSON)

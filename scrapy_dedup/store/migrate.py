@@ -17,13 +17,52 @@ from typing import Any
 
 import plyvel
 
-from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, fingerprint
-from scrapy_dedup.store.base import OLDEST_MIGRATABLE, STORE_FORMAT, StoreError, StoreLocked, format_problem
-from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
+from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, fingerprint, narrow_signature
+from scrapy_dedup.core.page_chunks import ChunkPrint
+from scrapy_dedup.store.base import (
+    CHUNK_BANDS, CHUNK_PRINT, MINHASH, OLDEST_MIGRATABLE, STORE_FORMAT, StoreError, StoreLocked, format_problem,
+)  # fmt: skip
+from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore, _record_key
 from scrapy_dedup.store.maintenance import _rebuild
 
+_BATCH = 5_000
+
+
+def _narrow_signatures(db: Any) -> None:
+    """Format 3 -> 4 (fingerprint version 2): MinHash slots of one byte instead of four.
+
+    A document's signature and its chunks' become the low byte of each slot, which is what
+    this version computes from the same text, so a document whose text was not kept loses
+    nothing. The chunk band index is keyed by the old slots: it is emptied, and the chunk
+    layer, whose parameters name the fingerprint version, settles the chunks again from the
+    texts at the end of the next crawl that has them on. Doing this twice changes nothing (a
+    migration cut short runs it again)."""
+
+    def rewrite(table: str, narrow: Callable[[bytes], bytes]) -> None:
+        wb, pending = db.write_batch(), 0
+        for key, value in db.iterator(prefix=_record_key(table, "")):
+            new = narrow(value)
+            if new != value:
+                wb.put(key, new)
+                pending += 1
+            if pending >= _BATCH:
+                wb.write()
+                wb, pending = db.write_batch(), 0
+        wb.write()
+
+    def narrow_chunk(raw: bytes) -> bytes:
+        p = ChunkPrint.from_bytes(raw)
+        return ChunkPrint(p.simhash, p.tokens, narrow_signature(p.minhash), p.indexed).to_bytes()
+
+    rewrite(MINHASH, narrow_signature)
+    rewrite(CHUNK_PRINT, narrow_chunk)
+    with db.write_batch() as wb:
+        for key in db.iterator(prefix=_record_key(CHUNK_BANDS, ""), include_value=False):
+            wb.delete(key)
+
+
 #: format N -> what turns the kept keys of format N into those of format N + 1 (raw LevelDB)
-CONVERSIONS: dict[int, Callable[[Any], None]] = {}
+CONVERSIONS: dict[int, Callable[[Any], None]] = {3: _narrow_signatures}
 
 
 @dataclass

@@ -52,6 +52,7 @@ from scrapy_dedup.store.base import (
     URL,
     VARIANT,
     DedupStore,
+    IncompatibleStore,
     NearHoldArgs,
     OweOffer,
     StoreBatch,
@@ -247,6 +248,7 @@ class RedisStore(DedupStore):
         if store.params is None:
             store.close()
             raise StoreError(f"no dedup store at {store.path!r} under the key prefix {prefix!r}")
+        store._check_format(store.params)
         if store.params.get("simhash_layout") != LAYOUT:
             store.close()
             raise StoreError(
@@ -255,6 +257,17 @@ class RedisStore(DedupStore):
             )
         store._read_run()
         return store
+
+    def _check_format(self, stored: dict[str, Any]) -> None:
+        """Refuse a store of another format: ``scrapy dedup migrate`` converts LevelDB stores
+        only, so a Redis store of an earlier format is crawled again under a new prefix."""
+        if stored.get("store_format") != STORE_FORMAT:
+            self.close()
+            raise IncompatibleStore(
+                f"the dedup store {self.path!r} under the key prefix {self.prefix!r} has store format "
+                f"{stored.get('store_format')!r}; this version reads format {STORE_FORMAT} and does not "
+                "migrate a Redis store: crawl into a new key prefix (DEDUP_REDIS_PREFIX)"
+            )
 
     def _connect(self, retry: RetryPolicy) -> None:
         self.retry = retry
