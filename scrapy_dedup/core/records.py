@@ -5,6 +5,14 @@ found, what it served and where its content went.  A :class:`Cluster` is a
 set of documents with the same (or nearly the same) text and one
 representative.  Both serialise to plain JSON so that a person can read a
 record with ``scrapy dedup provenance`` and a later version can migrate it.
+
+A stored record is a JSON array of its fields in declaration order, defaults at the end left
+out, the URL as null when it is the key (a cluster's ``rep_url`` when it is the
+representative): a store of millions of URLs keeps one record each, and the names took
+about a third of a URL record and two thirds of a cluster (590 -> 374 and 259 -> 90 bytes on
+average on a crawl of the demo site). Fields are only ever appended, so a version reads the records of a newer one
+(what it does not know is left out); the objects with field names that store format 3 and
+earlier wrote are read as well.
 """
 
 from __future__ import annotations
@@ -77,13 +85,28 @@ class UrlRecord:
     first_run: int = 0
 
     def to_json(self) -> bytes:
+        """The stored form (see the module docstring).
+
+        >>> UrlRecord("http://h/a", "http://h/a", status="new", tokens=0).to_json()
+        b'["http://h/a",null,"new",null,null,null,"",null,null,null,null,null,0]'
+        >>> r = UrlRecord("http://h/a", "http://H/a", fetch_count=2)
+        >>> UrlRecord.from_json(r.to_json()) == r
+        True
+        """
         # every field is a scalar: read them directly (asdict copies each value deeply)
-        data = {k: v for k in _URL_FIELD_ORDER if (v := getattr(self, k)) not in (None, False, "")}
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        values = [getattr(self, k) for k in _URL_FIELD_ORDER]
+        if values[1] == values[0]:
+            values[1] = None
+        return _dumps(values, _URL_DEFAULTS)
 
     @classmethod
     def from_json(cls, raw: bytes) -> UrlRecord:
         data = json.loads(raw)
+        if isinstance(data, list):
+            record = cls(*data[: len(_URL_FIELD_ORDER)])  # fields a newer version appended: left out
+            if record.url is None:
+                record.url = record.key
+            return record
         if not data.keys() <= _URL_FIELDS:  # a field from a newer version: keep what we know
             data = {k: v for k, v in data.items() if k in _URL_FIELDS}
         return cls(**data)
@@ -99,6 +122,7 @@ class UrlRecord:
 
 _URL_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(UrlRecord))
 _URL_FIELDS = frozenset(_URL_FIELD_ORDER)
+_URL_DEFAULTS = tuple(f.default for f in dataclasses.fields(UrlRecord))
 
 
 @dataclass(slots=True)
@@ -118,7 +142,15 @@ class Cluster:
     max_distance: int = 0
 
     def to_json(self) -> bytes:
-        return json.dumps({k: getattr(self, k) for k in _CLUSTER_FIELD_ORDER}, separators=(",", ":")).encode()
+        """The stored form (see the module docstring).
+
+        >>> Cluster("00000000000000aa", "http://h/a", "http://h/a", 1200, 1).to_json()
+        b'["00000000000000aa","http://h/a",null,1200,1]'
+        """
+        values = [getattr(self, k) for k in _CLUSTER_FIELD_ORDER]
+        if values[2] == values[1]:
+            values[2] = None
+        return _dumps(values, _CLUSTER_DEFAULTS)
 
     def represent(self, record: UrlRecord) -> None:
         """Make ``record`` the representative (the fields the representative order reads)."""
@@ -128,7 +160,27 @@ class Cluster:
 
     @classmethod
     def from_json(cls, raw: bytes) -> Cluster:
-        return cls(**json.loads(raw))
+        data = json.loads(raw)
+        if isinstance(data, list):
+            cluster = cls(*data[: len(_CLUSTER_FIELD_ORDER)])
+            if cluster.rep_url is None:
+                cluster.rep_url = cluster.representative
+            return cluster
+        return cls(**{k: v for k, v in data.items() if k in _CLUSTER_FIELD_ORDER})
 
 
 _CLUSTER_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(Cluster))
+_CLUSTER_DEFAULTS = tuple(f.default for f in dataclasses.fields(Cluster))
+
+
+def _dumps(values: list, defaults: tuple) -> bytes:
+    """``values`` as a JSON array, those at the end that equal their field's default left out."""
+    end = len(values)
+    while end and (d := defaults[end - 1]) is not dataclasses.MISSING and _same(values[end - 1], d):
+        end -= 1
+    return json.dumps(values[:end], separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _same(value: object, default: object) -> bool:
+    # 0 == False == 0.0 in Python: a default is left out only when it is the same value and type
+    return type(value) is type(default) and value == default
