@@ -588,7 +588,7 @@ def extraction(sample: int = 120) -> dict[str, object]:
     would cost and change."""
     import trafilatura
 
-    from scrapy_dedup import extract as E
+    from scrapy_dedup.extraction import main_text as E
 
     root = _corpus.package_dir(_corpus.POSTGRES_RELEASES["15.20"]) / _corpus.POSTGRES_HTML
     pages = _corpus.html_pages(root)
