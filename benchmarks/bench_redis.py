@@ -548,8 +548,8 @@ def bench_band_bucket_cost(server_url: str, calls: int = 1000, seed: int = 23) -
             for band in range(4):
                 band_hash = rng.getrandbits(64)
                 field = rk.band_field(band, band_hash)
-                client.hset(key, field, rng.randbytes(16 * records))
-                entries += field + band_hash.to_bytes(8, "big")
+                client.hset(key, field, rng.randbytes(rk.BAND_RECORD * records))
+                entries += field + (band_hash & 0xFFFF_FFFF).to_bytes(rk.BAND_TAG, "big")
             before = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
             for _ in range(calls):
                 client.fcall("sdd_bands_find", 1, key, entries)

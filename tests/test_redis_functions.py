@@ -325,7 +325,10 @@ def test_a_document_s_band_records_take_one_call_per_group(fn):
         # the buckets are fields of the group's hash: band, then the top 14 bits of the band hash
         assert client.type(settled) == b"hash" and client.hlen(settled) == per_group
         band = g * per_group
-        assert client.hget(settled, rk.band_field(band, bands[band])) == bands[band].to_bytes(8, "big") + token
+        # a record: the band hash's low 4 bytes (the rest is in the field, or told apart by the signatures)
+        tag = (bands[band] & 0xFFFF_FFFF).to_bytes(rk.BAND_TAG, "big")
+        assert client.hget(settled, rk.band_field(band, bands[band])) == tag + token
+        assert rk.BAND_RECORD == len(tag + token) == 12
         first = entries[: rk.BAND_ENTRY]
         assert client.fcall("sdd_bands_add", 1, pending, token, first) == 1
         assert client.fcall("sdd_bands_add", 1, pending, other, first) == 1  # two records in one bucket
@@ -352,8 +355,21 @@ def test_a_document_s_band_records_take_one_call_per_group(fn):
     assert client.fcall("sdd_bands_find", 1, settled, field + entries[rk.BAND_ENTRY + 3 : 2 * rk.BAND_ENTRY]) == b""
     client.fcall("sdd_bands_add", 1, settled, token, entries[: rk.BAND_ENTRY])
     assert client.fcall("sdd_bands_find", 1, settled, entries[: rk.BAND_ENTRY]) == b"\x00" + token
-    needle = (entries[3 : rk.BAND_ENTRY] + token)[4:12]
+    needle = (entries[3 : rk.BAND_ENTRY] + token)[2 : 2 + rk.BAND_TAG]  # inside a record, not at its start
     assert client.fcall("sdd_bands_find", 1, settled, field + needle) == b""
+
+
+def test_a_band_record_keeps_46_bits_of_its_band_hash(fn):
+    # the field names the band and the top 14 bits, the record the low 32: two band hashes that
+    # differ only in the 18 bits between are one entry (a candidate that near_match then judges)
+    one, other = 0xABCD_0000_1234_5678, 0xABCD_3FFF_1234_5678
+    same_bits = 0xABCD_0000_1234_5679
+    [((settled,), first)] = rk.band_calls(fn.prefix, "", [one] * 4)[:1]
+    [((_,), second)] = rk.band_calls(fn.prefix, "", [other] * 4)[:1]
+    [((_,), third)] = rk.band_calls(fn.prefix, "", [same_bits] * 4)[:1]
+    assert fn.client.fcall("sdd_bands_add", 1, settled, b"T" * 8, first[: rk.BAND_ENTRY]) == 1
+    assert fn.client.fcall("sdd_bands_find", 1, settled, second[: rk.BAND_ENTRY]) == b"\x00" + b"T" * 8
+    assert fn.client.fcall("sdd_bands_find", 1, settled, third[: rk.BAND_ENTRY]) == b""
 
 
 def test_band_groups_are_one_slot_each_and_spread_over_the_masters(redis_cluster):

@@ -167,8 +167,8 @@ def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     with pytest.raises(IncompatibleStore) as info:
         RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     assert f"simhash_layout: store has 'redis-2', this crawl uses '{rk.LAYOUT}'" in str(info.value)
-    assert rk.LAYOUT == "redis-3"
-    with pytest.raises(StoreError, match="redis-3 layout"):
+    assert rk.LAYOUT == "redis-4"
+    with pytest.raises(StoreError, match="redis-4 layout"):
         RedisStore.open_existing(redis_url, prefix=redis_prefix)
 
 

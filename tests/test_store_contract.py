@@ -6,6 +6,7 @@ joins by adding itself there.
 """
 
 import pytest
+import xxhash
 
 from scrapy_dedup.core.bands import BANDS, simhash_blocks
 from scrapy_dedup.core.records import Cluster, UrlRecord
@@ -17,8 +18,9 @@ AA, BB = "00000000000000aa", "00000000000000bb"
 
 
 def bands(seed: int, given: dict[int, int] | None = None) -> tuple[int, ...]:
-    """BANDS band hashes no other seed shares, but for the ``given`` band -> hash."""
-    return tuple((given or {}).get(band, seed << 32 | band) for band in range(BANDS))
+    """BANDS band hashes no other seed shares, but for the ``given`` band -> hash: 64 bits
+    that look like band hashes (a backend may keep only part of them, see band_candidates)."""
+    return tuple((given or {}).get(band, xxhash.xxh3_64_intdigest(b"band", seed=seed << 8 | band)) for band in range(BANDS))
 
 
 @pytest.fixture

@@ -408,7 +408,12 @@ class DedupStore(abc.ABC):
 
     @abc.abstractmethod
     def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        """Cluster ids that collide with ``bands`` in at least one LSH band."""
+        """Cluster ids that collide with ``bands`` in at least one LSH band.
+
+        A backend may keep only part of each band hash; it then also returns, rarely, a
+        cluster whose band hash shares only that part (the Redis store keeps 46 of the 64
+        bits: two hashes of one bucket agree on the rest one time in 2^32). A candidate is
+        confirmed by its signature whatever index found it (:func:`near_match`)."""
 
     # -- decisions of several processes ---------------------------------------
     def hold_document(self, key: str, near: NearHoldArgs | None = None) -> AbstractContextManager[None]:

@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 6
+local LIBRARY_VERSION = 7
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -399,18 +399,20 @@ end
 -- One (band group, scope) is two hashes in one slot: the buckets of representatives (settled)
 -- and of documents still being decided (pending).  A field is one bucket: the band (1 byte)
 -- and the top bits of the band hash (2 bytes), which the client computes; the value is a
--- string of 16-byte records (8-byte band hash, 8-byte cluster or decision token).  A
--- document's entries in a group are one argument: per band, its 3-byte field and its 8-byte
--- band hash, concatenated (each field once).  A call reads its buckets with one HMGET per hash
--- and writes them back with one HSET (and one HDEL of those emptied) per hash; it replies what
--- it found as one string (a reply element costs the server about as much as a bucket's work).
-local RECORD_WIDTH = 16
+-- string of 12-byte records (the band hash's low 4 bytes, its tag, and an 8-byte cluster or
+-- decision token).  A document's entries in a group are one argument: per band, its 3-byte
+-- field and its 4-byte tag, concatenated (each field once).  A call reads its buckets with one
+-- HMGET per hash and writes them back with one HSET (and one HDEL of those emptied) per hash;
+-- it replies what it found as one string (a reply element costs the server about as much as a
+-- bucket's work).
+local BAND_RECORD = 12
 local BAND_FIELD = 3
-local BAND_ENTRY = BAND_FIELD + 8
-local BAND_USAGE = 'a band call takes entries of a 3-byte field and an 8-byte band hash'
+local BAND_TAG = 4
+local BAND_ENTRY = BAND_FIELD + BAND_TAG
+local BAND_USAGE = 'a band call takes entries of a 3-byte field and a 4-byte band tag'
 
--- The fields of an entries argument, or nil when its length is wrong.  Entry i's band hash is
--- string.sub(entries, i * BAND_ENTRY - 7, i * BAND_ENTRY).
+-- The fields of an entries argument, or nil when its length is wrong.  Entry i's tag is
+-- string.sub(entries, i * BAND_ENTRY - BAND_TAG + 1, i * BAND_ENTRY).
 local function band_fields(entries)
   if #entries % BAND_ENTRY ~= 0 or #entries == 0 then return nil end
   local fields = {}
@@ -418,19 +420,23 @@ local function band_fields(entries)
   return fields
 end
 
--- Appends to `out`, for each record under an entry's band hash in its bucket (`values`: the
--- HMGET of the entries' fields), `kind` (1 byte) and the record's token.
+local function band_tag(entries, i)
+  return string.sub(entries, i * BAND_ENTRY - BAND_TAG + 1, i * BAND_ENTRY)
+end
+
+-- Appends to `out`, for each record under an entry's tag in its bucket (`values`: the HMGET
+-- of the entries' fields), `kind` (1 byte) and the record's token.
 local function band_matches(values, entries, kind, out)
   for i = 1, #values do
     local blob = values[i]
     if blob then
-      local needle, init = string.sub(entries, i * BAND_ENTRY - 7, i * BAND_ENTRY), 1
+      local needle, init = band_tag(entries, i), 1
       while true do
         local pos = string.find(blob, needle, init, true)
         if pos == nil then break end
-        if (pos - 1) % RECORD_WIDTH == 0 then
-          out[#out + 1] = kind .. string.sub(blob, pos + 8, pos + 15)
-          init = pos + RECORD_WIDTH
+        if (pos - 1) % BAND_RECORD == 0 then
+          out[#out + 1] = kind .. string.sub(blob, pos + BAND_TAG, pos + BAND_RECORD - 1)
+          init = pos + BAND_RECORD
         else
           init = pos + 1
         end
@@ -439,20 +445,20 @@ local function band_matches(values, entries, kind, out)
   end
 end
 
--- Enters (enter) or takes out (not enter) the record (band hash, token) of each entry in its
+-- Enters (enter) or takes out (not enter) the record (tag, token) of each entry in its
 -- bucket of hash `key`, whose buckets `values` were read by HMGET; replies how many changed.
 local function band_apply(key, values, entries, fields, token, enter)
   local set, gone, changed = {}, {}, 0
   for i = 1, #fields do
     local blob = values[i] or ''
-    local record = string.sub(entries, i * BAND_ENTRY - 7, i * BAND_ENTRY) .. token
-    local pos = find_record(blob, record, RECORD_WIDTH)
+    local record = band_tag(entries, i) .. token
+    local pos = find_record(blob, record, BAND_RECORD)
     if enter and pos == nil then
       set[#set + 1] = fields[i]
       set[#set + 1] = blob .. record
       changed = changed + 1
     elseif not enter and pos ~= nil then
-      blob = without_record(blob, pos, RECORD_WIDTH)
+      blob = without_record(blob, pos, BAND_RECORD)
       if blob == '' then
         gone[#gone + 1] = fields[i]
       else
@@ -472,7 +478,7 @@ local function band_change(key, entries, fields, token, enter)
 end
 
 -- KEYS[1] a band group's hash.  ARGV: an 8-byte token; entries.  Enters (bands_add) or takes
--- out (bands_remove) the record (band hash, token) of each entry; replies how many changed.
+-- out (bands_remove) the record (tag, token) of each entry; replies how many changed.
 local function bands_write(enter)
   return function(keys, args)
     local token, entries = args[1] or '', args[2] or ''
@@ -484,7 +490,7 @@ end
 local bands_add, bands_remove = bands_write(true), bands_write(false)
 
 -- KEYS: hashes of one band group (settled, then pending).  ARGV: entries.  Replies one string:
--- per record under an entry's band hash, the hash's position among KEYS (1 byte, from 0) and
+-- per record under an entry's tag, the hash's position among KEYS (1 byte, from 0) and
 -- the record's token.
 local function bands_find(keys, args)
   local entries = args[1] or ''
@@ -671,7 +677,7 @@ end
 -- (settled, pending) pairs of band groups.  ARGV: lease ms; G; the decisions' 8-byte tokens,
 -- concatenated; per group the 16-byte records of its entries, concatenated; per band group its
 -- entries (a batch of one decision).
--- Enters the records as pending and the band records (band hash, the token) in the pending
+-- Enters the records as pending and the band records (tag, the token) in the pending
 -- band buckets, takes consecutive order numbers for the tokens, then reads.  With no tokens
 -- nothing is entered and no number is taken: the records only name the buckets to read (a
 -- decision's later scans).  Replies {first order number, or 0; per group the pending records of

@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-3``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-4``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -34,8 +34,9 @@ key                            holds                                  slots
 ``P:b:{b<g>-<k>}<scope>``,     LSH band group ``g`` (4 bands):        8 slot groups, evenly
 ``P:bp:{b<g>-<k>}<scope>``     settled / pending hash, field = band   spaced; a decision
                                (1 byte) and bucket (2 bytes: 14 bits  calls each group once
-                               of the band hash), value its 16-byte   per step
-                               records (band hash, token)
+                               of the band hash), value its 12-byte   per step
+                               records (the band hash's low 4 bytes,
+                               token)
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
@@ -77,7 +78,7 @@ import xxhash
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 from scrapy_dedup.core.representative import Candidate, authority_rank
 
-LAYOUT = "redis-3"
+LAYOUT = "redis-4"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
@@ -436,9 +437,14 @@ def _glob_escape(text: str) -> str:
 # groups would mean fewer calls per page but a coarser spread over the masters (with 4, one of
 # 3 masters would carry half of the band work); more groups, more calls.
 #
-# A bucket is a string of 16-byte records (8-byte band hash, 8-byte cluster or decision
-# token). 14 bits give 16,384 buckets per band, 524,288 per scope: at 10^6 representatives a
-# bucket holds about 61 records (1 KB), at 10^7 about 610 (9.8 KB). A call reads its buckets
+# A bucket is a string of 12-byte records: the band hash's low 4 bytes (its tag) and an 8-byte
+# cluster or decision token. The bucket already names the band and 14 bits of the band hash,
+# so the tag tells two band hashes of a bucket apart but for one pair in 2^32: a lookup at 10^7
+# documents meets about 610 x 32 other records, so one decision in 200,000 gets a candidate
+# whose band hash only shares the tag, and near_match, which compares the two signatures,
+# turns it down as it would any candidate (store format 3 kept the whole 8 bytes: 16-byte
+# records). 14 bits give 16,384 buckets per band, 524,288 per scope: at 10^6 representatives a
+# bucket holds about 61 records (732 B), at 10^7 about 610 (7.3 KB). A call reads its buckets
 # whole into the function, so the server time grows with them (bench_redis.py, one group's 4
 # buckets: 16-38 us at 10^6 and 77-105 us at 10^7 documents with 14 bits, 39-52 and 300-346 us
 # with 12, 19-32 and 35-40 us with 16; as when each bucket was a key of its own: at 10^7 the
@@ -450,7 +456,7 @@ def _glob_escape(text: str) -> str:
 #   document after 400 PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys ->
 #   8 hashes; the crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 ->
 #   2,264 (31,015 keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6
-#   documents the 16 bytes of each record lead either way.
+#   documents the bytes of each record lead either way (16 then, 12 since).
 # - time: per decision, the band part of a step is 2 hashes per group instead of 8 keys: at
 #   the open 16 keys and 8 arguments instead of 64 and 64, 16 HMGET and 8 HSET inside instead
 #   of 64 GET and 32 SET, and what it found replied as one string per group instead of a list
@@ -470,7 +476,10 @@ def _glob_escape(text: str) -> str:
 BAND_GROUPS = 8
 BAND_BUCKET_BITS = 14
 BAND_FIELD = 3  # a bucket's field: band, then bucket (big-endian)
-BAND_ENTRY = BAND_FIELD + 8  # a band's field, then its 8-byte band hash
+BAND_TAG = 4  # what a band record keeps of its band hash: the low 4 bytes
+BAND_ENTRY = BAND_FIELD + BAND_TAG  # a band's field, then its tag
+BAND_RECORD = BAND_TAG + 8  # a bucket's record: the tag and an 8-byte cluster or decision token
+_TAG_MASK = (1 << (8 * BAND_TAG)) - 1
 _BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
 
 
@@ -523,7 +532,7 @@ def band_field(band: int, band_hash: int) -> bytes:
     return bytes((band,)) + (band_hash >> (64 - BAND_BUCKET_BITS)).to_bytes(2, "big")
 
 
-_BAND_ENTRY = struct.Struct(">BHQ")  # band, bucket, band hash: a field and its band hash
+_BAND_ENTRY = struct.Struct(">BHI")  # band, bucket, tag: a field and its band tag
 
 
 @functools.lru_cache(maxsize=256)
@@ -536,18 +545,18 @@ def band_calls(
     prefix: str, scope: str, bands: Sequence[int], kinds: Sequence[str] = ("b",)
 ) -> list[tuple[tuple[str, ...], bytes]]:
     """Per band group, (hashes, entries): the group's hash of each of ``kinds``, in that
-    order, and per band of the group its field and its 8-byte band hash, concatenated
-    (BAND_ENTRY bytes each). One call to a band function per group, on one slot.
+    order, and per band of the group its field and its tag (the band hash's low 4 bytes),
+    concatenated (BAND_ENTRY bytes each). One call to a band function per group, on one slot.
 
     >>> calls = band_calls("p", "", list(range(32)), ("b", "bp"))
     >>> len(calls), len(calls[0][0]), calls[0][0][1].startswith("p:bp:"), len(calls[0][1])
-    (8, 2, True, 44)
-    >>> calls[1][1][:BAND_ENTRY] == band_field(4, 4) + (4).to_bytes(8, "big")
+    (8, 2, True, 28)
+    >>> calls[1][1][:BAND_ENTRY] == band_field(4, 4) + (4).to_bytes(4, "big")
     True
     """
     hashes = _band_hashes(prefix, scope, tuple(kinds))
     shift = 64 - BAND_BUCKET_BITS
-    entries = b"".join([_BAND_ENTRY.pack(band, band_hash >> shift, band_hash) for band, band_hash in enumerate(bands)])
+    entries = b"".join([_BAND_ENTRY.pack(band, band_hash >> shift, band_hash & _TAG_MASK) for band, band_hash in enumerate(bands)])
     width = BAND_ENTRY * (BANDS // BAND_GROUPS)
     return [(hashes[group], entries[at : at + width]) for group, at in enumerate(range(0, len(entries), width))]
 
