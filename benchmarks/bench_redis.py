@@ -568,9 +568,10 @@ def _request_blob() -> bytes:
 
 def decide_pages(store, pages, request_blob: bytes) -> float:
     """Seconds per page of what a crawl process asks of its store for each page of ``pages``
-    ((url, raw bytes, text, fingerprint)): the frontier's seen-check (a shared store owes the
-    request with the key's mark, as the dupefilter does), recording the response, the
-    decision, settling the request."""
+    ((url, raw bytes, text, fingerprint, packed text or None)): the frontier's seen-check (a
+    shared store owes the request with the key's mark, as the dupefilter does), recording the
+    response, the decision, settling the request. The crawl's extraction workers pack the text
+    the store keeps; a page without it packed is packed here, in the pass."""
     from scrapy_dedup.core.fingerprints import raw_hash
     from scrapy_dedup.decide.frontier import Frontier
     from scrapy_dedup.decide.index import ContentIndex, Document
@@ -581,7 +582,7 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
     index = ContentIndex(store, run, max_distance=3, min_jaccard=0.8, min_tokens=50)
     count = 0
     t0 = time.perf_counter()
-    for url, body, text, fp in pages:
+    for url, body, text, fp, packed in pages:
         key = url
         offer = OweOffer(key, request_blob) if store.shared else None
         frontier.check(url, key, owe=offer)
@@ -589,7 +590,8 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
             with store.batch() as batch:
                 batch.put_pending(key, request_blob)
         frontier.record_fetch(url, key, 200, None, None)
-        decision = index.ingest(Document(key=key, url=url, fingerprint=fp, raw_hash=raw_hash(body), text=text))
+        doc = Document(key=key, url=url, fingerprint=fp, raw_hash=raw_hash(body), text=text, packed_text=packed)
+        decision = index.ingest(doc)
         with store.batch_soon() as batch:  # as the crawl settles
             if decision.content_hash:
                 batch.put_emitted(key, decision.content_hash)
@@ -608,7 +610,7 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     import _corpus
     from redis_servers import counting_connection
 
-    from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
+    from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analysed_and_packed
     from scrapy_dedup.store.leveldb import LevelDBStore
     from scrapy_dedup.store.redis_store import RedisStore
 
@@ -617,7 +619,8 @@ def bench_store_time(server_url: str, pages: int) -> dict:
     bodies = [(f"https://www.postgresql.org/docs/15/{p}", (root / p).read_bytes()) for p in paths]
     options = ExtractOptions()
     t0 = time.perf_counter()
-    analysed = [(url, body, *analyse_html(body, url, options)) for url, body in bodies]
+    # what a crawl's extraction worker does: the text, its fingerprints, the text packed to keep
+    analysed = [(url, body, *analysed_and_packed(analyse_html, body, url, options)) for url, body in bodies]
     extract_s = (time.perf_counter() - t0) / len(analysed)
     request_blob = _request_blob()
 
@@ -657,17 +660,18 @@ def bench_store_time(server_url: str, pages: int) -> dict:
 
 
 def synthetic_pages(count: int, texts: list[str], seed: int = 5):
-    """``count`` distinct pages (url, raw bytes, text, fingerprint) of the length and words of
+    """``count`` distinct pages (url, raw bytes, text, fingerprint, packed text) of the length and words of
     real ones: page i is the words of ``texts[i % len(texts)]`` in a random order, so no two are
     near duplicates and each is a document of its own."""
     from scrapy_dedup.core.fingerprints import fingerprint
+    from scrapy_dedup.core.records import pack_text
 
     rng = random.Random(seed)
     for i in range(count):
         words = texts[i % len(texts)].split()
         rng.shuffle(words)
         text = " ".join(words)
-        yield f"https://docs.example.org/{i // 1000}/page-{i}.html", text.encode(), text, fingerprint(text)
+        yield f"https://docs.example.org/{i // 1000}/page-{i}.html", text.encode(), text, fingerprint(text), pack_text(text)
 
 
 def bench_document_bytes(server_url: str, documents: int, pages: int) -> dict:

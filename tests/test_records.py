@@ -54,3 +54,18 @@ def test_fields_a_newer_version_appends_are_left_out():
     assert UrlRecord.from_json(json.dumps(values).encode()) == FULL
     values = json.loads(Cluster("c", "http://h/a", "http://h/a", 1, 1, max_distance=2).to_json()) + [9]
     assert Cluster.from_json(json.dumps(values).encode()).max_distance == 2
+
+
+def test_a_kept_text_is_packed_in_the_worker_as_the_store_would():
+    from scrapy_dedup.core.records import pack_text, unpack_text
+    from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text, analysed_and_packed
+
+    odd = "caf\u00e9 \ud800 " * 50  # a lone surrogate survives, as extracted text can hold one
+    assert unpack_text(pack_text(odd)) == odd
+    options = ExtractOptions(max_text_chars=40)
+    text, fp, packed = analysed_and_packed(analyse_text, "word " * 100, options)
+    assert (text, fp) == analyse_text("word " * 100, options)
+    assert unpack_text(packed) == text[:40]  # what the store keeps: the text cut where the crawl cuts it
+    html = "<html><body><article><p>" + "A sentence of the page. " * 30 + "</p></article></body></html>"
+    text, fp, packed = analysed_and_packed(analyse_html, html, None, ExtractOptions())
+    assert (text, fp) == analyse_html(html, None, ExtractOptions()) and unpack_text(packed) == text != ""

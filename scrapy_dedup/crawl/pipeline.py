@@ -18,7 +18,9 @@ from scrapy import signals
 from scrapy.exceptions import DropItem
 from twisted.internet import task
 
-from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_chunks, analyse_html, analyse_text
+from scrapy_dedup.extraction.analysis import (
+    ExtractOptions, analyse_chunks, analyse_html, analyse_text, analysed_and_packed,
+)  # fmt: skip
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.canonical import CanonicalWaitStopped, await_canonical
@@ -191,7 +193,7 @@ class DedupPipeline:
         state, config = self.state, self.state.config
         key = state.key(url)
         scope = self._scope_of(adapter)
-        text, fp, body_hash = await self._content(adapter, url, response)
+        text, fp, body_hash, packed = await self._content(adapter, url, response)
         meta = response.meta if response is not None else {}
         doc = Document(
             key=key,
@@ -204,7 +206,7 @@ class DedupPipeline:
             recalled=text is None and fp is not None,
         )
         if config.keep_text and text is not None:
-            doc.text = text[: config.max_text_chars]
+            doc.text, doc.packed_text = text[: config.max_text_chars], packed
         if source is not None and source.canonical_key is not None:
             doc.canonical_key, doc.canonical_url = source.canonical_key, source.canonical_url
             await await_canonical(state, key, source.canonical_key)
@@ -214,13 +216,16 @@ class DedupPipeline:
             state.canonical_waits.release(key)
         return decision, text
 
-    async def _content(self, adapter: ItemAdapter, url: str, response: Any) -> tuple[str | None, Fingerprint | None, str]:
-        """(text or None if not extracted, fingerprint or None if binary, raw hash)."""
+    async def _content(
+        self, adapter: ItemAdapter, url: str, response: Any
+    ) -> tuple[str | None, Fingerprint | None, str, bytes | None]:
+        """(text or None if not extracted, fingerprint or None if binary, raw hash, the text
+        as the store keeps it when it is kept)."""
         config = self.state.config
         text = adapter.get(config.text_field) if config.text_field in adapter else None
         if isinstance(text, str):
-            _, fp = await self.pool.run(analyse_text, text, self.options)
-            return text, fp, raw_hash(text.encode("utf-8", "surrogatepass"))
+            _, fp, packed = await self._analyse(analyse_text, text, self.options)
+            return text, fp, raw_hash(text.encode("utf-8", "surrogatepass")), packed
         html = adapter.get(config.html_field) if config.html_field in adapter else None
         if isinstance(html, (str, bytes)):
             body = html.encode("utf-8", "surrogatepass") if isinstance(html, str) else html
@@ -233,18 +238,25 @@ class DedupPipeline:
         kind = "html" if html is not None else content_kind(response)
         if kind == "binary":
             self.state.inc("doc/binary")
-            return None, None, body_hash
+            return None, None, body_hash, None
         known = self.state.index.recall(body_hash)
         if known is not None:
             self.state.inc("doc/extraction_skipped")
-            return None, known, body_hash
+            return None, known, body_hash, None
         if kind == "text":
-            text, fp = await self.pool.run(analyse_text, response.text[: config.max_body_bytes], self.options)
-            return text, fp, body_hash
+            text, fp, packed = await self._analyse(analyse_text, response.text[: config.max_body_bytes], self.options)
+            return text, fp, body_hash, packed
         markup = html if html is not None else response.text
         self.state.inc("doc/extracted")
-        text, fp = await self.pool.run(analyse_html, markup[: config.max_body_bytes], url, self.options)
-        return text, fp, body_hash
+        text, fp, packed = await self._analyse(analyse_html, markup[: config.max_body_bytes], url, self.options)
+        return text, fp, body_hash, packed
+
+    async def _analyse(self, analyse, *args) -> tuple[str, Fingerprint, bytes | None]:
+        """``analyse(*args)`` in a worker; with DEDUP_KEEP_TEXT the worker packs the text too."""
+        if self.state.config.keep_text:
+            return await self.pool.run(analysed_and_packed, analyse, *args)
+        text, fp = await self.pool.run(analyse, *args)
+        return text, fp, None
 
     # -- the outcome --------------------------------------------------------
     def _count(self, decision: Decision) -> None:

@@ -18,7 +18,7 @@ from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, dupl
 from scrapy_dedup.core.representative import Candidate, choose_representative, representative_order
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.matching import Match
-from scrapy_dedup.store.base import DedupStore, StoreBatch
+from scrapy_dedup.store.base import TEXT, DedupStore, StoreBatch
 
 
 def cluster_id_for(scope: str, content_hash: str) -> str:
@@ -96,7 +96,7 @@ class Clusters:
         if doc.fingerprint is not None and doc.fingerprint.minhash:
             batch.put_minhash(record.key, doc.fingerprint.minhash)
         if doc.text is not None:
-            batch.put_text(record.key, doc.text)
+            batch.put_text(record.key, doc.text, packed=doc.packed_text)
 
     def _join(self, record: UrlRecord, doc: Document, match: Match) -> Decision:
         cluster = self.store.get_cluster(match.cluster_id)
@@ -140,9 +140,9 @@ class Clusters:
                 if doc.text is None and record.content_hash == old_rep.content_hash:
                     # a byte-identical body skipped extraction: the text it represents now is
                     # the one the old representative kept
-                    kept = self.store.get_text(old_rep.key)
+                    kept = self.store.get(TEXT, old_rep.key)
                     if kept is not None:
-                        batch.put_text(record.key, kept)
+                        batch.put_text(record.key, None, packed=kept)
                 decision.canonical_url = record.url
                 decision.supersedes = [old_rep.url]
                 decision.duplicate_of = old_rep.url

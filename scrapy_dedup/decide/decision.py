@@ -22,6 +22,8 @@ class Document:
     canonical_url: str | None = None
     #: the text to keep for reports (None: keep nothing)
     text: str | None = None
+    #: ``text`` as the store keeps it, when an extraction worker packed it (else the store does)
+    packed_text: bytes | None = None
     #: fetched again because it now represents its cluster: emitted, replacing ``supersedes``
     promoted: bool = False
     supersedes: tuple[str, ...] = ()

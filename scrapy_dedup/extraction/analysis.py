@@ -7,12 +7,13 @@ under a millisecond.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-
 from typing import Any
 
 from scrapy_dedup.core.fingerprints import Fingerprint, fingerprint
 from scrapy_dedup.core.page_chunks import PageChunks, page_chunks
+from scrapy_dedup.core.records import pack_text
 from scrapy_dedup.extraction.headings import heading_spans
 from scrapy_dedup.extraction.main_text import extract_text
 
@@ -43,6 +44,17 @@ def analyse_html(html: str | bytes, url: str | None, options: ExtractOptions) ->
 def analyse_text(text: str, options: ExtractOptions) -> tuple[str, Fingerprint]:
     """Fingerprint text a spider already extracted."""
     return text, fingerprint(text[: options.max_text_chars])
+
+
+def analysed_and_packed(
+    analyse: Callable[..., tuple[str, Fingerprint]], *args: Any
+) -> tuple[str, Fingerprint, bytes]:
+    """``analyse(*args)`` (:func:`analyse_html` or :func:`analyse_text`, options last), and the
+    text as the store keeps it (``DEDUP_KEEP_TEXT``, cut at ``max_text_chars``): packed here, in
+    the worker, instead of on the crawl's reactor thread (about 0.15 ms a page)."""
+    text, fp = analyse(*args)
+    options: ExtractOptions = args[-1]
+    return text, fp, pack_text(text[: options.max_text_chars])
 
 
 def analyse_chunks(text: str, html: str | bytes | None, **options: Any) -> PageChunks:

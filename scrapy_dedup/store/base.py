@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import abc
 import json
-import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -63,7 +62,7 @@ from typing import Any
 import xxhash
 
 from scrapy_dedup.core.bands import BANDS
-from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
 #: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
@@ -248,9 +247,11 @@ class StoreBatch(abc.ABC):
     def delete_minhash(self, key: str) -> None:
         self.delete(MINHASH, key)
 
-    def put_text(self, key: str, text: str) -> None:
-        """Keep a document's text (for diffs in reports); replaces the previous one."""
-        self.put(TEXT, key, zlib.compress(text.encode("utf-8", "surrogatepass"), 6))
+    def put_text(self, key: str, text: str | None, packed: bytes | None = None) -> None:
+        """Keep a document's text (for diffs in reports); replaces the previous one.
+        ``packed``: the text as :func:`~scrapy_dedup.core.records.pack_text` gives it, when
+        an extraction worker packed it already (``text`` is then not read)."""
+        self.put(TEXT, key, packed if packed is not None else pack_text(text))
 
     def delete_text(self, key: str) -> None:
         self.delete(TEXT, key)
@@ -576,7 +577,7 @@ class DedupStore(abc.ABC):
     def get_text(self, key: str) -> str | None:
         """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
         raw = self.get(TEXT, key)
-        return zlib.decompress(raw).decode("utf-8", "surrogatepass") if raw is not None else None
+        return unpack_text(raw) if raw is not None else None
 
     def get_cluster(self, cluster_id: str) -> Cluster | None:
         raw = self.get(CLUSTER, cluster_id)
