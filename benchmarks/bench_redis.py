@@ -64,7 +64,7 @@ CRAWL_PAGES = {"tiny": 60, "default": 400, "large": 1000}
 INDEX_BYTES_DOCS = {"tiny": (1_000,), "default": (1_000, 100_000), "large": (1_000, 100_000, 1_000_000)}
 #: distinct documents through the crawl's store calls, for the bytes per document at a size
 #: where the sharded tables' per-key costs are shared
-DOCUMENT_BYTES_DOCS = {"tiny": 1_000, "default": 20_000, "large": 100_000}
+DOCUMENT_BYTES_DOCS = {"tiny": (1_000,), "default": (20_000, 100_000), "large": (100_000, 1_000_000)}
 PROCESS_COUNTS = (1, 2, 4)
 TARGET_BYTES_PER_DOCUMENT = 1536
 TARGET_STORE_SHARE = 0.10
@@ -674,18 +674,15 @@ def synthetic_pages(count: int, texts: list[str], seed: int = 5):
         yield f"https://docs.example.org/{i // 1000}/page-{i}.html", text.encode(), text, fingerprint(text), pack_text(text)
 
 
-def bench_document_bytes(server_url: str, documents: int, pages: int) -> dict:
-    """Bytes per document, by key family, after ``documents`` distinct documents went through
-    a crawl's store calls (:func:`decide_pages`): at a size where the per-key costs of the
-    sharded tables are shared, as in a real crawl, unlike the few hundred pages of the store
-    time measure.  Texts are kept (``DEDUP_KEEP_TEXT``, the default); the families are given
-    apart."""
-    import uuid
-
+def bench_document_bytes(server_url: str, counts: tuple[int, ...], pages: int) -> dict:
+    """Bytes per document, by key family, after each of ``counts`` distinct documents went
+    through a crawl's store calls (:func:`decide_pages`), each count in a store of its own: at
+    sizes where the per-key costs of the sharded tables are shared, as in a real crawl, unlike
+    the few hundred pages of the store time measure.  Texts are kept (``DEDUP_KEEP_TEXT``, the
+    default); the families are given apart."""
     import _corpus
 
     from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
-    from scrapy_dedup.store.redis_store import RedisStore
 
     root = _corpus.docs_root()
     options = ExtractOptions()
@@ -694,6 +691,14 @@ def bench_document_bytes(server_url: str, documents: int, pages: int) -> dict:
         text, _ = analyse_html((root / path).read_bytes(), f"https://www.postgresql.org/docs/15/{path}", options)
         if text:
             texts.append(text)
+    return {str(count): _document_bytes(server_url, count, texts) for count in counts}
+
+
+def _document_bytes(server_url: str, documents: int, texts: list[str]) -> dict:
+    import uuid
+
+    from scrapy_dedup.store.redis_store import RedisStore
+
     store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
     try:
         used_before = used_memory(store.client)
@@ -745,7 +750,7 @@ def _measure(tmp: Path, n_urls: int, doc_counts: list[int], per_client: int, n_s
         log(NAME, f"near-duplicate index bytes at {', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[size])} documents ...")
         store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[size])
         store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
-        log(NAME, f"bytes per document after {DOCUMENT_BYTES_DOCS[size]:,} distinct documents ...")
+        log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in DOCUMENT_BYTES_DOCS[size])} distinct documents ...")
         store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[size], CRAWL_PAGES[size])
         log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes "
                   f"({CRAWL_PAGES[size]} pages) ...")
@@ -787,7 +792,10 @@ def store_time_rows(store_time: dict) -> list[dict]:
 
 def document_bytes_rows(document_bytes: dict) -> list[dict]:
     """Rows of the bytes per document after many distinct documents (:func:`bench_document_bytes`)."""
-    d = document_bytes
+    return [r for d in document_bytes.values() for r in _document_bytes_rows(d)]
+
+
+def _document_bytes_rows(d: dict) -> list[dict]:
     per_family = d["bytes_per_document_by_family"]
     return [
         row(NAME, f"bytes per document at {d['documents']:,} distinct documents, the crawl's store calls "
@@ -982,7 +990,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[args.size])} documents ...")
                 store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[args.size])
                 store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
-                log(NAME, f"bytes per document after {DOCUMENT_BYTES_DOCS[args.size]:,} distinct documents ...")
+                log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in DOCUMENT_BYTES_DOCS[args.size])} distinct documents ...")
                 store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[args.size], CRAWL_PAGES[args.size])
                 log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
                 crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)

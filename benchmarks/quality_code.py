@@ -133,7 +133,7 @@ def fingerprints(texts: list[str], hashes: list[np.ndarray]) -> list[F.Fingerpri
     fps = []
     for text, h in zip(texts, hashes):
         sim = F._simhash_features(F._shingle_hashes(h, F.SIMHASH_SHINGLE))
-        sig = F._minhash_signature(F._shingle_hashes(h, F.MINHASH_SHINGLE), F._PERM_A, F._PERM_B).tobytes()
+        sig = F._stored(F._minhash_signature(F._shingle_hashes(h, F.MINHASH_SHINGLE), F._PERM_A, F._PERM_B))
         fps.append(F.Fingerprint(F.content_hash(text), sim, sig, len(h), len(text)))
     return fps
 

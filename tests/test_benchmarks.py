@@ -215,7 +215,7 @@ def test_redis(tmp_path, corpus):
     # the round trips are part of the pass's wall time, not all of it
     assert 0 < store_time["round_trip_ms"] < store_time["redis_store_ms"]
     # distinct documents: each is its own cluster, with its text, signature and band records
-    many = store_time["document_bytes"]
+    many = store_time["document_bytes"]["1000"]
     assert many["documents"] == 1_000
     assert many["bytes_per_document_by_family"]["t:minhash"] > 256  # a signature of 256 one-byte slots
     assert many["bytes_per_document_by_family"]["b"] > 12 * 32  # 32 band records of 12 bytes
