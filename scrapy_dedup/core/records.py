@@ -8,11 +8,11 @@ record with ``scrapy dedup provenance`` and a later version can migrate it.
 
 A stored record is a JSON array of its fields in declaration order, defaults at the end left
 out, the URL as null when it is the key (a cluster's ``rep_url`` when it is the
-representative): a store of millions of URLs keeps one record each, and the names took
-about a third of a URL record and two thirds of a cluster (590 -> 374 and 259 -> 90 bytes on
-average on a crawl of the demo site). Fields are only ever appended, so a version reads the records of a newer one
-(what it does not know is left out); the objects with field names that store format 3 and
-earlier wrote are read as well.
+representative): a store of millions of URLs keeps one record each, and the names took about a
+third of a URL record and two thirds of a cluster (590 -> 374 and 259 -> 90 bytes on average on
+a crawl of the demo site). Fields are only ever appended, so a version reads the records of a
+newer one (what it does not know is left out); the objects with field names that store format 3
+and earlier wrote are read as well.
 """
 
 from __future__ import annotations
