@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from scrapy_dedup.core.records import Cluster, UrlRecord
 
 FULL = UrlRecord(
@@ -19,12 +21,15 @@ FULL = UrlRecord(
 
 
 def test_every_field_comes_back_as_it_was():
-    assert UrlRecord.from_json(FULL.to_json()) == FULL
+    assert UrlRecord.from_json(FULL.to_json(), FULL.key) == FULL
     # zeros are values, not defaults: a distance of 0 stays 0 (not None)
-    back = UrlRecord.from_json(UrlRecord("http://h/a", "http://h/a", distance=0, tokens=0).to_json())
+    back = UrlRecord.from_json(UrlRecord("http://h/a", "http://h/a", distance=0, tokens=0).to_json(), "http://h/a")
     assert (back.distance, back.tokens, back.jaccard) == (0, 0, None)
     minimal = UrlRecord("http://h/a", "http://h/a")
-    assert minimal.to_json() == b'["http://h/a",null]' and UrlRecord.from_json(minimal.to_json()) == minimal
+    assert minimal.to_json() == b"[null,null]" and UrlRecord.from_json(minimal.to_json(), "http://h/a") == minimal
+    # the store names a record by its key and gives it back: without it there is no record
+    with pytest.raises(ValueError, match="without its key"):
+        UrlRecord.from_json(minimal.to_json())
     cluster = Cluster("00000000000000aa", "http://h/a", "http://H/a", 1200, 2, True, "s", 5, 3)
     assert Cluster.from_json(cluster.to_json()) == cluster
     same_url = Cluster("00000000000000aa", "http://h/a", "http://h/a", 1200, 2)
@@ -51,7 +56,7 @@ def test_the_objects_of_format_3_are_read():
 
 def test_fields_a_newer_version_appends_are_left_out():
     values = json.loads(FULL.to_json()) + ["a field of a later version"]
-    assert UrlRecord.from_json(json.dumps(values).encode()) == FULL
+    assert UrlRecord.from_json(json.dumps(values).encode(), FULL.key) == FULL
     values = json.loads(Cluster("c", "http://h/a", "http://h/a", 1, 1, max_distance=2).to_json()) + [9]
     assert Cluster.from_json(json.dumps(values).encode()).max_distance == 2
 

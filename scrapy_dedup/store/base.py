@@ -501,11 +501,11 @@ class DedupStore(abc.ABC):
 
     def get_url(self, key: str) -> UrlRecord | None:
         raw = self.get(URL, key)
-        return UrlRecord.from_json(raw) if raw is not None else None
+        return UrlRecord.from_json(raw, key) if raw is not None else None
 
     def iter_urls(self) -> Iterator[UrlRecord]:
-        for _, raw in self.scan(URL):
-            yield UrlRecord.from_json(raw)
+        for key, raw in self.scan(URL):
+            yield UrlRecord.from_json(raw, key)
 
     def get_variant(self, url: str) -> dict[str, Any] | None:
         raw = self.get(VARIANT, url)

@@ -934,7 +934,7 @@ class RedisStore(DedupStore):
                 if first_url is not None:
                     first = first_url.decode("utf-8", "surrogatepass")
                 elif records[key] is not None:
-                    first = UrlRecord.from_json(records[key]).url
+                    first = UrlRecord.from_json(records[key], key).url
                 else:
                     first = entries[key]  # as frontier_mark answers a key with neither
                 answers[key] = (int(previous), first)
