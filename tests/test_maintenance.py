@@ -28,6 +28,11 @@ def store_dir(tmp_path) -> Path:
     path = tmp_path / "store"
     shutil.copytree(FIXTURE, path)
     migrate_store(str(path))  # the fixture has the format 0.1.0 wrote
+    # compacted, so that every table file is one LevelDB reads (the migration rewrote most keys,
+    # which can leave obsolete files behind until the next compaction)
+    db = plyvel.DB(str(path))
+    db.compact_range()
+    db.close()
     return path
 
 
@@ -95,11 +100,6 @@ def test_deleted_table_file(store_dir):
 
 
 def test_truncated_table_file(store_dir):
-    # compacted first, so that no table file is an obsolete one LevelDB no longer reads (the
-    # migration rewrote most keys)
-    db = plyvel.DB(str(store_dir))
-    db.compact_range()
-    db.close()
     table = _tables(store_dir)[-1]
     with open(table, "r+b") as f:
         f.truncate(table.stat().st_size // 2)
