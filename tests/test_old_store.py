@@ -172,7 +172,7 @@ def test_chunk_prints_are_narrowed_and_their_bands_dropped(tmp_path):
         db.put(_record_key(CHUNK_BANDS, "00:3:abcdef"), b"0\thttp://h/a\0c1")
     finally:
         db.close()
-    print(migrate_store(path))
+    assert f"from store format 3 to {STORE_FORMAT}" in str(migrate_store(path))
     db = plyvel.DB(path)
     try:
         p = ChunkPrint.from_bytes(db.get(_record_key(CHUNK_PRINT, "http://h/a\0c1")))
