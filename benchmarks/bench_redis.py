@@ -549,7 +549,7 @@ def bench_band_bucket_cost(server_url: str, calls: int = 1000, seed: int = 23) -
                 band_hash = rng.getrandbits(64)
                 field = rk.band_field(band, band_hash)
                 client.hset(key, field, rng.randbytes(rk.BAND_RECORD * records))
-                entries += field + (band_hash & 0xFFFF_FFFF).to_bytes(rk.BAND_TAG, "big")
+                entries += rk.band_entry(band, band_hash)
             before = int(node.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0))
             for _ in range(calls):
                 client.fcall("sdd_bands_find", 1, key, entries)

@@ -535,6 +535,16 @@ def band_field(band: int, band_hash: int) -> bytes:
 _BAND_ENTRY = struct.Struct(">BHI")  # band, bucket, tag: a field and its band tag
 
 
+def band_entry(band: int, band_hash: int) -> bytes:
+    """A band's entry in a band call: its field (:func:`band_field`), then its tag, the band
+    hash's low BAND_TAG bytes.
+
+    >>> band_entry(4, 0xABC0_0000_1234_5678) == band_field(4, 0xABC0_0000_1234_5678) + bytes.fromhex("12345678")
+    True
+    """
+    return _BAND_ENTRY.pack(band, band_hash >> (64 - BAND_BUCKET_BITS), band_hash & _TAG_MASK)
+
+
 @functools.lru_cache(maxsize=256)
 def _band_hashes(prefix: str, scope: str, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     sid = scope_digest(scope).hex()
@@ -555,8 +565,7 @@ def band_calls(
     True
     """
     hashes = _band_hashes(prefix, scope, tuple(kinds))
-    shift = 64 - BAND_BUCKET_BITS
-    entries = b"".join([_BAND_ENTRY.pack(band, band_hash >> shift, band_hash & _TAG_MASK) for band, band_hash in enumerate(bands)])
+    entries = b"".join([band_entry(band, band_hash) for band, band_hash in enumerate(bands)])
     width = BAND_ENTRY * (BANDS // BAND_GROUPS)
     return [(hashes[group], entries[at : at + width]) for group, at in enumerate(range(0, len(entries), width))]
 
