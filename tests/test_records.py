@@ -31,9 +31,13 @@ def test_every_field_comes_back_as_it_was():
     with pytest.raises(ValueError, match="without its key"):
         UrlRecord.from_json(minimal.to_json())
     cluster = Cluster("00000000000000aa", "http://h/a", "http://H/a", 1200, 2, True, "s", 5, 3)
-    assert Cluster.from_json(cluster.to_json()) == cluster
+    assert Cluster.from_json(cluster.to_json(), "00000000000000aa") == cluster
     same_url = Cluster("00000000000000aa", "http://h/a", "http://h/a", 1200, 2)
-    assert Cluster.from_json(same_url.to_json()) == same_url
+    assert Cluster.from_json(same_url.to_json(), "00000000000000aa") == same_url
+    with pytest.raises(ValueError, match="without its id"):
+        Cluster.from_json(same_url.to_json())
+    # arrays written before the id was left out still carry it
+    assert Cluster.from_json(b'["00000000000000aa","http://h/a",null,1200,2]') == same_url
 
 
 def test_shorter_than_objects_with_field_names():
@@ -58,7 +62,7 @@ def test_fields_a_newer_version_appends_are_left_out():
     values = json.loads(FULL.to_json()) + ["a field of a later version"]
     assert UrlRecord.from_json(json.dumps(values).encode(), FULL.key) == FULL
     values = json.loads(Cluster("c", "http://h/a", "http://h/a", 1, 1, max_distance=2).to_json()) + [9]
-    assert Cluster.from_json(json.dumps(values).encode()).max_distance == 2
+    assert Cluster.from_json(json.dumps(values).encode(), "c").max_distance == 2
 
 
 def test_a_kept_text_is_packed_in_the_worker_as_the_store_would():

@@ -8,9 +8,9 @@ record with ``scrapy dedup provenance`` and a later version can migrate it.
 
 A stored record is a JSON array of its fields in declaration order, defaults at the end left
 out, the URL as null when it is the key (a cluster's ``rep_url`` when it is the
-representative), and a URL record's key as null too: the store names the record by it, and
-gives it back to :meth:`UrlRecord.from_json`. A store of millions of URLs keeps one record each,
-and the names took about a third of a URL record and two thirds of a cluster (590 -> 374 and
+representative), and a URL record's key (a cluster's id) as null too: the store names the
+record by it, and gives it back to :meth:`UrlRecord.from_json` (:meth:`Cluster.from_json`).
+A store of millions of URLs keeps one record each, and the names took about a third of a URL record and two thirds of a cluster (590 -> 374 and
 259 -> 90 bytes on average on a crawl of the demo site; 332 without the key). Fields are only
 ever appended, so a version reads the records of a newer one (what it does not know is left
 out); the objects with field names that store format 3 and earlier wrote are read as well.
@@ -152,9 +152,10 @@ class Cluster:
         """The stored form (see the module docstring).
 
         >>> Cluster("00000000000000aa", "http://h/a", "http://h/a", 1200, 1).to_json()
-        b'["00000000000000aa","http://h/a",null,1200,1]'
+        b'[null,"http://h/a",null,1200,1]'
         """
         values = [getattr(self, k) for k in _CLUSTER_FIELD_ORDER]
+        values[0] = None
         if values[2] == values[1]:
             values[2] = None
         return _dumps(values, _CLUSTER_DEFAULTS)
@@ -166,10 +167,16 @@ class Cluster:
         self.rep_canonical_alias = record.canonical_alias
 
     @classmethod
-    def from_json(cls, raw: bytes) -> Cluster:
+    def from_json(cls, raw: bytes, cluster_id: str | None = None) -> Cluster:
+        """A cluster from its stored form; ``cluster_id``: what the store names it by (the
+        stored form leaves it out)."""
         data = json.loads(raw)
         if isinstance(data, list):
             cluster = cls(*data[: len(_CLUSTER_FIELD_ORDER)])
+            if cluster.cluster_id is None:
+                if cluster_id is None:
+                    raise ValueError("a cluster is stored without its id: give the id it is stored under")
+                cluster.cluster_id = cluster_id
             if cluster.rep_url is None:
                 cluster.rep_url = cluster.representative
             return cluster

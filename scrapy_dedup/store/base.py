@@ -581,14 +581,14 @@ class DedupStore(abc.ABC):
 
     def get_cluster(self, cluster_id: str) -> Cluster | None:
         raw = self.get(CLUSTER, cluster_id)
-        return Cluster.from_json(raw) if raw is not None else None
+        return Cluster.from_json(raw, cluster_id) if raw is not None else None
 
     def cluster_members(self, cluster_id: str) -> list[str]:
         return [key for key, _ in self.set_members(MEMBERS, cluster_id)]
 
     def iter_clusters(self) -> Iterator[Cluster]:
-        for _, raw in self.scan(CLUSTER):
-            yield Cluster.from_json(raw)
+        for cluster_id, raw in self.scan(CLUSTER):
+            yield Cluster.from_json(raw, cluster_id)
 
     def __enter__(self) -> DedupStore:
         return self
