@@ -75,8 +75,7 @@ class Clusters:
         record.status = "new"
         with self.store.batch() as batch:
             self._write_content(batch, record, doc)
-            batch.put_cluster(cluster)
-            batch.add_member(cid, record.key)
+            batch.put_cluster(cluster)  # its representative is its one member: no member set yet
             batch.index_exact(doc.scope, record.content_hash, cid)
             if self._indexable(record):
                 batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), cid)
@@ -130,6 +129,7 @@ class Clusters:
                 old_rep.duplicate_of, old_rep.distance = record.key, gap
                 old_rep.status = duplicate_status(old_rep.reason)
                 batch.put_url(old_rep)
+                batch.add_member(match.cluster_id, old_rep.key)  # a member no longer implied
                 if self._indexable(old_rep):
                     batch.unindex_near(doc.scope, old_rep.simhash, self._bands_of(old_rep.key), match.cluster_id)
                 if self._indexable(record):

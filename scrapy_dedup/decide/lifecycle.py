@@ -77,7 +77,8 @@ class Lifecycle:
                 batch.put_url(record)
             return None
         cluster = self.store.get_cluster(cid)
-        others = [k for k in self.store.cluster_members(cid) if k != record.key]
+        members = self.store.members_of(cluster) if cluster is not None else self.store.cluster_members(cid)
+        others = [k for k in members if k != record.key]
         other_records = [r for r in (self.store.get_url(k) for k in others) if r is not None]
         is_rep = cluster is not None and cluster.representative == record.key
         bands = self._bands_of(record.key) if is_rep and self._indexable(record) else ()

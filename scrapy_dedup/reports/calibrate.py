@@ -104,7 +104,7 @@ def sample(
         if rep is None or rep.simhash is None:
             continue
         if cluster.size > 1:
-            for key in store.cluster_members(cluster.cluster_id):
+            for key in store.members_of(cluster):
                 member = store.get_url(key) if key != rep.key else None
                 if member is None or member.simhash is None:
                     continue

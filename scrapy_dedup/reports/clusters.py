@@ -45,7 +45,7 @@ def describe(store: DedupStore, resolver: Resolver, cluster: Cluster, authority:
     """The cluster with its members, representative first, then by distance."""
     rep = resolver.representative(cluster)
     rep_minhash = store.get_minhash(cluster.representative) if rep is not None else None
-    records = [r for r in (store.get_url(k) for k in store.cluster_members(cluster.cluster_id)) if r is not None]
+    records = [r for r in (store.get_url(k) for k in store.members_of(cluster)) if r is not None]
     members = []
     for record in records:
         is_rep = record.key == cluster.representative

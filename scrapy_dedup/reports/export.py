@@ -97,7 +97,7 @@ def documents(
     progress = progress or Progress("export", streaming=True)
     resolver = Resolver(store)
     for cluster in progress(store.iter_clusters(), "documents"):
-        members = [r for r in (resolver.record(k) for k in store.cluster_members(cluster.cluster_id)) if r]
+        members = [r for r in (resolver.record(k) for k in store.members_of(cluster)) if r]
         text = _text(store, resolver, cluster, members)
         if text is None:
             counts.without_text += 1

@@ -113,7 +113,7 @@ def _same_document(
     cluster = resolver.cluster(placement.cluster_id) if placement.cluster_id else None
     members: list[UrlRecord] = []
     if cluster is not None:
-        members = [r for r in (store.get_url(k) for k in store.cluster_members(cluster.cluster_id)) if r]
+        members = [r for r in (store.get_url(k) for k in store.members_of(cluster)) if r]
     else:
         target = store.get_url(record.duplicate_of) if record.reason == "redirect" and record.duplicate_of else None
         members = [target or record]

@@ -584,7 +584,22 @@ class DedupStore(abc.ABC):
         return Cluster.from_json(raw, cluster_id) if raw is not None else None
 
     def cluster_members(self, cluster_id: str) -> list[str]:
-        return [key for key, _ in self.set_members(MEMBERS, cluster_id)]
+        """The URL keys of a cluster's members, sorted: its member set and its representative.
+
+        A cluster's record names its representative, so the set need not list it: a cluster
+        of one has no set (a set costs a Redis key), and a representative that is replaced
+        enters the set then.
+        """
+        cluster = self.get_cluster(cluster_id)
+        if cluster is None:  # a cluster gone: what its set still lists
+            return sorted(key for key, _ in self.set_members(MEMBERS, cluster_id))
+        return self.members_of(cluster)
+
+    def members_of(self, cluster: Cluster) -> list[str]:
+        """:meth:`cluster_members` of a cluster already read."""
+        members = {key for key, _ in self.set_members(MEMBERS, cluster.cluster_id)}
+        members.add(cluster.representative)
+        return sorted(members)
 
     def iter_clusters(self) -> Iterator[Cluster]:
         for cluster_id, raw in self.scan(CLUSTER):
