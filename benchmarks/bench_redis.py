@@ -954,10 +954,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--urls", type=int, help="URLs in the frontier (default by size)")
     parser.add_argument("--docs", help="documents in the tables, comma-separated for several runs (default by size)")
-    parser.add_argument("--only", choices=["near", "frontier", "crawl"], help="near: measure near-duplicate "
+    parser.add_argument("--only", choices=["near", "frontier", "crawl", "bytes"], help="near: measure near-duplicate "
                         "decisions only (the other figures of the results file stay as they are); crawl: the store "
                         "time per page, the near-duplicate index's bytes and the crawls by 1, 2 and 4 processes "
-                        "only (likewise); frontier: the "
+                        "only (likewise); bytes: the bytes per document after --docs distinct documents only "
+                        "(e.g. --docs 1000000; the figures at other counts stay); frontier: the "
                         "frontier against scrapy-redis's dupefilter alone, written to redis_frontier.json (e.g. "
                         "--urls 10000000)")
     args = parser.parse_args(argv)
@@ -977,6 +978,23 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
         write_result(f"{NAME}_frontier", {"size": args.size, "frontier": frontier, "rows": frontier_rows(frontier)},
                      args.out)
+        return 0
+    if args.only == "bytes":
+        from redis_servers import RedisServer
+
+        counts = tuple(doc_counts) if args.docs else DOCUMENT_BYTES_DOCS[args.size]
+        try:
+            with RedisServer(tmp / "single") as single:
+                log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in counts)} distinct documents ...")
+                measured = bench_document_bytes(single.url, counts, CRAWL_PAGES[args.size])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        previous = _previous(args.out)
+        store_time = previous.get("store_time", {})
+        store_time["document_bytes"] = {**store_time.get("document_bytes", {}), **measured}
+        rows = _replace_rows(previous.get("rows", []), ("bytes per document at",),
+                             document_bytes_rows(dict(sorted(store_time["document_bytes"].items(), key=lambda e: int(e[0])))))
+        write_result(NAME, {**previous, "store_time": store_time, "rows": rows}, args.out)
         return 0
     if args.only == "crawl":
         from redis_servers import RedisServer

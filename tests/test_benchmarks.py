@@ -220,6 +220,7 @@ def test_redis(tmp_path, corpus):
     assert many["bytes_per_document_by_family"]["t:minhash"] > 256  # a signature of 256 one-byte slots
     assert many["bytes_per_document_by_family"]["b"] > 12 * 32  # 32 band records of 12 bytes
     assert 0 < many["bytes_per_document_without_texts"] < many["bytes_per_document"]
+    assert "s:members" not in many["bytes_by_family"]  # a cluster of one has no member set
     # the site crawled by 1, 2 and 4 processes over one Redis store: each ends as one process on LevelDB
     assert set(data["crawls"]) == {"leveldb, 1 process", "redis, 1 process", "redis, 2 processes", "redis, 4 processes"}
     for label, crawl in data["crawls"].items():
@@ -227,6 +228,19 @@ def test_redis(tmp_path, corpus):
         if label != "leveldb, 1 process":
             assert crawl["same_result_as_leveldb"], label
             assert crawl["bytes_per_document_everything"] > 0
+
+
+def test_redis_bytes_alone_keeps_the_other_counts(tmp_path):
+    """``--only bytes`` measures the given counts and keeps the figures of the others."""
+    run("bench_redis.py", tmp_path, "--only", "bytes", "--docs", "200")
+    data = run("bench_redis.py", tmp_path, "--only", "bytes", "--docs", "300")
+    measured = data["store_time"]["document_bytes"]
+    assert sorted(measured) == ["200", "300"] and measured["300"]["documents"] == 300
+    families = measured["300"]["bytes_by_family"]
+    # the small tables keep digests: 8-byte cluster ids and 16-byte digests against 16-hex and 32-hex text
+    assert 0 < families["t:exact"]["bytes"] < families["t:raw"]["bytes"]
+    assert [r["measure"].split(" distinct")[0] for r in data["rows"] if r["measure"].startswith("bytes per document at")] == [
+        "bytes per document at 200", "bytes per document at 200", "bytes per document at 300", "bytes per document at 300"]
 
 
 def test_run_all_merges_and_renders(tmp_path):

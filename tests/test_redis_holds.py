@@ -314,10 +314,10 @@ def _die_mid_batch(url: str, prefix: str) -> None:
         return apply_slot(*args, **kwargs)
 
     store.client.pipeline = pipeline
-    record = UrlRecord(key="http://h/p", url="http://h/p", cluster_id="c1", status="new")
+    record = UrlRecord(key="http://h/p", url="http://h/p", cluster_id="00000000000000c1", status="new")
     with store.batch() as batch:
         batch.put_url(record)
-        batch.put_cluster(Cluster("c1", "http://h/p", "http://h/p", 100, 1))
+        batch.put_cluster(Cluster("00000000000000c1", "http://h/p", "http://h/p", 100, 1))
 
 
 def test_a_batch_a_dead_process_left_half_applied_is_finished_before_its_requests_are_taken_over(
@@ -330,11 +330,11 @@ def test_a_batch_a_dead_process_left_half_applied_is_finished_before_its_request
     assert proc.exitcode == -signal.SIGKILL
     other = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
     try:
-        record, cluster = other.get_url("http://h/p"), other.get_cluster("c1")
+        record, cluster = other.get_url("http://h/p"), other.get_cluster("00000000000000c1")
         assert (record is None) != (cluster is None)  # one slot written, the other not
         time.sleep(0.5)  # its lease runs out: it is dead
         assert list(other.claim_pending()) == [("http://h/p", b"request")]
-        assert other.get_url("http://h/p").cluster_id == "c1"
-        assert other.get_cluster("c1").representative == "http://h/p"
+        assert other.get_url("http://h/p").cluster_id == "00000000000000c1"
+        assert other.get_cluster("00000000000000c1").representative == "http://h/p"
     finally:
         other.close()

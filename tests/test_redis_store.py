@@ -160,15 +160,15 @@ def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
 
 def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    # as a store written by the previous version records itself (its band buckets are one key
-    # each, not fields of a hash per band group)
-    store.put_meta("params", {**store.params, "simhash_layout": "redis-2"})
+    # as a store written by the previous version records itself (its small tables keyed by
+    # text, in 1,024 shards, and every cluster with a member set)
+    store.put_meta("params", {**store.params, "simhash_layout": "redis-4"})
     store.close()
     with pytest.raises(IncompatibleStore) as info:
         RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    assert f"simhash_layout: store has 'redis-2', this crawl uses '{rk.LAYOUT}'" in str(info.value)
-    assert rk.LAYOUT == "redis-4"
-    with pytest.raises(StoreError, match="redis-4 layout"):
+    assert f"simhash_layout: store has 'redis-4', this crawl uses '{rk.LAYOUT}'" in str(info.value)
+    assert rk.LAYOUT == "redis-5"
+    with pytest.raises(StoreError, match="redis-5 layout"):
         RedisStore.open_existing(redis_url, prefix=redis_prefix)
 
 

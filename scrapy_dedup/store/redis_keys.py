@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-4``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-5``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -37,6 +37,11 @@ key                            holds                                  slots
                                of the band hash), value its 12-byte   per step
                                records (the band hash's low 4 bytes,
                                token)
+``P:t:<table>:{t<table><s>}``  one shard of a record table (URL       1,024 or 16,384 shards
+                               records, clusters, the exact index,    a table, spread
+                               ...): see *record tables* below
+``P:s:<set>:{s<digest>}<id>``  a cluster's members but its            one per set, spread
+                               representative, a URL's aliases
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
@@ -70,7 +75,8 @@ import binascii
 import functools
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import xxhash
@@ -78,7 +84,7 @@ import xxhash
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 from scrapy_dedup.core.representative import Candidate, authority_rank
 
-LAYOUT = "redis-4"
+LAYOUT = "redis-5"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
@@ -173,6 +179,131 @@ def exact_slot(prefix: str, scope: str, content_hash: str) -> tuple[str, bytes]:
 def cluster_token(cluster_id: str) -> bytes:
     """A cluster id (16 hex digits) as the 8 bytes stored in tables."""
     return bytes.fromhex(cluster_id)
+
+
+# -- record tables --------------------------------------------------------------------------
+#
+# A table of the store (URL records, clusters, the exact index, ...) is sharded over hashes
+# ``P:t:<table>:{t<table><shard>}``, one slot each, by the xxh3 of the record's key. Redis keeps
+# a hash of at most 128 fields (``hash-max-listpack-entries``) of at most 64 bytes
+# (``hash-max-listpack-value``) as one compact listpack, a few bytes an entry over its field and
+# value; past either limit it becomes a hash table, about 40 bytes more an entry (its entry, the
+# bucket, two allocations rounded up to the allocator's size classes). So tables store digests,
+# not text, where a key is only looked up, and the tables whose records fit in 64 bytes have
+# more shards:
+#
+# ============  ======================  =============================  ======
+# table         field                   value                          shards
+# ============  ======================  =============================  ======
+# exact         16-byte digest of the   cluster id, 8 bytes            16,384
+#               scope and content hash
+# emitted       16-byte digest of the   content hash, 16 bytes         16,384
+#               URL key
+# raw           16-byte digest of the   URL key (compact while URL     16,384
+#               raw body hash           keys are at most 64 bytes)
+# cluster       cluster id, 8 bytes     the cluster record: 16 bytes   1,024
+#                                       and the representative's key
+# minhash,      16-byte digest of the   signature (256 bytes), packed  1,024
+# text          URL key                 text
+# any other     the key                 the record                     1,024
+# ============  ======================  =============================  ======
+#
+# 16,384 shards hold up to about 1.8 x 10^6 records before their hashes leave the listpack form
+# (a shard holds about 110 then); a crawl larger than that keeps them compact with a higher
+# ``hash-max-listpack-entries`` on the server. They cost one key a shard, some 100 bytes: 1.6 MB
+# a table, 16 bytes a document at 10^5 and 1.6 at 10^6. A cluster record holds a URL key, which
+# is seldom as short as 48 bytes: its table is a hash table whatever its shards, and keeps 1,024.
+# A digest field cannot be read back, so the tables keyed by one are never scanned (the cluster
+# table, which reports scan, keeps its ids whole). 16-byte digests collide once in 2^64 pairs.
+
+TABLE_SHARDS = 1024
+SMALL_TABLE_SHARDS = 16_384
+_HEX_ID = re.compile(r"[0-9a-f]{16}")
+_HEX_HASH = re.compile(r"[0-9a-f]{32}")
+
+
+def _id_bytes(cluster_id: str | bytes) -> bytes:
+    """A cluster id, 16 lowercase hex digits, as its 8 bytes."""
+    text = cluster_id.decode("ascii", "replace") if isinstance(cluster_id, bytes) else cluster_id
+    if not _HEX_ID.fullmatch(text):
+        raise ValueError(f"a cluster id is 16 lowercase hex digits (got {text!r})")
+    return bytes.fromhex(text)
+
+
+def _hash_bytes(value: bytes) -> bytes:
+    """A content hash, 32 lowercase hex digits, as its 16 bytes."""
+    text = value.decode("ascii", "replace")
+    if not _HEX_HASH.fullmatch(text):
+        raise ValueError(f"a content hash is 32 lowercase hex digits (got {text!r})")
+    return bytes.fromhex(text)
+
+
+def _key_digest(key: str) -> bytes:
+    return xxhash.xxh3_128_digest(key.encode("utf-8", "surrogatepass"))
+
+
+def _text_field(key: str) -> bytes:
+    return key.encode("utf-8", "surrogatepass")
+
+
+def _same(value: bytes) -> bytes:
+    return value
+
+
+def _hex_out(raw: bytes) -> bytes:
+    return raw.hex().encode("ascii")
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """How one table's records are stored: its shards, a key's field, a value's bytes."""
+
+    shards: int
+    field: Callable[[str], bytes] = _text_field
+    #: a field's key back, for a scan; None: the field is a digest and the table is not scanned
+    key: Callable[[bytes], str] | None = lambda field: field.decode("utf-8", "surrogatepass")
+    stored: Callable[[bytes], bytes] = _same  # a value as stored
+    read: Callable[[bytes], bytes] = _same  # a stored value as given
+
+    def shard(self, key: str) -> int:
+        return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass")) % self.shards
+
+
+PLAIN_TABLE = TableLayout(TABLE_SHARDS)
+TABLES: dict[str, TableLayout] = {
+    "cluster": TableLayout(TABLE_SHARDS, field=_id_bytes, key=lambda field: field.hex()),
+    "exact": TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_id_bytes, read=_hex_out),
+    "raw": TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None),
+    "emitted": TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_hash_bytes, read=_hex_out),
+    "minhash": TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
+    "text": TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
+}
+
+
+def table_layout(table: str) -> TableLayout:
+    return TABLES.get(table, PLAIN_TABLE)
+
+
+def table_shard(prefix: str, table: str, shard: int) -> str:
+    """The hash of one shard of a table (shard in hex, 3 digits for 1,024 shards, 4 for 16,384).
+
+    >>> table_shard("p", "url", 5), table_shard("p", "exact", 5)
+    ('p:t:url:{turl005}', 'p:t:exact:{texact0005}')
+    """
+    width = 3 if table_layout(table).shards <= 4096 else 4
+    return f"{prefix}:t:{table}:{{t{table}{shard:0{width}x}}}"
+
+
+def table_slot(prefix: str, table: str, key: str) -> tuple[str, bytes]:
+    """(shard hash, field) of ``key`` in ``table``.
+
+    >>> table_slot("p", "cluster", "00000000000000aa")[1].hex(), len(table_slot("p", "exact", "0" * 16 + ":a")[1])
+    ('00000000000000aa', 16)
+    >>> table_slot("p", "url", "http://h/a")
+    ('p:t:url:{turl008}', b'http://h/a')
+    """
+    layout = table_layout(table)
+    return table_shard(prefix, table, layout.shard(key)), layout.field(key)
 
 
 # -- near-duplicate tables ------------------------------------------------------------------

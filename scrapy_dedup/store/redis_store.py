@@ -75,7 +75,6 @@ logger = logging.getLogger(__name__)
 LAYOUT = rk.LAYOUT
 #: a process of a crawl renews its place in the run this often; one silent for a lease is gone
 RUN_LEASE_MS = 30_000
-TABLE_SHARDS = 1024
 #: a cluster batch journalled longer ago than this was left by a writer that died mid-way
 JOURNAL_REPLAY_AFTER_S = 60.0
 #: a document's decision (its URL key, its near-duplicate order number) is held this long at
@@ -90,6 +89,8 @@ PENDING_LEASE_MS = 30_000
 VARIANT_ALIASES_KEPT = 16_384
 #: variant writes that wait for a round trip, at most
 WAITING_MAX = 512
+#: a scan reads a table in this many round trips (1,024 shards: 16 a round trip)
+SCAN_ROUNDS = 64
 
 
 def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
@@ -107,10 +108,6 @@ def _decode_commands(raw: bytes) -> tuple[float, list[tuple]]:
     data = json.loads(raw)
     decode = {"b": lambda v: v.encode("latin-1"), "i": int, "s": str}
     return data["at"], [tuple(decode[t](v) for t, v in c) for c in data["commands"]]
-
-
-def _shard(key: str) -> int:
-    return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass")) % TABLE_SHARDS
 
 
 class RedisBatch(StoreBatch):
@@ -131,7 +128,7 @@ class RedisBatch(StoreBatch):
         if table == URL:
             self.commands += s._url_put(key, bytes(value))
             return
-        self.commands.append(("HSET", s._table_key(table, key), key, bytes(value)))
+        self.commands.append(("HSET", *s._slot(table, key), rk.table_layout(table).stored(bytes(value))))
 
     def delete(self, table: str, key: str) -> None:
         s = self._store
@@ -141,7 +138,7 @@ class RedisBatch(StoreBatch):
             self.commands += [("HDEL", held, key), ("ZREM", deadlines, key)]
             s._release(key)
             return
-        self.commands.append(("HDEL", s._table_key(table, key), key))
+        self.commands.append(("HDEL", *s._slot(table, key)))
 
     def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
         self.commands.append(("HSET", self._store._set_key(name, owner), member, bytes(value)))
@@ -450,7 +447,7 @@ class RedisStore(DedupStore):
         wrote nothing before), and one the block does not take ends with the release.
         """
         lock = rk.decision_key(self.prefix, key)
-        record_key = self._table_key(URL, key)
+        record_key, record_field = self._slot(URL, key)
         holder = f"{self._writer}:{next(self._holds)}"
         d = self._decision
         try:
@@ -467,7 +464,7 @@ class RedisStore(DedupStore):
                 waiting = self._queue_waiting(pipe) if self._behind else 0
                 pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
                 if read_ahead:
-                    pipe.hget(record_key, key)
+                    pipe.hget(record_key, record_field)
                 taken, *record = pipe.execute()[waiting:]
                 if taken:
                     if read_ahead:
@@ -513,9 +510,9 @@ class RedisStore(DedupStore):
         try:
             held = self._near.open(
                 scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
-                [("HGET", self._table_key(table, k), k) for table, k in ahead],
+                [("HGET", *self._slot(table, k)) for table, k in ahead],
                 first=[*waiting, ("SET", lock, holder, "NX", "PX", DECISION_LEASE_MS),
-                       ("HGET", self._table_key(URL, key), key)],
+                       ("HGET", *self._slot(URL, key))],
                 proceed=proceed,
             )
         except BaseException:
@@ -556,7 +553,7 @@ class RedisStore(DedupStore):
                 if self._behind:
                     self.send_waiting()
                 held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
-                                       [("HGET", self._table_key(table, key), key) for table, key in ahead])
+                                       [("HGET", *self._slot(table, key)) for table, key in ahead])
         except _CONNECTION_ERRORS as exc:
             raise self._lost(exc) from None
         d.depth += 1
@@ -650,11 +647,9 @@ class RedisStore(DedupStore):
     def _meta_key(self) -> str:
         return f"{self.prefix}:m:{{{self.prefix}:m}}"
 
-    def _table_key(self, table: str, key: str) -> str:
-        return self._table_shard(table, _shard(key))
-
-    def _table_shard(self, table: str, shard: int) -> str:
-        return f"{self.prefix}:t:{table}:{{t{table}{shard:03x}}}"
+    def _slot(self, table: str, key: str) -> tuple[str, bytes]:
+        """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis_keys.table_slot`)."""
+        return rk.table_slot(self.prefix, table, key)
 
     def _set_key(self, name: str, owner: str) -> str:
         digest = xxhash.xxh64_hexdigest(owner.encode("utf-8", "surrogatepass"))
@@ -774,11 +769,12 @@ class RedisStore(DedupStore):
         if prefetched:
             value = prefetched.pop((table, key), _UNREAD)
             if value is not _UNREAD:
-                return value
+                return value if value is None else rk.table_layout(table).read(value)
         if table == PENDING:
             raw = self._carrying("HGET", rk.pending_keys(self.prefix, key)[0], key)
             return _payload(raw) if raw is not None else None
-        return self._carrying("HGET", self._table_key(table, key), key)
+        value = self._carrying("HGET", *self._slot(table, key))
+        return value if value is None else rk.table_layout(table).read(value)
 
     def _carrying(self, *command: Any) -> Any:
         """Run ``command``; on one server the writes that wait go ahead of it in the same round
@@ -799,7 +795,7 @@ class RedisStore(DedupStore):
     def _url_put(self, key: str, value: bytes, if_absent: bool = False) -> list[tuple]:
         # a recorded URL keeps its own first URL: the frontier's copy can go
         bucket, rid = rk.frontier_slot(self.prefix, key)
-        return [("HSETNX" if if_absent else "HSET", self._table_key(URL, key), key, value),
+        return [("HSETNX" if if_absent else "HSET", *self._slot(URL, key), value),
                 ("HDEL", self._first_urls_key(bucket), rid)]
 
     def put_url_soon(self, record: UrlRecord, if_absent: bool = False) -> None:
@@ -817,25 +813,35 @@ class RedisStore(DedupStore):
                 for key in sorted(rows):
                     yield key.decode("utf-8", "surrogatepass"), _payload(rows[key])
             return
-        for shard in range(TABLE_SHARDS):
-            rows = self.client.hgetall(self._table_shard(table, shard))
-            for key in sorted(rows):
-                yield key.decode("utf-8", "surrogatepass"), rows[key]
+        layout = rk.table_layout(table)
+        if layout.key is None:
+            raise StoreError(f"the Redis store keeps the {table} table by digests of its keys: it is not scanned")
+        per_round = max(1, layout.shards // SCAN_ROUNDS)
+        for start in range(0, layout.shards, per_round):
+            pipe = self.client.pipeline(transaction=False)
+            for shard in range(start, min(layout.shards, start + per_round)):
+                pipe.hgetall(rk.table_shard(self.prefix, table, shard))
+            for rows in pipe.execute():
+                for key, value in sorted((layout.key(field), value) for field, value in rows.items()):
+                    yield key, layout.read(value)
 
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
         d = self._decision
         answered = table == EXACT and key in d.unclaimed
         d.forget_reads()  # a write
+        layout = rk.table_layout(table)
+        shard, field = self._slot(table, key)
+        value = layout.stored(bytes(value))
         if answered:
             # The near hold in force read this entry absent after taking its order number, with
             # no earlier decision near it in flight, and a text's every copy has its SimHash: a
             # decision of the same text started later waits for this one's release, and one that
             # ended earlier wrote the entry with its release. So nobody claims it before this
             # decision's release, and the claim goes with it (sent as the release's MULTI is).
-            d.queued.append(([("HSETNX", self._table_key(table, key), key, bytes(value))], True, None))
+            d.queued.append(([("HSETNX", shard, field, value)], True, None))
             return None
-        current = self.client.fcall("sdd_exact_claim", 1, self._table_key(table, key), key, bytes(value))
-        return None if current is None else bytes(current)
+        current = self.client.fcall("sdd_exact_claim", 1, shard, field, value)
+        return None if current is None else layout.read(bytes(current))
 
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
         if name == ALIASES and self._waiting:
@@ -898,7 +904,7 @@ class RedisStore(DedupStore):
         bucket, rid = rk.frontier_slot(self.prefix, key)
         held, deadlines = rk.pending_keys(self.prefix, owe.pending_id)
         return ("FCALL", "sdd_frontier_mark_owe", 5, bucket, self._first_urls_key(bucket), held, deadlines,
-                self._table_key(URL, key), run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob, key)
+                self._slot(URL, key)[0], run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob, key)
 
     def _marked_owing(self, key: str, url: str, owe: OweOffer, reply: list) -> tuple[int, str] | None:
         previous, first_url, owed, recorded = reply
@@ -923,7 +929,7 @@ class RedisStore(DedupStore):
         for bucket, rids in by_bucket.items():
             pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
         for key in entries:
-            pipe.hget(self._table_key(URL, key), key)
+            pipe.hget(*self._slot(URL, key))
         replies = pipe.execute()[counts:]
         records = dict(zip(entries, replies[len(by_bucket) :]))
         answers: dict[str, tuple[int, str]] = {}
@@ -952,7 +958,7 @@ class RedisStore(DedupStore):
                 calls.append(("HSET", self._set_key(ALIASES, key), url, b"url_variant"))
                 self._variant_aliases[url] = key
             calls.append(
-                ("FCALL", "sdd_variant_count", 1, self._table_key(VARIANT, url),
+                ("FCALL", "sdd_variant_count", 1, self._slot(VARIANT, url)[0],
                  url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
             )  # fmt: skip
         while len(self._variant_aliases) > VARIANT_ALIASES_KEPT:
