@@ -7,11 +7,10 @@ and the frontier survives between runs.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.core.records import UrlRecord, record_time
 from scrapy_dedup.store.base import DedupStore, OweOffer
 
 #: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
@@ -31,7 +30,7 @@ class Frontier:
         *,
         revisit_after: float | None = None,
         first_run: int | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = record_time,
     ) -> None:
         self.store = store
         self.run = run

@@ -13,12 +13,11 @@ The writes of one decision go to the store in one atomic batch.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from scrapy_dedup.core.bands import band_hashes
-from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.core.records import UrlRecord, record_time
 from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
@@ -38,7 +37,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         min_jaccard: float,
         min_tokens: int,
         authority: Sequence[str] = (),
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = record_time,
     ) -> None:
         self.store, self.run, self.clock = store, run, clock
         # what confirms a near duplicate, and who represents a cluster
