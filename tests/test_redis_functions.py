@@ -10,10 +10,7 @@ import time
 
 import pytest
 import redis
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import StoreError
 from scrapy_dedup.store.redis_functions import (
@@ -142,19 +139,6 @@ def test_frontier_mark_is_atomic_across_processes(redis_url, redis_prefix):
     assert sorted(claimed) == sorted(keys), "every URL is new to exactly one process"
 
 
-# -- exact index ------------------------------------------------------------------------------
-
-
-def test_exact_claim_is_first_come_and_release_is_compare_and_delete(fn):
-    assert fn.exact_claim("", "h1", "00000000000000aa") is None
-    assert fn.exact_claim("", "h1", "00000000000000bb") == "00000000000000aa"
-    assert fn.exact_claim("restricted", "h1", "00000000000000bb") is None  # scopes never mix
-    assert fn.exact_find("", "h1") == "00000000000000aa"
-    assert not fn.exact_release("", "h1", "00000000000000bb")
-    assert fn.exact_release("", "h1", "00000000000000aa")
-    assert fn.exact_find("", "h1") is None
-
-
 # -- near-duplicate tables --------------------------------------------------------------------
 
 
@@ -189,55 +173,6 @@ def test_order_numbers_rise_and_leases_end(fn):
     assert fn.order_renew(a, oa, 60_000)
     assert fn.order_release(a, oa)
     assert fn.order_get([a, b]) == [None, None]
-
-
-# -- clusters ---------------------------------------------------------------------------------
-
-
-def _rank(key, length, run=1, alias=False):
-    return rk.rank_bytes(Candidate(key, key, length, run, alias))
-
-
-def test_cluster_representative_is_the_smallest_rank_whatever_the_join_order(fn):
-    members = [("https://h/a", 100), ("https://h/b", 300), ("https://h/c", 300), ("https://h/d", 50)]
-    for i, order in enumerate(itertools.permutations(members)):
-        cid = f"{i:016x}"
-        for key, length in order:
-            fn.cluster_join(cid, key, _rank(key, length))
-        assert fn.cluster_representative(cid) == "https://h/b"
-        assert fn.cluster_members(cid) == sorted(k for k, _ in members)
-
-
-def test_cluster_join_reports_take_overs_and_leave_promotes(fn):
-    cid = "00000000000000c1"
-    assert fn.cluster_join(cid, "https://h/short", _rank("https://h/short", 10)) == ("https://h/short", None)
-    assert fn.cluster_join(cid, "https://h/long", _rank("https://h/long", 99)) == ("https://h/long", "https://h/short")
-    assert fn.cluster_join(cid, "https://h/mid", _rank("https://h/mid", 50)) == ("https://h/long", "https://h/long")
-    assert fn.cluster_leave(cid, "https://h/short") == ("https://h/long", False)
-    assert fn.cluster_leave(cid, "https://h/long") == ("https://h/mid", True)
-    assert fn.cluster_leave(cid, "https://h/mid") == (None, True)
-    assert fn.cluster_members(cid) == []
-
-
-candidates = st.builds(
-    Candidate,
-    key=st.text(min_size=1, max_size=12),
-    url=st.sampled_from(["https://docs.example.com/x", "https://www.example.com/x", "https://mirror.org/x"]),
-    text_length=st.integers(0, 10**6),
-    first_run=st.integers(1, 1000),
-    canonical_alias=st.booleans(),
-)
-
-
-@given(st.lists(candidates, min_size=1, max_size=8))
-@settings(max_examples=200, deadline=None)
-def test_rank_bytes_sort_like_representative_order(cands):
-    authority = ["docs.example.com", "*.example.com"]
-    by_rule = sorted(cands, key=lambda c: representative_order(c, authority))
-    by_bytes = sorted(cands, key=lambda c: rk.rank_bytes(c, authority))
-    assert [representative_order(c, authority) for c in by_rule] == [
-        representative_order(c, authority) for c in by_bytes
-    ]
 
 
 # -- requests taken by a process --------------------------------------------------------------

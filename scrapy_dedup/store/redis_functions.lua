@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 7
+local LIBRARY_VERSION = 8
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -147,23 +147,14 @@ local function variant_count(keys, args)
 end
 
 -- Exact-content claim ---------------------------------------------------------------------
--- KEYS[1] an exact-index shard (hash: content digest -> cluster id).  ARGV: digest, cluster id.
--- Replies nil when this caller claimed the content for its cluster, else the cluster that
--- holds it: of two processes that find the same text at once, one founds, one joins.
+-- KEYS[1] a shard of the exact index (hash: content digest -> cluster id) or any hash.  ARGV:
+-- field, value.  Replies nil when this caller claimed the field for its value, else the value
+-- that holds it: of two processes that find the same text at once, one founds, one joins.
 local function exact_claim(keys, args)
   local current = redis.call('HGET', keys[1], args[1])
   if current then return current end
   redis.call('HSET', keys[1], args[1], args[2])
   return false
-end
-
--- ARGV: digest, cluster id.  Removes the entry only if that cluster still holds it.
-local function exact_release(keys, args)
-  if redis.call('HGET', keys[1], args[1]) == args[2] then
-    redis.call('HDEL', keys[1], args[1])
-    return 1
-  end
-  return 0
 end
 
 -- Near-duplicate tables -------------------------------------------------------------------
@@ -814,67 +805,6 @@ local function near_index(keys, args)
   return changed
 end
 
--- Clusters: joins and take-overs ----------------------------------------------------------
--- KEYS[1] one cluster's hash: '=rep' -> the representative's url key, 'm:<url key>' -> the
--- member's rank (bytes that sort like representative_order: the smallest represents).
--- Whatever order members arrive in, the representative is the member with the smallest
--- rank, so the outcome does not depend on how many processes crawl.
-
-local function rank_less(a, b)
-  -- byte order, independent of the server's locale
-  local n = #a
-  if #b < n then n = #b end
-  for i = 1, n do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-
--- ARGV: member url key, rank.  Replies {representative now, representative before or nil}.
-local function cluster_join(keys, args)
-  local member, rank = args[1], args[2]
-  redis.call('HSET', keys[1], 'm:' .. member, rank)
-  local rep = redis.call('HGET', keys[1], '=rep')
-  if not rep then
-    redis.call('HSET', keys[1], '=rep', member)
-    return {member, false}
-  end
-  if rep == member then return {member, member} end
-  local rep_rank = redis.call('HGET', keys[1], 'm:' .. rep)
-  if not rep_rank or rank_less(rank, rep_rank) then
-    redis.call('HSET', keys[1], '=rep', member)
-    return {member, rep}
-  end
-  return {rep, rep}
-end
-
--- ARGV: member url key.  Replies {representative now or nil (cluster empty), 1 if the member
--- was the representative}.  The member with the smallest rank takes over.
-local function cluster_leave(keys, args)
-  local member = args[1]
-  redis.call('HDEL', keys[1], 'm:' .. member)
-  local rep = redis.call('HGET', keys[1], '=rep')
-  if rep ~= member then return {rep, 0} end
-  local fields = redis.call('HGETALL', keys[1])
-  local best, best_rank = nil, nil
-  for i = 1, #fields, 2 do
-    local name = fields[i]
-    if string.sub(name, 1, 2) == 'm:' then
-      local rank = fields[i + 1]
-      if best == nil or rank_less(rank, best_rank) then
-        best, best_rank = string.sub(name, 3), rank
-      end
-    end
-  end
-  if best == nil then
-    redis.call('DEL', keys[1])
-    return {false, 1}
-  end
-  redis.call('HSET', keys[1], '=rep', best)
-  return {best, 1}
-end
-
 -- Crawl runs shared by processes ---------------------------------------------------------
 -- KEYS[1] the store's metadata hash (field 'run' is the run number), KEYS[2] a sorted set of
 -- the processes in the current run by lease deadline (ms).  Processes that start while
@@ -1068,10 +998,10 @@ local WRITERS = {
   {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
-  {'exact_claim', exact_claim}, {'exact_release', exact_release},
+  {'exact_claim', exact_claim},
   {'near_add', near_add}, {'near_settle', near_settle}, {'near_remove', near_remove}, {'near_put', near_put},
   {'order_take', order_take}, {'order_release', order_release}, {'order_renew', order_renew},
-  {'order_reap', order_reap}, {'cluster_join', cluster_join}, {'cluster_leave', cluster_leave},
+  {'order_reap', order_reap},
   {'run_join', run_join}, {'run_renew', run_renew}, {'run_leave', run_leave},
   {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
   {'pending_reclaim', pending_reclaim}, {'pending_owner_renew', pending_owner_renew}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},

@@ -219,22 +219,6 @@ class StoreFunctions:
             total += int(self.client.strlen(key)) // rk.FRONTIER_RECORD
         return total
 
-    # -- exact index ------------------------------------------------------------------------
-    def exact_claim(self, scope: str, content_hash: str, cluster_id: str) -> str | None:
-        """None when ``cluster_id`` now holds the content, else the cluster id that held it."""
-        key, field = rk.exact_slot(self.prefix, scope, content_hash)
-        current = self._call("sdd_exact_claim", [key], field, rk.cluster_token(cluster_id))
-        return None if current is None else bytes(current).hex()
-
-    def exact_find(self, scope: str, content_hash: str) -> str | None:
-        key, field = rk.exact_slot(self.prefix, scope, content_hash)
-        current = self.client.hget(key, field)
-        return None if current is None else bytes(current).hex()
-
-    def exact_release(self, scope: str, content_hash: str, cluster_id: str) -> bool:
-        key, field = rk.exact_slot(self.prefix, scope, content_hash)
-        return bool(self._call("sdd_exact_release", [key], field, rk.cluster_token(cluster_id)))
-
     # -- near-duplicate tables --------------------------------------------------------------
     def _near_calls(self, function: str, scope: str, simhash: int, *args: Any) -> Any:
         """A pipeline with one call of ``function`` per bucket of ``simhash`` (settled, pending)."""
@@ -566,24 +550,6 @@ class StoreFunctions:
         replies = self._call("sdd_order_renew_many", rk.order_keys(self.prefix), lease_ms,
                              *(x for pair in pairs for x in pair))
         return [bool(int(r)) for r in replies]
-
-    # -- clusters ---------------------------------------------------------------------------
-    def cluster_join(self, cluster_id: str, member: str, rank: bytes) -> tuple[str, str | None]:
-        """(representative now, representative before) after ``member`` joined with ``rank``."""
-        now, before = self._call("sdd_cluster_join", [rk.cluster_key(self.prefix, cluster_id)], member, rank)
-        return _text(now), _text(before)
-
-    def cluster_leave(self, cluster_id: str, member: str) -> tuple[str | None, bool]:
-        """(representative now, None when the cluster is empty; whether ``member`` represented it)."""
-        now, was_rep = self._call("sdd_cluster_leave", [rk.cluster_key(self.prefix, cluster_id)], member)
-        return _text(now), bool(was_rep)
-
-    def cluster_representative(self, cluster_id: str) -> str | None:
-        return _text(self.client.hget(rk.cluster_key(self.prefix, cluster_id), "=rep"))
-
-    def cluster_members(self, cluster_id: str) -> list[str]:
-        fields = self.client.hkeys(rk.cluster_key(self.prefix, cluster_id))
-        return sorted(_text(f)[2:] for f in fields if _text(f).startswith("m:"))
 
     # -- requests taken by a process --------------------------------------------------------
     def pending_take(self, request_id: str, owner: str, lease_ms: int, payload: bytes) -> bool:

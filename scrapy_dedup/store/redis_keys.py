@@ -13,8 +13,6 @@ key                            holds                                  slots
 =============================  =====================================  =====================
 ``P:f:{f<bucket>}``            frontier bucket: 8-byte records        16,384 buckets, spread
                                (6-byte URL-key digest, uint16 run)
-``P:x:{x<shard>}``             exact index: 16-byte content digest    4,096 shards, spread
-                               -> 8-byte cluster id (hash)
 ``P:n:{n<t><g>-<k>}<scope>``   SimHash table ``t``, slot group ``g``  4 x 16 groups, one
 ``P:np:{n<t><g>-<k>}<scope>``  (the block's top 4 bits): settled /    slot each, evenly
                                pending hash, field = the 16-bit       spaced over the 16,384
@@ -23,8 +21,6 @@ key                            holds                                  slots
                                                                       call per group
 ``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCRBY and
                                                                       one HSET per batch
-``P:c:{c<cluster id>}``        one cluster: representative and       one per cluster, spread
-                               member ranks (hash)
 ``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
 ``P:qz:{q<shard>}``,           holds them (hash), lease deadlines
 ``P:qo:{q<shard>}``            (sorted set), holders' own leases
@@ -82,13 +78,11 @@ import numpy as np
 import xxhash
 
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
-from scrapy_dedup.core.representative import Candidate, authority_rank
 
 LAYOUT = "redis-5"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
-EXACT_SHARD_BITS = 12
 PENDING_SHARDS = 64
 NEAR_RECORD = 16
 
@@ -161,19 +155,12 @@ def frontier_pattern(prefix: str) -> str:
     return f"{_glob_escape(prefix)}:f:*"
 
 
-# -- exact index ----------------------------------------------------------------------------
+# -- scopes and cluster tokens ----------------------------------------------------------------
 
 
 def scope_digest(scope: str) -> bytes:
     """8 bytes standing for a dedup scope (the same digest as the LevelDB backend's)."""
     return xxhash.xxh64_digest(scope.encode("utf-8"))
-
-
-def exact_slot(prefix: str, scope: str, content_hash: str) -> tuple[str, bytes]:
-    """(shard key, 16-byte field) of a content hash in a scope."""
-    field = xxhash.xxh3_128_digest(scope_digest(scope) + content_hash.encode("ascii", "surrogateescape"))
-    shard = int.from_bytes(field[:2], "big") >> (16 - EXACT_SHARD_BITS)
-    return f"{prefix}:x:{{x{shard:03x}}}", field
 
 
 def cluster_token(cluster_id: str) -> bytes:
@@ -493,32 +480,6 @@ def split_near_record(record: bytes) -> tuple[int, bytes]:
 def order_keys(prefix: str) -> tuple[str, str]:
     tag = f"{{{prefix}:o}}"
     return f"{prefix}:o:{tag}", f"{prefix}:om:{tag}"
-
-
-# -- clusters and their representatives -----------------------------------------------------
-
-
-def cluster_key(prefix: str, cluster_id: str) -> str:
-    return f"{prefix}:c:{{c{cluster_id}}}"
-
-
-def rank_bytes(candidate: Candidate, authority: Sequence[str] = ()) -> bytes:
-    """Bytes whose order is :func:`representative_order`'s: the smallest represents.
-
-    Fixed-width big-endian numbers first, then the URL key in UTF-8 (whose byte order is
-    code point order), so the server compares ranks without knowing the rule.
-    """
-    length = max(0, min(candidate.text_length, 0xFFFFFFFF))
-    return (
-        bytes((1 if candidate.canonical_alias else 0,))
-        + struct.pack(
-            ">IHI",
-            0xFFFFFFFF - length,
-            min(authority_rank(candidate.url, authority), 0xFFFF),
-            max(0, min(candidate.first_run, 0xFFFFFFFF)),
-        )
-        + candidate.key.encode("utf-8", "surrogatepass")
-    )
 
 
 # -- requests taken by a process ------------------------------------------------------------
