@@ -37,6 +37,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -948,6 +950,18 @@ def frontier_rows(frontier: dict) -> list[dict]:
     ]
 
 
+@contextmanager
+def _one_server(tmp: Path) -> Iterator:
+    """A ``redis-server`` in ``tmp``, which is removed afterwards."""
+    from redis_servers import RedisServer
+
+    try:
+        with RedisServer(tmp / "single") as single:
+            yield single
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=SIZES, default="default")
@@ -968,27 +982,17 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-redis-"))
     if args.only == "frontier":
-        from redis_servers import RedisServer
-
-        try:
-            with RedisServer(tmp / "single") as single:
-                log(NAME, f"frontier: {n_urls:,} URLs, ours and scrapy-redis's dupefilter ...")
-                frontier = bench_frontier(single.url, n_urls, ONE_BY_ONE[args.size])
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with _one_server(tmp) as single:
+            log(NAME, f"frontier: {n_urls:,} URLs, ours and scrapy-redis's dupefilter ...")
+            frontier = bench_frontier(single.url, n_urls, ONE_BY_ONE[args.size])
         write_result(f"{NAME}_frontier", {"size": args.size, "frontier": frontier, "rows": frontier_rows(frontier)},
                      args.out)
         return 0
     if args.only == "bytes":
-        from redis_servers import RedisServer
-
         counts = tuple(doc_counts) if args.docs else DOCUMENT_BYTES_DOCS[args.size]
-        try:
-            with RedisServer(tmp / "single") as single:
-                log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in counts)} distinct documents ...")
-                measured = bench_document_bytes(single.url, counts, CRAWL_PAGES[args.size])
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with _one_server(tmp) as single:
+            log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in counts)} distinct documents ...")
+            measured = bench_document_bytes(single.url, counts, CRAWL_PAGES[args.size])
         previous = _previous(args.out)
         store_time = previous.get("store_time", {})
         store_time["document_bytes"] = {**store_time.get("document_bytes", {}), **measured}
@@ -997,23 +1001,18 @@ def main(argv: list[str] | None = None) -> int:
         write_result(NAME, {**previous, "store_time": store_time, "rows": rows}, args.out)
         return 0
     if args.only == "crawl":
-        from redis_servers import RedisServer
-
-        try:
-            with RedisServer(tmp / "single") as single:
-                log(NAME, f"store time per page against extraction, {CRAWL_PAGES[args.size]} PostgreSQL pages ...")
-                store_time = bench_store_time(single.url, CRAWL_PAGES[args.size])
-                # the index's bytes and bucket cost go with the store time's rows: measured again
-                log(NAME, f"near-duplicate index bytes at "
-                          f"{', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[args.size])} documents ...")
-                store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[args.size])
-                store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
-                log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in DOCUMENT_BYTES_DOCS[args.size])} distinct documents ...")
-                store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[args.size], CRAWL_PAGES[args.size])
-                log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
-                crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with _one_server(tmp) as single:
+            log(NAME, f"store time per page against extraction, {CRAWL_PAGES[args.size]} PostgreSQL pages ...")
+            store_time = bench_store_time(single.url, CRAWL_PAGES[args.size])
+            # the index's bytes and bucket cost go with the store time's rows: measured again
+            log(NAME, f"near-duplicate index bytes at "
+                      f"{', '.join(f'{n:,}' for n in INDEX_BYTES_DOCS[args.size])} documents ...")
+            store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[args.size])
+            store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
+            log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in DOCUMENT_BYTES_DOCS[args.size])} distinct documents ...")
+            store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[args.size], CRAWL_PAGES[args.size])
+            log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
+            crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)
         previous = _previous(args.out)
         rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES,
                              store_time_rows(store_time) + document_bytes_rows(store_time["document_bytes"]))
