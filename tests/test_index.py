@@ -6,6 +6,7 @@ import pytest
 
 from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.decide.index import ContentIndex, Document
+from scrapy_dedup.store.base import MEMBERS
 from scrapy_dedup.store.leveldb import LevelDBStore
 
 WORDS = (
@@ -46,6 +47,18 @@ def test_new_then_exact_duplicate(store):
     assert second.canonical_url == "http://h/b"
     assert second.cluster_id == first.cluster_id
     assert store.get_url("http://h/c").reason == "exact_content"
+
+
+def test_a_cluster_of_one_has_no_member_set_and_a_replaced_representative_enters_it(store):
+    index = make_index(store)
+    text = prose(2)
+    first = index.ingest(doc("http://h/z", text))
+    assert list(store.set_members(MEMBERS, first.cluster_id)) == []
+    assert store.cluster_members(first.cluster_id) == ["http://h/z"]
+    assert index.ingest(doc("http://h/a", text)).is_representative  # the smaller URL takes over
+    assert sorted(k for k, _ in store.set_members(MEMBERS, first.cluster_id)) == ["http://h/a", "http://h/z"]
+    cluster = store.get_cluster(first.cluster_id)
+    assert store.members_of(cluster) == store.cluster_members(first.cluster_id) == ["http://h/a", "http://h/z"]
 
 
 def test_smaller_url_takes_over_with_supersedes(store):

@@ -10,7 +10,7 @@ import pytest
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import STORE_FORMAT, IncompatibleStore, StoreError
+from scrapy_dedup.store.base import EXACT, STORE_FORMAT, IncompatibleStore, StoreError
 from scrapy_dedup.store.redis_store import RedisStore, _encode_commands
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
@@ -83,6 +83,31 @@ def test_scan_streams_a_large_table(redis_url, redis_prefix):
     seen = {r.key for r in store.iter_urls()}
     assert len(seen) == 3000
     assert seen == {f"http://h/{i}" for i in range(3000)}
+
+
+def test_small_tables_keep_digests_in_compact_hashes(redis_single, redis_prefix):
+    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+    with store.batch() as b:
+        for i in range(500):
+            b.index_exact("", f"{i:032x}", f"{i:016x}")
+            b.put_emitted(f"http://h/{i}", f"{i:032x}")
+    assert store.find_exact("", f"{7:032x}") == f"{7:016x}" and store.get_emitted("http://h/7") == f"{7:032x}"
+    assert store.claim_exact("", f"{7:032x}", "ab" * 8) == f"{7:016x}"
+    shards = list(store.client.scan_iter(match=f"{redis_prefix}:t:exact:*", count=1000))
+    assert len(shards) > 480  # 500 entries over 16,384 shards: nearly one each
+    for key in shards[:50]:
+        assert store.client.object("encoding", key) == b"listpack"
+        assert {(len(f), len(v)) for f, v in store.client.hgetall(key).items()} == {(16, 8)}
+    # a digest is no key: the table cannot be listed, and says so
+    with pytest.raises(StoreError, match="digests of its keys: it is not scanned"):
+        list(store.scan(EXACT))
+    with pytest.raises(ValueError, match="a cluster id is 16 lowercase hex digits"):
+        with store.batch() as b:
+            b.index_exact("", "0" * 32, "not-an-id")
+    with pytest.raises(ValueError, match="a content hash is 32 lowercase hex digits"):
+        with store.batch() as b:
+            b.put_emitted("http://h/x", "ABC")
+    assert store.get_emitted("http://h/x") is None and store.find_exact("", "0" * 32) == f"{0:016x}"
 
 
 def test_processes_alive_together_share_one_run(redis_url, redis_prefix):
