@@ -33,11 +33,6 @@ key                            holds                                  slots
                                of the band hash), value its 12-byte   per step
                                records (the band hash's low 4 bytes,
                                token)
-``P:t:<table>:{t<table><s>}``  one shard of a record table (URL       1,024 or 16,384 shards
-                               records, clusters, the exact index,    a table, spread
-                               ...): see *record tables* below
-``P:s:<set>:{s<digest>}<id>``  a cluster's members but its            one per set, spread
-                               representative, a URL's aliases
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost

@@ -9,14 +9,16 @@ are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
 =================================  ===========================================
 ``P:m:{P:m}``                      metadata (hash: name -> JSON), the run counter
 ``P:r:{P:m}``                      processes in the current run, by lease deadline
-``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 hashes per table
-``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value)
+``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 or 16,384 hashes (see
+                                   *record tables* in redis_keys: digests as fields)
+``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value): a URL's
+                                   aliases, a cluster's members but its representative
 ``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
 ``P:d:{d<url key digest>}``        a URL key being decided (see ``hold_document``)
 =================================  ===========================================
 
-Reads stream: ``scan`` walks a table shard by shard, so a report needs no snapshot and
-never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server; inside
+Reads stream: ``scan`` walks a table a few shards a round trip, so a report needs no
+snapshot and never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server; inside
 a decision's hold it waits for the thread's next read, or goes with the hold's release.
 On a cluster, where one transaction cannot span slots, a batch is journalled in one slot
 (``P:j:{P:m}``), applied slot by slot, then struck from the journal; a batch left there
