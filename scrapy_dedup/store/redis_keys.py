@@ -73,6 +73,7 @@ import numpy as np
 import xxhash
 
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
+from scrapy_dedup.store.base import CLUSTER, EMITTED, EXACT, MINHASH, RAW, TEXT
 
 LAYOUT = "redis-5"
 
@@ -253,12 +254,12 @@ class TableLayout:
 
 PLAIN_TABLE = TableLayout(TABLE_SHARDS)
 TABLES: dict[str, TableLayout] = {
-    "cluster": TableLayout(TABLE_SHARDS, field=_id_bytes, key=lambda field: field.hex()),
-    "exact": TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_id_bytes, read=_hex_out),
-    "raw": TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None),
-    "emitted": TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_hash_bytes, read=_hex_out),
-    "minhash": TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
-    "text": TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
+    CLUSTER: TableLayout(TABLE_SHARDS, field=_id_bytes, key=lambda field: field.hex()),
+    EXACT: TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_id_bytes, read=_hex_out),
+    RAW: TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None),
+    EMITTED: TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_hash_bytes, read=_hex_out),
+    MINHASH: TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
+    TEXT: TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
 }
 
 
