@@ -76,7 +76,7 @@ class Clusters:
         with self.store.batch() as batch:
             self._write_content(batch, record, doc)
             batch.put_cluster(cluster)  # its representative is its one member: no member set yet
-            batch.index_exact(doc.scope, record.content_hash, cid)
+            # (the exact entry is the claim above: written already, or going with this batch)
             if self._indexable(record):
                 batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), cid)
         return Decision(
