@@ -27,6 +27,7 @@ shows apart.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -664,16 +665,34 @@ def bench_store_time(server_url: str, pages: int) -> dict:
 def synthetic_pages(count: int, texts: list[str], seed: int = 5):
     """``count`` distinct pages (url, raw bytes, text, fingerprint, packed text) of the length and words of
     real ones: page i is the words of ``texts[i % len(texts)]`` in a random order, so no two are
-    near duplicates and each is a document of its own."""
+    near duplicates and each is a document of its own. They are fingerprinted by a worker
+    process, as a crawl's extraction workers do, while the caller decides the ones before."""
+    rng = random.Random(seed)
+
+    def shuffled():
+        for i in range(count):
+            words = texts[i % len(texts)].split()
+            rng.shuffle(words)
+            yield f"https://docs.example.org/{i // 1000}/page-{i}.html", " ".join(words)
+
+    pages = shuffled()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        # two blocks in flight at most: the worker runs ahead of the caller by one block
+        block = list(itertools.islice(pages, 2048))
+        ahead = pool.map_async(_synthetic_page, block, chunksize=64) if block else None
+        while ahead is not None:
+            block = list(itertools.islice(pages, 2048))
+            following = pool.map_async(_synthetic_page, block, chunksize=64) if block else None
+            yield from ahead.get()
+            ahead = following
+
+
+def _synthetic_page(page: tuple[str, str]) -> tuple:
     from scrapy_dedup.core.fingerprints import fingerprint
     from scrapy_dedup.core.records import pack_text
 
-    rng = random.Random(seed)
-    for i in range(count):
-        words = texts[i % len(texts)].split()
-        rng.shuffle(words)
-        text = " ".join(words)
-        yield f"https://docs.example.org/{i // 1000}/page-{i}.html", text.encode(), text, fingerprint(text), pack_text(text)
+    url, text = page
+    return url, text.encode(), text, fingerprint(text), pack_text(text)
 
 
 def bench_document_bytes(server_url: str, counts: tuple[int, ...], pages: int) -> dict:

@@ -237,7 +237,7 @@ def test_redis_bytes_alone_keeps_the_other_counts(tmp_path):
     measured = data["store_time"]["document_bytes"]
     assert sorted(measured) == ["200", "300"] and measured["300"]["documents"] == 300
     families = measured["300"]["bytes_by_family"]
-    # the small tables keep digests: 8-byte cluster ids and 16-byte digests against 16-hex and 32-hex text
+    # the small tables keep digests: 8-byte cluster ids and 12-byte digests against 16-hex and 32-hex text
     assert 0 < families["t:exact"]["bytes"] < families["t:raw"]["bytes"]
     assert [r["measure"].split(" distinct")[0] for r in data["rows"] if r["measure"].startswith("bytes per document at")] == [
         "bytes per document at 200", "bytes per document at 200", "bytes per document at 300", "bytes per document at 300"]

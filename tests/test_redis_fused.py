@@ -149,7 +149,7 @@ def _in_flight(store: RedisStore) -> tuple[int, int]:
     return client.hlen(rk.order_keys(store.prefix)[1]), pending
 
 
-def test_a_new_page_is_decided_in_two_round_trips_and_four_calls(redis_single, redis_prefix):
+def test_a_new_page_is_decided_in_two_round_trips_and_five_calls(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
@@ -163,8 +163,8 @@ def test_a_new_page_is_decided_in_two_round_trips_and_four_calls(redis_single, r
         # the lock with the URL record, the near hold, the exact entry and the cluster named
         # after the content; the writes with the exact claim, the settle and the release
         assert trips == 2
-        # open, index (in the writes), close, release: one call each
-        assert _fcalls(store.client) - calls == 4
+        # open, index and the MinHash signature's put (in the writes), close, release: one call each
+        assert _fcalls(store.client) - calls == 5
         assert _in_flight(store) == (0, 0)
     finally:
         store.close()

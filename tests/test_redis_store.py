@@ -4,9 +4,11 @@ reports stream; passwords stay out of messages."""
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
+import redis
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store import redis_keys as rk
@@ -97,7 +99,7 @@ def test_small_tables_keep_digests_in_compact_hashes(redis_single, redis_prefix)
     assert len(shards) > 480  # 500 entries over 16,384 shards: nearly one each
     for key in shards[:50]:
         assert store.client.object("encoding", key) == b"listpack"
-        assert {(len(f), len(v)) for f, v in store.client.hgetall(key).items()} == {(16, 8)}
+        assert {(len(f), len(v)) for f, v in store.client.hgetall(key).items()} == {(12, 8)}
     # a digest is no key: the table cannot be listed, and says so
     with pytest.raises(StoreError, match="digests of its keys: it is not scanned"):
         list(store.scan(EXACT))
@@ -108,6 +110,53 @@ def test_small_tables_keep_digests_in_compact_hashes(redis_single, redis_prefix)
         with store.batch() as b:
             b.put_emitted("http://h/x", "ABC")
     assert store.get_emitted("http://h/x") is None and store.find_exact("", "0" * 32) == f"{0:016x}"
+
+
+def test_minhash_signatures_are_packed_several_to_a_field(redis_url, redis_prefix):
+    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    rng = random.Random(3)
+    signatures = {f"http://h/{i}": rng.randbytes(256) for i in range(2000)}
+    signatures["http://h/short"] = b"x"
+    with store.batch() as b:
+        for key, signature in signatures.items():
+            b.put_minhash(key, signature)
+    assert [key for key, signature in signatures.items() if store.get_minhash(key) != signature] == []
+    assert store.get_minhash("http://h/never") is None
+    # replaced in place, taken out, and the others stay
+    with store.batch() as b:
+        b.put_minhash("http://h/5", b"new" * 90)
+        for i in range(0, 2000, 2):
+            b.delete_minhash(f"http://h/{i}")
+    assert store.get_minhash("http://h/5") == b"new" * 90
+    assert all(store.get_minhash(f"http://h/{i}") is None for i in range(0, 2000, 2))
+    assert all(store.get_minhash(f"http://h/{i}") == signatures[f"http://h/{i}"] for i in range(7, 2000, 2))
+    shards = list(store.client.scan_iter(match=f"{redis_prefix}:t:minhash:*", count=1000))
+    fields = [store.client.hlen(key) for key in shards]
+    assert len(shards) <= rk.TABLE_SHARDS and max(fields) <= rk.PACKED_FIELDS
+    assert sum(fields) < 1002  # 1,001 records left, several to a field
+    store.close()
+
+
+def test_a_packed_record_is_found_only_where_it_starts(redis_url, redis_prefix):
+    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    shard, fn = rk.table_shard(redis_prefix, "minhash", 0), store.client.fcall
+    first, second = b"A" * 12, b"B" * 12
+    # the first record's value holds the second's digest, across its head too
+    assert fn("sdd_packed_put", 1, shard, b"\x00", first, b"x" + second + b"y") == 1
+    assert fn("sdd_packed_get", 1, shard, b"\x00", second) is None
+    assert fn("sdd_packed_delete", 1, shard, b"\x00", second) == 0
+    assert fn("sdd_packed_put", 1, shard, b"\x00", second, b"") == 1  # an empty value is a value
+    assert fn("sdd_packed_put", 1, shard, b"\x00", first, second) == 1  # replaced: shorter
+    assert (fn("sdd_packed_get", 1, shard, b"\x00", first), fn("sdd_packed_get", 1, shard, b"\x00", second)) == (second, b"")
+    assert fn("sdd_packed_delete", 1, shard, b"\x00", first) == 1
+    assert fn("sdd_packed_get", 1, shard, b"\x00", second) == b""
+    assert fn("sdd_packed_delete", 1, shard, b"\x00", second) == 1
+    assert store.client.exists(shard) == 0  # the last record out: the field and the shard go
+    with pytest.raises(redis.ResponseError, match="1-byte field and a 12-byte digest"):
+        fn("sdd_packed_get", 1, shard, b"\x00", b"short")
+    with pytest.raises(redis.ResponseError, match="at most 65,535 bytes"):
+        fn("sdd_packed_put", 1, shard, b"\x00", first, b"x" * 65536)
+    store.close()
 
 
 def test_processes_alive_together_share_one_run(redis_url, redis_prefix):
@@ -185,15 +234,15 @@ def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
 
 def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    # as a store written by the previous version records itself (its small tables keyed by
-    # text, in 1,024 shards, and every cluster with a member set)
-    store.put_meta("params", {**store.params, "simhash_layout": "redis-4"})
+    # as a store written by the previous version records itself (16-byte digests, and one
+    # MinHash signature a field)
+    store.put_meta("params", {**store.params, "simhash_layout": "redis-5"})
     store.close()
     with pytest.raises(IncompatibleStore) as info:
         RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    assert f"simhash_layout: store has 'redis-4', this crawl uses '{rk.LAYOUT}'" in str(info.value)
-    assert rk.LAYOUT == "redis-5"
-    with pytest.raises(StoreError, match="redis-5 layout"):
+    assert f"simhash_layout: store has 'redis-5', this crawl uses '{rk.LAYOUT}'" in str(info.value)
+    assert rk.LAYOUT == "redis-6"
+    with pytest.raises(StoreError, match="redis-6 layout"):
         RedisStore.open_existing(redis_url, prefix=redis_prefix)
 
 

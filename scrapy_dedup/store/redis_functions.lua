@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 8
+local LIBRARY_VERSION = 9
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -155,6 +155,80 @@ local function exact_claim(keys, args)
   if current then return current end
   redis.call('HSET', keys[1], args[1], args[2])
   return false
+end
+
+-- Packed records ----------------------------------------------------------------------------
+-- KEYS[1] a shard of a packed table (hash), whose fields each hold several records end to end:
+-- the record's 12-byte key digest, its value's length (uint16, big-endian), the value.  ARGV:
+-- the field (1 byte), the digest, and for a put the value.  A field is rewritten whole by a
+-- put or a delete: records too long for a listpack take about 30% less this way than one
+-- hash-table entry each.
+local PACKED_DIGEST = 12
+local PACKED_HEAD = PACKED_DIGEST + 2
+local PACKED_USAGE = 'a packed record is named by a 1-byte field and a 12-byte digest'
+
+-- Start and end (exclusive) of the record of `digest` in `blob`, or nil.  string.find is a C
+-- scan; a hit that does not start a record (the digest's bytes inside a value) is skipped.
+local function packed_find(blob, digest)
+  local pos, hit = 1, string.find(blob, digest, 1, true)
+  while hit ~= nil and pos <= #blob do
+    if pos > hit then
+      hit = string.find(blob, digest, pos, true)
+    else
+      local after = pos + PACKED_HEAD + struct.unpack('>I2', blob, pos + PACKED_DIGEST)
+      if pos == hit then return pos, after end
+      pos = after
+    end
+  end
+  return nil
+end
+
+local function packed_args(args)
+  return #(args[1] or '') == 1 and #(args[2] or '') == PACKED_DIGEST
+end
+
+-- Replies the value of the record, or nil.
+local function packed_get(keys, args)
+  if not packed_args(args) then return fail(PACKED_USAGE) end
+  local blob = redis.call('HGET', keys[1], args[1])
+  if not blob then return nil end
+  local pos, after = packed_find(blob, args[2])
+  if pos == nil then return nil end
+  return string.sub(blob, pos + PACKED_HEAD, after - 1)
+end
+
+-- Writes the record (in place of the one it replaces); replies 1.
+local function packed_put(keys, args)
+  local value = args[3]
+  if not packed_args(args) or value == nil or #value > 65535 then
+    return fail(PACKED_USAGE .. ', with a value of at most 65,535 bytes')
+  end
+  local blob = redis.call('HGET', keys[1], args[1]) or ''
+  local record = args[2] .. struct.pack('>I2', #value) .. value
+  local pos, after = packed_find(blob, args[2])
+  if pos == nil then
+    blob = blob .. record
+  else
+    blob = string.sub(blob, 1, pos - 1) .. record .. string.sub(blob, after)
+  end
+  redis.call('HSET', keys[1], args[1], blob)
+  return 1
+end
+
+-- Takes the record out; replies 1, or 0 when there was none.
+local function packed_delete(keys, args)
+  if not packed_args(args) then return fail(PACKED_USAGE) end
+  local blob = redis.call('HGET', keys[1], args[1])
+  if not blob then return 0 end
+  local pos, after = packed_find(blob, args[2])
+  if pos == nil then return 0 end
+  blob = string.sub(blob, 1, pos - 1) .. string.sub(blob, after)
+  if blob == '' then
+    redis.call('HDEL', keys[1], args[1])
+  else
+    redis.call('HSET', keys[1], args[1], blob)
+  end
+  return 1
 end
 
 -- Near-duplicate tables -------------------------------------------------------------------
@@ -998,7 +1072,7 @@ local WRITERS = {
   {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
-  {'exact_claim', exact_claim},
+  {'exact_claim', exact_claim}, {'packed_put', packed_put}, {'packed_delete', packed_delete},
   {'near_add', near_add}, {'near_settle', near_settle}, {'near_remove', near_remove}, {'near_put', near_put},
   {'order_take', order_take}, {'order_release', order_release}, {'order_renew', order_renew},
   {'order_reap', order_reap},
@@ -1009,7 +1083,7 @@ local WRITERS = {
 }
 local READERS = {
   {'near_pending', near_pending}, {'frontier_peek', frontier_peek},
-  {'version', version}, {'bands_find', bands_find}, {'order_get', order_get},
+  {'version', version}, {'bands_find', bands_find}, {'order_get', order_get}, {'packed_get', packed_get},
 }
 
 for i = 1, #WRITERS do

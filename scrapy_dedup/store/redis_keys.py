@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-5``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-6``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -75,7 +75,7 @@ import xxhash
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 from scrapy_dedup.store.base import CLUSTER, EMITTED, EXACT, MINHASH, RAW, TEXT
 
-LAYOUT = "redis-5"
+LAYOUT = "redis-6"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
@@ -178,16 +178,20 @@ def cluster_token(cluster_id: str) -> bytes:
 # ============  ======================  =============================  ======
 # table         field                   value                          shards
 # ============  ======================  =============================  ======
-# exact         16-byte digest of the   cluster id, 8 bytes            16,384
+# exact         12-byte digest of the   cluster id, 8 bytes            16,384
 #               scope and content hash
-# emitted       16-byte digest of the   content hash, 16 bytes         16,384
+# emitted       12-byte digest of the   content hash, 16 bytes         16,384
 #               URL key
-# raw           16-byte digest of the   URL key (compact while URL     16,384
+# raw           12-byte digest of the   URL key (compact while URL     16,384
 #               raw body hash           keys are at most 64 bytes)
 # cluster       cluster id, 8 bytes     the cluster record: 16 bytes   1,024
 #                                       and the representative's key
-# minhash,      16-byte digest of the   signature (256 bytes), packed  1,024
-# text          URL key                 text
+# minhash       1 byte (64 fields a     records packed end to end:     1,024
+#               shard, by the URL       the URL key's 12-byte digest,
+#               key's digest)           the signature's length
+#                                       (uint16), the signature
+# text          12-byte digest of the   text                           1,024
+#               URL key
 # any other     the key                 the record                     1,024
 # ============  ======================  =============================  ======
 #
@@ -196,8 +200,14 @@ def cluster_token(cluster_id: str) -> bytes:
 # ``hash-max-listpack-entries`` on the server. They cost one key a shard, some 100 bytes: 1.6 MB
 # a table, 16 bytes a document at 10^5 and 1.6 at 10^6. A cluster record holds a URL key, which
 # is seldom as short as 48 bytes: its table is a hash table whatever its shards, and keeps 1,024.
+# A MinHash signature (256 bytes) is too long for a listpack, and alone in a hash-table entry it
+# would take 392 bytes (its entry, its field, and 260 bytes of value in the allocator's 320-byte
+# class); packed about 15 to a field at 10^6 documents it takes about 290. Its records are read,
+# replaced and taken out by server-side functions (``sdd_packed_*``), which rewrite the field:
+# about 41 KB a field at 10^7 documents.
 # A digest field cannot be read back, so the tables keyed by one are never scanned (the cluster
-# table, which reports scan, keeps its ids whole). 16-byte digests collide once in 2^64 pairs.
+# table, which reports scan, keeps its ids whole). Two keys' 12-byte digests are equal with a chance
+# of 2^-96: among 10^8 keys, some two share one with a chance of about 10^-13.
 
 TABLE_SHARDS = 1024
 SMALL_TABLE_SHARDS = 16_384
@@ -221,8 +231,20 @@ def _hash_bytes(value: bytes) -> bytes:
     return bytes.fromhex(text)
 
 
+#: bytes of a key's digest where a table keeps digests instead of keys
+KEY_DIGEST_BYTES = 12
+#: fields of one shard of a packed table (the first byte of its field)
+PACKED_FIELDS = 64
+
+
 def _key_digest(key: str) -> bytes:
-    return xxhash.xxh3_128_digest(key.encode("utf-8", "surrogatepass"))
+    return xxhash.xxh3_128_digest(key.encode("utf-8", "surrogatepass"))[:KEY_DIGEST_BYTES]
+
+
+def _packed_field(key: str) -> bytes:
+    """The field of a packed record (1 byte) then its key's digest."""
+    digest = xxhash.xxh3_128_digest(key.encode("utf-8", "surrogatepass"))
+    return bytes((digest[-1] % PACKED_FIELDS,)) + digest[:KEY_DIGEST_BYTES]
 
 
 def _text_field(key: str) -> bytes:
@@ -247,9 +269,30 @@ class TableLayout:
     key: Callable[[bytes], str] | None = lambda field: field.decode("utf-8", "surrogatepass")
     stored: Callable[[bytes], bytes] = _same  # a value as stored
     read: Callable[[bytes], bytes] = _same  # a stored value as given
+    #: several records to a field: ``field`` gives the field (1 byte) then the record's digest,
+    #: and the records are read and written by the ``sdd_packed_*`` functions
+    packed: bool = False
 
     def shard(self, key: str) -> int:
         return xxhash.xxh3_64_intdigest(key.encode("utf-8", "surrogatepass")) % self.shards
+
+    def get_command(self, shard: str, field: bytes) -> tuple:
+        """The command that reads a record (its reply: the stored value, or None)."""
+        if self.packed:
+            return ("FCALL_RO", "sdd_packed_get", 1, shard, field[:1], field[1:])
+        return ("HGET", shard, field)
+
+    def put_command(self, shard: str, field: bytes, value: bytes) -> tuple:
+        """The command that writes a record (``value`` as given: it is stored as ``stored`` says)."""
+        if self.packed:
+            return ("FCALL", "sdd_packed_put", 1, shard, field[:1], field[1:], self.stored(value))
+        return ("HSET", shard, field, self.stored(value))
+
+    def delete_command(self, shard: str, field: bytes) -> tuple:
+        """The command that takes a record out."""
+        if self.packed:
+            return ("FCALL", "sdd_packed_delete", 1, shard, field[:1], field[1:])
+        return ("HDEL", shard, field)
 
 
 PLAIN_TABLE = TableLayout(TABLE_SHARDS)
@@ -258,7 +301,7 @@ TABLES: dict[str, TableLayout] = {
     EXACT: TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_id_bytes, read=_hex_out),
     RAW: TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None),
     EMITTED: TableLayout(SMALL_TABLE_SHARDS, field=_key_digest, key=None, stored=_hash_bytes, read=_hex_out),
-    MINHASH: TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
+    MINHASH: TableLayout(TABLE_SHARDS, field=_packed_field, key=None, packed=True),
     TEXT: TableLayout(TABLE_SHARDS, field=_key_digest, key=None),
 }
 
@@ -281,7 +324,9 @@ def table_slot(prefix: str, table: str, key: str) -> tuple[str, bytes]:
     """(shard hash, field) of ``key`` in ``table``.
 
     >>> table_slot("p", "cluster", "00000000000000aa")[1].hex(), len(table_slot("p", "exact", "0" * 16 + ":a")[1])
-    ('00000000000000aa', 16)
+    ('00000000000000aa', 12)
+    >>> len(table_slot("p", "minhash", "http://h/a")[1])  # the field, then the digest
+    13
     >>> table_slot("p", "url", "http://h/a")
     ('p:t:url:{turl008}', b'http://h/a')
     """

@@ -130,7 +130,7 @@ class RedisBatch(StoreBatch):
         if table == URL:
             self.commands += s._url_put(key, bytes(value))
             return
-        self.commands.append(("HSET", *s._slot(table, key), rk.table_layout(table).stored(bytes(value))))
+        self.commands.append(rk.table_layout(table).put_command(*s._slot(table, key), bytes(value)))
 
     def delete(self, table: str, key: str) -> None:
         s = self._store
@@ -140,7 +140,7 @@ class RedisBatch(StoreBatch):
             self.commands += [("HDEL", held, key), ("ZREM", deadlines, key)]
             s._release(key)
             return
-        self.commands.append(("HDEL", *s._slot(table, key)))
+        self.commands.append(rk.table_layout(table).delete_command(*s._slot(table, key)))
 
     def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
         self.commands.append(("HSET", self._store._set_key(name, owner), member, bytes(value)))
@@ -512,7 +512,7 @@ class RedisStore(DedupStore):
         try:
             held = self._near.open(
                 scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
-                [("HGET", *self._slot(table, k)) for table, k in ahead],
+                [self._read_command(table, k) for table, k in ahead],
                 first=[*waiting, ("SET", lock, holder, "NX", "PX", DECISION_LEASE_MS),
                        ("HGET", *self._slot(URL, key))],
                 proceed=proceed,
@@ -555,7 +555,7 @@ class RedisStore(DedupStore):
                 if self._behind:
                     self.send_waiting()
                 held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
-                                       [("HGET", *self._slot(table, key)) for table, key in ahead])
+                                       [self._read_command(table, key) for table, key in ahead])
         except _CONNECTION_ERRORS as exc:
             raise self._lost(exc) from None
         d.depth += 1
@@ -652,6 +652,10 @@ class RedisStore(DedupStore):
     def _slot(self, table: str, key: str) -> tuple[str, bytes]:
         """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis_keys.table_slot`)."""
         return rk.table_slot(self.prefix, table, key)
+
+    def _read_command(self, table: str, key: str) -> tuple:
+        """The command that reads a record of ``table`` (its reply as stored, or None)."""
+        return rk.table_layout(table).get_command(*self._slot(table, key))
 
     def _set_key(self, name: str, owner: str) -> str:
         digest = xxhash.xxh64_hexdigest(owner.encode("utf-8", "surrogatepass"))
@@ -775,7 +779,7 @@ class RedisStore(DedupStore):
         if table == PENDING:
             raw = self._carrying("HGET", rk.pending_keys(self.prefix, key)[0], key)
             return _payload(raw) if raw is not None else None
-        value = self._carrying("HGET", *self._slot(table, key))
+        value = self._carrying(*self._read_command(table, key))
         return value if value is None else rk.table_layout(table).read(value)
 
     def _carrying(self, *command: Any) -> Any:
