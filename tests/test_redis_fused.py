@@ -87,8 +87,13 @@ def test_a_crawl_s_decisions_and_store_are_those_of_the_per_group_calls(redis_si
         statuses = [step[0] for step in outcomes[0][:-1]]
         assert statuses == ["new", "exact_duplicate", "near_duplicate", "exact_duplicate", "new", "new", "updated"]
         assert outcomes[0][6][4] == "http://h/a"  # promoted when the representative changed
-        stored = dump(fused.client, fused.prefix)
-        assert stored == dump(grouped.client, grouped.prefix)
+        stored, stored_grouped = dump(fused.client, fused.prefix), dump(grouped.client, grouped.prefix)
+        # the order counter counts the near holds opened: on one server the changed page's hold,
+        # opened with its lock, ends unused while its old content leaves its cluster under a
+        # hold of its own, and opens again
+        counter = "P:o:{P:o}"
+        assert int(stored.pop(counter)) == int(stored_grouped.pop(counter)) + 1
+        assert stored == stored_grouped
         assert any(name.startswith("P:b:") for name in stored)  # band buckets were written
         assert not any(name.startswith(("P:np:", "P:bp:", "P:om:", "P:d:")) for name in stored)  # nothing in flight
     finally:

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import random
 import signal
 import threading
 import time
+from contextlib import contextmanager
 
 from scrapy_dedup.core.bands import BANDS
+from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_store import RedisStore
 
@@ -164,6 +168,41 @@ def test_near_decisions_wait_for_earlier_near_ones_only(redis_url, redis_prefix)
         # nothing is left pending once the decisions are done
         settled, pending = a.fn.near_scan("", simhash, 64)
         assert not pending
+    finally:
+        a.close()
+        b.close()
+
+
+@contextmanager
+def _forgetting(index: ContentIndex, key: str, promoted: list):
+    promoted.append(index.forget(key, 404))
+    yield
+
+
+def test_a_page_that_leaves_its_cluster_waits_for_a_decision_near_it(redis_url, redis_prefix):
+    # the cluster's record is read and written again when a member leaves: a page that joins
+    # it in another process at that moment would be lost from it
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        index = ContentIndex(a, a.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
+        rng = random.Random(4)
+        text = " ".join(f"w{rng.randrange(5000)}" for _ in range(300))
+        for key in ("http://h/a", "http://h/b"):  # a page and an exact copy: one cluster
+            index.ingest(Document(key=key, url=key, fingerprint=fingerprint(text), raw_hash=raw_hash(key.encode()), text=text))
+        cid = a.get_url("http://h/a").cluster_id
+        rep = a.get_cluster(cid).representative
+        other = ({"http://h/a", "http://h/b"} - {rep}).pop()
+        promoted: list = []
+        near = fingerprint(text).simhash ^ 0b1  # a decision near the content, in the other process
+        assert waits_for(b.hold_near("", near, (), 3), _forgetting(index, rep, promoted)) == [
+            "first leaves", "second enters"]
+        assert promoted == [other]
+        assert a.get_cluster(cid).representative == other and set(a.cluster_members(cid)) == {other}
+        assert a.get_url(rep).status == "deleted"
+        # a page of other content does not wait
+        assert waits_for(b.hold_near("", near ^ 0xFFFF_FFFF_FFFF_FFFF, (), 3),
+                         _forgetting(index, other, promoted)) == ["second enters", "first leaves"]
+        assert a.get_cluster(cid) is None
     finally:
         a.close()
         b.close()

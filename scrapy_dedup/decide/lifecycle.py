@@ -8,6 +8,7 @@ when it was the representative, the URL record stays).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.decision import Decision, Document
@@ -19,6 +20,7 @@ class Lifecycle:
 
     store: DedupStore
     clock: Callable[[], float]
+    max_distance: int
     _indexable: Callable[[UrlRecord], bool]
     _bands_of: Callable[[str], tuple[int, ...]]
     _url_of: Callable[[str | None], str | None]
@@ -30,12 +32,16 @@ class Lifecycle:
         Returns the URL of the member that now represents the cluster when the
         gone URL was its representative, so that it can be fetched and emitted
         with ``supersedes``.
+
+        On a shared store it holds the URL key as a decision does: another process deciding
+        the same page goes before or after it, never in between.
         """
-        record = self.store.get_url(key)
-        if record is None:
-            return None
-        record.status, record.http_status, record.last_seen = "deleted", http_status, self.clock()
-        return self._forget_content(record)
+        with self.store.hold_document(key):
+            record = self.store.get_url(key)
+            if record is None:
+                return None
+            record.status, record.http_status, record.last_seen = "deleted", http_status, self.clock()
+            return self._forget_content(record)
 
     def mark_unchanged(self, key: str) -> None:
         """A conditional GET answered 304: the document is as it was."""
@@ -76,12 +82,22 @@ class Lifecycle:
             with self.store.batch() as batch:
                 batch.put_url(record)
             return None
+        indexable = self._indexable(record)
+        bands = self._bands_of(record.key) if indexable else ()
+        # The cluster's record is read and written again. On a shared store this holds the
+        # near-duplicate neighbourhood of the content that leaves, as a decision of it would:
+        # a page that joins the cluster meanwhile (near this content, or by a band in common)
+        # is decided before or after, never in between.
+        hold = self.store.hold_near(record.scope, record.simhash, bands, self.max_distance) if indexable else nullcontext()
+        with hold:
+            return self._leave_cluster(record, cid, indexable, bands)
+
+    def _leave_cluster(self, record: UrlRecord, cid: str, indexable: bool, bands: tuple[int, ...]) -> str | None:
         cluster = self.store.get_cluster(cid)
         members = self.store.members_of(cluster) if cluster is not None else self.store.cluster_members(cid)
         others = [k for k in members if k != record.key]
         other_records = [r for r in (self.store.get_url(k) for k in others) if r is not None]
         is_rep = cluster is not None and cluster.representative == record.key
-        bands = self._bands_of(record.key) if is_rep and self._indexable(record) else ()
         content_hash = record.content_hash
         record.cluster_id = None
         record.clear_match()
@@ -90,7 +106,7 @@ class Lifecycle:
             batch.remove_member(cid, record.key)
             if not any(r.content_hash == content_hash for r in other_records):
                 batch.unindex_exact(record.scope, content_hash)
-            if is_rep and self._indexable(record):
+            if is_rep and indexable:
                 batch.unindex_near(record.scope, record.simhash, bands, cid)
             if not other_records:
                 batch.delete_cluster(cid)
