@@ -134,6 +134,8 @@ def test_minhash_signatures_are_packed_several_to_a_field(redis_url, redis_prefi
     fields = [store.client.hlen(key) for key in shards]
     assert len(shards) <= rk.TABLE_SHARDS and max(fields) <= rk.PACKED_FIELDS
     assert sum(fields) < 1002  # 1,001 records left, several to a field
+    with pytest.raises(ValueError, match="packs the records of the minhash table"):
+        store.put_if_absent("minhash", "http://h/7", b"x")
     store.close()
 
 

@@ -836,6 +836,8 @@ class RedisStore(DedupStore):
         answered = table == EXACT and key in d.unclaimed
         d.forget_reads()  # a write
         layout = rk.table_layout(table)
+        if layout.packed:
+            raise ValueError(f"the Redis store packs the records of the {table} table: they are put, not claimed")
         shard, field = self._slot(table, key)
         value = layout.stored(bytes(value))
         if answered:
