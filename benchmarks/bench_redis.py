@@ -573,7 +573,8 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
     """Seconds per page of what a crawl process asks of its store for each page of ``pages``
     ((url, raw bytes, text, fingerprint, packed text or None)): the frontier's seen-check (a
     shared store owes the request with the key's mark, as the dupefilter does), recording the
-    response, the decision, settling the request. The crawl's extraction workers pack the text
+    response, the recall of its body by hash (which skips the extraction of a body seen
+    before), the decision, settling the request. The crawl's extraction workers pack the text
     the store keeps; a page without it packed is packed here, in the pass."""
     from scrapy_dedup.core.fingerprints import raw_hash
     from scrapy_dedup.decide.frontier import Frontier
@@ -593,7 +594,9 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
             with store.batch() as batch:
                 batch.put_pending(key, request_blob)
         frontier.record_fetch(url, key, 200, None, None)
-        doc = Document(key=key, url=url, fingerprint=fp, raw_hash=raw_hash(body), text=text, packed_text=packed)
+        body_hash = raw_hash(body)
+        index.recall(body_hash)  # as the pipeline asks before it extracts
+        doc = Document(key=key, url=url, fingerprint=fp, raw_hash=body_hash, text=text, packed_text=packed)
         decision = index.ingest(doc)
         with store.batch_soon() as batch:  # as the crawl settles
             if decision.content_hash:

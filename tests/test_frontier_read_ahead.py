@@ -167,3 +167,27 @@ def test_read_ahead_in_a_new_run_decides_nothing_early(redis_url, redis_prefix):
         assert frontier.known_checks == 0
         assert frontier.check("http://h/a", "http://h/a") is None
         assert frontier.check("http://h/a", "http://h/a") == "seen"
+
+
+def test_a_request_settles_only_after_the_variants_its_page_added(redis_url, redis_prefix):
+    """The variants a page's links add reach the store before the page's request settles: a
+    process killed between the two leaves the page owed, so it is fetched again and its links
+    add them again. Read by another process, a settled request means its variants are in."""
+    page, variant = "http://h/page", "http://h/a?gclid=1"
+    with RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as crawl, \
+            RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as other:  # fmt: skip
+        crawl.begin_run()
+        with crawl.batch() as batch:
+            batch.put_pending(page, b"request")
+        assert other.has_pending(page)
+        crawl.record_variants([(variant, "http://h/a", 1.0, "normalized")])  # they wait
+        assert other.get_variant(variant) is None
+        with crawl.batch_soon() as batch:  # the page's output is exhausted: it settles
+            batch.settle_pending(page)
+        if crawl.fn.fused:
+            # one server: the settle waits behind the variants for this process's next call
+            assert other.has_pending(page) and other.get_variant(variant) is None
+            crawl.send_waiting()
+        # a cluster applies the settle at once, and the variants went first
+        assert not other.has_pending(page)
+        assert other.get_variant(variant)["count"] == 1

@@ -713,6 +713,9 @@ class RedisStore(DedupStore):
                 pipe.execute_command(*command)
             pipe.execute()
             return
+        # The writes that wait (a page's variants) go first, as one server's batch carries them:
+        # a request settled by this batch must not be durable before what its page added.
+        self.send_waiting()
         # A cluster transaction holds one slot: the batch is journalled in one slot first, then
         # applied slot by slot (in order within each), then its journal entry goes. A writer
         # that dies in between leaves the entry, which the next store opened replays: every
@@ -959,7 +962,9 @@ class RedisStore(DedupStore):
         # written with its first count by this process (a variant keeps its key: keys follow
         # from the URL). They wait for send_waiting(), which the crawl calls once the links of
         # a page are checked, or for the next round trip (a page's read ahead): one round trip
-        # for a page's variants, and a process killed in between loses only those.
+        # for a page's variants. They are in before any batch that follows them (the page's
+        # settle among them), so a process killed in between leaves the page owed, and its
+        # links add them again when it is fetched again.
         calls: list[tuple] = []
         for url, key, seen_at, reason in variants:
             if self._variant_aliases.get(url) != key:
