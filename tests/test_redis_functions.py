@@ -91,6 +91,23 @@ def test_library_is_loaded_on_every_master_and_reloaded_when_its_version_differs
         assert node.fcall_ro("sdd_version", 0) == LIBRARY_VERSION
 
 
+def test_a_newer_library_on_the_server_is_refused_and_kept(redis_url):
+    """The library is the server's, whatever the prefix: a crawl of an older release refuses
+    to replace the one a newer release loaded (it would break the crawls that run it)."""
+    client = connect(redis_url)
+    newer = LIBRARY_CODE.replace(f"local LIBRARY_VERSION = {LIBRARY_VERSION}", f"local LIBRARY_VERSION = {LIBRARY_VERSION + 1}")
+    try:
+        for node in primaries(client):
+            node.function_load(newer, replace=True)
+        with pytest.raises(StoreError, match=f"functions version {LIBRARY_VERSION + 1}, newer than this release's"):
+            StoreFunctions(client, "p")
+        for node in primaries(client):
+            assert node.fcall_ro("sdd_version", 0) == LIBRARY_VERSION + 1
+    finally:
+        for node in primaries(client):
+            node.function_load(LIBRARY_CODE, replace=True)
+
+
 # -- frontier ---------------------------------------------------------------------------------
 
 

@@ -176,12 +176,23 @@ class StoreFunctions:
 
     # -- the library ------------------------------------------------------------------------
     def ensure_library(self) -> None:
-        """Load the library on every master that lacks this version of it."""
+        """Load the library on every master that lacks this version of it.
+
+        The library is the server's, shared by every crawl on it whatever its prefix: an older
+        one is replaced, and a newer one (loaded by a newer release of this extension) is
+        refused before anything is written, since replacing it would break the crawls that run
+        it."""
         for node in primaries(self.client):
             try:
                 loaded = int(node.fcall_ro("sdd_version", 0))
             except redis.ResponseError:
                 loaded = None
+            if loaded is not None and loaded > LIBRARY_VERSION:
+                raise StoreError(
+                    f"the Redis server runs the {LIBRARY_NAME} functions version {loaded}, newer than "
+                    f"this release's {LIBRARY_VERSION}: upgrade scrapy-dedup on this machine, or use "
+                    "another server"
+                )
             if loaded != LIBRARY_VERSION:
                 node.function_load(LIBRARY_CODE, replace=True)
                 logger.info("loaded server functions %s version %d", LIBRARY_NAME, LIBRARY_VERSION)
