@@ -376,6 +376,11 @@ def _commandstats(client) -> tuple[int, int]:
     return calls, usec
 
 
+def _server_reads(client) -> int:
+    """The server's read events so far (``INFO stats``): about one a client round trip."""
+    return int(client.info("stats")["total_reads_processed"])
+
+
 def _crawl_together(start: str, out: Path, settings: dict, processes: int) -> tuple[float, list]:
     from testing import run_crawl
 
@@ -435,7 +440,9 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
             site.reset()
             memory_before = used_memory(client)
             calls_before, usec_before = _commandstats(client)
+            reads_before = _server_reads(client)
             wall, results = _crawl_together(start, tmp / f"redis{n}", settings, n)
+            reads_after = _server_reads(client)
             calls_after, usec_after = _commandstats(client)
             with RedisStore.open_existing(single_url, prefix=prefix) as store:
                 got = process_count_outcome(store)
@@ -450,6 +457,9 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
                 "same_result_as_leveldb": got == expected,
                 "server_us_per_page": (usec_after - usec_before) / site.fetches,
                 "server_calls_per_page": (calls_after - calls_before) / site.fetches,
+                # every client's round trips (the store's and scrapy-redis's queue): a server
+                # read event takes in one round trip's commands
+                "round_trips_per_page": (reads_after - reads_before) / site.fetches,
                 "documents": documents,
                 "url_records": urls,
                 "bytes_per_document_everything": memory / documents,
@@ -867,7 +877,8 @@ def crawl_rows(crawls: dict) -> list[dict]:
                         f"{r['pages_per_s'] / reference['pages_per_s']:.2f}x", "same result as LevelDB",
                         r["same_result_as_leveldb"]))
         rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: server time and calls per page",
-                        f"{r['server_us_per_page']:.0f} us in {r['server_calls_per_page']:.0f} calls", "", "",
+                        f"{r['server_us_per_page']:.0f} us in {r['server_calls_per_page']:.0f} calls, "
+                        f"{r['round_trips_per_page']:.2f} round trips (the store's and the queue's)", "", "",
                         "report", None))
     one_process = crawls["redis, 1 process"]
     rows.append(row(NAME, "bytes per document, everything included (records, MinHash, texts, indexes, frontier, "
