@@ -1043,7 +1043,10 @@ def main(argv: list[str] | None = None) -> int:
             store_time["index_bytes"] = bench_index_bytes(single.url, INDEX_BYTES_DOCS[args.size])
             store_time["band_bucket_cost_us"] = bench_band_bucket_cost(single.url)
             log(NAME, f"bytes per document after {', '.join(f'{n:,}' for n in DOCUMENT_BYTES_DOCS[args.size])} distinct documents ...")
-            store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[args.size], CRAWL_PAGES[args.size])
+            # the figures at other counts (a --only bytes run at 10^6, say) stay beside these
+            measured = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[args.size], CRAWL_PAGES[args.size])
+            kept = _previous(args.out).get("store_time", {}).get("document_bytes", {})
+            store_time["document_bytes"] = dict(sorted({**kept, **measured}.items(), key=lambda e: int(e[0])))
             log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
             crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)
         previous = _previous(args.out)

@@ -228,6 +228,8 @@ def test_redis(tmp_path, corpus):
         if label != "leveldb, 1 process":
             assert crawl["same_result_as_leveldb"], label
             assert crawl["bytes_per_document_everything"] > 0
+            # each fetch takes the queue's pop and push and the store's calls: several round trips
+            assert 1 < crawl["round_trips_per_page"] < crawl["server_calls_per_page"], label
 
 
 def test_redis_bytes_alone_keeps_the_other_counts(tmp_path):
