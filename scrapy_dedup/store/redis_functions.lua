@@ -161,8 +161,8 @@ end
 -- KEYS[1] a shard of a packed table (hash), whose fields each hold several records end to end:
 -- the record's 12-byte key digest, its value's length (uint16, big-endian), the value.  ARGV:
 -- the field (1 byte), the digest, and for a put the value.  A field is rewritten whole by a
--- put or a delete: records too long for a listpack take about 30% less this way than one
--- hash-table entry each.
+-- put or a delete: records too long for a listpack take less this way than one hash-table
+-- entry each (MinHash signatures at 10^6 documents: 298 bytes a document against 386).
 local PACKED_DIGEST = 12
 local PACKED_HEAD = PACKED_DIGEST + 2
 local PACKED_USAGE = 'a packed record is named by a 1-byte field and a 12-byte digest'
