@@ -402,9 +402,11 @@ def _crawl_together(start: str, out: Path, settings: dict, processes: int) -> tu
     return wall, results
 
 
-def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, ...]) -> dict:
+def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, ...], rounds: int = 1) -> dict:
     """The PostgreSQL docs served on 127.0.0.1, crawled by one process on LevelDB, then by
-    1, 2 and 4 processes over one Redis store and one scrapy-redis queue."""
+    1, 2 and 4 processes over one Redis store and one scrapy-redis queue; in ``rounds``
+    interleaved rounds, whose pages/s are given each and as their median (a shared machine's
+    speed moves more from one crawl to the next than the store changes it)."""
     import uuid
 
     from bench_crawl import postgres_site
@@ -418,55 +420,65 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
     start = origin + "/index.html"
     base = {"DEDUP_WORKERS": 1, "DEDUP_LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "WARNING", "CONCURRENT_REQUESTS": 16}
     client = connect(single_url)
+    runs: dict[str, dict] = {}
+
+    def measured(label: str, wall: float, extra: dict) -> None:
+        # the last round's figures, the pages/s of every round and their median
+        run = runs.setdefault(label, {"rounds_pages_per_s": []})
+        run["rounds_pages_per_s"].append(site.fetches / wall)
+        if "same_result_as_leveldb" in extra:
+            run.setdefault("rounds_same_result", []).append(extra.pop("same_result_as_leveldb"))
+            run["same_result_as_leveldb"] = all(run["rounds_same_result"])
+        run.update(wall_s=wall, fetches=site.fetches, pages_per_s=statistics.median(run["rounds_pages_per_s"]), **extra)
+
     try:
-        site.reset()
-        wall, (ref,) = _crawl_together(start, tmp / "leveldb", base, 1)
-        with LevelDBStore.open_existing(str(tmp / "leveldb" / "p0" / "store")) as store:
-            expected = process_count_outcome(store)
-        runs = {"leveldb, 1 process": {"wall_s": wall, "fetches": site.fetches, "pages_per_s": site.fetches / wall}}
-        for n in counts:
-            client.flushall()
-            prefix = f"bench:{uuid.uuid4().hex[:8]}"
-            settings = {
-                **base,
-                "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-                "SCHEDULER_PERSIST": True,
-                "SCHEDULER_QUEUE_KEY": f"{prefix}:requests",
-                "REDIS_URL": single_url,
-                "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
-                "DEDUP_STORE": single_url,
-                "DEDUP_REDIS_PREFIX": prefix,
-            }
+        for turn in range(rounds):
             site.reset()
-            memory_before = used_memory(client)
-            calls_before, usec_before = _commandstats(client)
-            reads_before = _server_reads(client)
-            wall, results = _crawl_together(start, tmp / f"redis{n}", settings, n)
-            reads_after = _server_reads(client)
-            calls_after, usec_after = _commandstats(client)
-            with RedisStore.open_existing(single_url, prefix=prefix) as store:
-                got = process_count_outcome(store)
-                documents = sum(1 for _ in store.iter_clusters())
-                urls = len(got["per_key"])
-            client.delete(f"{prefix}:requests")
-            memory = used_memory(client) - memory_before
-            runs[f"redis, {n} process{'es' if n > 1 else ''}"] = {
-                "wall_s": wall,
-                "fetches": site.fetches,
-                "pages_per_s": site.fetches / wall,
-                "same_result_as_leveldb": got == expected,
-                "server_us_per_page": (usec_after - usec_before) / site.fetches,
-                "server_calls_per_page": (calls_after - calls_before) / site.fetches,
-                # every client's round trips (the store's and scrapy-redis's queue): a server
-                # read event takes in one round trip's commands
-                "round_trips_per_page": (reads_after - reads_before) / site.fetches,
-                "documents": documents,
-                "url_records": urls,
-                "bytes_per_document_everything": memory / documents,
-                "bytes_per_url_record_everything": memory / urls,
-                "emitted": sum(len(r.items) for r in results),
-            }
-            log(NAME, f"  {n} process(es): {site.fetches / wall:.1f} pages/s, same result: {got == expected}")
+            wall, (ref,) = _crawl_together(start, tmp / f"leveldb-{turn}", base, 1)
+            with LevelDBStore.open_existing(str(tmp / f"leveldb-{turn}" / "p0" / "store")) as store:
+                expected = process_count_outcome(store)
+            measured("leveldb, 1 process", wall, {})
+            for n in counts:
+                client.flushall()
+                prefix = f"bench:{uuid.uuid4().hex[:8]}"
+                settings = {
+                    **base,
+                    "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                    "SCHEDULER_PERSIST": True,
+                    "SCHEDULER_QUEUE_KEY": f"{prefix}:requests",
+                    "REDIS_URL": single_url,
+                    "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
+                    "DEDUP_STORE": single_url,
+                    "DEDUP_REDIS_PREFIX": prefix,
+                }
+                site.reset()
+                memory_before = used_memory(client)
+                calls_before, usec_before = _commandstats(client)
+                reads_before = _server_reads(client)
+                wall, results = _crawl_together(start, tmp / f"redis{n}-{turn}", settings, n)
+                reads_after = _server_reads(client)
+                calls_after, usec_after = _commandstats(client)
+                with RedisStore.open_existing(single_url, prefix=prefix) as store:
+                    got = process_count_outcome(store)
+                    documents = sum(1 for _ in store.iter_clusters())
+                    urls = len(got["per_key"])
+                client.delete(f"{prefix}:requests")
+                memory = used_memory(client) - memory_before
+                measured(f"redis, {n} process{'es' if n > 1 else ''}", wall, {
+                    "same_result_as_leveldb": got == expected,
+                    "server_us_per_page": (usec_after - usec_before) / site.fetches,
+                    "server_calls_per_page": (calls_after - calls_before) / site.fetches,
+                    # every client's round trips (the store's and scrapy-redis's queue): a server
+                    # read event takes in one round trip's commands
+                    "round_trips_per_page": (reads_after - reads_before) / site.fetches,
+                    "documents": documents,
+                    "url_records": urls,
+                    "bytes_per_document_everything": memory / documents,
+                    "bytes_per_url_record_everything": memory / urls,
+                    "emitted": sum(len(r.items) for r in results),
+                })
+                log(NAME, f"  round {turn + 1}: {n} process(es): {site.fetches / wall:.1f} pages/s, "
+                          f"same result: {got == expected}")
     finally:
         server.shutdown()
     return runs
@@ -867,13 +879,20 @@ def crawl_rows(crawls: dict) -> list[dict]:
     """Rows of the PostgreSQL docs crawled on LevelDB and by 1, 2 and 4 processes on Redis."""
     rows: list[dict] = []
     reference = crawls["leveldb, 1 process"]
+
+    def pages(r: dict) -> str:
+        each = r.get("rounds_pages_per_s", [])
+        if len(each) < 2:
+            return fmt(r["pages_per_s"])
+        return f"{fmt(r['pages_per_s'])} (median of {len(each)} rounds: {', '.join(fmt(p) for p in each)})"
+
     for label, r in crawls.items():
         if label == "leveldb, 1 process":
-            rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: pages/s", fmt(r["pages_per_s"]), "", "",
+            rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: pages/s", pages(r), "", "",
                             "report", None))
             continue
         rows.append(row(NAME, f"PostgreSQL docs crawled, {label} (scrapy-redis queue): pages/s",
-                        fmt(r["pages_per_s"]), f"LevelDB, 1 process {fmt(reference['pages_per_s'])}",
+                        pages(r), f"LevelDB, 1 process {fmt(reference['pages_per_s'])}",
                         f"{r['pages_per_s'] / reference['pages_per_s']:.2f}x", "same result as LevelDB",
                         r["same_result_as_leveldb"]))
         rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: server time and calls per page",
@@ -1001,6 +1020,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--urls", type=int, help="URLs in the frontier (default by size)")
     parser.add_argument("--docs", help="documents in the tables, comma-separated for several runs (default by size)")
+    parser.add_argument("--crawl-rounds", type=int, default=1, help="with --only crawl: crawl in this many "
+                        "interleaved rounds, each kind's pages/s given per round and as their median")
     parser.add_argument("--only", choices=["near", "frontier", "crawl", "bytes"], help="near: measure near-duplicate "
                         "decisions only (the other figures of the results file stay as they are); crawl: the store "
                         "time per page, the near-duplicate index's bytes and the crawls by 1, 2 and 4 processes "
@@ -1048,7 +1069,7 @@ def main(argv: list[str] | None = None) -> int:
             kept = _previous(args.out).get("store_time", {}).get("document_bytes", {})
             store_time["document_bytes"] = dict(sorted({**kept, **measured}.items(), key=lambda e: int(e[0])))
             log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
-            crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS)
+            crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS, args.crawl_rounds)
         previous = _previous(args.out)
         rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES,
                              store_time_rows(store_time) + document_bytes_rows(store_time["document_bytes"]))

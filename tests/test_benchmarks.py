@@ -224,7 +224,7 @@ def test_redis(tmp_path, corpus):
     # the site crawled by 1, 2 and 4 processes over one Redis store: each ends as one process on LevelDB
     assert set(data["crawls"]) == {"leveldb, 1 process", "redis, 1 process", "redis, 2 processes", "redis, 4 processes"}
     for label, crawl in data["crawls"].items():
-        assert crawl["pages_per_s"] > 0
+        assert crawl["pages_per_s"] > 0 and crawl["rounds_pages_per_s"] == [crawl["pages_per_s"]]  # one round
         if label != "leveldb, 1 process":
             assert crawl["same_result_as_leveldb"], label
             assert crawl["bytes_per_document_everything"] > 0
