@@ -69,6 +69,8 @@ INDEX_BYTES_DOCS = {"tiny": (1_000,), "default": (1_000, 100_000), "large": (1_0
 #: where the sharded tables' per-key costs are shared
 DOCUMENT_BYTES_DOCS = {"tiny": (1_000,), "default": (20_000, 100_000), "large": (100_000, 1_000_000)}
 PROCESS_COUNTS = (1, 2, 4)
+#: interleaved rounds of those crawls (a shared machine's pages/s move from one crawl to the next)
+CRAWL_ROUNDS = {"tiny": 1, "default": 3, "large": 5}
 TARGET_BYTES_PER_DOCUMENT = 1536
 TARGET_STORE_SHARE = 0.10
 ONE_BY_ONE = {"tiny": 1_000, "default": 20_000, "large": 20_000}
@@ -780,7 +782,7 @@ def measure_near(single, cluster, doc_counts: list[int], per_client: int, one_by
 
 
 def _measure(tmp: Path, n_urls: int, doc_counts: list[int], per_client: int, n_sketch: int, size: str,
-             only_near: bool):
+             only_near: bool, crawl_rounds: int):
     from redis_servers import RedisCluster, RedisServer
 
     with RedisServer(tmp / "single") as single, RedisCluster(tmp / "cluster") as cluster:
@@ -800,7 +802,7 @@ def _measure(tmp: Path, n_urls: int, doc_counts: list[int], per_client: int, n_s
         store_time["document_bytes"] = bench_document_bytes(single.url, DOCUMENT_BYTES_DOCS[size], CRAWL_PAGES[size])
         log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes "
                   f"({CRAWL_PAGES[size]} pages) ...")
-        crawls = bench_processes(single.url, tmp, CRAWL_PAGES[size], PROCESS_COUNTS)
+        crawls = bench_processes(single.url, tmp, CRAWL_PAGES[size], PROCESS_COUNTS, crawl_rounds)
     return frontier, near, sketch, store_time, crawls
 
 
@@ -1020,8 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--urls", type=int, help="URLs in the frontier (default by size)")
     parser.add_argument("--docs", help="documents in the tables, comma-separated for several runs (default by size)")
-    parser.add_argument("--crawl-rounds", type=int, default=1, help="with --only crawl: crawl in this many "
-                        "interleaved rounds, each kind's pages/s given per round and as their median")
+    parser.add_argument("--crawl-rounds", type=int, help="crawl in this many interleaved rounds, each kind's "
+                        "pages/s given per round and as their median (default by size: 1 tiny, 3 default, 5 large)")
     parser.add_argument("--only", choices=["near", "frontier", "crawl", "bytes"], help="near: measure near-duplicate "
                         "decisions only (the other figures of the results file stay as they are); crawl: the store "
                         "time per page, the near-duplicate index's bytes and the crawls by 1, 2 and 4 processes "
@@ -1069,7 +1071,8 @@ def main(argv: list[str] | None = None) -> int:
             kept = _previous(args.out).get("store_time", {}).get("document_bytes", {})
             store_time["document_bytes"] = dict(sorted({**kept, **measured}.items(), key=lambda e: int(e[0])))
             log(NAME, f"the PostgreSQL docs crawled by {', '.join(map(str, PROCESS_COUNTS))} processes ...")
-            crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS, args.crawl_rounds)
+            crawls = bench_processes(single.url, tmp, CRAWL_PAGES[args.size], PROCESS_COUNTS,
+                                     args.crawl_rounds or CRAWL_ROUNDS[args.size])
         previous = _previous(args.out)
         rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES,
                              store_time_rows(store_time) + document_bytes_rows(store_time["document_bytes"]))
@@ -1079,7 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         results = _measure(tmp, n_urls, doc_counts, NEAR_PER_CLIENT[args.size], n_sketch, args.size,
-                           args.only == "near")
+                           args.only == "near", args.crawl_rounds or CRAWL_ROUNDS[args.size])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     frontier, near, sketch, store_time, crawls = results
