@@ -67,6 +67,19 @@ def test_wrong_password_is_refused_without_showing_it(tmp_path):
         assert StoreFunctions(client, "p").frontier_mark("https://a.example/", 1) == 0
 
 
+def test_a_server_that_evicts_any_key_when_full_is_refused(tmp_path):
+    """allkeys-* eviction would drop the store's records without an error; noeviction refuses
+    writes instead (the crawl stops and resumes, tests/test_redis_full.py)."""
+    from redis_servers import RedisServer
+
+    with RedisServer(tmp_path / "lru", extra=("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")) as server:
+        with pytest.raises(StoreError) as info:
+            connect(server.url)
+        assert "maxmemory-policy allkeys-lru" in str(info.value) and "noeviction" in str(info.value)
+        redis.Redis(port=server.port).config_set("maxmemory-policy", "noeviction")
+        assert StoreFunctions(connect(server.url), "p").frontier_mark("https://a.example/", 1) == 0
+
+
 def test_redact_hides_only_the_password():
     assert redact("redis://u:p@h:1/0") == "redis://u:***@h:1/0"
     assert redact("rediss://h:6380") == "rediss://h:6380"

@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 9
+local LIBRARY_VERSION = 10
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -1066,20 +1066,30 @@ end
 -- Registration ----------------------------------------------------------------------------
 -- Every function is registered as 'sdd_' .. its name; the readers with the no-writes flag, so
 -- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
+-- A server whose memory is full (maxmemory, noeviction) refuses the writers, and the crawl
+-- stops; the releasers, which only take out or rewrite in place what a process holds (its run,
+-- its leases, its decisions' locks and numbers), have the allow-oom flag: a process stopping on
+-- a full server still leaves its run and hands its requests and decisions over at once.
 local WRITERS = {
   {'near_open', near_open}, {'near_close', near_close}, {'near_index', near_index},
   {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
-  {'order_take_many', order_take_many}, {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
+  {'order_take_many', order_take_many},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
   {'exact_claim', exact_claim}, {'packed_put', packed_put}, {'packed_delete', packed_delete},
   {'near_add', near_add}, {'near_settle', near_settle}, {'near_remove', near_remove}, {'near_put', near_put},
-  {'order_take', order_take}, {'order_release', order_release}, {'order_renew', order_renew},
-  {'order_reap', order_reap},
-  {'run_join', run_join}, {'run_renew', run_renew}, {'run_leave', run_leave},
-  {'pending_take', pending_take}, {'pending_settle', pending_settle}, {'pending_renew', pending_renew},
-  {'pending_reclaim', pending_reclaim}, {'pending_owner_renew', pending_owner_renew}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt}, {'lock_release', lock_release},
+  {'order_take', order_take},
+  {'run_join', run_join},
+  {'pending_take', pending_take}, {'pending_settle', pending_settle},
+  {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt},
   {'frontier_mark_owe', frontier_mark_owe},
+}
+local RELEASERS = {
+  {'run_renew', run_renew}, {'run_leave', run_leave},
+  {'pending_renew', pending_renew}, {'pending_owner_renew', pending_owner_renew},
+  {'lock_release', lock_release},
+  {'order_release', order_release}, {'order_renew', order_renew}, {'order_reap', order_reap},
+  {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
 }
 local READERS = {
   {'near_pending', near_pending}, {'frontier_peek', frontier_peek},
@@ -1088,6 +1098,9 @@ local READERS = {
 
 for i = 1, #WRITERS do
   redis.register_function('sdd_' .. WRITERS[i][1], WRITERS[i][2])
+end
+for i = 1, #RELEASERS do
+  redis.register_function{function_name = 'sdd_' .. RELEASERS[i][1], callback = RELEASERS[i][2], flags = {'allow-oom'}}
 end
 for i = 1, #READERS do
   redis.register_function{function_name = 'sdd_' .. READERS[i][1], callback = READERS[i][2], flags = {'no-writes'}}

@@ -35,6 +35,9 @@ LIBRARY_VERSION = int(re.search(r"^local LIBRARY_VERSION = (\d+)$", LIBRARY_CODE
 MIN_SERVER_MAJOR = 7
 
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+#: what stops a crawl on the Redis store: the connection lost once the retries ran out, or a write
+#: the server refused because its memory limit (``maxmemory``) is reached
+_STORE_FAILURES = (*_CONNECTION_ERRORS, redis.exceptions.OutOfMemoryError)
 
 #: one band group's hashes (settled, then pending) and a document's entries in it (per band,
 #: its bucket's field and its band hash): the arguments of one call to a band function, on one slot
@@ -43,6 +46,10 @@ BandGroup = tuple[tuple[str, ...], bytes]
 
 class StoreConnectionLost(StoreWriteError):
     """The Redis store stopped answering and the retries ran out: the crawl stops."""
+
+
+class StoreFull(StoreWriteError):
+    """The Redis server refused a write, its memory limit (``maxmemory``) reached: the crawl stops."""
 
 
 def redact(url: str) -> str:
@@ -90,7 +97,8 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
     """A client for the server at ``url``: a cluster client when the server is a cluster node.
 
     Fails with one line (:class:`StoreError`) naming the URL, password hidden, when the
-    server cannot be reached or is older than Redis 7.
+    server cannot be reached, is older than Redis 7, or evicts any key when its memory is full
+    (``maxmemory-policy allkeys-*``: the store's records would go without an error).
     """
     if not is_redis_url(url):
         raise StoreError(f"not a Redis URL: {redact(str(url))!r} (use redis://host:port/db or rediss://...)")
@@ -106,6 +114,7 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
         probe = redis.Redis.from_url(url, **{**options, "retry": Retry(ExponentialBackoff(), 0)})
         try:
             info = probe.info("server")
+            policy = str(probe.info("memory").get("maxmemory_policy", "noeviction"))
             clustered = bool(probe.info("cluster").get("cluster_enabled"))
         finally:
             probe.close()
@@ -117,6 +126,12 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
     if int(version.split(".")[0]) < MIN_SERVER_MAJOR:
         raise StoreError(
             f"the Redis store at {shown} runs Redis {version}; Redis {MIN_SERVER_MAJOR}.0 or newer is needed (Functions)"
+        )
+    if policy.startswith("allkeys-"):
+        raise StoreError(
+            f"the Redis store at {shown} evicts keys when its memory is full (maxmemory-policy {policy}): the "
+            "store's records would be lost without an error; use a server with maxmemory-policy noeviction, "
+            "which refuses writes instead (the crawl then stops and resumes)"
         )
     try:
         if clustered:

@@ -42,6 +42,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 import xxhash
 
 from scrapy_dedup.store import redis_keys as rk
@@ -64,8 +65,10 @@ from scrapy_dedup.store.base import (
 from scrapy_dedup.store.redis_near import NearDecisions, NearHold
 from scrapy_dedup.store.redis_functions import (
     _CONNECTION_ERRORS,
+    _STORE_FAILURES,
     RetryPolicy,
     StoreConnectionLost,
+    StoreFull,
     StoreFunctions,
     connect,
     is_cluster,
@@ -429,7 +432,15 @@ class RedisStore(DedupStore):
     def pending_held_elsewhere(self) -> int:
         return max(0, self.pending_count() - len(self.held_pending()))
 
-    def _lost(self, exc: Exception) -> StoreConnectionLost:
+    def _lost(self, exc: Exception) -> StoreConnectionLost | StoreFull:
+        """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
+        if isinstance(exc, redis.exceptions.OutOfMemoryError):
+            # the reply names the command (binary arguments): only the server's reason is kept
+            reason = str(exc).rsplit("caused error: ", 1)[-1].rstrip(".")
+            return StoreFull(
+                f"the Redis store at {self.path} is full: the server refused a write ({reason}); "
+                "raise its maxmemory or free memory, then run the crawl again: it goes on where it stopped"
+            )
         return StoreConnectionLost(
             f"lost the connection to the Redis store at {self.path} "
             f"({self.retry.retries} retries with backoff ran out): {exc}"
@@ -478,7 +489,7 @@ class RedisStore(DedupStore):
                         f"in the Redis store at {self.path}"
                     )
                 time.sleep(DECISION_POLL_S)
-        except _CONNECTION_ERRORS as exc:
+        except _STORE_FAILURES as exc:
             raise self._lost(exc) from None
         d.depth += 1
         try:
@@ -556,7 +567,7 @@ class RedisStore(DedupStore):
                     self.send_waiting()
                 held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
                                        [self._read_command(table, key) for table, key in ahead])
-        except _CONNECTION_ERRORS as exc:
+        except _STORE_FAILURES as exc:
             raise self._lost(exc) from None
         d.depth += 1
         # opened with the lock, and the block wrote since: what it read may be stale, and the
@@ -587,7 +598,7 @@ class RedisStore(DedupStore):
                 d.depth -= 1
                 try:
                     self._near.close(held)
-                except _CONNECTION_ERRORS as exc:
+                except _STORE_FAILURES as exc:
                     if not failed:
                         raise self._lost(exc) from None
 
@@ -606,7 +617,7 @@ class RedisStore(DedupStore):
             d.queued.append(([command], False, None if check is None else (lambda replies: check(replies[0]))))
             if d.depth == 0:
                 self._flush()
-        except _CONNECTION_ERRORS as exc:
+        except _STORE_FAILURES as exc:
             if raise_lost:
                 raise self._lost(exc) from None
 
@@ -1052,7 +1063,7 @@ def _guard(name: str) -> None:
             if hasattr(result, "__next__"):
                 return _guarded_iter(self, result)
             return result
-        except _CONNECTION_ERRORS as exc:
+        except _STORE_FAILURES as exc:
             raise self._lost(exc) from None
 
     guarded.__name__, guarded.__doc__ = method.__name__, method.__doc__
@@ -1062,7 +1073,7 @@ def _guard(name: str) -> None:
 def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
     try:
         yield from iterator
-    except _CONNECTION_ERRORS as exc:
+    except _STORE_FAILURES as exc:
         raise store._lost(exc) from None
 
 
@@ -1072,7 +1083,8 @@ _CARRIERS = frozenset({"_apply", "get", "frontier_mark", "frontier_mark_owing", 
                        "send_waiting", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
-# backoff have run out, is one StoreConnectionLost naming the store (password hidden)
+# backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
+# write refused by a full server one StoreFull
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
     "increment_meta", "frontier_mark", "frontier_mark_owing", "frontier_mark_many", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",

@@ -1,0 +1,59 @@
+"""The Redis store on a server whose memory is full: the crawl stops with one clear error, and
+the next run, once the server has room, finishes the job as an uninterrupted crawl does.
+
+A server with ``maxmemory`` and the ``noeviction`` policy (Redis's default) refuses writes when
+full, as a full disk refuses LevelDB's (tests/test_disk_full.py). The limit is set so that the
+generated site of the interrupted-crawl tests fills the server mid-crawl.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from redis_servers import RedisServer
+from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
+
+from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.store.redis_functions import StoreFunctions, connect
+from scrapy_dedup.store.redis_store import RedisStore
+
+#: room left on the server for the crawl, in bytes: a part of what the whole crawl takes
+ROOM = 1_500_000
+
+
+def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site, uninterrupted, tmp_path):
+    with RedisServer(tmp_path / "redis") as server:
+        client = connect(server.url)
+        prefix = f"full:{uuid.uuid4().hex[:10]}"
+        StoreFunctions(client, prefix)  # the library is loaded before the limit is set
+        client.config_set("maxmemory", int(client.info("memory")["used_memory"]) + ROOM)
+        crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
+
+        proc = crawl.launch()
+        crawl.wait(proc, timeout=300)
+        log, stats = crawl.logs[-1], crawl.stats()
+        assert stats["finish_reason"] == "dedup_store_error", crawl.tail()
+        errors = [line for line in log.splitlines() if "] ERROR:" in line]
+        assert len(errors) == 1, errors
+        assert f"the Redis store at {server.url} is full: the server refused a write" in errors[0]
+        assert "maxmemory" in errors[0] and "Traceback" not in log
+        assert stats["dedup/error/store_write"] >= 1
+        assert not [k for k in stats if k.startswith("dedup/error/") and k != "dedup/error/store_write"]
+        # it stopped part of the way: every item that went on as decided has its record
+        decided = [line for line in crawl.emitted_lines() if line["status"]]
+        assert 0 < len(decided) < len(uninterrupted["documents"])
+        with RedisStore.open_existing(server.url, prefix=prefix) as store:
+            assert store.pending_count() > 0  # what it had not finished is still owed
+            for line in decided:
+                assert store.get_url(url_key(line["url"])) is not None, line["url"]
+
+        client.config_set("maxmemory", 0)  # room again: the next run goes on where it stopped
+        crawl.run_to_end()
+        with RedisStore.open_existing(server.url, prefix=prefix) as store:
+            check_same_store(state_of(store), uninterrupted)
+            assert store.pending_count() == 0
+            rep_urls = {store.get_url(key).url for key in uninterrupted["documents"]}
+        # every document emitted; those emitted about the stop may be emitted again by the next
+        # run, which takes over what the stopped process held (at least once, as after a kill)
+        emitted = {line["url"] for line in crawl.emitted_lines()}
+        assert rep_urls <= emitted, f"documents never emitted: {sorted(rep_urls - emitted)[:10]}"
