@@ -1069,7 +1069,7 @@ end
 -- A server whose memory is full (maxmemory, noeviction) refuses the writers, and the crawl
 -- stops; the releasers, which only take out or rewrite in place what a process holds (its run,
 -- its leases, its decisions' locks and numbers), have the allow-oom flag: a process stopping on
--- a full server still leaves its run and hands its requests and decisions over at once.
+-- a full server still leaves its run and hands its requests over at once.
 local WRITERS = {
   {'near_open', near_open}, {'near_close', near_close}, {'near_index', near_index},
   {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
