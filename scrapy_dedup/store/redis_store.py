@@ -432,7 +432,7 @@ class RedisStore(DedupStore):
     def pending_held_elsewhere(self) -> int:
         return max(0, self.pending_count() - len(self.held_pending()))
 
-    def _lost(self, exc: Exception) -> StoreConnectionLost | StoreFull:
+    def _stopped_by(self, exc: Exception) -> StoreConnectionLost | StoreFull:
         """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
         if isinstance(exc, redis.exceptions.OutOfMemoryError):
             # the reply names the command (binary arguments): only the server's reason is kept
@@ -490,7 +490,7 @@ class RedisStore(DedupStore):
                     )
                 time.sleep(DECISION_POLL_S)
         except _STORE_FAILURES as exc:
-            raise self._lost(exc) from None
+            raise self._stopped_by(exc) from None
         d.depth += 1
         try:
             yield
@@ -568,7 +568,7 @@ class RedisStore(DedupStore):
                 held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
                                        [self._read_command(table, key) for table, key in ahead])
         except _STORE_FAILURES as exc:
-            raise self._lost(exc) from None
+            raise self._stopped_by(exc) from None
         d.depth += 1
         # opened with the lock, and the block wrote since: what it read may be stale, and the
         # block reads from the server instead
@@ -600,7 +600,7 @@ class RedisStore(DedupStore):
                     self._near.close(held)
                 except _STORE_FAILURES as exc:
                     if not failed:
-                        raise self._lost(exc) from None
+                        raise self._stopped_by(exc) from None
 
     def _leave_hold(self, command: tuple, check: Callable[[Any], None] | None, raise_lost: bool) -> None:
         """Leave a hold with ``command`` (its release). On one server it is queued after the
@@ -619,7 +619,7 @@ class RedisStore(DedupStore):
                 self._flush()
         except _STORE_FAILURES as exc:
             if raise_lost:
-                raise self._lost(exc) from None
+                raise self._stopped_by(exc) from None
 
     def _flush(self) -> None:
         """Send what this thread's holds queued, in order, in one round trip.
@@ -1064,7 +1064,7 @@ def _guard(name: str) -> None:
                 return _guarded_iter(self, result)
             return result
         except _STORE_FAILURES as exc:
-            raise self._lost(exc) from None
+            raise self._stopped_by(exc) from None
 
     guarded.__name__, guarded.__doc__ = method.__name__, method.__doc__
     setattr(RedisStore, name, guarded)
@@ -1074,7 +1074,7 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
     try:
         yield from iterator
     except _STORE_FAILURES as exc:
-        raise store._lost(exc) from None
+        raise store._stopped_by(exc) from None
 
 
 #: the calls that send the writes that wait with their own round trip (on one server)
