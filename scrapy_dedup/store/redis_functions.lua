@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 10
+local LIBRARY_VERSION = 11
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -847,6 +847,19 @@ local function near_close(keys, args)
   return {settled, released}
 end
 
+-- near_close with every keep flag '0', for a decision whose writes a full server refused: its
+-- pending entries and band records come out, none is settled, and its order numbers end.  It
+-- only frees memory, so a full server runs it (allow-oom): the decisions near this one need not
+-- wait out its lease.
+local function near_abandon(keys, args)
+  local groups = group_count(keys, args, 1, 3)
+  if groups == nil then return near_close(keys, args) end  -- near_close names the usage
+  local kept = {}
+  for i = 1, #args do kept[i] = args[i] end
+  for g = 1, groups do kept[2 * g + 1] = string.rep('0', #(args[2 * g + 1] or '')) end
+  return near_close(keys, kept)
+end
+
 -- KEYS: the (settled, pending) pairs of one SimHash's groups, one per table, then settled band
 -- hashes.  ARGV: '1' to enter, '0' to take out; the 16-byte record (SimHash, token); per band
 -- hash the entries of its group.  A representative entered in (near_put, bands_add) or taken
@@ -1087,7 +1100,7 @@ local WRITERS = {
 local RELEASERS = {
   {'run_renew', run_renew}, {'run_leave', run_leave},
   {'pending_renew', pending_renew}, {'pending_owner_renew', pending_owner_renew},
-  {'lock_release', lock_release},
+  {'lock_release', lock_release}, {'near_abandon', near_abandon},
   {'order_release', order_release}, {'order_renew', order_renew}, {'order_reap', order_reap},
   {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
 }

@@ -36,7 +36,7 @@ import os
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -94,6 +94,11 @@ PENDING_LEASE_MS = 30_000
 VARIANT_ALIASES_KEPT = 16_384
 #: variant writes that wait for a round trip, at most
 WAITING_MAX = 512
+#: how many of the requests it settled last a process hands over again when it closes: a settle
+#: is let go of when queued, and one the server refused (full) or never got (connection lost)
+#: leaves its request owed by this process. What is in flight at a stop is far fewer: the
+#: decisions of CONCURRENT_REQUESTS responses and the writes that wait (WAITING_MAX commands).
+SETTLED_HANDED_OVER = 4_096
 #: a scan reads a table in this many round trips (1,024 shards: 16 a round trip)
 SCAN_ROUNDS = 64
 
@@ -287,6 +292,8 @@ class RedisStore(DedupStore):
         self._stopping = threading.Event()
         #: ids of the owed requests this process holds (alive while its own lease is renewed)
         self._held: set[str] = set()
+        #: the ids it settled last (SETTLED_HANDED_OVER), handed over again at close
+        self._settled: deque[str] = deque(maxlen=SETTLED_HANDED_OVER)
         self._held_lock = threading.Lock()
         #: until when (time.monotonic()) this process's own lease surely runs; 0: not renewed
         self._own_lease_until = 0.0
@@ -308,7 +315,7 @@ class RedisStore(DedupStore):
             self._heartbeat.join(timeout=5)
             self._heartbeat = None
             self._own_lease_until = 0.0
-            held = self._held_ids()
+            held = self._owed_at_close()
             try:
                 # what this process still owes is handed to the others at once (or to the next run)
                 self.fn.pending_owner_renew(self._writer, 0)
@@ -376,10 +383,18 @@ class RedisStore(DedupStore):
     def _release(self, pending_id: str) -> None:
         with self._held_lock:
             self._held.discard(pending_id)
+            self._settled.append(pending_id)
 
     def _held_ids(self) -> list[str]:
         with self._held_lock:
             return list(self._held)
+
+    def _owed_at_close(self) -> list[str]:
+        """What a closing process hands over: the requests it holds, and those it settled last,
+        whose settle may not have reached the store (a hand-over of one whose settle is
+        recorded finds it gone, and does nothing)."""
+        with self._held_lock:
+            return list(self._held.union(self._settled))
 
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """Owed requests whose holder's lease ran out (it died, or every process stopped),
@@ -529,8 +544,11 @@ class RedisStore(DedupStore):
                 proceed=proceed,
             )
         except BaseException:
-            if locked and locked[0]:  # the hold failed (its wait timed out): the lock goes
-                with contextlib.suppress(*_CONNECTION_ERRORS):
+            # the hold failed (its wait timed out, or the server refused its round trip after
+            # the lock was taken, say when full): the lock goes unless it was surely not taken
+            # (a release by another holder's name deletes nothing)
+            if not locked or locked[0]:
+                with contextlib.suppress(*_STORE_FAILURES):
                     self.client.fcall("sdd_lock_release", 1, lock, holder)
             raise
         if held is None:
@@ -635,20 +653,41 @@ class RedisStore(DedupStore):
         if not queued:
             return
         commands = [command for group, _, _ in queued for command in group]
-        if len(commands) == 1 and not self._behind:
-            replies = [self.client.execute_command(*commands[0])]
-        else:
-            pipe = self.client.pipeline(transaction=any(atomic for _, atomic, _ in queued))
-            # a record this process wrote before the hold goes first, in the same round trip
-            waiting = self._queue_waiting(pipe) if self._behind else 0
-            for command in commands:
-                pipe.execute_command(*command)
-            replies = pipe.execute()[waiting:]
+        try:
+            if len(commands) == 1 and not self._behind:
+                replies = [self.client.execute_command(*commands[0])]
+            else:
+                pipe = self.client.pipeline(transaction=any(atomic for _, atomic, _ in queued))
+                # a record this process wrote before the hold goes first, in the same round trip
+                waiting = self._queue_waiting(pipe) if self._behind else 0
+                for command in commands:
+                    pipe.execute_command(*command)
+                replies = pipe.execute()[waiting:]
+        except redis.exceptions.OutOfMemoryError:
+            self._release_refused(queued)
+            raise
         at = 0
         for group, _, done in queued:
             if done is not None:
                 done(replies[at : at + len(group)])
             at += len(group)
+
+    def _release_refused(self, queued: list[tuple[list[tuple], bool, Any]]) -> None:
+        """A full server refused a decision's writes and, in the same transaction, the releases
+        sent with them (the groups of :meth:`_leave_hold`). The releases go again on their own,
+        as functions a full server runs: the lock, and the near hold ended without keeping
+        anything (``sdd_near_abandon``), so that the decisions of other processes, and of the
+        next run, need not wait out their leases. The crawl stops all the same."""
+        releases = [command for group, atomic, _ in queued if not atomic for command in group]
+        if not releases:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for command in releases:
+            if command[:2] == ("FCALL", "sdd_near_close"):
+                command = ("FCALL", "sdd_near_abandon", *command[2:])
+            pipe.execute_command(*command)
+        with contextlib.suppress(*_STORE_FAILURES):
+            pipe.execute(raise_on_error=False)
 
     # -- key names ----------------------------------------------------------
     def _journal_key(self) -> str:
@@ -919,8 +958,15 @@ class RedisStore(DedupStore):
         waiting = self._queue_waiting(pipe)  # the writes that wait go first, in the same round trip
         for key, url, offer in entries:
             pipe.execute_command(*self._mark_owe_command(key, run, url, offer))
-        replies = pipe.execute()[waiting:]
-        return [self._marked_owing(key, url, offer, reply) for (key, url, offer), reply in zip(entries, replies)]
+        replies = pipe.execute(raise_on_error=False)
+        # a mark the server refused (full) fails the call, but the requests owed by the marks
+        # before it are held all the same: this process hands them over when it closes
+        answers = [self._marked_owing(key, url, offer, reply)
+                   for (key, url, offer), reply in zip(entries, replies[waiting:]) if not isinstance(reply, Exception)]
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return answers
 
     def _mark_owe_command(self, key: str, run: int, url: str, owe: OweOffer) -> tuple:
         bucket, rid = rk.frontier_slot(self.prefix, key)
