@@ -6,7 +6,8 @@ allowlist...) that Scrapy's fingerprint keeps apart, remembers what earlier
 runs fetched, and records each redirect as an alias of its target.
 
 Requests with ``dont_filter=True`` never reach a dupefilter; requests with
-``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.
+``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.  So is the
+copy of an owed request that a shared store issues, whose key the store marked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.request import referer_str
 
-from scrapy_dedup.crawl.pending import META_RECHECK
+from scrapy_dedup.crawl.pending import META_RECHECK, is_owed_copy
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.decide.frontier import DROP_SEEN
 from scrapy_dedup.store.base import StoreWriteError
@@ -68,6 +69,8 @@ class DedupDupeFilter(BaseDupeFilter):
         if request.meta.get("dont_dedup"):
             return False
         state = self.state
+        if state.store.shared and is_owed_copy(request, state.store.run):
+            return False  # owed, and marked in this run when the store issued it
         key = state.key(request.url)
         try:
             state.record_redirect(request)

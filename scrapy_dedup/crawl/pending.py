@@ -73,6 +73,13 @@ class LeftPending(DropItem):
     """
 
 
+def is_owed_copy(request: Request, run: int) -> bool:
+    """Whether ``request`` is the copy of an owed request that a shared store issued in ``run``
+    (resumed, or taken over from a process that stopped), and not a redirect it made."""
+    meta = request.meta
+    return meta.get(META_RESUMED) == run and META_PENDING in meta and not meta.get("redirect_urls")
+
+
 def promoted_id(key: str) -> str:
     """The id a take-over fetch is owed under (its URL key may be owed as well)."""
     return key + "\0promoted"
@@ -287,12 +294,17 @@ class PendingRequests:
                     )
                 self.settle_id(pending_id)
                 continue
+            owed_in = request.meta.get(META_RUN)
             request.meta[META_PENDING] = pending_id
             request.meta[META_RESUMED] = request.meta[META_RUN] = state.store.run
             if self.store.shared:
-                # the frontier marked it in this run already (by the process that died): this
-                # copy is the one owed, so it skips the dupefilter
-                request.dont_filter = True
+                # this copy is the one owed: the dupefilter lets it through (is_owed_copy), and
+                # checks the requests a redirect of it makes, as it would any other
+                if owed_in != state.store.run:
+                    # owed by a process of an earlier run: marked in this one, so that a page
+                    # of this run that links to it does not fetch it a second time (a process
+                    # of this run that died marked it already)
+                    state.frontier.mark(request.url, state.key(request.url))
             state.inc("frontier/resumed")
             yield request
 

@@ -123,6 +123,8 @@ class Frontier:
 
     def mark(self, url: str, key: str) -> None:
         """Mark ``key`` scheduled in this run without deciding anything."""
+        if key in self._scheduled:
+            return  # scheduled in this run already
         previous = self.store.frontier_mark(key, self.run, url)
         self._remember(key, url if previous is None else previous[1])
 
@@ -151,6 +153,16 @@ class Frontier:
             return None
         if previous[0] == self.run:
             return DROP_SEEN
+        reason = self._fetched_before(key)
+        if reason is None and self.store.shared and self.store.has_pending(key):
+            # owed by a process of an earlier run, its outcome never recorded: the store issues
+            # that request to the process of this run that claims it (past the dupefilter), so
+            # this copy would fetch the page a second time
+            return DROP_SEEN
+        return reason
+
+    def _fetched_before(self, key: str) -> str | None:
+        """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again."""
         record = self.store.get_url(key)
         if record is None or record.fetched_at is None or record.kind == "hub":
             # hubs are always fetched again: that is where new links appear
