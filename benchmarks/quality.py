@@ -2,6 +2,11 @@
 
     .venv/bin/python benchmarks/quality.py            # default run, < 5 min on 2 cores
     .venv/bin/python benchmarks/quality.py --quick    # skip the speed and extraction sections
+    .venv/bin/python benchmarks/quality.py --size tiny --out DIR   # the demo site's pages, seconds
+
+``--size tiny`` (what the tests run) takes the demo site's pages as both releases, with
+TINY_EDITED_COPIES edited copies, and skips the speed and extraction sections: it keeps the
+script working, and its figures say nothing about quality.
 
 Corpus: Debian postgresql-doc-15 15.18 and 15.20 (downloaded and unpacked under
 benchmarks/.cache/ when missing, see _corpus.py); every page's main text from extract_text().
@@ -56,6 +61,8 @@ from scrapy_dedup.core.text import _token_bytes, canonical_text, tokenize  # noq
 
 RESULTS = HERE / "results"
 EDITED_COPIES = 800
+TINY_EDITED_COPIES = 40
+TINY_PAGES = HERE.parent / "example_project" / "demo_site"
 SEED = 20240501
 CLASSES = (("J>=0.9", 0.9, 1.01), ("0.8<=J<0.9", 0.8, 0.9), ("0.5<=J<0.8", 0.5, 0.8), ("J<0.5", -1.0, 0.5))
 TARGETS = {"J>=0.9": ">= 0.99 found", "0.8<=J<0.9": ">= 0.90 found", "0.5<=J<0.8": "<= 0.10 flagged", "J<0.5": "<= 0.0005 flagged"}
@@ -131,8 +138,14 @@ def edited_copies(names: list[str], texts: list[str], tokens: np.ndarray, count:
     return out_names, out_texts
 
 
-def load_corpus(edited: int = EDITED_COPIES) -> Corpus:
-    releases = _corpus.postgres_texts(workers=2)
+def tiny_releases() -> dict[str, dict[str, str]]:
+    """The demo site's pages as both releases: every page pairs with an identical copy."""
+    texts = _corpus.extracted_texts(TINY_PAGES, _corpus.html_pages(TINY_PAGES))
+    return {"15.18": texts, "15.20": texts}
+
+
+def load_corpus(edited: int = EDITED_COPIES, releases: dict[str, dict[str, str]] | None = None) -> Corpus:
+    releases = releases if releases is not None else _corpus.postgres_texts(workers=2)
     names, texts = [], []
     for release, pages in releases.items():
         for page, text in pages.items():
@@ -629,6 +642,11 @@ def _cell(res: dict, name: str) -> str:
     return f"{r['rate']:.4f} ({r['found']}/{r['pairs']})" if r["pairs"] else "-"
 
 
+def _rate(value: float | None, digits: int = 3) -> str:
+    """A rate, or "-" for a class with no pairs (the tiny corpus has no real near duplicates)."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def _short(res: dict, name: str) -> str:
     r = res[name]
     if not r["pairs"]:
@@ -694,8 +712,8 @@ def markdown(report: dict[str, object]) -> str:
     lines += [
         "",
         f"Reference point from the brief (plain SimHash of 3-shingles, k=3, no MinHash): here it finds {f}/{t} = {f / t:.3f} of real "
-        f"J>=0.9 pairs counting identical texts ({ref['real']['J>=0.9']['rate']:.3f} without them, {ref['edited']['J>=0.9']['rate']:.3f} "
-        f"of edited ones) and {ref['edited']['0.8<=J<0.9']['rate']:.3f} of edited 0.8-0.9 pairs.",
+        f"J>=0.9 pairs counting identical texts ({_rate(ref['real']['J>=0.9']['rate'])} without them, {_rate(ref['edited']['J>=0.9']['rate'])} "
+        f"of edited ones) and {_rate(ref['edited']['0.8<=J<0.9']['rate'])} of edited 0.8-0.9 pairs.",
         "",
         "Choices (from the table below):",
         "",
@@ -744,7 +762,7 @@ def markdown(report: dict[str, object]) -> str:
     lines += ["", "## DEFAULT_MIN_TOKENS (shipped configuration otherwise, on 32-bit minima; real / edited rates)", ""]
     lines += ["| min tokens | real pages excluded | J>=0.9 | 0.8-0.9 | 0.5-0.8 | J<0.5 flagged pairs |", "|---|---|---|---|---|---|"]
     for threshold, r in report["min_tokens_sweep"].items():
-        cells = " | ".join(f"{r['real/' + c]:.3f} / {r['edited/' + c]:.3f}" for c, *_ in CLASSES[:3])
+        cells = " | ".join(f"{_rate(r['real/' + c])} / {_rate(r['edited/' + c])}" for c, *_ in CLASSES[:3])
         lines.append(f"| {threshold} | {r['excluded_real_pages']} | {cells} | {r['real/J<0.5/found']} / {r['edited/J<0.5/found']} |")
     tok = report["tokenizer"]
     lines += [
@@ -795,10 +813,17 @@ def write_json(report: dict[str, object], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the speed and extraction sections")
+    parser.add_argument("--size", choices=("full", "tiny"), default="full",
+                        help="tiny: the demo site's pages, to keep the script working (default: full)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where quality.json and quality.md go")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     log("loading corpus (downloads and extracts on the first run)")
-    corpus = load_corpus()
+    if args.size == "tiny":
+        corpus = load_corpus(TINY_EDITED_COPIES, tiny_releases())
+        args.quick = True
+    else:
+        corpus = load_corpus()
     log(f"{corpus.n} pages; exact 5-shingle Jaccard of every pair sharing a shingle")
     pairs = ground_truth(corpus, F.DEFAULT_MIN_TOKENS)
     real = ~corpus.edited
@@ -848,10 +873,10 @@ def main(argv: list[str] | None = None) -> int:
         log("timing extraction")
         report["extraction"] = extraction()
     report["runtime_seconds"] = round(time.perf_counter() - started, 1)
-    RESULTS.mkdir(exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     text = markdown(report)
-    write_json(report, RESULTS / "quality.json")
-    (RESULTS / "quality.md").write_text(text, encoding="utf-8")
+    write_json(report, args.out / "quality.json")
+    (args.out / "quality.md").write_text(text, encoding="utf-8")
     print(text)
     return 0
 

@@ -327,3 +327,39 @@ def test_rag(tmp_path):
     assert chunking["with heading spans"]["chunks"] > 0 and chunking["without heading spans"]["chunks"] > 0
     assert data["notes"]  # CJK needs downloads: said, not silently skipped
     assert (tmp_path / "rag.md").read_text(encoding="utf-8").startswith("# RAG corpus measures")
+
+
+def _quality_run(script: str, out: Path) -> dict:
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--size", "tiny", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    name = script.removesuffix(".py")
+    assert (out / f"{name}.md").read_text(encoding="utf-8").startswith("#")
+    return json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def test_quality(tmp_path):
+    """The quality script on the demo site's pages, taken as both releases: every page pairs with
+    its identical copy, and the edited copies near J = 1 are found while unrelated pages are not."""
+    import _corpus
+
+    pages = len(_corpus.html_pages(ROOT / "example_project" / "demo_site"))
+    data = _quality_run("quality.py", tmp_path)
+    truth = data["ground_truth"]
+    assert truth["real_pages"] == 2 * pages and truth["edited_pages"] > 0
+    assert truth["identical_pairs"] >= pages - truth["excluded_short_real"] // 2
+    for shipped in (data["shipped"], data["shipped_exact_check"]):
+        assert shipped["edited"]["J>=0.9"]["pairs"] > 0 and shipped["edited"]["J>=0.9"]["rate"] >= 0.9
+        assert shipped["real"]["J<0.5"]["pairs"] > 0 and shipped["real"]["J<0.5"]["rate"] <= 0.001
+    assert data["grid"] and data["min_tokens_sweep"] and data["tokenizer"]
+    assert "speed" not in data and "extraction" not in data  # tiny skips the timings
+
+
+def test_quality_code(tmp_path):
+    data = _quality_run("quality_code.py", tmp_path)
+    assert data["size"] == "tiny" and data["pages"]["edited"] > 0
+    for label, per_definition in data["results"].items():
+        assert set(per_definition) == {"words", "words+marks", "attached"}, label
+        words = per_definition["words"]
+        assert words["edited"]["J>=0.9"]["pairs"] > 0 and words["edited"]["J>=0.9"]["rate"] >= 0.9, label
+        assert words["real"]["J<0.5"]["rate"] <= 0.001, label
