@@ -45,8 +45,11 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         self.authority = tuple(authority)
 
     # -- deciding -----------------------------------------------------------
-    def ingest(self, doc: Document) -> Decision:
-        decision = self._decide(doc)
+    def ingest(self, doc: Document, wait: bool = True) -> Decision:
+        """Decide ``doc`` and record the decision. ``wait=False``: raise
+        :class:`~scrapy_dedup.store.base.DecisionBusy`, having done nothing, when another
+        process of a shared store is deciding the same URL key (see ``hold_document``)."""
+        decision = self._decide(doc, wait)
         if doc.promoted:
             # a member fetched again because it now represents its cluster: it is emitted
             if decision.status == "unchanged":
@@ -56,13 +59,13 @@ class ContentIndex(Matching, Clusters, Lifecycle):
                 decision.supersedes = [*decision.supersedes, *doc.supersedes]
         return decision
 
-    def _decide(self, doc: Document) -> Decision:
+    def _decide(self, doc: Document, wait: bool = True) -> Decision:
         # a shared store: another process may decide this page, or a near duplicate of it, at
         # the same moment; each decision holds what it reads until its writes are in
         # a body seen before is most often the same page unchanged, which needs no near hold;
         # any other page's near hold may open with the lock
         near = self._near_args(doc)
-        with self.store.hold_document(doc.key, None if doc.recalled else near):
+        with self.store.hold_document(doc.key, None if doc.recalled else near, wait=wait):
             return self._decide_held(doc, near)
 
     def _near_args(self, doc: Document) -> NearHoldArgs | None:

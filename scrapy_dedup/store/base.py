@@ -145,6 +145,11 @@ class StoreWriteError(StoreError):
     """A write did not reach the store (disk full, I/O error); what was written before stands."""
 
 
+class DecisionBusy(Exception):
+    """Another process holds the decision of this document (:meth:`DedupStore.hold_document`
+    with ``wait=False``): nothing was read or written; decide it again a moment later."""
+
+
 class IncompatibleStore(StoreError):
     """The store was written with other fingerprint or layout parameters."""
 
@@ -417,9 +422,14 @@ class DedupStore(abc.ABC):
         confirmed by its signature whatever index found it (:func:`near_match`)."""
 
     # -- decisions of several processes ---------------------------------------
-    def hold_document(self, key: str, near: NearHoldArgs | None = None) -> AbstractContextManager[None]:
+    def hold_document(
+        self, key: str, near: NearHoldArgs | None = None, wait: bool = True
+    ) -> AbstractContextManager[None]:
         """Hold the decision of the document at url key ``key`` for the ``with`` block: another
         process that decides the same key waits until the block has exited (atomic).
+
+        ``wait=False``: raise :class:`DecisionBusy` on entering, instead of waiting, when another
+        process holds it (a crawl then waits without blocking its reactor).
 
         ``near``: the arguments of the :meth:`hold_near` the block is likely to take (scope,
         simhash, bands, max_distance, reads); a shared backend may open that hold with the

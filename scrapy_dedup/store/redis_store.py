@@ -54,6 +54,7 @@ from scrapy_dedup.store.base import (
     STORE_FORMAT,
     URL,
     VARIANT,
+    DecisionBusy,
     DedupStore,
     IncompatibleStore,
     NearHoldArgs,
@@ -463,7 +464,7 @@ class RedisStore(DedupStore):
 
     # -- decisions shared by processes ----------------------------------------
     @contextmanager
-    def hold_document(self, key: str, near: NearHoldArgs | None = None) -> Iterator[None]:
+    def hold_document(self, key: str, near: NearHoldArgs | None = None, wait: bool = True) -> Iterator[None]:
         """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
         ``SET NX PX`` and released only by its holder.
 
@@ -486,6 +487,8 @@ class RedisStore(DedupStore):
             taken = False
             if near is not None and self.fn.fused and d.depth == 0:
                 taken = self._open_near_with_lock(near, lock, holder, key)
+                if not taken and not wait:
+                    raise DecisionBusy(key)
             while not taken:
                 pipe = self.client.pipeline(transaction=False)
                 # a record this process wrote goes first (one server): the read below sees it
@@ -498,6 +501,8 @@ class RedisStore(DedupStore):
                     if read_ahead:
                         d.prefetched[(URL, key)] = record[0]
                     break
+                if not wait:
+                    raise DecisionBusy(key)
                 if time.monotonic() - started > DECISION_MAX_WAIT_S:
                     raise StoreError(
                         f"waited {DECISION_MAX_WAIT_S:.0f} s for another process's decision of {key!r} "

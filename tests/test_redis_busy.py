@@ -1,0 +1,59 @@
+"""A page whose decision another process holds waits without holding up the crawl.
+
+The other process is one that died holding the decision of a URL key: its lock stays until its
+lease runs out. A crawl that fetches that page waits for the lock, and meanwhile goes on
+fetching and deciding the other pages (before, the wait ran on the reactor thread, and the whole
+process stood still until the lease ran out).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
+
+from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.redis_functions import connect
+from scrapy_dedup.store.redis_store import RedisStore
+
+#: the page whose decision the dead process held: linked from the start page, fetched early
+HELD = "a/0"
+#: documents the crawl decides while it waits for that page's lock
+DECIDED_MEANWHILE = 40
+
+
+def _wait_for(condition, timeout: float, what: str, crawl: Crawl) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout} s:\n{crawl.tail()}"
+        time.sleep(0.02)
+
+
+def test_a_page_held_by_a_dead_process_waits_while_the_crawl_goes_on(site, uninterrupted, tmp_path, redis_single):
+    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+    held_url = site.url + HELD
+    lock = rk.decision_key(prefix, url_key(held_url))
+    client = connect(redis_single.url)
+    # the lock of a decision whose process died: it holds for a minute unless released
+    client.set(lock, "4242-deadbeef:1", px=60_000)
+    crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=redis_single.url, DEDUP_REDIS_PREFIX=prefix)
+    proc = crawl.launch()
+    try:
+        _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 1, 60, f"/{HELD} was not fetched", crawl)
+        before = len(crawl.emitted_lines())
+        _wait_for(lambda: len(crawl.emitted_lines()) >= before + DECIDED_MEANWHILE, 60,
+                  f"the crawl did not decide {DECIDED_MEANWHILE} other documents while /{HELD} waited", crawl)
+        assert held_url not in {line["url"] for line in crawl.emitted_lines()}  # still waiting
+    finally:
+        client.delete(lock)  # the lease runs out
+    code = crawl.wait(proc, timeout=120)
+    assert code == 0, crawl.logs[-1][-3000:]
+    assert crawl.stats()["dedup/doc/waited_for_another_process"] >= 1
+    emitted = [line["url"] for line in crawl.emitted_lines()]
+    assert emitted.count(held_url) == 1
+    with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
+        check_same_store(state_of(store), uninterrupted)
+        assert store.pending_count() == 0
+    assert not crawl.double_fetches
