@@ -1,9 +1,10 @@
 """A page whose decision another process holds waits without holding up the crawl.
 
-The other process is one that died holding the decision of a URL key: its lock stays until its
-lease runs out. A crawl that fetches that page waits for the lock, and meanwhile goes on
-fetching and deciding the other pages (before, the wait ran on the reactor thread, and the whole
-process stood still until the lease ran out).
+The other process is one that died holding the decision of a URL key (its lock), or a
+near-duplicate decision of the same content (its pending entries and order number): either
+stays until its lease runs out. A crawl that fetches that page waits for it, and meanwhile goes
+on fetching and deciding the other pages (before, the wait ran on the reactor thread, and the
+whole process stood still until the lease ran out).
 """
 
 from __future__ import annotations
@@ -11,9 +12,15 @@ from __future__ import annotations
 import time
 import uuid
 
-from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
+from test_resume import Crawl, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
+from scrapy.settings import Settings
+
+from scrapy_dedup.core.bands import band_hashes
+from scrapy_dedup.crawl.settings import DedupConfig
+from scrapy_dedup.crawl.state import store_params
 from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.redis_functions import connect
 from scrapy_dedup.store.redis_store import RedisStore
@@ -31,14 +38,11 @@ def _wait_for(condition, timeout: float, what: str, crawl: Crawl) -> None:
         time.sleep(0.02)
 
 
-def test_a_page_held_by_a_dead_process_waits_while_the_crawl_goes_on(site, uninterrupted, tmp_path, redis_single):
-    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+def _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix: str, release) -> None:
+    """Crawl while a dead process holds a decision /HELD waits for; ``release()`` when the crawl
+    decided DECIDED_MEANWHILE other documents after fetching /HELD, as the lease running out would."""
     held_url = site.url + HELD
-    lock = rk.decision_key(prefix, url_key(held_url))
-    client = connect(redis_single.url)
-    # the lock of a decision whose process died: it holds for a minute unless released
-    client.set(lock, "4242-deadbeef:1", px=60_000)
-    crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=redis_single.url, DEDUP_REDIS_PREFIX=prefix)
+    crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
     proc = crawl.launch()
     try:
         _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 1, 60, f"/{HELD} was not fetched", crawl)
@@ -47,13 +51,43 @@ def test_a_page_held_by_a_dead_process_waits_while_the_crawl_goes_on(site, unint
                   f"the crawl did not decide {DECIDED_MEANWHILE} other documents while /{HELD} waited", crawl)
         assert held_url not in {line["url"] for line in crawl.emitted_lines()}  # still waiting
     finally:
-        client.delete(lock)  # the lease runs out
+        release()
     code = crawl.wait(proc, timeout=120)
     assert code == 0, crawl.logs[-1][-3000:]
     assert crawl.stats()["dedup/doc/waited_for_another_process"] >= 1
     emitted = [line["url"] for line in crawl.emitted_lines()]
     assert emitted.count(held_url) == 1
-    with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
+    with RedisStore.open_existing(server.url, prefix=prefix) as store:
         check_same_store(state_of(store), uninterrupted)
         assert store.pending_count() == 0
     assert not crawl.double_fetches
+
+
+def test_a_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_on(
+    site, uninterrupted, tmp_path, redis_single
+):
+    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+    lock = rk.decision_key(prefix, url_key(site.url + HELD))
+    client = connect(redis_single.url)
+    # the lock of a decision whose process died: it holds for a minute unless released
+    client.set(lock, "4242-deadbeef:1", px=60_000)
+    _crawl_past_a_hold(site, uninterrupted, tmp_path, redis_single, prefix, lambda: client.delete(lock))
+
+
+def test_a_page_near_a_dead_process_s_decision_waits_while_the_crawl_goes_on(
+    site, uninterrupted, tmp_path, redis_single
+):
+    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+    _, _, body = reply(f"/{HELD}")
+    _, fp = analyse_html(body, site.url + HELD, ExtractOptions())
+    config = DedupConfig.from_settings(Settings())
+    other = RedisStore(redis_single.url, store_params(config), prefix=prefix)
+    # a decision of the same content opened and never closed: its process died (30 s lease)
+    hold = other.hold_near("", fp.simhash, band_hashes(fp.minhash), config.max_distance)
+    hold.__enter__()
+
+    def release() -> None:
+        hold.__exit__(None, None, None)
+        other.close()
+
+    _crawl_past_a_hold(site, uninterrupted, tmp_path, redis_single, prefix, release)

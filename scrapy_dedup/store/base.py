@@ -429,7 +429,9 @@ class DedupStore(abc.ABC):
         process that decides the same key waits until the block has exited (atomic).
 
         ``wait=False``: raise :class:`DecisionBusy` on entering, instead of waiting, when another
-        process holds it (a crawl then waits without blocking its reactor).
+        process holds it, or (a shared backend, where the near hold of ``near`` opens with the
+        lock) holds a near-duplicate decision this one would wait for: a crawl then waits
+        without blocking its reactor.
 
         ``near``: the arguments of the :meth:`hold_near` the block is likely to take (scope,
         simhash, bands, max_distance, reads); a shared backend may open that hold with the

@@ -65,6 +65,7 @@ from typing import Any
 
 from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.redis_functions import BandGroup, StoreFunctions
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,10 @@ BatchConfirm = Callable[[bytes, int, bytes], bool]
 
 #: how many times a decision whose lease ran out is taken up again
 ATTEMPTS = 3
+#: a decision opened with ``wait=False`` that still waits for an earlier one after this long
+#: gives up (DecisionBusy): a live decision ends within milliseconds, a dead one holds until its
+#: lease runs out, and the caller waits for that without blocking
+BUSY_AFTER_S = 0.05
 
 
 @dataclass(slots=True)
@@ -310,7 +315,7 @@ class NearDecisions:
 
     def open(
         self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = (), reads: Sequence[tuple] = (),
-        first: Sequence[tuple] = (), proceed: Callable[[list], bool] | None = None,
+        first: Sequence[tuple] = (), proceed: Callable[[list], bool] | None = None, wait: bool = True,
     ) -> NearHold | None:
         """Open a near-duplicate decision the caller takes itself, from reads of the store; it
         holds until :meth:`close` (or the call :meth:`close_command` gives has run).
@@ -334,6 +339,10 @@ class NearDecisions:
         lock the decision takes with its hold); ``proceed`` is given their replies and, if it
         answers False, the decision ends at once, waiting for nobody, and None is returned.
         Their replies are :attr:`NearHold.first`.
+
+        ``wait=False``: when an earlier decision near this one is still in flight after
+        :data:`BUSY_AFTER_S`, this one ends, keeping nothing, and raises
+        :class:`~scrapy_dedup.store.base.DecisionBusy`.
         """
         fn = self.fn
         token = os.urandom(8)
@@ -352,11 +361,14 @@ class NearDecisions:
             try:
                 scans, settled_near, settled_bands = self._await_earlier(
                     scope, simhash, token, order, max_distance, bands, (settled[0], in_flight[0], band_in_flight,
-                                                                        settled_bands)
+                                                                        settled_bands), None if wait else BUSY_AFTER_S
                 )
                 break
             except DecisionReaped:
                 fn.near_settle_then_release_many(scope, [(simhash, token, False, order)], bands)
+            except DecisionBusy:
+                fn.near_settle_then_release_many(scope, [(simhash, token, False, order)], bands)
+                raise
         else:
             raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
         return NearHold(scope, simhash, token, order, bands, scans, (scope, simhash, max_distance, settled_near),
@@ -394,14 +406,15 @@ class NearDecisions:
             self.close(held)
 
     def _await_earlier(
-        self, scope, simhash, token, order, max_distance, bands, first_scan
+        self, scope, simhash, token, order, max_distance, bands, first_scan, busy_after_s: float | None = None
     ) -> tuple[int, set[tuple[int, bytes]], set[bytes]]:
         """Wait until no earlier decision near ``simhash`` is in flight; returns how many scans
         it took, and the settled SimHash entries and band tokens of the last.
 
         ``bands`` as in :meth:`open`: decisions in flight with one of these band hashes count
         as near too. ``first_scan``: (settled, pending, band tokens in flight, settled band
-        tokens) read after the order number was taken, for the first round.
+        tokens) read after the order number was taken, for the first round. ``busy_after_s``:
+        raise DecisionBusy when an earlier decision is still in flight after that long.
         """
         fn = self.fn
         later: set[bytes] = set()  # pending without an order in one scan and still pending in the next
@@ -435,6 +448,8 @@ class NearDecisions:
                     if fp is not None:
                         fn.near_settle(scope, fp, t, keep=False)
             now = self.clock()
+            if earlier and busy_after_s is not None and now - started > busy_after_s:
+                raise DecisionBusy(f"an earlier near-duplicate decision is in flight after {busy_after_s} s")
             if now - started > self.max_wait_s:
                 raise TimeoutError(f"waited {self.max_wait_s:.0f} s for earlier near-duplicate decisions")
             if earlier:

@@ -486,7 +486,7 @@ class RedisStore(DedupStore):
             read_ahead = not is_cluster(self.client)
             taken = False
             if near is not None and self.fn.fused and d.depth == 0:
-                taken = self._open_near_with_lock(near, lock, holder, key)
+                taken = self._open_near_with_lock(near, lock, holder, key, wait)
                 if not taken and not wait:
                     raise DecisionBusy(key)
             while not taken:
@@ -521,11 +521,12 @@ class RedisStore(DedupStore):
                 d.queued.append(([command], False, lambda replies: check(replies[0])))
             self._leave_hold(("FCALL", "sdd_lock_release", 1, lock, holder), None, True)
 
-    def _open_near_with_lock(self, near: NearHoldArgs, lock: str, holder: str, key: str) -> bool:
+    def _open_near_with_lock(self, near: NearHoldArgs, lock: str, holder: str, key: str, wait: bool = True) -> bool:
         """One server: take the document lock, read the URL record and open the near hold of
         ``near`` in one round trip. False, with the hold ended, when another process holds
         the lock: a decision never waits for a lock while it holds an order number, so no
-        two decisions wait for each other."""
+        two decisions wait for each other. ``wait=False``: DecisionBusy, with the hold ended
+        and the lock released, when an earlier near decision stays in flight."""
         scope, simhash, bands, max_distance, reads = near
         bands = band_tuple(bands)
         ahead = tuple((table, k) for table, k in reads if table != PENDING)
@@ -546,11 +547,11 @@ class RedisStore(DedupStore):
                 [self._read_command(table, k) for table, k in ahead],
                 first=[*waiting, ("SET", lock, holder, "NX", "PX", DECISION_LEASE_MS),
                        ("HGET", *self._slot(URL, key))],
-                proceed=proceed,
+                proceed=proceed, wait=wait,
             )
         except BaseException:
-            # the hold failed (its wait timed out, or the server refused its round trip after
-            # the lock was taken, say when full): the lock goes unless it was surely not taken
+            # the hold failed (its wait timed out or gave up, or the server refused its round
+            # trip after the lock was taken, say when full): the lock goes unless surely not taken
             # (a release by another holder's name deletes nothing)
             if not locked or locked[0]:
                 with contextlib.suppress(*_STORE_FAILURES):
