@@ -261,3 +261,29 @@ def test_a_store_of_an_earlier_format_is_refused_with_what_to_do(redis_url, redi
         message = str(info.value)
         assert f"has store format 3; this version reads format {STORE_FORMAT}" in message
         assert f"under the key prefix {redis_prefix!r}" in message and "DEDUP_REDIS_PREFIX" in message
+
+
+def test_a_url_an_earlier_run_owes_is_left_to_its_owed_copy(redis_url, redis_prefix):
+    """A link met in a new run to a URL an earlier run owes and never recorded is dropped as
+    seen: the owed copy, which the store issues to the process that claims it, fetches it."""
+    from scrapy_dedup.decide.frontier import Frontier
+    from scrapy_dedup.store.base import OweOffer
+
+    owed, settled = "http://h/owed", "http://h/settled"
+    first = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    run = first.begin_run()
+    frontier = Frontier(first, run)
+    for url in (owed, settled):
+        offer = OweOffer(url, b"request")
+        assert frontier.check(url, url, owe=offer) is None and offer.owed
+    with first.batch() as batch:
+        batch.settle_pending(settled)  # its outcome was recorded... without a URL record
+    first.close()  # stops with `owed` still owed
+
+    second = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    later = Frontier(second, second.begin_run())
+    assert later.run == run + 1
+    assert later.check(owed, owed) == "seen"
+    assert later.check(settled, settled) is None  # nobody owes it: fetched again
+    assert dict(second.claim_pending()).keys() == {owed}
+    second.close()
