@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
 from test_resume import Crawl, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy.settings import Settings
@@ -63,25 +64,30 @@ def _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix: str, relea
     assert not crawl.double_fetches
 
 
+@pytest.mark.parametrize("kind", ["single", "cluster"])
 def test_a_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_on(
-    site, uninterrupted, tmp_path, redis_single
+    site, uninterrupted, tmp_path, request, kind
 ):
+    server = request.getfixturevalue(f"redis_{kind}")
     prefix = f"busy:{uuid.uuid4().hex[:10]}"
     lock = rk.decision_key(prefix, url_key(site.url + HELD))
-    client = connect(redis_single.url)
+    client = connect(server.url)
     # the lock of a decision whose process died: it holds for a minute unless released
     client.set(lock, "4242-deadbeef:1", px=60_000)
-    _crawl_past_a_hold(site, uninterrupted, tmp_path, redis_single, prefix, lambda: client.delete(lock))
+    _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix, lambda: client.delete(lock))
 
 
+@pytest.mark.parametrize("kind", ["single", "cluster"])
 def test_a_page_near_a_dead_process_s_decision_waits_while_the_crawl_goes_on(
-    site, uninterrupted, tmp_path, redis_single
+    site, uninterrupted, tmp_path, request, kind
 ):
+    # one server: the near hold opens with the document lock; a cluster: after the lock
+    server = request.getfixturevalue(f"redis_{kind}")
     prefix = f"busy:{uuid.uuid4().hex[:10]}"
     _, _, body = reply(f"/{HELD}")
     _, fp = analyse_html(body, site.url + HELD, ExtractOptions())
     config = DedupConfig.from_settings(Settings())
-    other = RedisStore(redis_single.url, store_params(config), prefix=prefix)
+    other = RedisStore(server.url, store_params(config), prefix=prefix)
     # a decision of the same content opened and never closed: its process died (30 s lease)
     hold = other.hold_near("", fp.simhash, band_hashes(fp.minhash), config.max_distance)
     hold.__enter__()
@@ -90,4 +96,4 @@ def test_a_page_near_a_dead_process_s_decision_waits_while_the_crawl_goes_on(
         hold.__exit__(None, None, None)
         other.close()
 
-    _crawl_past_a_hold(site, uninterrupted, tmp_path, redis_single, prefix, release)
+    _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix, release)

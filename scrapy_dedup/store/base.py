@@ -428,10 +428,11 @@ class DedupStore(abc.ABC):
         """Hold the decision of the document at url key ``key`` for the ``with`` block: another
         process that decides the same key waits until the block has exited (atomic).
 
-        ``wait=False``: raise :class:`DecisionBusy` on entering, instead of waiting, when another
-        process holds it, or (a shared backend, where the near hold of ``near`` opens with the
-        lock) holds a near-duplicate decision this one would wait for: a crawl then waits
-        without blocking its reactor.
+        ``wait=False``: raise :class:`DecisionBusy` instead of waiting when another process
+        holds it (on entering), or holds a near-duplicate decision this one would wait for (on
+        entering, where the near hold of ``near`` opens with the lock, else from the block's
+        :meth:`hold_near` when the block wrote nothing before it): the lock is released and
+        nothing was written; a crawl then waits without blocking its reactor.
 
         ``near``: the arguments of the :meth:`hold_near` the block is likely to take (scope,
         simhash, bands, max_distance, reads); a shared backend may open that hold with the

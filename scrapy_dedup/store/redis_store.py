@@ -214,6 +214,10 @@ class _DecisionState(threading.local):
         self.opened_ahead: _NearAhead | None = None
         #: writes of this thread so far: a hold's reads from before the last one are stale
         self.writes = 0
+        #: the write count when the outermost hold_document was entered with ``wait=False``
+        #: (else None): a near hold opened after the lock, before any later write, may give up
+        #: (DecisionBusy), the decision having written nothing yet
+        self.may_give_up: int | None = None
 
     def forget_reads(self) -> None:
         self.prefetched.clear()
@@ -511,10 +515,15 @@ class RedisStore(DedupStore):
                 time.sleep(DECISION_POLL_S)
         except _STORE_FAILURES as exc:
             raise self._stopped_by(exc) from None
+        outermost = d.depth == 0
+        if outermost and not wait:
+            d.may_give_up = d.writes
         d.depth += 1
         try:
             yield
         finally:
+            if outermost:
+                d.may_give_up = None
             ahead, d.opened_ahead = d.opened_ahead, None
             if ahead is not None:  # not taken: it ends with the release
                 command, check = self._near.close_command(ahead.held)
@@ -589,8 +598,11 @@ class RedisStore(DedupStore):
                 self._flush()  # this decision's writes so far are in before its first scan
                 if self._behind:
                     self.send_waiting()
+                # a decision entered without waiting that wrote nothing yet gives up rather than
+                # wait for an earlier near decision (DecisionBusy: the lock goes with it)
+                wait = d.may_give_up is None or d.may_give_up != d.writes
                 held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
-                                       [self._read_command(table, key) for table, key in ahead])
+                                       [self._read_command(table, key) for table, key in ahead], wait=wait)
         except _STORE_FAILURES as exc:
             raise self._stopped_by(exc) from None
         d.depth += 1
