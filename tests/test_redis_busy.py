@@ -9,6 +9,8 @@ whole process stood still until the lease ran out).
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 
@@ -51,6 +53,9 @@ def _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix: str, relea
         _wait_for(lambda: len(crawl.emitted_lines()) >= before + DECIDED_MEANWHILE, 60,
                   f"the crawl did not decide {DECIDED_MEANWHILE} other documents while /{HELD} waited", crawl)
         assert held_url not in {line["url"] for line in crawl.emitted_lines()}  # still waiting
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)  # a failed test leaves no crawl behind
+        raise
     finally:
         release()
     code = crawl.wait(proc, timeout=120)

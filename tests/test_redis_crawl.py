@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 
+import pytest
 from crawl_helpers import process_count_outcome
 from redis_servers import free_port
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
@@ -136,11 +137,16 @@ def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server,
         assert next(store.iter_urls(), None) is not None
 
 
-def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, tmp_path):
-    from redis_servers import RedisServer
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, tmp_path, kind):
+    from redis_servers import RedisCluster, RedisServer
 
-    server = RedisServer(tmp_path / "lost", extra=("--requirepass", "l0st-h0rse")).start()
-    url = f"redis://:l0st-h0rse@127.0.0.1:{server.port}/0"
+    if kind == "single":
+        server = RedisServer(tmp_path / "lost", extra=("--requirepass", "l0st-h0rse")).start()
+        url = f"redis://:l0st-h0rse@127.0.0.1:{server.port}/0"
+    else:  # every master goes away
+        server = RedisCluster(tmp_path / "lost").start()
+        url = server.url
     settings = {"DEDUP_STORE": url, "DEDUP_REDIS_RETRIES": 2, "CONCURRENT_REQUESTS": 1, "DOWNLOAD_DELAY": 0.25}
     result: list = []
     crawl = threading.Thread(target=lambda: result.append(run_crawl(demo_server.url + "/", tmp_path / "crawl",
@@ -160,7 +166,8 @@ def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, t
     assert fetched < 54  # stopped, not crawled to the end: the demo site has 54 pages
     lines = [line for line in outcome.log.splitlines() if "scrapy-dedup stops the crawl" in line]
     assert len(lines) == 1, lines
-    assert "l0st-h0rse" not in outcome.log and "***" in lines[0]
+    if kind == "single":
+        assert "l0st-h0rse" not in outcome.log and "***" in lines[0]
     assert outcome.log.count("Traceback") == 0, outcome.log[-3000:]
     # nothing that passed the pipeline claims a decision the store did not record
     assert all(item.get("dedup", {}).get("status") != "undecided" for item in outcome.items)

@@ -234,6 +234,36 @@ def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
     assert 0.05 < time.monotonic() - started < 20
 
 
+def test_a_lost_cluster_is_retried_then_stops_with_one_error(tmp_path):
+    # every master gone: the cluster client's own errors (no node reachable, a slot without
+    # its master) stop the crawl as a lost connection does, not as one page's failure
+    from redis_servers import RedisCluster
+
+    from scrapy_dedup.store.redis_functions import RetryPolicy, StoreConnectionLost
+
+    cluster = RedisCluster(tmp_path / "goes-away").start()
+    try:
+        store = RedisStore(cluster.url, PARAMS, prefix="crawl",
+                           retry=RetryPolicy(retries=3, backoff_base=0.05, backoff_cap=0.2))
+        assert store.frontier_mark("http://h/a", 1, "http://h/a") is None
+    finally:
+        cluster.stop()
+
+    def write() -> None:
+        with store.batch() as batch:
+            batch.put_url(UrlRecord(key="http://h/c", url="http://h/c"))
+
+    started = time.monotonic()
+    for call in (lambda: store.frontier_mark("http://h/b", 1, "http://h/b"), lambda: store.get_url("http://h/a"), write):
+        with pytest.raises(StoreConnectionLost) as info:
+            call()
+        message = str(info.value)
+        assert "lost the connection to the Redis store at redis://127.0.0.1:" in message
+        assert "\n" not in message
+    store.close()  # gives up what it cannot hand over: the leases run out
+    assert time.monotonic() - started < 60
+
+
 def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     # as a store written by the previous version records itself (16-byte digests, and one

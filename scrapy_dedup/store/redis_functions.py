@@ -35,9 +35,16 @@ LIBRARY_VERSION = int(re.search(r"^local LIBRARY_VERSION = (\d+)$", LIBRARY_CODE
 MIN_SERVER_MAJOR = 7
 
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+#: a cluster the client lost once its own retries ran out: no node reachable, or a slot whose
+#: master is gone (its nodes answer CLUSTERDOWN, or it is covered by no node the client knows)
+_CLUSTER_LOST = (
+    redis.exceptions.RedisClusterUnreachableError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.SlotNotCoveredError,
+)
 #: what stops a crawl on the Redis store: the connection lost once the retries ran out, or a write
 #: the server refused because its memory limit (``maxmemory``) is reached
-_STORE_FAILURES = (*_CONNECTION_ERRORS, redis.exceptions.OutOfMemoryError)
+_STORE_FAILURES = (*_CONNECTION_ERRORS, *_CLUSTER_LOST, redis.exceptions.OutOfMemoryError)
 
 #: one band group's hashes (settled, then pending) and a document's entries in it (per band,
 #: its bucket's field and its band hash): the arguments of one call to a band function, on one slot
