@@ -15,7 +15,10 @@ loopback ports, as the tests do, and stops them. Measured, side by side in one r
   per second with 4 client processes deciding in batches (``decide_many``, NEAR_BATCH per
   call) and one at a time (``decide``), p50/p99 latency per batch and per single decision,
   the server time (INFO commandstats) and CPU (INFO cpu) per decision and the busiest
-  master's share, on one server and on three masters (``--only near`` measures these alone);
+  master's share, the clients' own CPU time per decision, and two ceilings: the servers'
+  (1 s over the busiest master's CPU per decision) and the machine's (its cores over the
+  clients' and the servers' CPU per decision), on one server and on three masters
+  (``--only near`` measures these alone);
 - bytes per document of the tables, against datasketch's MinHash LSH with Redis storage
   (256 permutations).
 
@@ -195,7 +198,7 @@ def _decide_worker(server_url, prefix, worker, queries, batch, barrier, out):
     items = [(int(fp), (1 << 63 | worker << 40 | i).to_bytes(8, "big")) for i, fp in enumerate(queries)]
     latencies, kept, scans = [], 0, 0
     barrier.wait()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for lo in range(0, len(items), batch):
         t0 = time.perf_counter()
         if batch == 1:
@@ -205,7 +208,7 @@ def _decide_worker(server_url, prefix, worker, queries, batch, barrier, out):
         latencies.append((time.perf_counter() - t0, len(outcomes)))
         kept += sum(o.kept for o in outcomes)
         scans += sum(o.scans for o in outcomes)
-    out.put((started, time.perf_counter(), latencies, kept, scans))
+    out.put((started, time.perf_counter(), latencies, kept, scans, time.process_time() - cpu_started))
 
 
 def _percentiles(values: list[float]) -> dict:
@@ -294,6 +297,9 @@ def _run_deciders(client, server_url: str, shares: list[list[int]], batch: int) 
         "busiest_master_share": max(per_master) / max(1, sum(per_master)),
         # the same from the servers' CPU time, which the other processes on the machine do not inflate
         "busiest_master_cpu_us_per_decision": 1e6 * max(a[2] - b[2] for a, b in zip(after, before)) / total,
+        # the deciding processes' own CPU time: with the servers' it is what a decision costs the machine
+        "client_cpu_us_per_decision": 1e6 * sum(r[5] for r in results) / total,
+        "cores": os.cpu_count(),
     }
 
 
@@ -936,6 +942,12 @@ def _previous(out: Path) -> dict:
     return previous
 
 
+def machine_ceiling(r: dict) -> float:
+    """Decisions/s this machine could reach if every core did nothing but decide: the clients
+    and the servers share its cores, so a figure above it cannot be measured here."""
+    return r["cores"] * 1e6 / (r["client_cpu_us_per_decision"] + r["server_cpu_us_per_decision"])
+
+
 def near_rows(near: list[dict], sketch: dict | None) -> list[dict]:
     rows = []
     by_docs: dict[int, dict[str, dict]] = {}
@@ -971,6 +983,11 @@ def near_rows(near: list[dict], sketch: dict | None) -> list[dict]:
             rows.append(row(NAME, f"{head}: server-bound ceiling (1 s / busiest master's CPU time per decision)",
                             fmt(1e6 / r["busiest_master_cpu_us_per_decision"]),
                             f"from commandstats {fmt(1e6 / r['busiest_master_us_per_decision'])}", "", "report", None))
+            if "client_cpu_us_per_decision" in r:
+                rows.append(row(NAME, f"{head}: machine-bound ceiling ({r['cores']} cores / the clients' and the "
+                                "servers' CPU time per decision)", fmt(machine_ceiling(r)),
+                                f"clients {r['client_cpu_us_per_decision']:.0f} us + servers "
+                                f"{r['server_cpu_us_per_decision']:.0f} us CPU per decision", "", "report", None))
         if "1 server" in runs and "3 masters" in runs:
             one, three = runs["1 server"], runs["3 masters"]
             rows.append(row(NAME, f"near-duplicate decisions at {dlabel}: 3 masters vs 1 server",
@@ -978,6 +995,12 @@ def near_rows(near: list[dict], sketch: dict | None) -> list[dict]:
                             f"{three['decisions_per_s'] / one['decisions_per_s']:.2f}x",
                             ">= 2x at 10^7" if at_target else "report",
                             three["decisions_per_s"] >= 2 * one["decisions_per_s"] if at_target else None))
+            if "client_cpu_us_per_decision" in three:
+                most = min(machine_ceiling(three), 1e6 / three["busiest_master_cpu_us_per_decision"])
+                rows.append(row(NAME, f"near-duplicate decisions at {dlabel}: the most 3 masters could show against "
+                                "1 server on this machine (the lower of their two ceilings)", fmt(most),
+                                f"1 server {fmt(one['decisions_per_s'])}",
+                                f"{most / one['decisions_per_s']:.2f}x", "report", None))
     one = by_docs[largest].get("1 server") or next(iter(by_docs[largest].values()))
     rows.append(row(NAME, f"SimHash tables at {_count_label(largest)} documents: bytes per document",
                     fmt(one["table_bytes_per_document"]),
