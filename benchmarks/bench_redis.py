@@ -423,7 +423,11 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
     from scrapy_dedup.store.redis_functions import connect
     from scrapy_dedup.store.redis_store import RedisStore
 
+    from redis_time import QUEUE_CLIENT
+
     site, chosen = postgres_site(pages)
+    # the crawl processes time their round trips (redis_time.py, from this folder)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     server, origin = site.serve()
     start = origin + "/index.html"
     base = {"DEDUP_WORKERS": 1, "DEDUP_LOGSTATS_INTERVAL": 0, "LOG_LEVEL": "WARNING", "CONCURRENT_REQUESTS": 16}
@@ -458,6 +462,8 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
                     "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
                     "DEDUP_STORE": single_url,
                     "DEDUP_REDIS_PREFIX": prefix,
+                    "EXTENSIONS": {"demo_project.extensions.StatsDump": 500, "redis_time.RedisTime": 0},
+                    "REDIS_PARAMS": {"client_name": QUEUE_CLIENT},
                 }
                 site.reset()
                 memory_before = used_memory(client)
@@ -484,6 +490,17 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
                     "bytes_per_document_everything": memory / documents,
                     "bytes_per_url_record_everything": memory / urls,
                     "emitted": sum(len(r.items) for r in results),
+                    # every process's time in the store's round trips (and the queue's apart),
+                    # per page served (each is extracted once)
+                    "store_round_trip_ms_per_page": 1000 * sum(
+                        r.stats.get("bench/redis_store_s", 0) for r in results) / len(chosen),
+                    "queue_round_trip_ms_per_page": 1000 * sum(
+                        r.stats.get("bench/redis_queue_s", 0) for r in results) / len(chosen),
+                    # and the share of the processes' wall time it took
+                    "store_round_trip_share_of_wall": sum(r.stats.get("bench/redis_store_s", 0) for r in results)
+                    / max(1e-9, sum(float(r.stats.get("elapsed_time_seconds", 0)) for r in results)),
+                    "store_replies_per_fetch": sum(
+                        r.stats.get("bench/redis_store_replies", 0) for r in results) / site.fetches,
                 })
                 log(NAME, f"  round {turn + 1}: {n} process(es): {site.fetches / wall:.1f} pages/s, "
                           f"same result: {got == expected}")
@@ -883,8 +900,10 @@ def index_rows(store_time: dict) -> list[dict]:
     return rows
 
 
-def crawl_rows(crawls: dict) -> list[dict]:
-    """Rows of the PostgreSQL docs crawled on LevelDB and by 1, 2 and 4 processes on Redis."""
+def crawl_rows(crawls: dict, extract_ms: float | None = None) -> list[dict]:
+    """Rows of the PostgreSQL docs crawled on LevelDB and by 1, 2 and 4 processes on Redis;
+    ``extract_ms``: the extraction time per page of the store-time pass (the same pages,
+    extracted on the idle machine), against which the crawls' round trips are put."""
     rows: list[dict] = []
     reference = crawls["leveldb, 1 process"]
 
@@ -907,6 +926,15 @@ def crawl_rows(crawls: dict) -> list[dict]:
                         f"{r['server_us_per_page']:.0f} us in {r['server_calls_per_page']:.0f} calls, "
                         f"{r['round_trips_per_page']:.2f} round trips (the store's and the queue's)", "", "",
                         "report", None))
+        if extract_ms and "store_round_trip_ms_per_page" in r:
+            share = r["store_round_trip_ms_per_page"] / extract_ms
+            rows.append(row(NAME, f"PostgreSQL docs crawled, {label}: the store's round trips per page served, in "
+                            "the crawl processes (redis-py's send and read, the queue's apart)",
+                            f"{r['store_round_trip_ms_per_page']:.2f} ms ({r['store_replies_per_fetch']:.1f} "
+                            f"replies a fetch; the queue {r['queue_round_trip_ms_per_page']:.2f} ms); "
+                            f"{100 * r['store_round_trip_share_of_wall']:.1f}% of the processes' wall time",
+                            f"extraction {extract_ms:.1f} ms a page (the store-time pass, idle machine)",
+                            f"{100 * share:.1f}% of extraction", "< 10% of extraction", share < TARGET_STORE_SHARE))
     one_process = crawls["redis, 1 process"]
     rows.append(row(NAME, "bytes per document, everything included (records, MinHash, texts, indexes, frontier, "
                     f"owed requests; used_memory after the crawl / {one_process['documents']} documents)",
@@ -1100,7 +1128,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = _replace_rows(previous.get("rows", []), STORE_ROW_PREFIXES,
                              store_time_rows(store_time) + document_bytes_rows(store_time["document_bytes"]))
         rows = _replace_rows(rows, INDEX_ROW_PREFIXES, index_rows(store_time))
-        rows = _replace_rows(rows, CRAWL_ROW_PREFIXES, crawl_rows(crawls))
+        rows = _replace_rows(rows, CRAWL_ROW_PREFIXES, crawl_rows(crawls, store_time["extract_ms"]))
         write_result(NAME, {**previous, "store_time": store_time, "crawls": crawls, "rows": rows}, args.out)
         return 0
     try:
@@ -1122,7 +1150,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += store_time_rows(store_time)
     rows += document_bytes_rows(store_time["document_bytes"])
     rows += index_rows(store_time)
-    rows += crawl_rows(crawls)
+    rows += crawl_rows(crawls, store_time["extract_ms"])
     notes = [
         "servers and the clients share the machine's cores: decisions/s is bounded by the Python clients and "
         "the servers together; the server time per decision is INFO commandstats of the commands decisions send "

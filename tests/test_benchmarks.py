@@ -199,6 +199,9 @@ def test_redis(tmp_path, corpus):
         assert single["commands_per_decision"] >= 10 if r["cluster"] else 2 <= single["commands_per_decision"] < 3
         if r["cluster"]:
             assert r["busiest_master_share"] < 0.6  # spread over the three masters
+        # the deciding processes' own CPU, and the machine's ceiling it gives with the servers'
+        assert r["client_cpu_us_per_decision"] > 0 and r["cores"] >= 1
+        assert r["server_cpu_us_per_decision"] > 0
     if data["datasketch"] is not None:
         assert data["datasketch"]["bytes_per_document"] > 0
     store_time = data["store_time"]
@@ -230,6 +233,11 @@ def test_redis(tmp_path, corpus):
             assert crawl["bytes_per_document_everything"] > 0
             # each fetch takes the queue's pop and push and the store's calls: several round trips
             assert 1 < crawl["round_trips_per_page"] < crawl["server_calls_per_page"], label
+            # the crawl processes timed their round trips: the store's and the queue's, told apart
+            assert crawl["store_round_trip_ms_per_page"] > 0 and crawl["queue_round_trip_ms_per_page"] > 0, label
+            assert 0 < crawl["store_round_trip_share_of_wall"] < 1 and crawl["store_replies_per_fetch"] > 1, label
+    rows = {r["measure"] for r in data["rows"]}
+    assert any("machine-bound ceiling" in m for m in rows) and any("in the crawl processes" in m for m in rows)
 
 
 def test_redis_bytes_alone_keeps_the_other_counts(tmp_path):
