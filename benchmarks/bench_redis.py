@@ -499,6 +499,10 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
                     # and the share of the processes' wall time it took
                     "store_round_trip_share_of_wall": sum(r.stats.get("bench/redis_store_s", 0) for r in results)
                     / max(1e-9, sum(float(r.stats.get("elapsed_time_seconds", 0)) for r in results)),
+                    # documents that found another process's decision near theirs in flight and
+                    # waited for it (off the reactor, DecisionBusy)
+                    "waited_for_another_process": sum(
+                        r.stats.get("dedup/doc/waited_for_another_process", 0) for r in results),
                     "store_replies_per_fetch": sum(
                         r.stats.get("bench/redis_store_replies", 0) for r in results) / site.fetches,
                 })
