@@ -44,17 +44,17 @@ ITEM_FIELD = "dedup"
 UNDECIDED_FIELDS = ("content_hash", "simhash", "cluster_id", "canonical_url", "duplicate_of", "distance")
 
 #: Counts shown in the periodic log line.
+LOGGED_STATS = ("new", "updated", "unchanged", "exact_duplicate", "near_duplicate")
 #: while another process holds a document's decision (shared store), how long the pipeline waits
 #: for it, polling from this delay doubling up to the next, without blocking the reactor
 BUSY_MAX_WAIT_S = 120.0
 BUSY_FIRST_POLL_S = 0.005
 BUSY_LAST_POLL_S = 0.25
-LOGGED_STATS = ("new", "updated", "unchanged", "exact_duplicate", "near_duplicate")
-
 
 
 class _WaitStopped(Exception):
     """The crawl began to stop while a document waited for another process's decision of it."""
+
 
 class DedupPipeline:
     def __init__(self, crawler: Crawler) -> None:
