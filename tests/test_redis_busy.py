@@ -15,7 +15,7 @@ import time
 import uuid
 
 import pytest
-from test_resume import Crawl, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
+from test_resume import Crawl, Site, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy.settings import Settings
 
@@ -102,3 +102,63 @@ def test_a_page_near_a_dead_process_s_decision_waits_while_the_crawl_goes_on(
         other.close()
 
     _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix, release)
+
+
+class _SiteWithGone(Site):
+    """The interrupted-crawl tests' site, where the paths in ``gone`` answer 404."""
+
+    def __init__(self) -> None:
+        self.gone: set[str] = set()
+        super().__init__()
+
+    def _reply(self, path: str):
+        if path in self.gone:
+            with self.lock:
+                self.hits[path] += 1
+            return 404, {}, b"<html><body>Not found</body></html>"
+        return super()._reply(path)
+
+
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_a_gone_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_on(tmp_path, request, kind):
+    """A 404 of a page that held a document takes it out of its cluster under its URL key's
+    lock: while a dead process holds that lock, the response waits without blocking the
+    reactor, and the crawl fetches other pages meanwhile."""
+    server = request.getfixturevalue(f"redis_{kind}")
+    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+    site = _SiteWithGone()
+    try:
+        crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
+        crawl.run_to_end()
+        held_key = url_key(site.url + HELD)
+        with RedisStore.open_existing(server.url, prefix=prefix) as store:
+            assert store.get_url(held_key).cluster_id is not None
+        site.gone.add(f"/{HELD}")
+        lock = rk.decision_key(prefix, held_key)
+        client = connect(server.url)
+        # a dead process's lock: it outlasts the waits below unless released
+        client.set(lock, "4242-deadbeef:1", px=120_000)
+        proc = crawl.launch(DEDUP_REVISIT_AFTER="0")  # every page is fetched again
+        try:
+            _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 2, 60, f"/{HELD} was not fetched again", crawl)
+            fetched = sum(site.snapshot().values())
+            _wait_for(lambda: sum(site.snapshot().values()) >= fetched + DECIDED_MEANWHILE, 60,
+                      f"the crawl did not fetch {DECIDED_MEANWHILE} other pages while /{HELD}'s 404 waited", crawl)
+            with RedisStore.open_existing(server.url, prefix=prefix) as store:
+                assert store.get_url(held_key).cluster_id is not None  # not taken out yet
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            client.delete(lock)
+        code = crawl.wait(proc, timeout=120)
+        assert code == 0, crawl.logs[-1][-3000:]
+        stats = crawl.stats()
+        assert stats["dedup/doc/waited_for_another_process"] >= 1 and stats["dedup/doc/deleted"] == 1
+        with RedisStore.open_existing(server.url, prefix=prefix) as store:
+            record = store.get_url(held_key)
+            assert record.status == "deleted" and record.http_status == 404 and record.cluster_id is None
+            assert all(held_key not in store.members_of(c) for c in store.iter_clusters())
+            assert store.pending_count() == 0
+    finally:
+        site.stop()

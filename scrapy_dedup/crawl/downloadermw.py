@@ -4,7 +4,9 @@
   ``If-Modified-Since``; a 304 counts as unchanged and goes no further;
 - every response is recorded (status, validators, fetch count);
 - a 404 or 410 takes the URL out of its cluster; when it represented the
-  cluster, the next member is fetched again and emitted with ``supersedes``;
+  cluster, the next member is fetched again and emitted with ``supersedes``.
+  On a shared store, while another process holds that URL key's decision, the
+  response waits without blocking the reactor;
 - a redirected request that skipped the dupefilter (``dont_filter``) still
   has its redirect recorded as an alias.
 """
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 
+from scrapy_dedup.crawl.busy import WaitStopped, when_free
 from scrapy_dedup.crawl.state import DedupState
 
 if TYPE_CHECKING:
@@ -61,7 +64,7 @@ class DedupDownloaderMiddleware:
             self._failed("process_request", request.url)
         return None
 
-    def process_response(self, request: Request, response: Response, spider=None) -> Response:
+    async def process_response(self, request: Request, response: Response, spider=None) -> Response:
         if request.meta.get("dont_dedup"):
             return response
         try:
@@ -80,16 +83,28 @@ class DedupDownloaderMiddleware:
                 self.state.pending.settle(request)  # the outcome (unchanged) is recorded
                 raise IgnoreRequest(f"not modified since the last run: {response.url}")
             if response.status in GONE_STATUSES:
-                self._gone(request, response, key, record)
+                await self._gone(request, response, key, record)
         except IgnoreRequest:
             raise
         except Exception:
             self._failed("process_response", response.url)
         return response
 
-    def _gone(self, request: Request, response: Response, key: str, record: UrlRecord) -> None:
-        # the record just written says whether the URL held a document: no second read
-        if self.state.retire(key, response.url, response.status, "doc/deleted", like=request, record=record):
+    async def _gone(self, request: Request, response: Response, key: str, record: UrlRecord) -> None:
+        state = self.state
+
+        def retire(wait: bool) -> bool:
+            # the record just written says whether the URL held a document: no second read
+            return state.retire(key, response.url, response.status, "doc/deleted", like=request, record=record,
+                                wait=wait)
+
+        try:
+            retired = await when_free(state, retire, key)
+        except WaitStopped:
+            # the crawl stops: the request stays owed, and the next run fetches and retires it
+            state.inc("doc/left_pending")
+            raise IgnoreRequest(f"the crawl stopped before the removal of {response.url} was recorded") from None
+        if retired:
             logger.info("%s is gone (%d): removed from its cluster", response.url, response.status)
 
     def _failed(self, where: str, url: str) -> None:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import DropItem
-from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task
 
 from scrapy_dedup.extraction.analysis import (
@@ -24,13 +23,14 @@ from scrapy_dedup.extraction.analysis import (
 )  # fmt: skip
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import Decision, Document
-from scrapy_dedup.crawl.canonical import CanonicalWaitStopped, await_canonical, crawl_closing
+from scrapy_dedup.crawl.busy import WaitStopped, when_free
+from scrapy_dedup.crawl.canonical import CanonicalWaitStopped, await_canonical
 from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.pending import META_RESUMED, LeftPending
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.workers import ExtractionPool, PoolClosed
-from scrapy_dedup.store.base import DecisionBusy, StoreError, StoreWriteError
+from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -45,15 +45,6 @@ UNDECIDED_FIELDS = ("content_hash", "simhash", "cluster_id", "canonical_url", "d
 
 #: Counts shown in the periodic log line.
 LOGGED_STATS = ("new", "updated", "unchanged", "exact_duplicate", "near_duplicate")
-#: while another process holds a document's decision (shared store), how long the pipeline waits
-#: for it, polling from this delay doubling up to the next, without blocking the reactor
-BUSY_MAX_WAIT_S = 120.0
-BUSY_FIRST_POLL_S = 0.005
-BUSY_LAST_POLL_S = 0.25
-
-
-class _WaitStopped(Exception):
-    """The crawl began to stop while a document waited for another process's decision of it."""
 
 
 class DedupPipeline:
@@ -132,7 +123,7 @@ class DedupPipeline:
             chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
         except DropItem:
             raise
-        except (PoolClosed, CanonicalWaitStopped, _WaitStopped):
+        except (PoolClosed, CanonicalWaitStopped, WaitStopped):
             # the crawl is stopping: the item is not passed on, its request stays owed
             self.state.inc("doc/left_pending")
             raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it")
@@ -230,26 +221,8 @@ class DedupPipeline:
         """Decide ``doc``. While another process of a shared store decides the same URL key
         (most often one that died holding it, until its lease runs out), wait without blocking
         the reactor: the crawl fetches and decides other pages meanwhile."""
-        from twisted.internet import reactor
-
         state = self.state
-        if not state.store.shared:
-            return state.index.ingest(doc)
-        delay, waited = BUSY_FIRST_POLL_S, 0.0
-        while True:
-            try:
-                return state.index.ingest(doc, wait=False)
-            except DecisionBusy:
-                pass
-            if waited == 0.0:
-                state.inc("doc/waited_for_another_process")
-            if crawl_closing(state.crawler):
-                raise _WaitStopped(doc.key)
-            if waited >= BUSY_MAX_WAIT_S:
-                raise StoreError(f"waited {BUSY_MAX_WAIT_S:.0f} s for another process's decision of {doc.key!r}")
-            await maybe_deferred_to_future(task.deferLater(reactor, delay))
-            waited += delay
-            delay = min(2 * delay, BUSY_LAST_POLL_S)
+        return await when_free(state, lambda wait: state.index.ingest(doc, wait=wait), doc.key)
 
     async def _content(
         self, adapter: ItemAdapter, url: str, response: Any

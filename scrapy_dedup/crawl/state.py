@@ -289,19 +289,21 @@ class DedupState:
 
     # -- gone, moved, taken over --------------------------------------------
     def retire(
-        self, key: str, url: str, http_status: int, stat: str, like: Request | None, record: UrlRecord | None = None
+        self, key: str, url: str, http_status: int, stat: str, like: Request | None, record: UrlRecord | None = None,
+        wait: bool = True,
     ) -> bool:
         """A document is gone (404/410) or has moved (a redirect): forget it and count it
         (``dedup/<stat>``); when it represented its cluster, :meth:`take_over`.
 
         ``record``: the URL record of ``key`` as the caller just wrote it, read otherwise.
-        Returns whether ``key`` held a document.
+        ``wait=False``: DecisionBusy, having done nothing, while another process of a shared
+        store holds ``key`` (:meth:`ContentIndex.forget`). Returns whether ``key`` held a document.
         """
         if record is None:
             record = self.index.known_content(key)
         if record is None or not record.has_content:
             return False
-        promoted = self.index.forget(key, http_status)
+        promoted = self.index.forget(key, http_status, wait=wait)
         self.inc(stat)
         self.take_over(promoted, [url], like)
         return True

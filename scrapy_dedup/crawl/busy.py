@@ -1,0 +1,59 @@
+"""Waiting for another process's decision without blocking the reactor.
+
+On a shared store a decision holds its URL key (and the near-duplicate neighbourhood it
+reads) until its writes are in. Another process that holds it is most often one that died
+holding it, until its lease runs out: a crawl that meets such a key tries again a moment
+later, polling from BUSY_FIRST_POLL_S doubling up to BUSY_LAST_POLL_S, and fetches and decides
+other pages meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import task
+
+from scrapy_dedup.crawl.canonical import crawl_closing
+from scrapy_dedup.store.base import DecisionBusy, StoreError
+
+if TYPE_CHECKING:
+    from scrapy_dedup.crawl.state import DedupState
+
+#: how long a decision waits for another process's, at most
+BUSY_MAX_WAIT_S = 120.0
+BUSY_FIRST_POLL_S = 0.005
+BUSY_LAST_POLL_S = 0.25
+
+T = TypeVar("T")
+
+
+class WaitStopped(Exception):
+    """The crawl began to stop while a decision waited for another process's."""
+
+
+async def when_free(state: DedupState, attempt: Callable[[bool], T], what: str) -> T:
+    """``attempt(wait)``: on a one-process store ``attempt(True)``; on a shared one
+    ``attempt(False)``, again after a pause each time it raises DecisionBusy (having done
+    nothing). Counts ``dedup/doc/waited_for_another_process`` once for a call that waited;
+    raises WaitStopped when the crawl stops meanwhile, StoreError after BUSY_MAX_WAIT_S."""
+    from twisted.internet import reactor
+
+    if not state.store.shared:
+        return attempt(True)
+    delay, waited = BUSY_FIRST_POLL_S, 0.0
+    while True:
+        try:
+            return attempt(False)
+        except DecisionBusy:
+            pass
+        if waited == 0.0:
+            state.inc("doc/waited_for_another_process")
+        if crawl_closing(state.crawler):
+            raise WaitStopped(what)
+        if waited >= BUSY_MAX_WAIT_S:
+            raise StoreError(f"waited {BUSY_MAX_WAIT_S:.0f} s for another process's decision of {what!r}")
+        await maybe_deferred_to_future(task.deferLater(reactor, delay))
+        waited += delay
+        delay = min(2 * delay, BUSY_LAST_POLL_S)
