@@ -119,6 +119,51 @@ class _SiteWithGone(Site):
         return super()._reply(path)
 
 
+def _gone_while_locked(tmp_path, server, prefix: str, site: _SiteWithGone, stop) -> tuple[Crawl, str]:
+    """Crawl the site once, make /HELD answer 404 under a dead process's lock of its URL key,
+    then crawl it again (every page fetched again) and, once 40 other pages were fetched while
+    the 404 waited, ``stop(proc)`` (None: the crawl goes on) and release the lock."""
+    crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
+    crawl.run_to_end()
+    held_key = url_key(site.url + HELD)
+    with RedisStore.open_existing(server.url, prefix=prefix) as store:
+        assert store.get_url(held_key).cluster_id is not None
+    site.gone.add(f"/{HELD}")
+    lock = rk.decision_key(prefix, held_key)
+    client = connect(server.url)
+    # a dead process's lock: it outlasts the waits below unless released
+    client.set(lock, "4242-deadbeef:1", px=120_000)
+    proc = crawl.launch(DEDUP_REVISIT_AFTER="0")  # every page is fetched again
+    try:
+        _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 2, 60, f"/{HELD} was not fetched again", crawl)
+        fetched = sum(site.snapshot().values())
+        _wait_for(lambda: sum(site.snapshot().values()) >= fetched + DECIDED_MEANWHILE, 60,
+                  f"the crawl did not fetch {DECIDED_MEANWHILE} other pages while /{HELD}'s 404 waited", crawl)
+        with RedisStore.open_existing(server.url, prefix=prefix) as store:
+            assert store.get_url(held_key).cluster_id is not None  # not taken out yet
+        if stop is not None:
+            stop(proc)
+            code = crawl.wait(proc, timeout=120)
+            assert code == 0, crawl.logs[-1][-3000:]
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    finally:
+        client.delete(lock)
+    if stop is None:
+        code = crawl.wait(proc, timeout=120)
+        assert code == 0, crawl.logs[-1][-3000:]
+    return crawl, held_key
+
+
+def _check_retired(server, prefix: str, held_key: str) -> None:
+    with RedisStore.open_existing(server.url, prefix=prefix) as store:
+        record = store.get_url(held_key)
+        assert record.status == "deleted" and record.http_status == 404 and record.cluster_id is None
+        assert all(held_key not in store.members_of(c) for c in store.iter_clusters())
+        assert store.pending_count() == 0
+
+
 @pytest.mark.parametrize("kind", ["single", "cluster"])
 def test_a_gone_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_on(tmp_path, request, kind):
     """A 404 of a page that held a document takes it out of its cluster under its URL key's
@@ -128,37 +173,31 @@ def test_a_gone_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_
     prefix = f"busy:{uuid.uuid4().hex[:10]}"
     site = _SiteWithGone()
     try:
-        crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
-        crawl.run_to_end()
-        held_key = url_key(site.url + HELD)
-        with RedisStore.open_existing(server.url, prefix=prefix) as store:
-            assert store.get_url(held_key).cluster_id is not None
-        site.gone.add(f"/{HELD}")
-        lock = rk.decision_key(prefix, held_key)
-        client = connect(server.url)
-        # a dead process's lock: it outlasts the waits below unless released
-        client.set(lock, "4242-deadbeef:1", px=120_000)
-        proc = crawl.launch(DEDUP_REVISIT_AFTER="0")  # every page is fetched again
-        try:
-            _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 2, 60, f"/{HELD} was not fetched again", crawl)
-            fetched = sum(site.snapshot().values())
-            _wait_for(lambda: sum(site.snapshot().values()) >= fetched + DECIDED_MEANWHILE, 60,
-                      f"the crawl did not fetch {DECIDED_MEANWHILE} other pages while /{HELD}'s 404 waited", crawl)
-            with RedisStore.open_existing(server.url, prefix=prefix) as store:
-                assert store.get_url(held_key).cluster_id is not None  # not taken out yet
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-        finally:
-            client.delete(lock)
-        code = crawl.wait(proc, timeout=120)
-        assert code == 0, crawl.logs[-1][-3000:]
+        crawl, held_key = _gone_while_locked(tmp_path, server, prefix, site, None)
         stats = crawl.stats()
         assert stats["dedup/doc/waited_for_another_process"] >= 1 and stats["dedup/doc/deleted"] == 1
-        with RedisStore.open_existing(server.url, prefix=prefix) as store:
-            record = store.get_url(held_key)
-            assert record.status == "deleted" and record.http_status == 404 and record.cluster_id is None
-            assert all(held_key not in store.members_of(c) for c in store.iter_clusters())
-            assert store.pending_count() == 0
+        _check_retired(server, prefix, held_key)
+    finally:
+        site.stop()
+
+
+def test_a_crawl_stopped_while_a_gone_page_waits_leaves_it_to_the_next_run(tmp_path, redis_single):
+    """Ctrl-C while the 404 waits: the crawl stops without taking the page out of its cluster,
+    its request stays owed, and the next run fetches it again and takes it out."""
+    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+    site = _SiteWithGone()
+    try:
+        crawl, held_key = _gone_while_locked(tmp_path, redis_single, prefix, site,
+                                             lambda proc: os.killpg(proc.pid, signal.SIGINT))
+        stats = crawl.stats()
+        assert stats["finish_reason"] == "shutdown" and stats["dedup/doc/left_pending"] >= 1
+        assert "dedup/doc/deleted" not in stats
+        with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
+            assert store.get_url(held_key).cluster_id is not None
+            assert held_key in {pending_id for pending_id, _ in store.iter_pending()}  # still owed
+        before = site.snapshot()[f"/{HELD}"]
+        crawl.run_to_end()
+        assert site.snapshot()[f"/{HELD}"] == before + 1 and crawl.stats()["dedup/doc/deleted"] == 1
+        _check_retired(redis_single, prefix, held_key)
     finally:
         site.stop()
