@@ -4,7 +4,8 @@ The other process is one that died holding the decision of a URL key (its lock),
 near-duplicate decision of the same content (its pending entries and order number): either
 stays until its lease runs out. A crawl that fetches that page waits for it, and meanwhile goes
 on fetching and deciding the other pages (before, the wait ran on the reactor thread, and the
-whole process stood still until the lease ran out).
+whole process stood still until the lease ran out). So does a 404 of a page that held a
+document, whose removal from its cluster holds the same URL key.
 """
 
 from __future__ import annotations
