@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.decide.clusters import copies_simhash
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_store import RedisStore
@@ -203,6 +204,47 @@ def test_a_page_that_leaves_its_cluster_waits_for_a_decision_near_it(redis_url, 
         assert waits_for(b.hold_near("", near ^ 0xFFFF_FFFF_FFFF_FFFF, (), 3),
                          _forgetting(index, other, promoted)) == ["second enters", "first leaves"]
         assert a.get_cluster(cid) is None
+    finally:
+        a.close()
+        b.close()
+
+
+@contextmanager
+def _ingesting(index: ContentIndex, doc: Document, decisions: list):
+    decisions.append(index.ingest(doc))
+    yield
+
+
+def test_copies_never_compared_by_distance_are_decided_one_at_a_time(redis_url, redis_prefix):
+    # a PDF, or a text too short for the near-duplicate indexes, is matched by its exact hash
+    # alone: a copy decided while another process founds its cluster would found it again, and
+    # two copies joining at once would each write the cluster's record over the other's
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        index = ContentIndex(a, a.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
+        pdf = raw_hash(b"%PDF-1.4 the whitepaper")
+        short = fingerprint("Opening hours: nine to five, closed on Sundays.")
+        assert short.tokens < 50
+        for name, fp, content in (("pdf", None, pdf), ("short", short, short.content_hash)):
+            keys = [f"http://h/{name}/{i}" for i in range(3)]
+            docs = [Document(key=k, url=k, fingerprint=fp, raw_hash=pdf if fp is None else raw_hash(k.encode()))
+                    for k in keys]
+            decisions: list = []
+            # another process holds this content's neighbourhood (as its decision of a copy does)
+            holding = b.hold_near("", copies_simhash(content), (), 0)
+            assert waits_for(holding, _ingesting(index, docs[0], decisions)) == ["first leaves", "second enters"]
+            index.ingest(docs[1])
+            cid = decisions[0].cluster_id
+            assert set(a.cluster_members(cid)) == set(keys[:2])
+            # leaving the cluster waits too
+            promoted: list = []
+            holding = b.hold_near("", copies_simhash(content), (), 0)
+            assert waits_for(holding, _forgetting(index, keys[0], promoted)) == ["first leaves", "second enters"]
+            assert promoted == [keys[1]] and a.cluster_members(cid) == [keys[1]]
+            # other content does not wait
+            other = b.hold_near("", copies_simhash(raw_hash(b"other")), (), 0)
+            assert waits_for(other, _ingesting(index, docs[2], decisions)) == ["second enters", "first leaves"]
+            assert decisions[-1].cluster_id == cid and decisions[-1].status == "exact_duplicate"
     finally:
         a.close()
         b.close()

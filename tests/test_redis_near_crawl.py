@@ -1,7 +1,8 @@
 """Near-duplicate decisions of several crawl processes at the same moment, over one Redis store.
 
 A local site serves families of near-duplicate pages (one word edited per member) linked from
-one start page. Four plain Scrapy processes start with that same start page at once (the
+one start page; or, as ``copies``, families of exact copies that are never compared by
+distance: identical PDFs, and identical pages too short for the near-duplicate indexes. Four plain Scrapy processes start with that same start page at once (the
 server answers it only when all four have asked), so each family's members are fetched by
 different processes at about the same time. However the pages fall, the store must end as one
 process on LevelDB leaves it: one cluster per family with the same representative, one page
@@ -53,10 +54,21 @@ def html(title: str, body: str, links: list[str]) -> bytes:
     ).encode()
 
 
-class FamilySite:
-    """The start page (answered once ``gate`` requests for it have arrived) and the families."""
+def copy_page(family: int) -> tuple[dict[str, str], bytes]:
+    """A member of a family of exact copies: an even family's is a PDF, an odd family's a page
+    with fewer words than DEDUP_MIN_TOKENS."""
+    if family % 2 == 0:
+        return {"Content-Type": "application/pdf"}, b"%PDF-1.4\n%% family " + str(family).encode() + b"\n" * 64
+    words = " ".join(family_words(family)[:12])
+    return {}, html(f"Family {family}", f"<p>Opening hours of branch {family}: {words}.</p>", ["/start"])
 
-    def __init__(self, gate: int) -> None:
+
+class FamilySite:
+    """The start page (answered once ``gate`` requests for it have arrived) and the families:
+    near duplicates, or with ``copies`` exact copies (:func:`copy_page`)."""
+
+    def __init__(self, gate: int, copies: bool = False) -> None:
+        self.copies = copies
         self.barrier = threading.Barrier(gate, timeout=60)
         self.hits: Counter = Counter()
         #: the members of a family are answered together, once all were asked for (or after a
@@ -84,6 +96,8 @@ class FamilySite:
                 barrier.wait()
             except threading.BrokenBarrierError:
                 pass
+            if self.copies:
+                return 200, *copy_page(family)
             return 200, {}, html(f"Family {family}", member_text(family, member), ["/start"])
         return 404, {}, b"not found"
 
@@ -93,7 +107,8 @@ class FamilySite:
 
 @pytest.fixture
 def family_site(request):
-    site = FamilySite(request.param)
+    gate, copies = request.param if isinstance(request.param, tuple) else (request.param, False)
+    site = FamilySite(gate, copies)
     yield site
     site.close()
 
@@ -124,9 +139,9 @@ def crawl_together(start: str, tmp_path, settings: dict) -> list:
     return results
 
 
-@pytest.mark.parametrize("family_site", [1], indirect=True)
+@pytest.mark.parametrize("family_site", [1, (1, True)], indirect=True, ids=["near", "copies"])
 def test_one_process_on_leveldb_keeps_one_page_per_family(family_site, tmp_path):
-    """The reference the shared crawls are held to: the families are near duplicates indeed."""
+    """The reference the shared crawls are held to: the families are duplicates indeed."""
     result = run_crawl(family_site.url + "/start", tmp_path, SETTINGS)
     kept = Counter(family_of(item["url"]) for item in final_documents(result.items))
     assert kept == Counter({**{str(f): 1 for f in range(FAMILIES)}, "start": 1})
@@ -136,8 +151,10 @@ def test_one_process_on_leveldb_keeps_one_page_per_family(family_site, tmp_path)
 
 
 @pytest.mark.parametrize("kind", ["single", "cluster"])
-@pytest.mark.parametrize("family_site", [PROCESSES], indirect=True)
-def test_processes_deciding_near_duplicates_at_once_keep_one_per_family(family_site, kind, tmp_path, request):
+@pytest.mark.parametrize("family_site", [PROCESSES, (PROCESSES, True)], indirect=True, ids=["near", "copies"])
+def test_processes_deciding_duplicates_at_once_keep_one_per_family(family_site, kind, tmp_path, request):
+    """Near duplicates, and exact copies that are never compared by distance (PDFs, short
+    pages): a copy decided in one process while another founds its cluster joins that cluster."""
     server = request.getfixturevalue(f"redis_{kind}")
     start = family_site.url + "/start"
     # the reference: one process on LevelDB (the site answers its start page at once: a barrier of one)

@@ -14,11 +14,10 @@ The writes of one decision go to the store in one atomic batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 
 from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.records import UrlRecord, record_time
-from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
+from scrapy_dedup.decide.clusters import Clusters, cluster_id_for, copies_simhash
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
@@ -68,21 +67,27 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         with self.store.hold_document(doc.key, None if doc.recalled else near, wait=wait):
             return self._decide_held(doc, near)
 
-    def _near_args(self, doc: Document) -> NearHoldArgs | None:
-        """The store's hold_near arguments for ``doc``, or None when it is never compared by
-        near-duplicate distance."""
+    def _near_args(self, doc: Document) -> NearHoldArgs:
+        """The store's hold_near arguments for ``doc``.
+
+        A document never compared by near-duplicate distance (a binary body, a text shorter
+        than DEDUP_MIN_TOKENS) is held on its content alone (:func:`copies_simhash`): two
+        copies of it decided at once by two processes go one after the other, so the second
+        joins the cluster the first founded instead of founding it again.
+        """
         fp = doc.fingerprint
-        if fp is None or fp.tokens < self.min_tokens:
-            return None
+        content_hash = fp.content_hash if fp is not None else doc.raw_hash
         # what the matching and a new cluster read first: the exact index, the cluster named
         # after this content
         first_reads = (
-            (EXACT, exact_key(doc.scope, fp.content_hash)),
-            (CLUSTER, cluster_id_for(doc.scope, fp.content_hash)),
+            (EXACT, exact_key(doc.scope, content_hash)),
+            (CLUSTER, cluster_id_for(doc.scope, content_hash)),
         )
+        if fp is None or fp.tokens < self.min_tokens:
+            return doc.scope, copies_simhash(content_hash), (), 0, first_reads
         return doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
 
-    def _decide_held(self, doc: Document, near: NearHoldArgs | None) -> Decision:
+    def _decide_held(self, doc: Document, near: NearHoldArgs) -> Decision:
         now = self.clock()
         record = self.store.get_url(doc.key) or UrlRecord(key=doc.key, url=doc.url, first_seen=now, first_run=self.run)
         record.last_seen = now
@@ -102,7 +107,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         updated = record.has_content
         promoted = self._forget_content(record) if updated else None
 
-        with nullcontext() if near is None else self.store.hold_near(*near):
+        with self.store.hold_near(*near):
             canonical_outcome = None
             match = None
             if doc.canonical_key is not None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
+from scrapy_dedup.decide.clusters import copies_simhash
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.store.base import DedupStore, StoreBatch
 
@@ -88,9 +89,15 @@ class Lifecycle:
         bands = self._bands_of(record.key) if indexable else ()
         # The cluster's record is read and written again. On a shared store this holds the
         # near-duplicate neighbourhood of the content that leaves, as a decision of it would:
-        # a page that joins the cluster meanwhile (near this content, or by a band in common)
-        # is decided before or after, never in between.
-        hold = self.store.hold_near(record.scope, record.simhash, bands, self.max_distance) if indexable else nullcontext()
+        # a page that joins the cluster meanwhile (near this content, or by a band in common,
+        # or a copy of content never compared by distance) is decided before or after, never
+        # in between.
+        if indexable:
+            hold = self.store.hold_near(record.scope, record.simhash, bands, self.max_distance)
+        elif record.content_hash is not None:
+            hold = self.store.hold_near(record.scope, copies_simhash(record.content_hash), (), 0)
+        else:
+            hold = nullcontext()
         with hold:
             return self._leave_cluster(record, cid, indexable, bands)
 
