@@ -96,7 +96,10 @@ def test_unreachable_store_fails_before_any_request_with_the_password_hidden(dem
     assert sum(demo_server.counts().values()) == 0
     assert "hunter2" not in result.log
     shown = url.replace("hunter2", "***")
+    # one line says why, and nothing else does: no traceback of the crawl that could not start
     assert any(f"cannot reach the Redis store at {shown}" in line for line in result.log.splitlines())
+    assert sum(shown in line for line in result.log.splitlines()) == 1, result.log[-3000:]
+    assert "Traceback" not in result.log and " ERROR: " not in result.log.replace(" ERROR: scrapy-dedup cannot start", "")
 
 
 def test_a_crawl_with_a_password_never_logs_it(demo_server, tmp_path):

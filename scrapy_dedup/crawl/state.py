@@ -44,6 +44,24 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+class _ReportedOnce(logging.Filter):
+    """Leaves out asyncio's report of a crawl that failed to start ("Task exception was never
+    retrieved", with its traceback) when the error is one scrapy-dedup logged in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not getattr(exc, "dedup_reported", False)
+
+
+_REPORTED_ONCE = _ReportedOnce()
+
+
+def _reported_once(exc: StoreError) -> None:
+    """``exc`` was logged: the crawl fails with it (exit status 1), without a second report."""
+    exc.dedup_reported = True
+    logging.getLogger("asyncio").addFilter(_REPORTED_ONCE)  # a filter added twice is kept once
+
+
 def store_params(config: DedupConfig) -> dict[str, Any]:
     """What makes two crawls' fingerprints comparable; recorded in the store."""
     return {
@@ -129,7 +147,12 @@ class DedupState:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupState:
-        return cls(crawler)
+        state = cls(crawler)
+        if getattr(crawler, "spider", None) is not None:
+            # a crawl starting: the store opens before the engine does, so that a store that
+            # cannot be used fails the crawl before anything of it is set up
+            state.open()
+        return state
 
     @classmethod
     def of(cls, crawler: Crawler) -> DedupState:
@@ -153,6 +176,7 @@ class DedupState:
             self.store = open_store(self.config, self.crawler)
         except StoreError as exc:
             logger.error("scrapy-dedup cannot start: %s", exc)
+            _reported_once(exc)
             raise
         store, run = self.store, self.store.run
         self.pending_at_start = store.pending_count()
