@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -48,9 +49,13 @@ class _ReportedOnce(logging.Filter):
     """Leaves out asyncio's report of a crawl that failed to start ("Task exception was never
     retrieved", with its traceback) when the error is one scrapy-dedup logged in one line."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.reported: weakref.WeakSet[BaseException] = weakref.WeakSet()
+
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not getattr(exc, "dedup_reported", False)
+        return exc is None or exc not in self.reported
 
 
 _REPORTED_ONCE = _ReportedOnce()
@@ -58,7 +63,7 @@ _REPORTED_ONCE = _ReportedOnce()
 
 def _reported_once(exc: StoreError) -> None:
     """``exc`` was logged: the crawl fails with it (exit status 1), without a second report."""
-    exc.dedup_reported = True
+    _REPORTED_ONCE.reported.add(exc)
     logging.getLogger("asyncio").addFilter(_REPORTED_ONCE)  # a filter added twice is kept once
 
 
