@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+import redis
 from redis_servers import RedisServer
 from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.redis_functions import StoreFunctions, connect
+from scrapy_dedup.store.redis_functions import StoreFull, StoreFunctions, connect
 from scrapy_dedup.store.redis_store import RedisStore
 
 #: room left on the server for the crawl, in bytes: a part of what the whole crawl takes
@@ -84,3 +86,31 @@ def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site
         assert len(emitted) == len(set(emitted)), sorted(u for u in set(emitted) if emitted.count(u) > 1)[:10]
         assert not crawl.double_fetches, crawl.double_fetches[:10]
         assert "of a process that stopped" not in log  # nothing was left to take over later
+
+
+def test_a_transaction_discarded_at_exec_for_memory_is_a_full_store(tmp_path):
+    # the server checks the memory limit when a transaction's commands are queued and again at
+    # EXEC: memory that runs out in between discards the transaction whole (EXECABORT, no command
+    # refused), which must stop the crawl as a full store does, not escape as an unknown error
+    with RedisServer(tmp_path / "redis") as server:
+        client = connect(server.url)
+        store = RedisStore(server.url, {"test": 1}, prefix=f"full:{uuid.uuid4().hex[:10]}")
+        try:
+            conn = client.connection_pool.get_connection()
+            try:
+                conn.send_command("MULTI")
+                conn.read_response()
+                conn.send_command("SET", f"{store.prefix}:x", b"x" * 100)
+                assert conn.read_response() == b"QUEUED"
+                client.config_set("maxmemory", 1)  # another client's writes filled the server
+                conn.send_command("EXEC")
+                with pytest.raises(redis.exceptions.ExecAbortError) as refused:
+                    conn.read_response()
+            finally:
+                client.connection_pool.release(conn)
+                client.config_set("maxmemory", 0)
+            stop = store._stopped_by(refused.value)
+            assert isinstance(stop, StoreFull)
+            assert str(stop).startswith(f"the Redis store at {server.url} is full: the server refused a write (OOM")
+        finally:
+            store.close()

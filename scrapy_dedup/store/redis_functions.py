@@ -43,8 +43,26 @@ _CLUSTER_LOST = (
     redis.exceptions.SlotNotCoveredError,
 )
 #: what stops a crawl on the Redis store: the connection lost once the retries ran out, or a write
-#: the server refused because its memory limit (``maxmemory``) is reached
-_STORE_FAILURES = (*_CONNECTION_ERRORS, *_CLUSTER_LOST, redis.exceptions.OutOfMemoryError)
+#: the server refused because its memory limit (``maxmemory``) is reached (:func:`refused_as_full`),
+#: or a transaction it discarded whole at EXEC
+_STORE_FAILURES = (*_CONNECTION_ERRORS, *_CLUSTER_LOST, redis.exceptions.OutOfMemoryError,
+                   redis.exceptions.ExecAbortError)
+
+
+def refused_as_full(exc: BaseException) -> bool:
+    """Whether the server refused a write because its memory limit is reached: a command it
+    refused (OOM), or a transaction it discarded at EXEC for that reason (the memory ran out
+    after the transaction's commands were queued; EXECABORT, with no command of it refused).
+
+    >>> refused_as_full(redis.exceptions.ExecAbortError(
+    ...     "Transaction discarded because of: OOM command not allowed when used memory > 'maxmemory'."))
+    True
+    >>> refused_as_full(redis.exceptions.ExecAbortError("Transaction discarded because of previous errors."))
+    False
+    """
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return True
+    return isinstance(exc, redis.exceptions.ExecAbortError) and "OOM" in str(exc)
 
 #: one band group's hashes (settled, then pending) and a document's entries in it (per band,
 #: its bucket's field and its band hash): the arguments of one call to a band function, on one slot

@@ -61,6 +61,7 @@ from scrapy_dedup.store.base import (
     OweOffer,
     StoreBatch,
     StoreError,
+    StoreWriteError,
     band_tuple,
 )
 from scrapy_dedup.store.redis_near import NearDecisions, NearHold
@@ -74,6 +75,7 @@ from scrapy_dedup.store.redis_functions import (
     connect,
     is_cluster,
     redact,
+    refused_as_full,
 )
 
 logger = logging.getLogger(__name__)
@@ -452,15 +454,17 @@ class RedisStore(DedupStore):
     def pending_held_elsewhere(self) -> int:
         return max(0, self.pending_count() - len(self.held_pending()))
 
-    def _stopped_by(self, exc: Exception) -> StoreConnectionLost | StoreFull:
+    def _stopped_by(self, exc: Exception) -> StoreWriteError:
         """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
-        if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        if refused_as_full(exc):
             # the reply names the command (binary arguments): only the server's reason is kept
-            reason = str(exc).rsplit("caused error: ", 1)[-1].rstrip(".")
+            reason = str(exc).rsplit("caused error: ", 1)[-1].rsplit("because of: ", 1)[-1].rstrip(".")
             return StoreFull(
                 f"the Redis store at {self.path} is full: the server refused a write ({reason}); "
                 "raise its maxmemory or free memory, then run the crawl again: it goes on where it stopped"
             )
+        if isinstance(exc, redis.exceptions.ExecAbortError):
+            return StoreWriteError(f"the Redis store at {self.path} refused a write: {exc}")
         return StoreConnectionLost(
             f"lost the connection to the Redis store at {self.path} "
             f"({self.retry.retries} retries with backoff ran out): {exc}"
@@ -681,8 +685,9 @@ class RedisStore(DedupStore):
                 for command in commands:
                     pipe.execute_command(*command)
                 replies = pipe.execute()[waiting:]
-        except redis.exceptions.OutOfMemoryError:
-            self._release_refused(queued)
+        except (redis.exceptions.OutOfMemoryError, redis.exceptions.ExecAbortError) as exc:
+            if refused_as_full(exc):
+                self._release_refused(queued)
             raise
         at = 0
         for group, _, done in queued:
