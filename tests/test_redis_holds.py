@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import Cluster, UrlRecord
-from scrapy_dedup.decide.clusters import copies_simhash
+from scrapy_dedup.decide.clusters import copies_hold
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_store import RedisStore
@@ -231,18 +231,18 @@ def test_copies_never_compared_by_distance_are_decided_one_at_a_time(redis_url, 
                     for k in keys]
             decisions: list = []
             # another process holds this content's neighbourhood (as its decision of a copy does)
-            holding = b.hold_near("", copies_simhash(content), (), 0)
+            holding = b.hold_near(*copies_hold("", content))
             assert waits_for(holding, _ingesting(index, docs[0], decisions)) == ["first leaves", "second enters"]
             index.ingest(docs[1])
             cid = decisions[0].cluster_id
             assert set(a.cluster_members(cid)) == set(keys[:2])
             # leaving the cluster waits too
             promoted: list = []
-            holding = b.hold_near("", copies_simhash(content), (), 0)
+            holding = b.hold_near(*copies_hold("", content))
             assert waits_for(holding, _forgetting(index, keys[0], promoted)) == ["first leaves", "second enters"]
             assert promoted == [keys[1]] and a.cluster_members(cid) == [keys[1]]
             # other content does not wait
-            other = b.hold_near("", copies_simhash(raw_hash(b"other")), (), 0)
+            other = b.hold_near(*copies_hold("", raw_hash(b"other")))
             assert waits_for(other, _ingesting(index, docs[2], decisions)) == ["second enters", "first leaves"]
             assert decisions[-1].cluster_id == cid and decisions[-1].status == "exact_duplicate"
     finally:

@@ -40,6 +40,13 @@ def copies_simhash(content_hash: str) -> int:
     return xxhash.xxh64_intdigest(content_hash.encode())
 
 
+def copies_hold(scope: str, content_hash: str) -> tuple[str, int, tuple[int, ...], int]:
+    """:meth:`~scrapy_dedup.store.base.DedupStore.hold_near`'s scope, SimHash, bands and
+    distance for content never compared by distance: its :func:`copies_simhash` alone, no
+    bands, distance 0 (only its own copies are near it)."""
+    return scope, copies_simhash(content_hash), (), 0
+
+
 def distance(a: UrlRecord, b: UrlRecord) -> int | None:
     """SimHash distance of two members (0 for two identical binary bodies)."""
     if a.simhash is None or b.simhash is None:

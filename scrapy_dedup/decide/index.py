@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.records import UrlRecord, record_time
-from scrapy_dedup.decide.clusters import Clusters, cluster_id_for, copies_simhash
+from scrapy_dedup.decide.clusters import Clusters, cluster_id_for, copies_hold
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
@@ -71,7 +71,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         """The store's hold_near arguments for ``doc``.
 
         A document never compared by near-duplicate distance (a binary body, a text shorter
-        than DEDUP_MIN_TOKENS) is held on its content alone (:func:`copies_simhash`): two
+        than DEDUP_MIN_TOKENS) is held on its content alone (:func:`copies_hold`): two
         copies of it decided at once by two processes go one after the other, so the second
         joins the cluster the first founded instead of founding it again.
         """
@@ -84,7 +84,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
             (CLUSTER, cluster_id_for(doc.scope, content_hash)),
         )
         if fp is None or fp.tokens < self.min_tokens:
-            return doc.scope, copies_simhash(content_hash), (), 0, first_reads
+            return (*copies_hold(doc.scope, content_hash), first_reads)
         return doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
 
     def _decide_held(self, doc: Document, near: NearHoldArgs) -> Decision:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
-from scrapy_dedup.decide.clusters import copies_simhash
+from scrapy_dedup.decide.clusters import copies_hold
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.store.base import DedupStore, StoreBatch
 
@@ -95,7 +95,7 @@ class Lifecycle:
         if indexable:
             hold = self.store.hold_near(record.scope, record.simhash, bands, self.max_distance)
         elif record.content_hash is not None:
-            hold = self.store.hold_near(record.scope, copies_simhash(record.content_hash), (), 0)
+            hold = self.store.hold_near(*copies_hold(record.scope, record.content_hash))
         else:
             hold = nullcontext()
         with hold:
