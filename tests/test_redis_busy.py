@@ -4,8 +4,8 @@ The other process is one that died holding the decision of a URL key (its lock),
 near-duplicate decision of the same content (its pending entries and order number): either
 stays until its lease runs out. A crawl that fetches that page waits for it, and meanwhile goes
 on fetching and deciding the other pages (before, the wait ran on the reactor thread, and the
-whole process stood still until the lease ran out). So does a 404 of a page that held a
-document, whose removal from its cluster holds the same URL key.
+whole process stood still until the lease ran out). So do a 404 of a page that held a
+document, whose removal from its cluster holds the same URL key, and a redirect of such a page.
 """
 
 from __future__ import annotations
@@ -105,31 +105,45 @@ def test_a_page_near_a_dead_process_s_decision_waits_while_the_crawl_goes_on(
     _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix, release)
 
 
+#: where a moved page lives now: its old path redirects here (301)
+MOVED_TO = "/moved"
+
+
 class _SiteWithGone(Site):
-    """The interrupted-crawl tests' site, where the paths in ``gone`` answer 404."""
+    """The interrupted-crawl tests' site, where the paths in ``gone`` answer 404 and the paths
+    in ``moved`` redirect to MOVED_TO + path, which serves their page."""
 
     def __init__(self) -> None:
         self.gone: set[str] = set()
+        self.moved: set[str] = set()
         super().__init__()
 
     def _reply(self, path: str):
-        if path in self.gone:
+        if path in self.gone or path in self.moved:
             with self.lock:
                 self.hits[path] += 1
+            if path in self.moved:
+                return 301, {"Location": MOVED_TO + path}, b""
             return 404, {}, b"<html><body>Not found</body></html>"
+        if path.startswith(MOVED_TO + "/") and path[len(MOVED_TO):] in self.moved:
+            with self.lock:
+                self.hits[path] += 1
+            return reply(path[len(MOVED_TO):])
         return super()._reply(path)
 
 
-def _gone_while_locked(tmp_path, server, prefix: str, site: _SiteWithGone, stop) -> tuple[Crawl, str]:
-    """Crawl the site once, make /HELD answer 404 under a dead process's lock of its URL key,
-    then crawl it again (every page fetched again) and, once 40 other pages were fetched while
-    the 404 waited, ``stop(proc)`` (None: the crawl goes on) and release the lock."""
+def _gone_while_locked(tmp_path, server, prefix: str, site: _SiteWithGone, stop, change: str = "gone"
+                       ) -> tuple[Crawl, str]:
+    """Crawl the site once, make /HELD answer 404 (``change`` "moved": redirect) under a dead
+    process's lock of its URL key, then crawl it again (every page fetched again) and, once 40
+    other pages were fetched while the 404 (or the redirect) waited, ``stop(proc)`` (None: the
+    crawl goes on) and release the lock."""
     crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
     crawl.run_to_end()
     held_key = url_key(site.url + HELD)
     with RedisStore.open_existing(server.url, prefix=prefix) as store:
         assert store.get_url(held_key).cluster_id is not None
-    site.gone.add(f"/{HELD}")
+    getattr(site, change).add(f"/{HELD}")
     lock = rk.decision_key(prefix, held_key)
     client = connect(server.url)
     # a dead process's lock: it outlasts the waits below unless released
@@ -139,7 +153,7 @@ def _gone_while_locked(tmp_path, server, prefix: str, site: _SiteWithGone, stop)
         _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 2, 60, f"/{HELD} was not fetched again", crawl)
         fetched = sum(site.snapshot().values())
         _wait_for(lambda: sum(site.snapshot().values()) >= fetched + DECIDED_MEANWHILE, 60,
-                  f"the crawl did not fetch {DECIDED_MEANWHILE} other pages while /{HELD}'s 404 waited", crawl)
+                  f"the crawl did not fetch {DECIDED_MEANWHILE} other pages while /{HELD}'s {change} waited", crawl)
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
             assert store.get_url(held_key).cluster_id is not None  # not taken out yet
         if stop is not None:
@@ -200,5 +214,58 @@ def test_a_crawl_stopped_while_a_gone_page_waits_leaves_it_to_the_next_run(tmp_p
         crawl.run_to_end()
         assert site.snapshot()[f"/{HELD}"] == before + 1 and crawl.stats()["dedup/doc/deleted"] == 1
         _check_retired(redis_single, prefix, held_key)
+    finally:
+        site.stop()
+
+
+def _check_moved(server, prefix: str, site: _SiteWithGone, held_key: str) -> None:
+    """/HELD redirects to its new URL, recorded as its alias, and its document lives there."""
+    new_key = url_key(site.url + MOVED_TO.lstrip("/") + "/" + HELD)
+    with RedisStore.open_existing(server.url, prefix=prefix) as store:
+        record = store.get_url(held_key)
+        assert record.status == "redirect" and record.duplicate_of == new_key and record.cluster_id is None
+        assert all(held_key not in store.members_of(c) for c in store.iter_clusters())
+        assert store.get_url(new_key).cluster_id is not None
+        assert store.pending_count() == 0
+
+
+@pytest.mark.parametrize("kind", ["single", "cluster"])
+def test_a_redirect_whose_source_a_dead_process_holds_waits_while_the_crawl_goes_on(tmp_path, request, kind):
+    """A page that held a document now redirects: its redirect, recorded when the request it
+    makes reaches the dupefilter, takes the page out of its cluster under its URL key's lock.
+    While a dead process holds that lock, the request waits in the downloader middleware, not
+    on the reactor thread (where the whole crawl stood still until the lease ran out), and the
+    crawl fetches other pages meanwhile."""
+    server = request.getfixturevalue(f"redis_{kind}")
+    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+    site = _SiteWithGone()
+    try:
+        crawl, held_key = _gone_while_locked(tmp_path, server, prefix, site, None, "moved")
+        stats = crawl.stats()
+        assert stats["dedup/doc/waited_for_another_process"] >= 1 and stats["dedup/doc/redirected"] == 1
+        assert site.snapshot()[MOVED_TO + f"/{HELD}"] == 1
+        _check_moved(server, prefix, site, held_key)
+    finally:
+        site.stop()
+
+
+def test_a_crawl_stopped_while_a_redirect_waits_leaves_its_source_to_the_next_run(tmp_path, redis_single):
+    """Ctrl-C while the redirect waits: the crawl stops without recording it, the page that
+    redirects stays owed, and the next run fetches it again and records its redirect."""
+    prefix = f"busy:{uuid.uuid4().hex[:10]}"
+    site = _SiteWithGone()
+    try:
+        crawl, held_key = _gone_while_locked(tmp_path, redis_single, prefix, site,
+                                             lambda proc: os.killpg(proc.pid, signal.SIGINT), "moved")
+        stats = crawl.stats()
+        assert stats["finish_reason"] == "shutdown" and stats["dedup/doc/left_pending"] >= 1
+        assert "dedup/doc/redirected" not in stats
+        with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
+            assert store.get_url(held_key).cluster_id is not None
+            assert held_key in {pending_id for pending_id, _ in store.iter_pending()}  # still owed
+        before = site.snapshot()[f"/{HELD}"]
+        crawl.run_to_end()
+        assert site.snapshot()[f"/{HELD}"] == before + 1 and crawl.stats()["dedup/doc/redirected"] == 1
+        _check_moved(redis_single, prefix, site, held_key)
     finally:
         site.stop()

@@ -21,6 +21,11 @@ from scrapy_dedup.store.base import DecisionBusy, StoreError
 if TYPE_CHECKING:
     from scrapy_dedup.crawl.state import DedupState
 
+#: request meta: a redirect the dupefilter let through unchecked, as another process held the
+#: decision of a source that held a document; the downloader middleware waits for that process
+#: and sends the request back to be checked (set and read by the extension only)
+META_REDIRECT_WAITS = "dedup_redirect_waits"
+
 #: how long a decision waits for another process's, at most
 BUSY_MAX_WAIT_S = 120.0
 BUSY_FIRST_POLL_S = 0.005

@@ -8,7 +8,10 @@
   On a shared store, while another process holds that URL key's decision, the
   response waits without blocking the reactor;
 - a redirected request that skipped the dupefilter (``dont_filter``) still
-  has its redirect recorded as an alias.
+  has its redirect recorded as an alias;
+- a redirect the dupefilter let through because another process held the
+  decision of its source (``dedup_redirect_waits``) waits here, without blocking
+  the reactor, and goes back to the scheduler once its redirect is recorded.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 
-from scrapy_dedup.crawl.busy import WaitStopped, when_free
+from scrapy_dedup.crawl.busy import META_REDIRECT_WAITS, WaitStopped, when_free
+from scrapy_dedup.crawl.pending import LeftOwed
 from scrapy_dedup.crawl.state import DedupState
+from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -42,15 +47,19 @@ class DedupDownloaderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> DedupDownloaderMiddleware:
         return cls(crawler)
 
-    def process_request(self, request: Request, spider=None) -> None:
+    async def process_request(self, request: Request, spider=None) -> Request | None:
         if request.meta.get("dont_dedup"):
             return None
+        if request.meta.get(META_REDIRECT_WAITS):
+            await self._record_redirect(request)
+            # checked by the dupefilter like any request now (the redirect is recorded)
+            return request.replace(meta={k: v for k, v in request.meta.items() if k != META_REDIRECT_WAITS})
         try:
             if request.dont_filter:
                 # the dupefilter never saw it: mark it seen so that links back to it are dropped
                 self.state.frontier.mark(request.url, self.state.key(request.url))
                 if request.meta.get("redirect_urls"):
-                    self.state.record_redirect(request)
+                    await self._record_redirect(request)
             meta = request.meta
             if meta.get("dedup_start") or meta.get("dedup_promoted") or "If-None-Match" in request.headers:
                 return None
@@ -60,6 +69,8 @@ class DedupDownloaderMiddleware:
             if headers:
                 request.meta["dedup_conditional"] = True
                 self.state.inc("url/conditional")
+        except IgnoreRequest:
+            raise
         except Exception:
             self._failed("process_request", request.url)
         return None
@@ -89,6 +100,25 @@ class DedupDownloaderMiddleware:
         except Exception:
             self._failed("process_response", response.url)
         return response
+
+    async def _record_redirect(self, request: Request) -> None:
+        """Record ``request``'s redirect, waiting without blocking the reactor while another
+        process holds the decision of a source that held a document."""
+        state = self.state
+        try:
+            await when_free(state, lambda wait: state.record_redirect(request, wait=wait), request.url)
+            return
+        except WaitStopped:
+            state.inc("doc/left_pending")
+            why = "the crawl stopped"
+        except StoreWriteError as exc:
+            state.store_failed(exc)
+            why = "the store could not record it"
+        except Exception:
+            self._failed("process_request", request.url)
+            why = "it failed"
+        # its source stays owed: fetched again, in this run or the next, it is redirected again
+        raise LeftOwed(f"the redirect to {request.url} was not recorded ({why}); its source stays owed")
 
     async def _gone(self, request: Request, response: Response, key: str, record: UrlRecord) -> None:
         state = self.state

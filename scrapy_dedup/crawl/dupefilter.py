@@ -3,7 +3,9 @@
 Unlike Scrapy's ``RFPDupeFilter`` it keeps no fingerprint in memory, drops
 URL variants (tracking parameters, session ids, facets outside a host's
 allowlist...) that Scrapy's fingerprint keeps apart, remembers what earlier
-runs fetched, and records each redirect as an alias of its target.
+runs fetched, and records each redirect as an alias of its target (on a shared store,
+a redirect whose source another process is deciding waits in the downloader middleware,
+never on the reactor thread, then comes back here).
 
 Requests with ``dont_filter=True`` never reach a dupefilter; requests with
 ``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.  So is the
@@ -19,10 +21,11 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.request import referer_str
 
+from scrapy_dedup.crawl.busy import META_REDIRECT_WAITS
 from scrapy_dedup.crawl.pending import META_RECHECK, is_owed_copy
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.decide.frontier import DROP_SEEN
-from scrapy_dedup.store.base import StoreWriteError
+from scrapy_dedup.store.base import DecisionBusy, StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -73,7 +76,8 @@ class DedupDupeFilter(BaseDupeFilter):
             return False  # owed, and marked in this run when the store issued it
         key = state.key(request.url)
         try:
-            state.record_redirect(request)
+            if not self._redirect_recorded(request):
+                return False  # checked once the redirect is recorded (DedupDownloaderMiddleware)
             known = state.frontier.known_checks
             # marked ahead with its page's other links (PendingSpiderMiddleware), or else: a key
             # the store is asked about is mostly new, so its request is owed in the mark's call
@@ -106,6 +110,21 @@ class DedupDupeFilter(BaseDupeFilter):
             return True  # the crawl is stopping: fetch nothing more
         state.inc(f"url/dropped/{reason}")
         request.meta["dedup_dropped"] = reason
+        return True
+
+    def _redirect_recorded(self, request: Request) -> bool:
+        """Record a redirect's aliases (:meth:`DedupState.record_redirect`). On a shared store,
+        False while another process holds the decision of a source that held a document: the
+        request is let through unchecked, marked META_REDIRECT_WAITS, and the downloader
+        middleware waits for that process off the reactor thread, then sends it back here."""
+        if not request.meta.get("redirect_urls"):
+            return True
+        state = self.state
+        try:
+            state.record_redirect(request, wait=not state.store.shared)
+        except DecisionBusy:
+            request.meta[META_REDIRECT_WAITS] = True
+            return False
         return True
 
     def _send_waiting(self) -> None:

@@ -61,7 +61,13 @@ META_RECHECK = "dedup_recheck"
 _PICKLE_PROTOCOL = 4
 
 
-class _StaleRequest(IgnoreRequest):
+class LeftOwed(IgnoreRequest):
+    """A request not fetched, whose owed request stays owed: the crawl stops before it could
+    go on, or the store issues or recorded the owed one (:class:`PendingDownloaderMiddleware`
+    does not settle it)."""
+
+
+class _StaleRequest(LeftOwed):
     """A copy of a request not to fetch: the store issues the owed one itself, or another
     process fetched it and recorded its outcome."""
 
@@ -567,8 +573,8 @@ class PendingDownloaderMiddleware:
     def process_exception(self, request: Request, exception: BaseException, spider=None) -> None:
         # innermost on the engine side: an exception that reaches this point is final
         # (RetryMiddleware has given up or was not asked)
-        if isinstance(exception, _StaleRequest):
-            return None  # the copy the store issued is still owed
+        if isinstance(exception, LeftOwed):
+            return None  # still owed (a stale copy: the one the store issued is)
         try:
             self.pending.settle(request)
         except Exception:

@@ -359,8 +359,13 @@ class DedupState:
         self.pending.owe(request, promoted_id(self.key(promoted)))
         self.crawler.engine.crawl(request)
 
-    def record_redirect(self, request: Request) -> None:
-        """Record the source URLs of a redirected request as aliases of its URL."""
+    def record_redirect(self, request: Request, wait: bool = True) -> None:
+        """Record the source URLs of a redirected request as aliases of its URL.
+
+        ``wait=False``: DecisionBusy, the aliases not recorded yet, while another process of a
+        shared store holds the key of a source that held a document (:meth:`retire`); calling
+        it again once that process let go finishes the job (a source retired already is not
+        retired twice)."""
         sources = request.meta.get("redirect_urls")
         if not sources:
             return
@@ -369,7 +374,7 @@ class DedupState:
         for url, key in keyed:
             if key != target_key:
                 # a document that now redirects: its content moves to the target, not kept twice
-                self.retire(key, url, 301, "doc/redirected", like=request)
+                self.retire(key, url, 301, "doc/redirected", like=request, wait=wait)
         recorded = self.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
         self.inc("url/redirect", recorded)
         for _, key in keyed:
