@@ -109,7 +109,7 @@ def test_a_page_near_a_dead_process_s_decision_waits_while_the_crawl_goes_on(
 MOVED_TO = "/moved"
 
 
-class _SiteWithGone(Site):
+class _ChangingSite(Site):
     """The interrupted-crawl tests' site, where the paths in ``gone`` answer 404 and the paths
     in ``moved`` redirect to MOVED_TO + path, which serves their page."""
 
@@ -132,9 +132,8 @@ class _SiteWithGone(Site):
         return super()._reply(path)
 
 
-def _gone_while_locked(tmp_path, server, prefix: str, site: _SiteWithGone, stop, change: str = "gone"
-                       ) -> tuple[Crawl, str]:
-    """Crawl the site once, make /HELD answer 404 (``change`` "moved": redirect) under a dead
+def _left_while_locked(tmp_path, server, prefix: str, site: _ChangingSite, stop, change: str) -> tuple[Crawl, str]:
+    """Crawl the site once, make /HELD answer 404 (``change`` "gone") or redirect ("moved") under a dead
     process's lock of its URL key, then crawl it again (every page fetched again) and, once 40
     other pages were fetched while the 404 (or the redirect) waited, ``stop(proc)`` (None: the
     crawl goes on) and release the lock."""
@@ -171,101 +170,69 @@ def _gone_while_locked(tmp_path, server, prefix: str, site: _SiteWithGone, stop,
     return crawl, held_key
 
 
-def _check_retired(server, prefix: str, held_key: str) -> None:
+#: what each way of leaving counts: /HELD answers 404 (gone) or redirects (moved)
+LEFT_STAT = {"gone": "dedup/doc/deleted", "moved": "dedup/doc/redirected"}
+
+
+def _check_left(change: str, server, prefix: str, site: _ChangingSite, held_key: str) -> None:
+    """/HELD is out of its cluster, and nothing is owed: deleted (gone), or a redirect to its
+    new URL recorded as its alias, where its document lives now, fetched once (moved)."""
     with RedisStore.open_existing(server.url, prefix=prefix) as store:
         record = store.get_url(held_key)
-        assert record.status == "deleted" and record.http_status == 404 and record.cluster_id is None
+        assert record.cluster_id is None
         assert all(held_key not in store.members_of(c) for c in store.iter_clusters())
+        if change == "gone":
+            assert record.status == "deleted" and record.http_status == 404
+        else:
+            new_key = url_key(site.url + MOVED_TO.lstrip("/") + "/" + HELD)
+            assert record.status == "redirect" and record.duplicate_of == new_key
+            assert store.get_url(new_key).cluster_id is not None
+            assert site.snapshot()[f"{MOVED_TO}/{HELD}"] == 1
         assert store.pending_count() == 0
 
 
+@pytest.mark.parametrize("change", ["gone", "moved"])
 @pytest.mark.parametrize("kind", ["single", "cluster"])
-def test_a_gone_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_on(tmp_path, request, kind):
+def test_a_page_that_left_while_a_dead_process_holds_its_lock_waits_while_the_crawl_goes_on(
+    tmp_path, request, kind, change
+):
     """A 404 of a page that held a document takes it out of its cluster under its URL key's
-    lock: while a dead process holds that lock, the response waits without blocking the
-    reactor, and the crawl fetches other pages meanwhile."""
+    lock; so does its redirect, recorded when the request it makes reaches the dupefilter.
+    While a dead process holds that lock, the response (the redirect: its request, in the
+    downloader middleware) waits without blocking the reactor, and the crawl fetches other
+    pages meanwhile. Before, the redirect waited on the reactor thread, and the crawl stood
+    still until the lease ran out."""
     server = request.getfixturevalue(f"redis_{kind}")
     prefix = f"busy:{uuid.uuid4().hex[:10]}"
-    site = _SiteWithGone()
+    site = _ChangingSite()
     try:
-        crawl, held_key = _gone_while_locked(tmp_path, server, prefix, site, None)
+        crawl, held_key = _left_while_locked(tmp_path, server, prefix, site, None, change)
         stats = crawl.stats()
-        assert stats["dedup/doc/waited_for_another_process"] >= 1 and stats["dedup/doc/deleted"] == 1
-        _check_retired(server, prefix, held_key)
+        assert stats["dedup/doc/waited_for_another_process"] >= 1 and stats[LEFT_STAT[change]] == 1
+        _check_left(change, server, prefix, site, held_key)
     finally:
         site.stop()
 
 
-def test_a_crawl_stopped_while_a_gone_page_waits_leaves_it_to_the_next_run(tmp_path, redis_single):
-    """Ctrl-C while the 404 waits: the crawl stops without taking the page out of its cluster,
-    its request stays owed, and the next run fetches it again and takes it out."""
+@pytest.mark.parametrize("change", ["gone", "moved"])
+def test_a_crawl_stopped_while_a_page_that_left_waits_leaves_it_to_the_next_run(tmp_path, redis_single, change):
+    """Ctrl-C while the 404 (or the redirect) waits: the crawl stops without taking the page
+    out of its cluster, its request stays owed, and the next run fetches it again and takes it
+    out."""
     prefix = f"busy:{uuid.uuid4().hex[:10]}"
-    site = _SiteWithGone()
+    site = _ChangingSite()
     try:
-        crawl, held_key = _gone_while_locked(tmp_path, redis_single, prefix, site,
-                                             lambda proc: os.killpg(proc.pid, signal.SIGINT))
+        crawl, held_key = _left_while_locked(tmp_path, redis_single, prefix, site,
+                                             lambda proc: os.killpg(proc.pid, signal.SIGINT), change)
         stats = crawl.stats()
         assert stats["finish_reason"] == "shutdown" and stats["dedup/doc/left_pending"] >= 1
-        assert "dedup/doc/deleted" not in stats
+        assert LEFT_STAT[change] not in stats
         with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
             assert store.get_url(held_key).cluster_id is not None
             assert held_key in {pending_id for pending_id, _ in store.iter_pending()}  # still owed
         before = site.snapshot()[f"/{HELD}"]
         crawl.run_to_end()
-        assert site.snapshot()[f"/{HELD}"] == before + 1 and crawl.stats()["dedup/doc/deleted"] == 1
-        _check_retired(redis_single, prefix, held_key)
-    finally:
-        site.stop()
-
-
-def _check_moved(server, prefix: str, site: _SiteWithGone, held_key: str) -> None:
-    """/HELD redirects to its new URL, recorded as its alias, and its document lives there."""
-    new_key = url_key(site.url + MOVED_TO.lstrip("/") + "/" + HELD)
-    with RedisStore.open_existing(server.url, prefix=prefix) as store:
-        record = store.get_url(held_key)
-        assert record.status == "redirect" and record.duplicate_of == new_key and record.cluster_id is None
-        assert all(held_key not in store.members_of(c) for c in store.iter_clusters())
-        assert store.get_url(new_key).cluster_id is not None
-        assert store.pending_count() == 0
-
-
-@pytest.mark.parametrize("kind", ["single", "cluster"])
-def test_a_redirect_whose_source_a_dead_process_holds_waits_while_the_crawl_goes_on(tmp_path, request, kind):
-    """A page that held a document now redirects: its redirect, recorded when the request it
-    makes reaches the dupefilter, takes the page out of its cluster under its URL key's lock.
-    While a dead process holds that lock, the request waits in the downloader middleware, not
-    on the reactor thread (where the whole crawl stood still until the lease ran out), and the
-    crawl fetches other pages meanwhile."""
-    server = request.getfixturevalue(f"redis_{kind}")
-    prefix = f"busy:{uuid.uuid4().hex[:10]}"
-    site = _SiteWithGone()
-    try:
-        crawl, held_key = _gone_while_locked(tmp_path, server, prefix, site, None, "moved")
-        stats = crawl.stats()
-        assert stats["dedup/doc/waited_for_another_process"] >= 1 and stats["dedup/doc/redirected"] == 1
-        assert site.snapshot()[MOVED_TO + f"/{HELD}"] == 1
-        _check_moved(server, prefix, site, held_key)
-    finally:
-        site.stop()
-
-
-def test_a_crawl_stopped_while_a_redirect_waits_leaves_its_source_to_the_next_run(tmp_path, redis_single):
-    """Ctrl-C while the redirect waits: the crawl stops without recording it, the page that
-    redirects stays owed, and the next run fetches it again and records its redirect."""
-    prefix = f"busy:{uuid.uuid4().hex[:10]}"
-    site = _SiteWithGone()
-    try:
-        crawl, held_key = _gone_while_locked(tmp_path, redis_single, prefix, site,
-                                             lambda proc: os.killpg(proc.pid, signal.SIGINT), "moved")
-        stats = crawl.stats()
-        assert stats["finish_reason"] == "shutdown" and stats["dedup/doc/left_pending"] >= 1
-        assert "dedup/doc/redirected" not in stats
-        with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
-            assert store.get_url(held_key).cluster_id is not None
-            assert held_key in {pending_id for pending_id, _ in store.iter_pending()}  # still owed
-        before = site.snapshot()[f"/{HELD}"]
-        crawl.run_to_end()
-        assert site.snapshot()[f"/{HELD}"] == before + 1 and crawl.stats()["dedup/doc/redirected"] == 1
-        _check_moved(redis_single, prefix, site, held_key)
+        assert site.snapshot()[f"/{HELD}"] == before + 1 and crawl.stats()[LEFT_STAT[change]] == 1
+        _check_left(change, redis_single, prefix, site, held_key)
     finally:
         site.stop()
