@@ -42,6 +42,46 @@ def test_cluster_is_recognised_from_the_server(redis_single, redis_cluster):
     assert len(primaries(client)) == 3
 
 
+PACKED = [
+    ("SET", "k\u00e9y", b"\x00\xff", 7, -1.5, 2**70, bytearray(b"ba"), memoryview(b"mv")),
+    ("CONFIG GET", "maxmemory"),
+    (b"CLIENT LIST",),
+    ("FCALL", "sdd_near_open", 2, "p:o:{o}", "p:oh:{o}", 30000, b""),
+]
+
+
+@pytest.mark.parametrize("command", PACKED, ids=["arguments", "two-word", "two-word-bytes", "fcall"])
+def test_the_store_packs_a_command_as_redis_py_does(command):
+    from scrapy_dedup.store.redis_packing import HiredisPacker
+
+    assert b"".join(HiredisPacker().pack(*command)) == b"".join(redis.Connection().pack_command(*command))
+
+
+@pytest.mark.parametrize("value", [None, True, object()])
+def test_the_store_refuses_what_redis_py_refuses(value):
+    from scrapy_dedup.store.redis_packing import HiredisPacker
+
+    with pytest.raises(redis.DataError):
+        redis.Connection().pack_command("SET", "k", value)
+    with pytest.raises(redis.DataError, match=r"cannot send .* to Redis \(in a SET command\)"):
+        HiredisPacker().pack("SET", "k", value)
+
+
+def test_every_node_of_a_store_client_packs_with_hiredis(redis_url, redis_prefix):
+    from scrapy_dedup.store.redis_packing import HiredisPacker
+
+    client = connect(redis_url)
+    try:
+        keys = [f"{redis_prefix}:{{{i}}}v" for i in range(12)]  # on every master of a cluster
+        for key in keys:
+            client.set(key, "d\u00e9j\u00e0 vu")
+        assert [client.get(key) for key in keys] == ["d\u00e9j\u00e0 vu".encode()] * 12
+        pools = [node.connection_pool for node in primaries(client)]
+        assert all(isinstance(pool.connection_kwargs.get("command_packer"), HiredisPacker) for pool in pools)
+    finally:
+        client.close()
+
+
 def test_unreachable_server_fails_in_one_line_without_the_password(redis_single):
     from redis_servers import free_port
 

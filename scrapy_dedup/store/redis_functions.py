@@ -26,6 +26,7 @@ from scrapy_dedup.core.bands import BLOCKS
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import StoreError, StoreWriteError
+from scrapy_dedup.store.redis_packing import PackingPool
 
 logger = logging.getLogger(__name__)
 
@@ -162,10 +163,12 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
         if clustered:
             # the db number is meaningless on a cluster (always 0): drop it rather than fail
             parts = urlsplit(url)
-            client = RedisCluster.from_url(urlunsplit((parts.scheme, parts.netloc, "", parts.query, "")), **options)
+            client = RedisCluster.from_url(urlunsplit((parts.scheme, parts.netloc, "", parts.query, "")),
+                                           connection_pool_class=PackingPool, **options)
             _fcall_keys_from_arguments(client)
         else:
-            client = redis.Redis.from_url(url, **options)
+            client = redis.Redis(connection_pool=PackingPool.from_url(url, **options))
+            client.auto_close_connection_pool = True  # as Redis.from_url makes it: close() ends the pool
     except (redis.RedisError, OSError) as exc:
         raise StoreError(f"cannot reach the Redis store at {shown}: {_scrub(str(exc), url)}") from None
     logger.debug("connected to the Redis store at %s (%s)", shown, "cluster" if clustered else "standalone")
