@@ -114,6 +114,44 @@ def test_a_crawl_with_a_password_never_logs_it(demo_server, tmp_path):
     assert f"redis://:***@127.0.0.1:{server.port}/0" in result.log
 
 
+#: ACL rules of a crawl's user (keys, commands) and the one line its crawl fails with (None: it crawls)
+ACL_USERS = {
+    "its own keys": (["dedup:acl:*"], ["+@all", "-@dangerous", "+info"], None),
+    "another prefix's keys": (["dedup:other:*"], ["+@all", "-@dangerous", "+info"],
+                              "does not let this user at the keys under the prefix 'dedup:acl'"),
+    "no INFO": (["dedup:acl:*"], ["+@all", "-@dangerous"], "does not let this user run INFO"),
+    "no functions": (["dedup:acl:*"], ["+@all", "-@dangerous", "+info", "-@scripting"],
+                     "does not let this user at the keys under the prefix 'dedup:acl' or at the store's functions"),
+}
+
+
+@pytest.mark.parametrize("user", list(ACL_USERS))
+def test_a_crawl_as_an_acl_user_needs_its_own_keys_only(demo_server, tmp_path, user):
+    """A user given only the keys under its crawl's prefix, INFO, and no other dangerous command
+    (``redis://user:password@...``) crawls and reads its reports: the store touches no other key.
+    A user the store cannot work as fails the crawl before any request, in one line."""
+    from redis_servers import RedisServer
+
+    keys, commands, refusal = ACL_USERS[user]
+    with RedisServer(tmp_path / "acl") as server:
+        admin = connect(server.url)
+        admin.acl_setuser("crawler", enabled=True, passwords=["+b4ttery-st4ple"], keys=keys, commands=commands)
+        url = f"redis://crawler:b4ttery-st4ple@127.0.0.1:{server.port}/0"
+        result = run_crawl(demo_server.url + "/", tmp_path / "crawl", {"DEDUP_STORE": url, "DEDUP_REDIS_PREFIX": "dedup:acl"},
+                           check=refusal is None)
+        assert "b4ttery" not in result.log
+        if refusal is None:
+            assert len(result.items) > 10 and "NOPERM" not in result.log
+            assert summary("--store", url, "--redis-prefix", "dedup:acl")["documents"] > 10
+            assert all(k.startswith(b"dedup:acl:") for k in admin.scan_iter(count=1000))
+        else:
+            assert result.returncode != 0 and result.stat("downloader/request_count") == 0
+            errors = [line for line in result.log.splitlines() if " ERROR: " in line]
+            assert len(errors) == 1 and refusal in errors[0], result.log[-3000:]
+            assert "Traceback" not in result.log
+        admin.close()
+
+
 def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server, tmp_path, redis_single):
     """DEDUP_STORE = "redis://..." alone selects the Redis store; each crawl's keys are under
     dedup:<spider name>, so two crawls share the server without seeing each other's URLs."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import ssl
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -107,6 +108,17 @@ def _scrub(text: str, url: str) -> str:
     return text
 
 
+def _tls_hint(exc: BaseException) -> str:
+    """What to check when ``exc`` came from setting up TLS: either side refused the handshake, or a
+    certificate file named in the URL is missing."""
+    while exc is not None and not isinstance(exc, (ssl.SSLError, FileNotFoundError)):
+        exc = exc.__cause__ or exc.__context__
+    if exc is None:
+        return ""
+    return (" (TLS: the server's certificate is checked against ssl_ca_certs, and a server that asks for "
+            "the client's needs ssl_certfile and ssl_keyfile, in the URL's query)")
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often a lost connection is tried again, with exponential backoff (seconds)."""
@@ -146,8 +158,13 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
             probe.close()
     except redis.AuthenticationError as exc:
         raise StoreError(f"the Redis store at {shown} refused the credentials: {_scrub(str(exc), url)}") from None
+    except redis.exceptions.NoPermissionError as exc:
+        raise StoreError(
+            f"the Redis store at {shown} does not let this user run INFO (the store reads the server's version, "
+            f"memory policy and cluster mode with it; see the user's ACL): {_scrub(str(exc), url)}"
+        ) from None
     except (redis.RedisError, OSError, ValueError) as exc:
-        raise StoreError(f"cannot reach the Redis store at {shown}: {_scrub(str(exc), url)}") from None
+        raise StoreError(f"cannot reach the Redis store at {shown}: {_scrub(str(exc), url)}{_tls_hint(exc)}") from None
     version = str(info.get("redis_version", "0"))
     if int(version.split(".")[0]) < MIN_SERVER_MAJOR:
         raise StoreError(

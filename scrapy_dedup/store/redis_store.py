@@ -247,18 +247,20 @@ class RedisStore(DedupStore):
         self.lease_ms = lease_ms
         self.path = redact(path)  # what messages show
         self.prefix = rk.check_prefix(prefix)
-        self._connect(retry)
-        self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
-        self._read_run()
-        self.replay_journal()
+        with self._opening():
+            self._connect(retry)
+            self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
+            self._read_run()
+            self.replay_journal()
 
     @classmethod
     def open_existing(cls, path: str, prefix: str = "dedup:crawl") -> RedisStore:
         store = cls.__new__(cls)
         store.url, store.path, store.prefix = path, redact(path), rk.check_prefix(prefix)
         store.lease_ms = PENDING_LEASE_MS
-        store._connect(RetryPolicy())
-        store.params = store.get_meta("params")
+        with store._opening():
+            store._connect(RetryPolicy())
+            store.params = store.get_meta("params")
         if store.params is None:
             store.close()
             raise StoreError(f"no dedup store at {store.path!r} under the key prefix {prefix!r}")
@@ -271,6 +273,19 @@ class RedisStore(DedupStore):
             )
         store._read_run()
         return store
+
+    @contextmanager
+    def _opening(self) -> Iterator[None]:
+        """A server whose ACL does not let this user at the store's keys or functions fails the
+        opening in one line, naming the key prefix."""
+        try:
+            yield
+        except redis.exceptions.NoPermissionError as exc:
+            self.client.close()  # set: connect() turns its own refusals into StoreError
+            raise StoreError(
+                f"the Redis store at {self.path} does not let this user at the keys under the prefix "
+                f"{self.prefix!r} or at the store's functions (see the user's ACL): {exc}"
+            ) from None
 
     def _check_format(self, stored: dict[str, Any]) -> None:
         """Refuse a store of another format: ``scrapy dedup migrate`` converts LevelDB stores
