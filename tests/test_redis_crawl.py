@@ -137,8 +137,8 @@ def test_a_crawl_as_an_acl_user_needs_its_own_keys_only(demo_server, tmp_path, u
         admin = connect(server.url)
         admin.acl_setuser("crawler", enabled=True, passwords=["+b4ttery-st4ple"], keys=keys, commands=commands)
         url = f"redis://crawler:b4ttery-st4ple@127.0.0.1:{server.port}/0"
-        result = run_crawl(demo_server.url + "/", tmp_path / "crawl", {"DEDUP_STORE": url, "DEDUP_REDIS_PREFIX": "dedup:acl"},
-                           check=refusal is None)
+        settings = {"DEDUP_STORE": url, "DEDUP_REDIS_PREFIX": "dedup:acl"}
+        result = run_crawl(demo_server.url + "/", tmp_path / "crawl", settings, check=refusal is None)
         assert "b4ttery" not in result.log
         if refusal is None:
             assert len(result.items) > 10 and "NOPERM" not in result.log

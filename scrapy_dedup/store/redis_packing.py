@@ -37,7 +37,7 @@ class HiredisPacker:
 
     def pack(self, *args: Any) -> list[bytes]:
         name = args[0]
-        if isinstance(name, (str, bytes)) and (" " in name if isinstance(name, str) else b" " in name):
+        if (isinstance(name, str) and " " in name) or (isinstance(name, bytes) and b" " in name):
             args = (*name.split(), *args[1:])  # redis-py names some commands in one string: "CONFIG SET"
         try:
             return [hiredis.pack_command(args)]
