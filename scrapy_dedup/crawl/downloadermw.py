@@ -107,18 +107,16 @@ class DedupDownloaderMiddleware:
         state = self.state
         try:
             await when_free(state, lambda wait: state.record_redirect(request, wait=wait), request.url)
-            return
         except WaitStopped:
+            # the crawl stops: its source stays owed, and the next run is redirected again
             state.inc("doc/left_pending")
-            why = "the crawl stopped"
+            raise LeftOwed(f"the crawl stopped before the redirect to {request.url} was recorded") from None
         except StoreWriteError as exc:
-            state.store_failed(exc)
-            why = "the store could not record it"
+            state.store_failed(exc)  # the crawl stops, as above
+            raise LeftOwed(f"the store could not record the redirect to {request.url}") from None
         except Exception:
+            # one bad redirect never stops a crawl: the request goes on
             self._failed("process_request", request.url)
-            why = "it failed"
-        # its source stays owed: fetched again, in this run or the next, it is redirected again
-        raise LeftOwed(f"the redirect to {request.url} was not recorded ({why}); its source stays owed")
 
     async def _gone(self, request: Request, response: Response, key: str, record: UrlRecord) -> None:
         state = self.state
