@@ -93,10 +93,11 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> RedisServer:
+    def start(self, port: int | None = None) -> RedisServer:
+        """Start on ``port``, or on a free port chosen now."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for _attempt in range(5):  # the port may be taken between choosing and binding it
-            self.port = free_port(bus=self.cluster)
+            self.port = port or free_port(bus=self.cluster)
             argv = [
                 self.server,
                 "--port", str(self.port),
@@ -123,6 +124,14 @@ class RedisServer:
             self.stop()
         log = (self.directory / "redis.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"redis-server did not start in {self.directory}:\n{log}")
+
+    def restart_empty(self) -> None:
+        """Kill the server (SIGKILL) and start it again on its port: persistence is off, so it
+        comes back with no key and no function, as a server restarted without RDB or AOF does."""
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+        self.start(self.port)
 
     def stop(self) -> None:
         if self.proc is None:

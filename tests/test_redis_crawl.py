@@ -178,11 +178,15 @@ def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server,
         assert next(store.iter_urls(), None) is not None
 
 
-@pytest.mark.parametrize("kind", ["single", "cluster", "one master"])
+@pytest.mark.parametrize("kind", ["single", "cluster", "one master", "restarted empty"])
 def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, tmp_path, kind):
+    """The server goes away mid-crawl (every master of a cluster, or one of three), or comes back
+    at once without the store (restarted without persistence: no key and no function left, where
+    the crawl went on before, every page's decision failing with a traceback): the crawl stops
+    once, with one line that says why, and passes on no item it could not decide."""
     from redis_servers import RedisCluster, RedisServer
 
-    if kind == "single":
+    if kind in ("single", "restarted empty"):
         server = RedisServer(tmp_path / "lost", extra=("--requirepass", "l0st-h0rse")).start()
         url = f"redis://:l0st-h0rse@127.0.0.1:{server.port}/0"
     else:
@@ -200,9 +204,13 @@ def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, t
         while sum(demo_server.counts().values()) < 5 and time.monotonic() < deadline:
             time.sleep(0.05)  # a few pages fetched: the crawl is under way
         assert sum(demo_server.counts().values()) >= 5
+        if kind == "restarted empty":
+            server.restart_empty()
     finally:
-        server.stop()
+        if kind != "restarted empty":
+            server.stop()  # gone for good
         crawl.join(200)
+        server.stop()
         if kind == "one master":
             cluster.stop()
     (outcome,) = result
@@ -211,8 +219,10 @@ def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, t
     assert fetched < 54  # stopped, not crawled to the end: the demo site has 54 pages
     lines = [line for line in outcome.log.splitlines() if "scrapy-dedup stops the crawl" in line]
     assert len(lines) == 1, lines
-    if kind == "single":
+    if kind in ("single", "restarted empty"):
         assert "l0st-h0rse" not in outcome.log and "***" in lines[0]
+    if kind == "restarted empty":
+        assert "no longer has the store's functions" in lines[0]
     assert outcome.log.count("Traceback") == 0, outcome.log[-3000:]
     # nothing that passed the pipeline claims a decision the store did not record
     assert all(item.get("dedup", {}).get("status") != "undecided" for item in outcome.items)

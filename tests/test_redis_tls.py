@@ -16,7 +16,7 @@ from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  
 
 from scrapy_dedup.store.base import StoreError
 from scrapy_dedup.store.redis_functions import connect
-from scrapy_dedup.store.redis_packing import HiredisPacker
+from scrapy_dedup.store.redis_wire import HiredisPacker
 from scrapy_dedup.store.redis_store import RedisStore
 
 PASSWORD = "tls-s3cret"

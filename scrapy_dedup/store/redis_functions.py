@@ -27,7 +27,7 @@ from scrapy_dedup.core.bands import BLOCKS
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import StoreError, StoreWriteError
-from scrapy_dedup.store.redis_packing import PackingPool
+from scrapy_dedup.store.redis_wire import FunctionsMissing, StorePool
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ _CLUSTER_LOST = (
 #: the server refused because its memory limit (``maxmemory``) is reached (:func:`refused_as_full`),
 #: or a transaction it discarded whole at EXEC
 _STORE_FAILURES = (*_CONNECTION_ERRORS, *_CLUSTER_LOST, redis.exceptions.OutOfMemoryError,
-                   redis.exceptions.ExecAbortError)
+                   redis.exceptions.ExecAbortError, FunctionsMissing)
 
 
 def refused_as_full(exc: BaseException) -> bool:
@@ -77,6 +77,11 @@ class StoreConnectionLost(StoreWriteError):
 
 class StoreFull(StoreWriteError):
     """The Redis server refused a write, its memory limit (``maxmemory``) reached: the crawl stops."""
+
+
+class StoreLost(StoreWriteError):
+    """The Redis server lost the store's functions mid-crawl (restarted without persistence, or
+    flushed), and with them most likely its records: the crawl stops."""
 
 
 def redact(url: str) -> str:
@@ -181,10 +186,10 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
             # the db number is meaningless on a cluster (always 0): drop it rather than fail
             parts = urlsplit(url)
             client = RedisCluster.from_url(urlunsplit((parts.scheme, parts.netloc, "", parts.query, "")),
-                                           connection_pool_class=PackingPool, **options)
+                                           connection_pool_class=StorePool, **options)
             _fcall_keys_from_arguments(client)
         else:
-            client = redis.Redis(connection_pool=PackingPool.from_url(url, **options))
+            client = redis.Redis(connection_pool=StorePool.from_url(url, **options))
             client.auto_close_connection_pool = True  # as Redis.from_url makes it: close() ends the pool
     except (redis.RedisError, OSError) as exc:
         raise StoreError(f"cannot reach the Redis store at {shown}: {_scrub(str(exc), url)}") from None

@@ -65,6 +65,7 @@ from scrapy_dedup.store.base import (
     band_tuple,
 )
 from scrapy_dedup.store.redis_near import NearDecisions, NearHold
+from scrapy_dedup.store.redis_wire import FunctionsMissing
 from scrapy_dedup.store.redis_functions import (
     _CONNECTION_ERRORS,
     _STORE_FAILURES,
@@ -72,6 +73,7 @@ from scrapy_dedup.store.redis_functions import (
     StoreConnectionLost,
     StoreFull,
     StoreFunctions,
+    StoreLost,
     connect,
     is_cluster,
     redact,
@@ -328,10 +330,11 @@ class RedisStore(DedupStore):
         self._behind = False
 
     def close(self) -> None:
+        waiting = len(self._waiting)  # counted first: sending takes them off the list
         try:
             self.send_waiting()
         except Exception:  # noqa: BLE001 -- reporting detail; the connection is gone anyway
-            logger.warning("could not send %d variant writes to %s", len(self._waiting), self.path)
+            logger.warning("could not send %d variant writes to %s", waiting, self.path)
         if self._heartbeat is not None:
             self._stopping.set()
             self._heartbeat.join(timeout=5)
@@ -480,6 +483,13 @@ class RedisStore(DedupStore):
             )
         if isinstance(exc, redis.exceptions.ExecAbortError):
             return StoreWriteError(f"the Redis store at {self.path} refused a write: {exc}")
+        if isinstance(exc, FunctionsMissing):
+            return StoreLost(
+                f"the Redis store at {self.path} no longer has the store's functions: the server restarted "
+                "without persistence or was flushed, and the store's records under the prefix "
+                f"{self.prefix!r} are likely gone with them; run the crawl again: it goes on from what is "
+                "left, or starts over"
+            )
         return StoreConnectionLost(
             f"lost the connection to the Redis store at {self.path} "
             f"({self.retry.retries} retries with backoff ran out): {exc}"

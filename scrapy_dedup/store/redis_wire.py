@@ -1,13 +1,18 @@
-"""The Redis store's commands packed for the wire in one call to hiredis.
+"""How the Redis store's commands go over the wire: packed by hiredis in one call, and the
+server's errors read into the store's own classes where it must tell them apart.
 
-redis-py with hiredis installed packs a command with hiredis too, but first passes every
-argument through its encoder, in Python. A crawled page sends the store about 28 commands
+**Packing.** redis-py with hiredis installed packs a command with hiredis too, but first passes
+every argument through its encoder, in Python. A crawled page sends the store about 28 commands
 and 224 arguments, and that pass was 0.17 ms of the store's 1.56 ms per page (400 PostgreSQL
 pages decided in one process, 6 interleaved rounds, medians; ``benchmarks/bench_redis.py``,
 store time per page). hiredis takes the arguments the encoder would give it (str as UTF-8,
-bytes, memoryview, int, float) itself, and refuses the rest as the encoder does.
+bytes, memoryview, int, float) itself, and refuses the rest as the encoder does. Without
+hiredis (it comes with the ``redis`` extra) redis-py's own packer is kept.
 
-Without hiredis (it comes with the ``redis`` extra) redis-py's own packer is kept.
+**Errors.** A server that restarted without persistence, or whose functions were flushed,
+answers every call of the store's functions with ``ERR Function not found``: redis-py reads it
+as a plain ResponseError, like a function's own refusal of bad arguments. It is read here as
+:class:`FunctionsMissing`, which the store counts among the failures that stop a crawl.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from redis.connection import DefaultParser
 
 try:
     import hiredis
@@ -56,12 +62,33 @@ def _text(name: Any) -> str:
     return name.decode("ascii", "replace") if isinstance(name, (bytes, bytearray)) else str(name)
 
 
-class PackingPool(redis.ConnectionPool):
-    """redis-py's connection pool, its connections packing with :class:`HiredisPacker` when
-    hiredis is installed. Given as ``connection_pool_class`` to a cluster client, it serves
-    every node, including the ones it finds later."""
+class FunctionsMissing(redis.ResponseError):
+    """The server does not have the store's functions (``ERR Function not found``): it restarted
+    without persistence, or they were flushed; the store's records may be gone with them."""
+
+
+class StoreParser(DefaultParser):
+    """redis-py's reply parser, reading ``ERR Function not found`` as :class:`FunctionsMissing`.
+
+    >>> parser = StoreParser(socket_read_size=65536)
+    >>> [type(parser.parse_error(reply)).__name__ for reply in ("ERR Function not found", "ERR no such key", "OOM no")]
+    ['FunctionsMissing', 'ResponseError', 'OutOfMemoryError']
+    """
+
+    EXCEPTION_CLASSES = {
+        **DefaultParser.EXCEPTION_CLASSES,
+        "ERR": {**DefaultParser.EXCEPTION_CLASSES["ERR"], "Function not found": FunctionsMissing},
+    }
+
+
+class StorePool(redis.ConnectionPool):
+    """redis-py's connection pool, its connections reading replies with :class:`StoreParser`
+    and packing with :class:`HiredisPacker` when hiredis is installed. Given as
+    ``connection_pool_class`` to a cluster client, it serves every node, including the ones it
+    finds later."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("parser_class", StoreParser)
         if hiredis is not None:
             kwargs.setdefault("command_packer", HiredisPacker())
         super().__init__(*args, **kwargs)
