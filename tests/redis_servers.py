@@ -125,10 +125,11 @@ class RedisServer:
         log = (self.directory / "redis.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"redis-server did not start in {self.directory}:\n{log}")
 
-    def restart_empty(self) -> None:
-        """Kill the server (SIGKILL) and start it again on its port: persistence is off, so it
-        comes back with no key and no function, as a server restarted without RDB or AOF does."""
-        self.proc.kill()
+    def restart(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the server with ``sig`` and start it again on its port. It comes back with what its
+        persistence kept: nothing unless ``extra`` turns some on (``--appendonly yes``), and with
+        SIGKILL nothing written since its last fsync."""
+        self.proc.send_signal(sig)
         self.proc.wait()
         self.proc = None
         self.start(self.port)

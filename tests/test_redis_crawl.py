@@ -5,6 +5,7 @@ unreachable server fails the crawl before any request, the password hidden."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -205,7 +206,7 @@ def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, t
             time.sleep(0.05)  # a few pages fetched: the crawl is under way
         assert sum(demo_server.counts().values()) >= 5
         if kind == "restarted empty":
-            server.restart_empty()
+            server.restart()  # persistence off: it comes back empty
     finally:
         if kind != "restarted empty":
             server.stop()  # gone for good
@@ -226,6 +227,35 @@ def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, t
     assert outcome.log.count("Traceback") == 0, outcome.log[-3000:]
     # nothing that passed the pipeline claims a decision the store did not record
     assert all(item.get("dedup", {}).get("status") != "undecided" for item in outcome.items)
+
+
+def test_a_server_restarted_with_its_data_mid_crawl_is_connected_to_again(demo_server, tmp_path):
+    """A server restarted with its data (append-only file) while a crawl runs: the client connects
+    again within its retries, and the crawl ends as one on LevelDB does."""
+    from redis_servers import RedisServer
+
+    expected = summary("--store", str(run_crawl(demo_server.url + "/", tmp_path / "leveldb").out_dir / "store"))
+    before = sum(demo_server.counts().values())
+    server = RedisServer(tmp_path / "kept", extra=("--appendonly", "yes", "--appendfsync", "always")).start()
+    result: list = []
+    settings = {"DEDUP_STORE": server.url, "CONCURRENT_REQUESTS": 1, "DOWNLOAD_DELAY": 0.1}
+    crawl = threading.Thread(target=lambda: result.append(run_crawl(demo_server.url + "/", tmp_path / "crawl",
+                                                                    settings, check=False, timeout=180)))
+    crawl.start()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(demo_server.counts().values()) < before + 8 and time.monotonic() < deadline:
+            time.sleep(0.05)  # a few pages fetched: the crawl is under way
+        server.restart(signal.SIGTERM)  # the append-only file keeps every write and the functions
+        crawl.join(200)
+        got = summary("--store", server.url, "--redis-prefix", "dedup:site")
+    finally:
+        server.stop()
+        crawl.join(200)
+    (outcome,) = result
+    assert outcome.stat("finish_reason") == "finished", outcome.log[-3000:]
+    assert "Traceback" not in outcome.log and " ERROR: " not in outcome.log
+    assert {k: got[k] for k in SUMMARY_FIGURES} == {k: expected[k] for k in SUMMARY_FIGURES}
 
 
 def test_links_read_ahead_drop_and_count_what_leveldb_does(demo_server, tmp_path, redis_single):
