@@ -182,9 +182,9 @@ def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server,
 @pytest.mark.parametrize("kind", ["single", "cluster", "one master", "restarted empty"])
 def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, tmp_path, kind):
     """The server goes away mid-crawl (every master of a cluster, or one of three), or comes back
-    at once without the store (restarted without persistence: no key and no function left, where
-    the crawl went on before, every page's decision failing with a traceback): the crawl stops
-    once, with one line that says why, and passes on no item it could not decide."""
+    at once without the store (restarted without persistence: no key, no function; before, the
+    crawl went on and every later decision failed with a traceback): the crawl stops once, with
+    one line that says why, and passes on no item it could not decide."""
     from redis_servers import RedisCluster, RedisServer
 
     if kind in ("single", "restarted empty"):
