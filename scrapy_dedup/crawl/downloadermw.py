@@ -131,7 +131,7 @@ class DedupDownloaderMiddleware:
         except WaitStopped:
             # the crawl stops: the request stays owed, and the next run fetches and retires it
             state.inc("doc/left_pending")
-            raise IgnoreRequest(f"the crawl stopped before the removal of {response.url} was recorded") from None
+            raise LeftOwed(f"the crawl stopped before the removal of {response.url} was recorded") from None
         if retired:
             logger.info("%s is gone (%d): removed from its cluster", response.url, response.status)
 

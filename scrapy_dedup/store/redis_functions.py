@@ -44,9 +44,10 @@ _CLUSTER_LOST = (
     redis.exceptions.ClusterDownError,
     redis.exceptions.SlotNotCoveredError,
 )
-#: what stops a crawl on the Redis store: the connection lost once the retries ran out, or a write
+#: what stops a crawl on the Redis store: the connection lost once the retries ran out, a write
 #: the server refused because its memory limit (``maxmemory``) is reached (:func:`refused_as_full`),
-#: or a transaction it discarded whole at EXEC
+#: a transaction it discarded whole at EXEC, or a server without the store's functions (restarted
+#: empty or flushed: :class:`~scrapy_dedup.store.redis_wire.FunctionsMissing`)
 _STORE_FAILURES = (*_CONNECTION_ERRORS, *_CLUSTER_LOST, redis.exceptions.OutOfMemoryError,
                    redis.exceptions.ExecAbortError, FunctionsMissing)
 
