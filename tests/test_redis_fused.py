@@ -95,7 +95,7 @@ def test_a_crawl_s_decisions_and_store_are_those_of_the_per_group_calls(redis_si
         assert int(stored.pop(counter)) == int(stored_grouped.pop(counter)) + 1
         assert stored == stored_grouped
         assert any(name.startswith("P:b:") for name in stored)  # band buckets were written
-        assert not any(name.startswith(("P:np:", "P:bp:", "P:om:", "P:d:")) for name in stored)  # nothing in flight
+        assert not any(name.startswith(("P:np:", "P:bp:", "P:om:", "P:ob:", "P:d:")) for name in stored)  # nothing in flight
     finally:
         fused.close()
         grouped.close()
@@ -293,6 +293,8 @@ def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_pref
     assert fn.fused
     settled, pending = fn.near_scan("", fp, 3)
     assert len(pending) == 1 and not settled  # the dead decision's entry, in flight
+    band_records = rk.order_keys(redis_prefix)[2]
+    assert fn.client.hlen(band_records) == 1  # and its band record
     decisions = NearDecisions(fn, lease_ms=300)
     key = f"{redis_prefix}:t:exact:{{texact000}}"
     started = time.monotonic()
@@ -302,6 +304,7 @@ def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_pref
     decisions.close(held)
     assert fn.near_scan("", fp, 3) == (set(), set())
     assert fn.client.hlen(rk.order_keys(redis_prefix)[1]) == 0  # no decision left in flight
+    assert fn.client.hlen(band_records) == 0  # its band record went with its order number
 
 
 def test_writes_inside_a_hold_reach_the_server_with_its_release(redis_single, redis_prefix):

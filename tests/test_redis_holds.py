@@ -17,6 +17,7 @@ from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.clusters import copies_hold
 from scrapy_dedup.decide.index import ContentIndex, Document
+from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_store import RedisStore
 
@@ -166,9 +167,13 @@ def test_near_decisions_wait_for_earlier_near_ones_only(redis_url, redis_prefix)
         shared[5] = bands[5]
         assert waits_for(a.hold_near("", simhash, bands, 3), b.hold_near("", far, shared, 3)) == [
             "first leaves", "second enters"]
+        # the same band hash in another scope: not near
+        assert waits_for(a.hold_near("", simhash, bands, 3), b.hold_near("other", far, shared, 3)) == [
+            "second enters", "first leaves"]
         # nothing is left pending once the decisions are done
         settled, pending = a.fn.near_scan("", simhash, 64)
         assert not pending
+        assert not a.client.hlen(rk.order_keys(a.prefix)[2])  # no band record in flight
     finally:
         a.close()
         b.close()

@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 11
+local LIBRARY_VERSION = 12
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -462,7 +462,8 @@ end
 
 -- LSH band buckets --------------------------------------------------------------------------
 -- One (band group, scope) is two hashes in one slot: the buckets of representatives (settled)
--- and of documents still being decided (pending).  A field is one bucket: the band (1 byte)
+-- and, on a cluster, of documents still being decided (pending; one server keeps a decision's
+-- band entries as one record instead, see near_open).  A field is one bucket: the band (1 byte)
 -- and the top bits of the band hash (2 bytes), which the client computes; the value is a
 -- string of 12-byte records (the band hash's low 4 bytes, its tag, and an 8-byte cluster or
 -- decision token).  A document's entries in a group are one argument: per band, its 3-byte
@@ -511,8 +512,9 @@ local function band_matches(values, entries, kind, out)
 end
 
 -- Enters (enter) or takes out (not enter) the record (tag, token) of each entry in its
--- bucket of hash `key`, whose buckets `values` were read by HMGET; replies how many changed.
-local function band_apply(key, values, entries, fields, token, enter)
+-- bucket of hash `key`; replies how many changed.
+local function band_change(key, entries, fields, token, enter)
+  local values = redis.call('HMGET', key, unpack(fields))
   local set, gone, changed = {}, {}, 0
   for i = 1, #fields do
     local blob = values[i] or ''
@@ -536,10 +538,6 @@ local function band_apply(key, values, entries, fields, token, enter)
   if #set > 0 then redis.call('HSET', key, unpack(set)) end
   if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
   return changed
-end
-
-local function band_change(key, entries, fields, token, enter)
-  return band_apply(key, redis.call('HMGET', key, unpack(fields)), entries, fields, token, enter)
 end
 
 -- KEYS[1] a band group's hash.  ARGV: an 8-byte token; entries.  Enters (bands_add) or takes
@@ -567,7 +565,9 @@ local function bands_find(keys, args)
 end
 
 -- Global order of pending decisions ---------------------------------------------------------
--- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight.
+-- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight,
+-- KEYS[3] the hash token -> scope and band entries of those that have them (one server only,
+-- written by near_open): a decision's band record goes when its order entry goes.
 -- ARGV: token, lease in ms.  Replies the order number taken.
 local function order_take(keys, args)
   local lease = lease_ms(args[2])
@@ -618,9 +618,22 @@ local function owner_of(value)
   return string.match(value, '^([^\n]*)\n')
 end
 
+-- Takes a decision's order entry out and, with it, its band record.
+local function order_drop(keys, token)
+  redis.call('HDEL', keys[2], token)
+  redis.call('HDEL', keys[3], token)
+end
+
+-- Ends the decision `token` if it still holds `order`; replies 1, or 0 when it had been reaped.
+local function order_end(keys, token, order)
+  if not held_by(keys[2], token, order, order_of) then return 0 end
+  order_drop(keys, token)
+  return 1
+end
+
 -- ARGV: token, order.  Ends a decision in flight; replies 1, or 0 when it had been reaped.
 local function order_release(keys, args)
-  return delete_if_held(keys[2], args[1], args[2], order_of)
+  return order_end(keys, args[1], args[2])
 end
 
 -- ARGV: token, order, lease ms.  Extends the lease of a decision still in flight (one that
@@ -638,7 +651,7 @@ end
 local function order_reap(keys, args)
   local value = held_by(keys[2], args[1], args[2], order_of)
   if not value or tonumber(string.match(value, ':(%d+)$')) >= now_ms() then return 0 end
-  redis.call('HDEL', keys[2], args[1])
+  order_drop(keys, args[1])
   return 1
 end
 
@@ -676,7 +689,7 @@ end
 local function order_release_many(keys, args)
   local replies = {}
   for i = 1, #args, 2 do
-    replies[#replies + 1] = delete_if_held(keys[2], args[i], args[i + 1], order_of)
+    replies[#replies + 1] = order_end(keys, args[i], args[i + 1])
   end
   return replies
 end
@@ -738,34 +751,44 @@ local function group_count(keys, args, at, first)
   return count
 end
 
--- KEYS: the order counter and hash; G (settled, pending) pairs of near-duplicate groups; B
--- (settled, pending) pairs of band groups.  ARGV: lease ms; G; the decisions' 8-byte tokens,
--- concatenated; per group the 16-byte records of its entries, concatenated; per band group its
+-- KEYS: the order keys (counter, decisions in flight, their band records); G (settled,
+-- pending) pairs of near-duplicate groups; the settled hash of each of B band groups.  ARGV:
+-- lease ms; G; the decisions' 8-byte tokens, concatenated; the 8-byte scope digest ('' without
+-- band groups); per group the 16-byte records of its entries, concatenated; per band group its
 -- entries (a batch of one decision).
--- Enters the records as pending and the band records (tag, the token) in the pending
--- band buckets, takes consecutive order numbers for the tokens, then reads.  With no tokens
--- nothing is entered and no number is taken: the records only name the buckets to read (a
--- decision's later scans).  Replies {first order number, or 0; per group the pending records of
--- the entries' buckets, concatenated; per band group what bands_find replies for its two hashes,
--- read before this decision's band records went in}.  The settled near-duplicate buckets are
--- read with a plain HMGET right after, as near_pending's are.
+-- Enters the records as pending and the decision's band record (the scope, then every band
+-- group's entries) in KEYS[3], takes consecutive order numbers for the tokens, then reads.  With
+-- no tokens nothing is entered and no number is taken: the records only name the buckets to
+-- read (a decision's later scans).  Replies {first order number, or 0; per group the pending
+-- records of the entries' buckets, concatenated; per band group the records of its settled
+-- buckets under the entries' tags, as bands_find replies for a settled hash; the band records of
+-- the decisions in flight in this scope, each its token then its record (this decision's among
+-- them)}.  One band record per decision, not one per band bucket as on a cluster: a decision
+-- in flight is found by comparing its entries with these, and entering and ending it are one
+-- write each instead of one per band group (a cluster keeps the records in the buckets, so
+-- that the work spreads over its masters).  The settled near-duplicate buckets are read with a
+-- plain HMGET right after, as near_pending's are.
 local function near_open(keys, args)
-  local usage = 'near_open takes a lease, a group count, tokens, records per group and entries per band group'
-  local groups = group_count(keys, args, 2, 3)
+  local usage = 'near_open takes a lease, a group count, tokens, a scope, records per group and entries per band group'
+  local groups = group_count(keys, args, 2, 4)
   if groups == nil then return fail(usage) end
   local tokens = {}
   for pos = 1, #(args[3] or ''), 8 do tokens[#tokens + 1] = string.sub(args[3], pos, pos + 7) end
   local lease = lease_ms(args[1])
   if #tokens > 0 and not lease then return fail(LEASE_ERROR) end
-  local band_key, band_arg = 3 + 2 * groups, 4 + groups
+  local scope = args[4] or ''
+  local band_key, band_arg = 4 + 2 * groups, 5 + groups
   local band_groups = #args - band_arg + 1
-  if #(args[3] or '') % 8 ~= 0 or band_groups < 0 or #keys - band_key + 1 ~= 2 * band_groups then return fail(usage) end
+  if #(args[3] or '') % 8 ~= 0 or band_groups < 0 or #keys - band_key + 1 ~= band_groups
+      or (band_groups > 0 and #scope ~= 8) then
+    return fail(usage)
+  end
   if band_groups > 0 and #tokens > 1 then return fail('band buckets go with a batch of one decision') end
-  local pairs_of, err = near_pairs(keys, 3, groups)
+  local pairs_of, err = near_pairs(keys, 4, groups)
   if pairs_of == nil then return fail(err) end
   local records = {}
   for g = 1, groups do
-    records[g] = records_of(args[3 + g])
+    records[g] = records_of(args[4 + g])
     if records[g] == nil then return fail('near_open takes 16-byte records') end
   end
   local band_of = {}
@@ -783,15 +806,20 @@ local function near_open(keys, args)
       buckets_write(pending)
     end
   end
+  local in_flight = {}
+  if band_groups > 0 then
+    if #tokens > 0 then
+      redis.call('HSET', keys[3], tokens[1], scope .. table.concat(args, '', band_arg, #args))
+    end
+    local all = redis.call('HGETALL', keys[3])
+    for i = 1, #all, 2 do
+      if string.sub(all[i + 1], 1, 8) == scope then in_flight[#in_flight + 1] = all[i] .. string.sub(all[i + 1], 9) end
+    end
+  end
   local found = {}
   for g = 1, band_groups do
-    local entries, band_fields_of = args[band_arg + g - 1], band_of[g]
-    local settled, pending = keys[band_key + 2 * g - 2], keys[band_key + 2 * g - 1]
     local out = {}
-    band_matches(redis.call('HMGET', settled, unpack(band_fields_of)), entries, '\0', out)
-    local values = redis.call('HMGET', pending, unpack(band_fields_of))
-    band_matches(values, entries, '\1', out)  -- before this decision's own records go in
-    if #tokens > 0 then band_apply(pending, values, entries, band_fields_of, tokens[1], true) end
+    band_matches(redis.call('HMGET', keys[band_key + g - 1], unpack(band_of[g])), args[band_arg + g - 1], '\0', out)
     found[g] = table.concat(out)
   end
   local first = 0
@@ -802,57 +830,43 @@ local function near_open(keys, args)
     for i, field in ipairs(fields[g]) do out[i] = pairs_of[g][2].blobs[field] end
     pending_out[g] = table.concat(out)
   end
-  return {first, pending_out, found}
+  return {first, pending_out, found, in_flight}
 end
 
--- KEYS: the order counter and hash; G (settled, pending) pairs; B pending band hashes.  ARGV: G;
--- per group the records of its entries, concatenated, and one keep flag ('1' or '0') per
--- record; the 8-byte token of the band records ('' without band hashes); per band group the
--- entries to take out; then pairs (token, order) of the decisions to end.  near_settle_many
--- for each group, the band records out, then the order numbers released (compare-and-delete:
--- the number of a decision reaped meanwhile is gone, and its release does nothing).  Replies
--- {per group '1' or '0' per record, as near_settle_many; per pair 1, or 0 when it had been
--- reaped}.
+-- KEYS: the order keys (as near_open's); G (settled, pending) pairs.  ARGV: G; per group the
+-- records of its entries, concatenated, and one keep flag ('1' or '0') per record; then pairs
+-- (token, order) of the decisions to end.  near_settle_many for each group, then the order
+-- numbers released with the decisions' band records (compare-and-delete: the number of a
+-- decision reaped meanwhile is gone, and its release does nothing).  Replies {per group '1' or
+-- '0' per record, as near_settle_many; per pair 1, or 0 when it had been reaped}.
 local function near_close(keys, args)
-  local usage = 'near_close takes a group count, records and keep flags per group, a band token, entries per band group and (token, order) pairs'
-  local groups = group_count(keys, args, 1, 3)
+  local usage = 'near_close takes a group count, records and keep flags per group and (token, order) pairs'
+  local groups = group_count(keys, args, 1, 4)
   if groups == nil then return fail(usage) end
-  local band_key, token_arg = 3 + 2 * groups, 2 + 2 * groups
-  local band_groups = #keys - band_key + 1
-  local pairs_from = token_arg + band_groups + 1
-  if pairs_from - 1 > #args or (#args - pairs_from + 1) % 2 ~= 0 then return fail(usage) end
+  local pairs_from = 2 + 2 * groups
+  if #keys ~= 3 + 2 * groups or pairs_from - 1 > #args or (#args - pairs_from + 1) % 2 ~= 0 then return fail(usage) end
   for g = 1, groups do
     local records, keep = records_of(args[2 * g] or ''), args[2 * g + 1] or ''
     if records == nil or #keep ~= #records then return fail(usage) end
   end
-  local token = args[token_arg]
-  if band_groups > 0 and #token ~= 8 then return fail(usage) end
-  local band_of = {}
-  for g = 1, band_groups do
-    band_of[g] = band_fields(args[token_arg + g])
-    if band_of[g] == nil then return fail(BAND_USAGE) end
-  end
   local settled = {}
   for g = 1, groups do
-    settled[g] = near_settle_many({keys[1 + 2 * g], keys[2 + 2 * g]}, {args[2 * g], args[2 * g + 1]})
+    settled[g] = near_settle_many({keys[2 + 2 * g], keys[3 + 2 * g]}, {args[2 * g], args[2 * g + 1]})
     if type(settled[g]) ~= 'string' then return settled[g] end  -- an error reply
-  end
-  for g = 1, band_groups do
-    band_change(keys[band_key + g - 1], args[token_arg + g], band_of[g], token, false)
   end
   local released = {}
   for i = pairs_from, #args, 2 do
-    released[#released + 1] = delete_if_held(keys[2], args[i], args[i + 1], order_of)
+    released[#released + 1] = order_end(keys, args[i], args[i + 1])
   end
   return {settled, released}
 end
 
 -- near_close with every keep flag '0', for a decision whose writes a full server refused: its
--- pending entries and band records come out, none is settled, and its order numbers end.  It
+-- pending entries and band record come out, none is settled, and its order numbers end.  It
 -- only frees memory, so a full server runs it (allow-oom): the decisions near this one need not
 -- wait out its lease.
 local function near_abandon(keys, args)
-  local groups = group_count(keys, args, 1, 3)
+  local groups = group_count(keys, args, 1, 4)
   if groups == nil then return near_close(keys, args) end  -- near_close names the usage
   local kept = {}
   for i = 1, #args do kept[i] = args[i] end

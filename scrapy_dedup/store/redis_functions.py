@@ -403,7 +403,9 @@ class StoreFunctions:
         """One server: queue :func:`sdd_near_open` over every group of ``items`` and the HMGETs
         of their settled buckets right after. ``enter`` False: a look at the same buckets (the
         tokens are then unused). The function returned turns the replies into (first order
-        number or 0, (settled, pending), band replies per group)."""
+        number or 0, (settled, pending), band replies per group: the settled records under the
+        entries' tags and the decisions in flight sharing one of the group's band entries, as
+        ``sdd_bands_find`` replies for a group's two hashes on a cluster)."""
         sid = rk.scope_digest(scope).hex()
         simhashes = [simhash for simhash, _ in items]
         records = [rk.near_record(simhash, token) for simhash, token in items]
@@ -418,17 +420,20 @@ class StoreFunctions:
             tables.append(table)
         band_args: list[bytes] = []
         for band_keys, entries in bands:
-            keys += band_keys  # settled, then pending: a decision enters the pending one
+            keys.append(band_keys[0])  # the settled hash: the decisions in flight are one record each
             band_args.append(entries)
         tokens = b"".join([token for _, token in items]) if enter else b""
-        pipe.execute_command("FCALL", "sdd_near_open", len(keys), *keys, lease_ms, len(groups), tokens,
+        scope_arg = rk.scope_digest(scope) if bands else b""
+        pipe.execute_command("FCALL", "sdd_near_open", len(keys), *keys, lease_ms, len(groups), tokens, scope_arg,
                              *group_records, *band_args)
         for command in hmgets:
             pipe.execute_command(*command)
 
         def decode(replies: list) -> tuple[int, tuple[list, list], list]:
-            first, pending, found = replies[0]
+            first, pending, settled_bands, in_flight = replies[0]
             near = self._decode_buckets(tables, pending, replies[1 : 1 + len(tables)], simhashes, max_distance)
+            found = [bytes(settled) + flight for settled, flight in
+                     zip(settled_bands, rk.bands_in_flight(in_flight, band_args))]
             return int(first), near, found
 
         return decode
@@ -499,7 +504,7 @@ class StoreFunctions:
         self._queue_bands(pipe, "sdd_bands_add", bands, tokens[0])
         self.queue_near_add_many(pipe, scope, items)
         pipe.execute()
-        first = int(self.client.fcall("sdd_order_take_many", 2, *rk.order_keys(self.prefix), lease_ms, *tokens))
+        first = int(self._call("sdd_order_take_many", rk.order_keys(self.prefix), lease_ms, *tokens))
         return (first, *self.near_read(scope, simhashes, max_distance, bands), None, [])
 
     def queue_near_settle_many(
@@ -531,12 +536,12 @@ class StoreFunctions:
         return decode
 
     def near_close_command(
-        self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]], bands: Sequence[BandGroup] = ()
+        self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]]
     ) -> tuple[tuple, Callable[[Any], list[bool]]]:
         """One server: the call (:func:`sdd_near_close`) that settles ``entries`` (simhash,
-        token, keep, order), takes the pending band records of ``bands`` out (a batch of one)
-        and then ends the order numbers, and the function that turns its reply into, per
-        entry, whether every pending entry was still there."""
+        token, keep, order) and then ends the order numbers, with them the decisions' band
+        records, and the function that turns its reply into, per entry, whether every pending
+        entry was still there."""
         sid = rk.scope_digest(scope).hex()
         records = [rk.near_record(simhash, token) for simhash, token, _, _ in entries]
         groups = self._groups([simhash for simhash, _, _, _ in entries])
@@ -548,10 +553,6 @@ class StoreFunctions:
             members_of.append([i for i, _ in members])
             args += [b"".join([records[i] for i, _ in members]),
                      "".join(["1" if entries[i][2] else "0" for i, _ in members])]
-        args.append(entries[0][1] if bands else b"")  # the token of the band records
-        for band_keys, band_entries in bands:
-            keys.append(band_keys[-1])  # the pending hash
-            args.append(band_entries)
         for _, token, _, order in entries:
             args += [token, order]
         decode_settled = self._settle_decoder(len(entries), members_of)
@@ -565,14 +566,15 @@ class StoreFunctions:
         self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]], bands: Sequence[BandGroup] = ()
     ) -> list[bool]:
         """Settle ``entries`` (simhash, token, keep, order) and take the pending band records
-        of ``bands`` out (a batch of one), then release the order numbers of those whose
-        pending entries were all still there; per entry, whether they were."""
+        of ``bands`` out (a batch of one; on one server they go with the order number), then
+        release the order numbers of those whose pending entries were all still there; per
+        entry, whether they were."""
         if bands and len(entries) != 1:
             raise ValueError("band buckets go with a batch of one decision")
         if self.fused:
             # one call: the release runs after every settle; a reaped decision's order entry is
             # gone already, so releasing it does nothing
-            command, decode = self.near_close_command(scope, entries, bands)
+            command, decode = self.near_close_command(scope, entries)
             return decode(self.client.execute_command(*command))
         settles = [(simhash, token, keep) for simhash, token, keep, _ in entries]
         pipe = self.client.pipeline(transaction=False)

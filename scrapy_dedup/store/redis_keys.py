@@ -19,8 +19,11 @@ key                            holds                                  slots
                                block (2 bytes), value its 16-byte     slots; a decision calls
                                records (SimHash, token)               4 groups, a batch one
                                                                       call per group
-``P:o:{P:o}``, ``P:om:{P:o}``  order counter, decisions in flight     one slot: one INCRBY and
-                                                                      one HSET per batch
+``P:o:{P:o}``, ``P:om:{P:o}``, order counter, decisions in flight     one slot: one INCRBY and
+``P:ob:{P:o}``                 (token -> order and lease), and on one one HSET per batch
+                               server the band entries of each
+                               decision in flight that has them
+                               (token -> scope, entries)
 ``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
 ``P:qz:{q<shard>}``,           holds them (hash), lease deadlines
 ``P:qo:{q<shard>}``            (sorted set), holders' own leases
@@ -32,7 +35,7 @@ key                            holds                                  slots
                                (1 byte) and bucket (2 bytes: 14 bits  calls each group once
                                of the band hash), value its 12-byte   per step
                                records (the band hash's low 4 bytes,
-                               token)
+                               token); pending on a cluster only
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
@@ -518,9 +521,14 @@ def split_near_record(record: bytes) -> tuple[int, bytes]:
     return _U64.unpack(record[:8])[0], record[8:16]
 
 
-def order_keys(prefix: str) -> tuple[str, str]:
+def order_keys(prefix: str) -> tuple[str, str, str]:
+    """(counter, decisions in flight, their band entries on one server): one slot.
+
+    >>> order_keys("p")
+    ('p:o:{p:o}', 'p:om:{p:o}', 'p:ob:{p:o}')
+    """
     tag = f"{{{prefix}:o}}"
-    return f"{prefix}:o:{tag}", f"{prefix}:om:{tag}"
+    return f"{prefix}:o:{tag}", f"{prefix}:om:{tag}", f"{prefix}:ob:{tag}"
 
 
 # -- requests taken by a process ------------------------------------------------------------
@@ -701,6 +709,30 @@ def band_calls(
     entries = b"".join([band_entry(band, band_hash) for band, band_hash in enumerate(bands)])
     width = BAND_ENTRY * (BANDS // BAND_GROUPS)
     return [(hashes[group], entries[at : at + width]) for group, at in enumerate(range(0, len(entries), width))]
+
+
+def bands_in_flight(records: Sequence[bytes], entries_by_group: Sequence[bytes]) -> list[bytes]:
+    """Per band group, the decisions in flight (one server's band records: an 8-byte token, then
+    the entries of every group) that share one of the group's entries in ``entries_by_group``,
+    as :func:`band_found` items of kind 1 (pending).
+
+    >>> mine = [band_entry(0, 5) + band_entry(1, 6), band_entry(2, 7) + band_entry(3, 8)]
+    >>> theirs = b"t" * 8 + band_entry(0, 9) + band_entry(1, 6) + band_entry(2, 1) + band_entry(3, 2)
+    >>> [band_found(found) for found in bands_in_flight([theirs], mine)]
+    [[(1, b'tttttttt')], []]
+    """
+    found = []
+    at = 8
+    for entries in entries_by_group:
+        width = len(entries)
+        group = []
+        for record in records:
+            theirs = record[at : at + width]
+            if any(entries[i : i + BAND_ENTRY] == theirs[i : i + BAND_ENTRY] for i in range(0, width, BAND_ENTRY)):
+                group.append(b"\x01" + record[:8])
+        found.append(b"".join(group))
+        at += width
+    return found
 
 
 def band_found(reply: bytes) -> list[tuple[int, bytes]]:

@@ -382,7 +382,7 @@ class NearDecisions:
     def close_command(self, held: NearHold) -> tuple[tuple, Callable[[Any], None]]:
         """One server: :meth:`close` as one command, to send with others (after the decision's
         writes), and the function to call with its reply."""
-        command, decode = self.fn.near_close_command(held.scope, [held.entry], held.bands)
+        command, decode = self.fn.near_close_command(held.scope, [held.entry])
 
         def check(reply: Any) -> None:
             if not decode(reply)[0]:
@@ -431,7 +431,8 @@ class NearDecisions:
             others = {(fp, t) for fp, t in pending if t != token}
             if bands:
                 # found by band alone: SimHash unknown (None), so a dead one's entries stay
-                # (ignored once its order number is reaped)
+                # (on a cluster, ignored once its order number is reaped; on one server its
+                # band record goes with the number)
                 seen = {t for _, t in others} | {token}
                 for found in band_in_flight:
                     others.update((None, bytes(t)) for t in found if bytes(t) not in seen)
