@@ -307,6 +307,31 @@ def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_pref
     assert fn.client.hlen(band_records) == 0  # its band record went with its order number
 
 
+def test_a_dead_decision_s_band_record_is_reaped_by_any_later_decision(redis_single, redis_prefix):
+    # every decision reads the band records of the decisions in flight: one whose process died
+    # goes with the next decision of its scope once its lease ran out, near it or not
+    fp = 0x0F0F_0F0F_0F0F_0F0F
+    bands = [(1 << 63) | band << 40 | 3 for band in range(32)]
+    ctx = multiprocessing.get_context("fork")
+    proc = ctx.Process(target=_open_and_die, args=(redis_single.url, redis_prefix, fp, bands))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == -signal.SIGKILL
+    fn = StoreFunctions(connect(redis_single.url), redis_prefix)
+    counter, in_flight, band_records = rk.order_keys(redis_prefix)
+    assert fn.client.hlen(band_records) == 1 and fn.client.hlen(in_flight) == 1
+    time.sleep(0.4)  # its lease of 300 ms runs out
+    decisions = NearDecisions(fn, lease_ms=300)
+    far = [(1 << 62) | band << 40 | 5 for band in range(32)]
+    held = decisions.open("", ~fp & 0xFFFF_FFFF_FFFF_FFFF, 3, rk.band_calls(redis_prefix, "", far, ("b", "bp")))
+    assert held.scans == 1  # nothing near it was in flight
+    assert fn.client.hkeys(band_records) == [held.token]  # the dead one's record is gone, its own is in
+    assert fn.client.hkeys(in_flight) == [held.token]
+    assert fn.near_scan("", fp, 3) == (set(), set())  # and so are the dead one's pending entries
+    decisions.close(held)
+    assert fn.client.hlen(band_records) == fn.client.hlen(in_flight) == 0
+
+
 def test_writes_inside_a_hold_reach_the_server_with_its_release(redis_single, redis_prefix):
     mine = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     other = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)

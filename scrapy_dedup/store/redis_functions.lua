@@ -756,17 +756,21 @@ end
 -- lease ms; G; the decisions' 8-byte tokens, concatenated; the 8-byte scope digest ('' without
 -- band groups); per group the 16-byte records of its entries, concatenated; per band group its
 -- entries (a batch of one decision).
--- Enters the records as pending and the decision's band record (the scope, then every band
--- group's entries) in KEYS[3], takes consecutive order numbers for the tokens, then reads.  With
+-- Enters the records as pending and the decision's band record (the scope, its 16-byte record,
+-- then every band group's entries) in KEYS[3], takes consecutive order numbers for the tokens,
+-- then reads.  With
 -- no tokens nothing is entered and no number is taken: the records only name the buckets to
 -- read (a decision's later scans).  Replies {first order number, or 0; per group the pending
 -- records of the entries' buckets, concatenated; per band group the records of its settled
 -- buckets under the entries' tags, as bands_find replies for a settled hash; the band records of
--- the decisions in flight in this scope, each its token then its record (this decision's among
--- them)}.  One band record per decision, not one per band bucket as on a cluster: a decision
+-- the decisions in flight in this scope, each its token then its band entries (this decision's
+-- among them); the 16-byte records of the decisions in this scope reaped by this call}.  One band record per decision, not one per band bucket as on a cluster: a decision
 -- in flight is found by comparing its entries with these, and entering and ending it are one
 -- write each instead of one per band group (a cluster keeps the records in the buckets, so
--- that the work spreads over its masters).  The settled near-duplicate buckets are read with a
+-- that the work spreads over its masters).  As every decision of the scope reads all of them,
+-- one whose lease ran out is reaped here (its order number and band record go), near this one
+-- or not, so that a process that died leaves no record every later decision would read; the
+-- caller takes its pending entries out, as a decision that reaps one does.  The settled near-duplicate buckets are read with a
 -- plain HMGET right after, as near_pending's are.
 local function near_open(keys, args)
   local usage = 'near_open takes a lease, a group count, tokens, a scope, records per group and entries per band group'
@@ -780,7 +784,7 @@ local function near_open(keys, args)
   local band_key, band_arg = 4 + 2 * groups, 5 + groups
   local band_groups = #args - band_arg + 1
   if #(args[3] or '') % 8 ~= 0 or band_groups < 0 or #keys - band_key + 1 ~= band_groups
-      or (band_groups > 0 and #scope ~= 8) then
+      or (band_groups > 0 and (#scope ~= 8 or groups == 0)) then
     return fail(usage)
   end
   if band_groups > 0 and #tokens > 1 then return fail('band buckets go with a batch of one decision') end
@@ -806,14 +810,25 @@ local function near_open(keys, args)
       buckets_write(pending)
     end
   end
-  local in_flight = {}
+  if band_groups > 0 and #tokens > 0 then
+    redis.call('HSET', keys[3], tokens[1], scope .. records[1][1] .. table.concat(args, '', band_arg, #args))
+  end
+  local first = 0
+  if #tokens > 0 then first = take_orders(keys, lease, tokens) end
+  local in_flight, reaped = {}, {}
   if band_groups > 0 then
-    if #tokens > 0 then
-      redis.call('HSET', keys[3], tokens[1], scope .. table.concat(args, '', band_arg, #args))
-    end
-    local all = redis.call('HGETALL', keys[3])
+    local all, now = redis.call('HGETALL', keys[3]), now_ms()
     for i = 1, #all, 2 do
-      if string.sub(all[i + 1], 1, 8) == scope then in_flight[#in_flight + 1] = all[i] .. string.sub(all[i + 1], 9) end
+      local record = all[i + 1]
+      if string.sub(record, 1, 8) == scope then
+        local held = redis.call('HGET', keys[2], all[i])
+        if not held or tonumber(string.match(held, ':(%d+)$')) < now then
+          order_drop(keys, all[i])  -- its lease ran out: its process died
+          reaped[#reaped + 1] = string.sub(record, 9, 24)
+        else
+          in_flight[#in_flight + 1] = all[i] .. string.sub(record, 25)
+        end
+      end
     end
   end
   local found = {}
@@ -822,15 +837,13 @@ local function near_open(keys, args)
     band_matches(redis.call('HMGET', keys[band_key + g - 1], unpack(band_of[g])), args[band_arg + g - 1], '\0', out)
     found[g] = table.concat(out)
   end
-  local first = 0
-  if #tokens > 0 then first = take_orders(keys, lease, tokens) end
   local pending_out = {}
   for g = 1, groups do
     local out = {}
     for i, field in ipairs(fields[g]) do out[i] = pairs_of[g][2].blobs[field] end
     pending_out[g] = table.concat(out)
   end
-  return {first, pending_out, found, in_flight}
+  return {first, pending_out, found, in_flight, reaped}
 end
 
 -- KEYS: the order keys (as near_open's); G (settled, pending) pairs.  ARGV: G; per group the

@@ -399,13 +399,14 @@ class StoreFunctions:
     def _queue_open(
         self, pipe: Any, scope: str, items: Sequence[tuple[int, bytes]], lease_ms: int, max_distance: int,
         bands: Sequence[BandGroup] = (), enter: bool = True,
-    ) -> Callable[[list], tuple[int, tuple[list, list], list]]:
+    ) -> Callable[[list], tuple[int, tuple[list, list], list, list]]:
         """One server: queue :func:`sdd_near_open` over every group of ``items`` and the HMGETs
         of their settled buckets right after. ``enter`` False: a look at the same buckets (the
         tokens are then unused). The function returned turns the replies into (first order
         number or 0, (settled, pending), band replies per group: the settled records under the
         entries' tags and the decisions in flight sharing one of the group's band entries, as
-        ``sdd_bands_find`` replies for a group's two hashes on a cluster)."""
+        ``sdd_bands_find`` replies for a group's two hashes on a cluster; the (simhash, token)
+        of the decisions the call reaped, whose pending entries :meth:`_end_reaped` takes out)."""
         sid = rk.scope_digest(scope).hex()
         simhashes = [simhash for simhash, _ in items]
         records = [rk.near_record(simhash, token) for simhash, token in items]
@@ -429,14 +430,20 @@ class StoreFunctions:
         for command in hmgets:
             pipe.execute_command(*command)
 
-        def decode(replies: list) -> tuple[int, tuple[list, list], list]:
-            first, pending, settled_bands, in_flight = replies[0]
+        def decode(replies: list) -> tuple[int, tuple[list, list], list, list]:
+            first, pending, settled_bands, in_flight, reaped = replies[0]
             near = self._decode_buckets(tables, pending, replies[1 : 1 + len(tables)], simhashes, max_distance)
             found = [bytes(settled) + flight for settled, flight in
                      zip(settled_bands, rk.bands_in_flight(in_flight, band_args))]
-            return int(first), near, found
+            return int(first), near, found, [rk.split_near_record(bytes(record)) for record in reaped]
 
         return decode
+
+    def _end_reaped(self, scope: str, reaped: Sequence[tuple[int, bytes]]) -> None:
+        """Take out the pending entries of decisions whose lease ran out, once their order
+        numbers are gone (as a decision that reaps one it waited for does)."""
+        for simhash, token in reaped:
+            self.near_settle(scope, simhash, token, keep=False)
 
     def near_read(
         self, scope: str, simhashes: Sequence[int], max_distance: int, bands: Sequence[BandGroup] = ()
@@ -447,7 +454,8 @@ class StoreFunctions:
         if self.fused:
             decode = self._queue_open(pipe, scope, [(s, bytes(8)) for s in simhashes], 1, max_distance, bands,
                                       enter=False)
-            _, near, found = decode(pipe.execute())
+            _, near, found, reaped = decode(pipe.execute())
+            self._end_reaped(scope, reaped)
             return near, found
         decode_near = self.queue_near_read(pipe, scope, simhashes, max_distance)
         for keys, entries in bands:
@@ -499,7 +507,9 @@ class StoreFunctions:
             replies = pipe.execute()
             head, replies = replies[: len(first)], replies[len(first) :]
             split = len(replies) - len(reads)
-            return (*decode(replies[:split]), replies[split:], head)
+            order, near, found, reaped = decode(replies[:split])
+            self._end_reaped(scope, reaped)
+            return order, near, found, replies[split:], head
         pipe = self.client.pipeline(transaction=False)
         self._queue_bands(pipe, "sdd_bands_add", bands, tokens[0])
         self.queue_near_add_many(pipe, scope, items)

@@ -23,7 +23,8 @@ key                            holds                                  slots
 ``P:ob:{P:o}``                 (token -> order and lease), and on one one HSET per batch
                                server the band entries of each
                                decision in flight that has them
-                               (token -> scope, entries)
+                               (token -> scope, SimHash record,
+                               entries)
 ``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
 ``P:qz:{q<shard>}``,           holds them (hash), lease deadlines
 ``P:qo:{q<shard>}``            (sorted set), holders' own leases
