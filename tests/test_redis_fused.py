@@ -274,23 +274,32 @@ def test_a_claim_the_hold_answered_goes_with_the_release(redis_single, redis_pre
 
 
 
-def _open_and_die(url, prefix, simhash, bands):
+#: the SimHash and band hashes of the decision a killed process leaves in flight
+DEAD_FP = 0x0F0F_0F0F_0F0F_0F0F
+DEAD_BANDS = [(1 << 63) | band << 40 | 3 for band in range(32)]
+
+
+def _open_and_die(url, prefix):
     fn = StoreFunctions(connect(url), prefix)
-    groups = rk.band_calls(prefix, "", bands, ("b", "bp"))
-    NearDecisions(fn, lease_ms=300).open("", simhash, 3, groups)
+    groups = rk.band_calls(prefix, "", DEAD_BANDS, ("b", "bp"))
+    NearDecisions(fn, lease_ms=300).open("", DEAD_FP, 3, groups)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_prefix):
-    fp = 0x0F0F_0F0F_0F0F_0F0F
-    bands = [(1 << 63) | band << 40 | 3 for band in range(32)]
-    ctx = multiprocessing.get_context("fork")
-    proc = ctx.Process(target=_open_and_die, args=(redis_single.url, redis_prefix, fp, bands))
+def _killed_inside_a_hold(server, prefix) -> StoreFunctions:
+    """A process opens a near hold (lease 300 ms) and is killed in it; the store's functions."""
+    proc = multiprocessing.get_context("fork").Process(target=_open_and_die, args=(server.url, prefix))
     proc.start()
     proc.join(timeout=60)
     assert proc.exitcode == -signal.SIGKILL
-    fn = StoreFunctions(connect(redis_single.url), redis_prefix)
+    fn = StoreFunctions(connect(server.url), prefix)
     assert fn.fused
+    return fn
+
+
+def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_prefix):
+    fp, bands = DEAD_FP, DEAD_BANDS
+    fn = _killed_inside_a_hold(redis_single, redis_prefix)
     settled, pending = fn.near_scan("", fp, 3)
     assert len(pending) == 1 and not settled  # the dead decision's entry, in flight
     band_records = rk.order_keys(redis_prefix)[2]
@@ -310,24 +319,17 @@ def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_pref
 def test_a_dead_decision_s_band_record_is_reaped_by_any_later_decision(redis_single, redis_prefix):
     # every decision reads the band records of the decisions in flight: one whose process died
     # goes with the next decision of its scope once its lease ran out, near it or not
-    fp = 0x0F0F_0F0F_0F0F_0F0F
-    bands = [(1 << 63) | band << 40 | 3 for band in range(32)]
-    ctx = multiprocessing.get_context("fork")
-    proc = ctx.Process(target=_open_and_die, args=(redis_single.url, redis_prefix, fp, bands))
-    proc.start()
-    proc.join(timeout=60)
-    assert proc.exitcode == -signal.SIGKILL
-    fn = StoreFunctions(connect(redis_single.url), redis_prefix)
-    counter, in_flight, band_records = rk.order_keys(redis_prefix)
+    fn = _killed_inside_a_hold(redis_single, redis_prefix)
+    _, in_flight, band_records = rk.order_keys(redis_prefix)
     assert fn.client.hlen(band_records) == 1 and fn.client.hlen(in_flight) == 1
     time.sleep(0.4)  # its lease of 300 ms runs out
     decisions = NearDecisions(fn, lease_ms=300)
     far = [(1 << 62) | band << 40 | 5 for band in range(32)]
-    held = decisions.open("", ~fp & 0xFFFF_FFFF_FFFF_FFFF, 3, rk.band_calls(redis_prefix, "", far, ("b", "bp")))
+    held = decisions.open("", ~DEAD_FP & 0xFFFF_FFFF_FFFF_FFFF, 3, rk.band_calls(redis_prefix, "", far, ("b", "bp")))
     assert held.scans == 1  # nothing near it was in flight
     assert fn.client.hkeys(band_records) == [held.token]  # the dead one's record is gone, its own is in
     assert fn.client.hkeys(in_flight) == [held.token]
-    assert fn.near_scan("", fp, 3) == (set(), set())  # and so are the dead one's pending entries
+    assert fn.near_scan("", DEAD_FP, 3) == (set(), set())  # and so are the dead one's pending entries
     decisions.close(held)
     assert fn.client.hlen(band_records) == fn.client.hlen(in_flight) == 0
 
