@@ -12,6 +12,7 @@ before they reach a model).
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from scrapy_dedup.core.fingerprints import content_hash, hamming, simhash
@@ -22,7 +23,11 @@ from scrapy_dedup.core.urls import normalize_url, url_key
 # while ``import scrapy_dedup.diversify`` still finds the module (in sys.modules).
 from scrapy_dedup.diversify import diversify
 
-__version__ = "0.1.0"
+try:
+    # one version number, pyproject.toml's, as the installed metadata says
+    __version__ = version("scrapy-dedup")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Addon",

@@ -6,7 +6,8 @@ atomic (see :mod:`scrapy_dedup.store.base`) is, and batches are LevelDB write
 batches.  ``scrapy dedup`` commands read a store that no crawl holds (or a
 copy of one).
 
-Key layout (format 3, recorded as ``store_format`` in the store parameters)::
+Key layout (format 4, :data:`~scrapy_dedup.store.base.STORE_FORMAT`, recorded as ``store_format``
+in the store parameters)::
 
     m:params                      JSON parameters (fingerprints, tables, format)
     m:run                         current crawl run number
@@ -39,7 +40,8 @@ Key layout (format 3, recorded as ``store_format`` in the store parameters)::
     m:bands_gen                   next packed band run generation
 
 Both packed indexes are described in :mod:`scrapy_dedup.store.packed_tables`.
-Format 2 kept one key per band per representative (``b<band><scope><hash><cluster>``).
+Format 2 kept one key per band per representative (``b<band><scope><hash><cluster>``); formats
+2 and 3 kept MinHash signatures of 4-byte slots (``scrapy dedup migrate`` brings both to 4).
 """
 
 from __future__ import annotations
