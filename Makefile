@@ -1,10 +1,11 @@
 # Two commands on a fresh machine with python3 and make: `make demo`, `make test`.
+# `make test` also runs a smoke subset against the oldest supported versions (`make test-oldest`).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean redis-server
+.PHONY: demo test test-oldest bench clean redis-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +39,22 @@ redis-server:
 	  exit 1; \
 	fi
 
-test: $(STAMP) redis-server
+test: $(STAMP) redis-server test-oldest
 	$(BIN)/python -m pytest
+
+# The oldest supported versions (tests/oldest.txt: Scrapy 2.13 and the lower bounds of the other
+# dependencies) in a second venv, for the tests marked smoke: real crawls, the commands, the store.
+OLDEST := .venv-oldest
+OLDEST_STAMP := $(OLDEST)/.installed
+
+$(OLDEST_STAMP): pyproject.toml tests/oldest.txt
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST)/bin/python -m pip install --quiet -c tests/oldest.txt -e ".[test]"
+	touch $@
+
+test-oldest: $(OLDEST_STAMP) redis-server
+	$(OLDEST)/bin/python -m pytest -m smoke -q -p no:cacheprovider tests
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
@@ -51,4 +66,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) example_project/.scrapy .pytest_cache
+	rm -rf $(VENV) $(OLDEST) example_project/.scrapy .pytest_cache

@@ -237,6 +237,7 @@ def test_table_is_aligned_and_fits_the_terminal(demo, outside, aliases):
     assert narrow[1].split() == ["url", "canonical_url", "reason", "distance"]
 
 
+@pytest.mark.smoke
 def test_summary_counts_by_kind(demo, outside, provenance, aliases):
     counts = json.loads(ok("summary", "--store", str(demo.store), "--format", "jsonl", cwd=outside))
     reasons = [a["reason"] for a in aliases]
@@ -260,6 +261,7 @@ def test_summary_counts_by_kind(demo, outside, provenance, aliases):
 # -- lookup ---------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_lookup_of_a_tracking_variant_names_its_canonical(demo, outside):
     url = demo.url("/articles/llm-evals.html?utm_source=newsletter&utm_medium=email")
     answer = json.loads(ok("lookup", url, "--store", str(demo.store), "--format", "jsonl", cwd=outside))
@@ -391,6 +393,7 @@ def test_fetch_text_diffs_the_pages_as_served_now(demo):
 # -- finding the store, exit codes, a crawl holding the store -------------------------------
 
 
+@pytest.mark.smoke
 def test_usage_errors_exit_2(demo, outside):
     store = ["--store", str(demo.store)]
     for args in (

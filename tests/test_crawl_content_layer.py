@@ -6,6 +6,9 @@ import pytest
 from crawl_helpers import StoreView, final_documents
 from testing import DemoServer, load_manifest, run_crawl
 
+# also run against the oldest supported Scrapy and dependencies (make test-oldest)
+pytestmark = pytest.mark.smoke
+
 MANIFEST = load_manifest()
 GROUPS = {g["name"]: g for g in MANIFEST["groups"]}
 HOST_RULES = MANIFEST["host_rules"]

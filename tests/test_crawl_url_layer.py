@@ -36,6 +36,7 @@ def fetch_counts(server, requests):
     return counts
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("name", URL_VARIANT_GROUPS)
 def test_each_group_of_url_variants_is_fetched_once(first_crawl, name):
     server, _, requests, _, _, _ = first_crawl
@@ -46,6 +47,7 @@ def test_each_group_of_url_variants_is_fetched_once(first_crawl, name):
     assert counts[keys.pop()] == 1
 
 
+@pytest.mark.smoke
 def test_no_url_is_fetched_twice(first_crawl):
     server, _, requests, _, _, _ = first_crawl
     repeated = {key: n for key, n in fetch_counts(server, requests).items() if n > 1}
@@ -78,6 +80,7 @@ def test_without_host_rules_facets_multiply(tmp_path):
     assert len(shop_fetches) > 2 * len(GROUPS["shop_facets"]["expected_fetch"])
 
 
+@pytest.mark.smoke
 def test_redirect_source_is_an_alias_of_its_target(first_crawl):
     server, result, requests, store, _, _ = first_crawl
     group = GROUPS["redirect"]
@@ -116,6 +119,7 @@ def test_off_host_and_file_canonicals_are_ignored(first_crawl):
     assert not any("other.example.com" in hit.host for hit in server.hits())
 
 
+@pytest.mark.smoke
 def test_canonical_mismatch_keeps_both_pages(first_crawl):
     server, result, _, store, _, _ = first_crawl
     group = GROUPS["canonical_mismatch"]
@@ -125,6 +129,7 @@ def test_canonical_mismatch_keeps_both_pages(first_crawl):
     assert result.stat("dedup/canonical/mismatch") == 1
 
 
+@pytest.mark.smoke
 def test_second_crawl_fetches_only_hub_pages(first_crawl):
     server, _, _, store, second, second_requests = first_crawl
     assert second_requests, "the start page is fetched again"
@@ -168,6 +173,7 @@ def test_disabled_extension_leaves_scrapy_alone(tmp_path):
     assert result.items and all("dedup" not in item for item in result.items)
 
 
+@pytest.mark.smoke
 def test_a_store_held_by_another_process_fails_the_crawl_at_start(tmp_path):
     from scrapy_dedup.store.leveldb import LevelDBStore
 
