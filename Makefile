@@ -1,11 +1,12 @@
 # Two commands on a fresh machine with python3 and make: `make demo`, `make test`.
-# `make test` also runs a smoke subset against the oldest supported versions (`make test-oldest`).
+# `make docs` builds the manual in docs/_build/html; `make test` builds it too (a broken page fails CI)
+# and runs a smoke subset against the oldest supported versions (`make test-oldest`).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-oldest bench clean redis-server
+.PHONY: demo test test-oldest docs bench clean redis-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +14,7 @@ $(BIN)/python:
 # Reinstall when the project's metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,integrations]"
+	$(BIN)/python -m pip install --quiet -e ".[test,integrations,docs]"
 	touch $@
 
 demo: $(STAMP)
@@ -39,7 +40,11 @@ redis-server:
 	  exit 1; \
 	fi
 
-test: $(STAMP) redis-server test-oldest
+# Warnings are errors: a broken link, reference or directive fails the build.
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+
+test: $(STAMP) redis-server docs test-oldest
 	$(BIN)/python -m pytest
 
 # The oldest supported versions (tests/oldest.txt: Scrapy 2.13 and the lower bounds of the other
@@ -66,4 +71,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST) example_project/.scrapy .pytest_cache
+	rm -rf $(VENV) $(OLDEST) example_project/.scrapy .pytest_cache docs/_build

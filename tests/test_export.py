@@ -171,13 +171,16 @@ def test_upserting_the_emitted_items_by_document_id_leaves_one_record_per_docume
     assert {r["document_id"]: r["url"] for r in records}.items() <= {k: v["url"] for k, v in index.items()}.items()
 
 
-def _readme_blocks(containing: str) -> list[str]:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    return [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if containing in b]
+RAG_GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "rag.md"
 
 
-def test_readme_langchain_examples_end_with_one_copy_per_document(crawled, exported, tmp_path):
-    """The README's two LangChain recipes, run as written on a real crawl: the export through the
+def _guide_blocks(containing: str) -> list[str]:
+    guide = RAG_GUIDE.read_text(encoding="utf-8")
+    return [b for b in re.findall(r"```python\n(.*?)```", guide, re.S) if containing in b]
+
+
+def test_guide_langchain_examples_end_with_one_copy_per_document(crawled, exported, tmp_path):
+    """The RAG guide's two LangChain recipes, run as written on a real crawl: the export through the
     indexing API, and the crawl's own feed upserted by ``dedup.document_id``."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_core.vectorstores import InMemoryVectorStore
@@ -190,19 +193,19 @@ def test_readme_langchain_examples_end_with_one_copy_per_document(crawled, expor
     fed_ids = [i["dedup"]["document_id"] for i in result.items if i.get("text")]
     assert len(set(fed_ids)) < len(fed_ids), "the feed has later copies of some documents: upserts replace them"
 
-    (index_block,) = _readme_blocks("index(documents(")
-    (items_block,) = _readme_blocks("def upsert_items(")
+    (index_block,) = _guide_blocks("index(documents(")
+    (items_block,) = _guide_blocks("def upsert_items(")
     exported_store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
     namespace = {"vector_store": exported_store}
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        exec(compile(index_block, "README.md", "exec"), namespace)
+        exec(compile(index_block, str(RAG_GUIDE), "exec"), namespace)
     finally:
         os.chdir(cwd)
     assert {d["metadata"]["document_id"]: d["metadata"]["url"] for d in exported_store.store.values()} == expected
 
     fed_store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
-    exec(compile(items_block, "README.md", "exec"), namespace)
+    exec(compile(items_block, str(RAG_GUIDE), "exec"), namespace)
     namespace["upsert_items"](str(work / "with-text" / "items.jsonl"), fed_store)
     assert {key: d["metadata"]["url"] for key, d in fed_store.store.items()} == expected

@@ -1,4 +1,5 @@
-"""Every dotted path the README documents resolves, to the object the code uses."""
+"""Every dotted path the manual documents resolves, to the object the code uses; the manual's
+layout tree is the package's tree; every request meta key the code uses is documented."""
 
 import re
 from pathlib import Path
@@ -14,11 +15,20 @@ from scrapy_dedup.crawl.pending import PendingDownloaderMiddleware, PendingSpide
 from scrapy_dedup.crawl.pipeline import DedupPipeline
 from scrapy_dedup.crawl.settings import DEFAULTS
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
+from scrapy_dedup.store.base import STORE_FORMAT, DedupStore
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.redis_keys import LAYOUT
 from scrapy_dedup.store.redis_store import RedisStore
 from scrapy_dedup.store.memory import MemoryStore
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def manual_text() -> str:
+    """The README and every page of the manual, as one text."""
+    pages = sorted(p for p in DOCS.rglob("*") if p.suffix in (".md", ".rst") and "_build" not in p.parts)
+    return "\n".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *pages])
 
 #: the documented path -> the object it must be (not a copy: isinstance checks and the add-on rely on it)
 DOCUMENTED = {
@@ -33,17 +43,21 @@ DOCUMENTED = {
     "scrapy_dedup.store.leveldb.LevelDBStore": LevelDBStore,
     "scrapy_dedup.store.memory.MemoryStore": MemoryStore,
     "scrapy_dedup.store.redis_store.RedisStore": RedisStore,
+    # the store interface and the store's format numbers (docs: how it works, contributing)
+    "scrapy_dedup.store.base.DedupStore": DedupStore,
+    "scrapy_dedup.store.base.STORE_FORMAT": STORE_FORMAT,
+    "scrapy_dedup.store.redis_keys.LAYOUT": LAYOUT,
 }
 
 
-def readme_paths() -> set[str]:
+def documented_paths() -> set[str]:
     # dotted paths to a class: a module path, then a capitalised name
-    return set(re.findall(r"\bscrapy_dedup(?:\.[a-z_]+)*\.[A-Z]\w*", README.read_text(encoding="utf-8")))
+    return set(re.findall(r"\bscrapy_dedup(?:\.[a-z_]+)*\.[A-Z]\w*", manual_text()))
 
 
-def test_the_readme_documents_only_paths_this_test_knows():
-    paths = readme_paths()
-    assert paths, "the README names no dotted path"
+def test_the_manual_documents_only_paths_this_test_knows():
+    paths = documented_paths()
+    assert paths, "the manual names no dotted path"
     assert paths <= set(DOCUMENTED), sorted(paths - set(DOCUMENTED))
 
 
@@ -110,9 +124,9 @@ def test_addon_recognises_a_subclass_as_its_component():
     assert settings.getdict("ITEM_PIPELINES") == {MyPipeline: 300}
 
 
-def readme_layout() -> set[str]:
-    """The files and folders the README's "Layout of the code" tree lists, as paths."""
-    text = README.read_text(encoding="utf-8")
+def documented_layout() -> set[str]:
+    """The files and folders the "Layout of the code" tree (docs/contributing.md) lists, as paths."""
+    text = (DOCS / "contributing.md").read_text(encoding="utf-8")
     block = text[text.index("**Layout of the code.**"):]
     block = block[block.index("```text\n") + 8:]
     block = block[: block.index("```")]
@@ -127,8 +141,8 @@ def readme_layout() -> set[str]:
     return paths
 
 
-def test_readme_layout_is_the_tree():
-    root = README.parent
+def test_documented_layout_is_the_tree():
+    root = ROOT
     package = root / "scrapy_dedup"
     tree = {"scrapy_dedup"}
     for path in package.rglob("*.py"):
@@ -137,18 +151,18 @@ def test_readme_layout_is_the_tree():
         relative = path.relative_to(root)
         tree.add(relative.as_posix())
         tree.update(parent.as_posix() for parent in relative.parents if parent.as_posix() != ".")
-    listed = readme_layout()
-    assert sorted(tree - listed) == [], "in the tree, not in the README"
-    assert sorted(listed - tree) == [], "in the README, not in the tree"
+    listed = documented_layout()
+    assert sorted(tree - listed) == [], "in the tree, not in docs/contributing.md"
+    assert sorted(listed - tree) == [], "in docs/contributing.md, not in the tree"
 
 
 def test_every_request_meta_key_the_code_uses_is_documented():
-    package = README.parent / "scrapy_dedup"
+    package = ROOT / "scrapy_dedup"
     used = set()
     for path in package.rglob("*.py"):
         used |= set(re.findall(r"""["'](dont_dedup|dedup_[a-z_]+)["']""", path.read_text(encoding="utf-8")))
-    text = README.read_text(encoding="utf-8")
-    table = text[text.index("Request meta keys."):text.index("## What an item carries")]
+    text = (DOCS / "items-and-stats.md").read_text(encoding="utf-8")
+    table = text[text.index("## Request meta keys"):]
     documented = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
     # "dedup" is the item field and "dedup_store_error" a finish reason, not meta keys
     used -= {"dedup_store_error"}

@@ -1,0 +1,159 @@
+"""The manual in docs/ says what the code does: every setting with its default, every stat key,
+every subcommand, the version and the store format; the release files are where users look."""
+
+from __future__ import annotations
+
+import ast
+import re
+from importlib.metadata import version
+from pathlib import Path
+
+import scrapy_dedup
+from scrapy_dedup.commands.dedup import SUBCOMMANDS
+from scrapy_dedup.crawl.settings import DEFAULTS
+from scrapy_dedup.store.base import STORE_FORMAT
+from scrapy_dedup.store.redis_keys import LAYOUT
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PACKAGE = ROOT / "scrapy_dedup"
+
+
+def package_sources() -> dict[Path, str]:
+    return {p: p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+ENTRY = re.compile(
+    r"^\.\. setting:: (?P<name>\w+)\n\n(?P=name)\n\^+\n\n:Type: (?P<type>.+)\n:Default: ``(?P<default>[^`]*)``",
+    re.M,
+)
+
+
+def documented_settings() -> dict[str, str]:
+    """name -> the default as the settings reference writes it (a Python literal)."""
+    text = (DOCS / "settings.rst").read_text(encoding="utf-8")
+    entries = {m["name"]: m["default"] for m in ENTRY.finditer(text)}
+    # an entry this pattern cannot read (a missing Type or Default) is an error too
+    assert len(entries) == text.count(".. setting::"), "an entry without its heading, :Type: or :Default:"
+    return entries
+
+
+def test_every_setting_has_one_entry_with_its_default():
+    documented = documented_settings()
+    assert sorted(set(DEFAULTS) - set(documented)) == [], "settings without an entry in docs/settings.rst"
+    assert sorted(set(documented) - set(DEFAULTS)) == [], "entries of settings the code does not have"
+    wrong = {name: (written, DEFAULTS[name]) for name, written in documented.items() if ast.literal_eval(written) != DEFAULTS[name]}
+    assert wrong == {}, "documented default != the code's default"
+
+
+def test_every_dedup_setting_named_in_the_code_is_documented():
+    named = set()
+    for text in package_sources().values():
+        named |= set(re.findall(r"\bDEDUP_[A-Z_]*[A-Z]\b", text))
+    assert named, "no DEDUP_ name found in the package"
+    assert sorted(named - set(documented_settings())) == []
+
+
+def test_each_entry_has_an_example():
+    text = (DOCS / "settings.rst").read_text(encoding="utf-8")
+    for block in text.split(".. setting:: ")[1:]:
+        name = block.split("\n", 1)[0]
+        assert "Example::" in block, name
+
+
+# -- stats --------------------------------------------------------------------------------------
+
+STAT_GROUPS = ("url", "doc", "canonical", "frontier", "chunks", "error")
+
+
+def code_stat_patterns() -> set[str]:
+    """Every stat key the crawl counts, as regular expressions (an f-string's field matches any part)."""
+    literal = re.compile(r"""(?:\bf)?["'](?:dedup/)?((?:%s)/[a-z_/{}.\[\]]+)["']""" % "|".join(STAT_GROUPS))
+    keys = set()
+    for path, text in package_sources().items():
+        if "crawl" in path.parts:
+            keys |= {m for m in literal.findall(text) if not m.endswith("/")}
+    return {re.sub(r"\\\{[^}]*\\\}", "[a-z_]+", re.escape(k)) for k in keys}
+
+
+def documented_stats() -> set[str]:
+    text = (DOCS / "items-and-stats.md").read_text(encoding="utf-8")
+    table = text[text.index("## Stats") : text.index("\n## ", text.index("## Stats") + 1)]
+    keys = set()
+    for row in re.findall(r"^\| (.+?) \| .+ \|$", table, re.M):
+        cells = re.findall(r"`([^`]+)`", row)
+        prefix = ""
+        for cell in cells:
+            if cell.startswith("dedup/"):
+                prefix = cell.rsplit("/", 1)[0] + "/"
+                keys.add(cell)
+            elif cell.startswith(".../"):
+                keys.add(prefix + cell[4:])
+            else:  # `dedup/doc/new`, `updated`, ...: the same group
+                keys.add(prefix + cell)
+    return {k[len("dedup/"):] for k in keys}
+
+
+def test_every_stat_key_the_code_counts_is_documented():
+    patterns = code_stat_patterns()
+    # a documented key with a placeholder (`dedup/error/<where>`) stands for any name there
+    documented = {re.sub(r"<[a-z]+>", "x", k) for k in documented_stats()}
+    assert len(patterns) > 30 and len(documented) > 30, (sorted(patterns), sorted(documented))
+    missing = sorted(p for p in patterns if not any(re.fullmatch(p, k) for k in documented))
+    assert missing == [], "counted by the code, not in the stats table"
+    unknown = sorted(k for k in documented if not any(re.fullmatch(p, k) for p in patterns))
+    assert unknown == [], "in the stats table, counted nowhere in the code"
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def test_every_subcommand_is_rendered_from_the_parser():
+    text = (DOCS / "commands.md").read_text(encoding="utf-8")
+    rendered = re.findall(r"^```\{dedup-command\} (\w+)$", text, re.M)
+    assert sorted(rendered) == sorted(SUBCOMMANDS), "one dedup-command directive per subcommand"
+
+
+# -- version, store format, release files -------------------------------------------------------
+
+
+def test_version_is_the_metadata_version():
+    assert scrapy_dedup.__version__ == version("scrapy-dedup")
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'\nversion = "{scrapy_dedup.__version__}"\n' in pyproject
+
+
+def test_changelog_has_this_version_and_its_store_format():
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    section = changelog[changelog.index(f"## [{scrapy_dedup.__version__}]") :]
+    section = section[: section.index("\n## [", 1)]
+    assert f"Store format {STORE_FORMAT}" in section and f"`{LAYOUT}`" in section
+
+
+def test_store_format_table_names_this_version_and_format():
+    page = (DOCS / "how-it-works.md").read_text(encoding="utf-8")
+    table = page[page.index("## Store format and versions") :]
+    row = re.search(r"^\| %s \| (\d+) \| .* \| `([^`]+)` \|$" % re.escape(scrapy_dedup.__version__), table, re.M)
+    assert row, "no row for this version in the store format table"
+    assert (int(row[1]), row[2]) == (STORE_FORMAT, LAYOUT)
+
+
+def test_code_and_docs_agree_on_the_leveldb_format():
+    docstring = (PACKAGE / "store" / "leveldb.py").read_text(encoding="utf-8")
+    assert f"Key layout (format {STORE_FORMAT}," in docstring
+
+
+def test_release_files():
+    assert "BSD 3-Clause License" in (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert 'license = "BSD-3-Clause"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert (PACKAGE / "py.typed").exists()
+
+
+def test_readme_is_the_pitch_and_links_to_the_manual():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    assert 'ADDONS = {"scrapy_dedup.Addon": 500}' in readme and "make demo" in readme and "make test" in readme
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / link).exists(), link
