@@ -71,4 +71,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST) example_project/.scrapy .pytest_cache docs/_build
+	rm -rf $(VENV) $(OLDEST) .venv-wheel example_project/.scrapy .pytest_cache docs/_build dist
