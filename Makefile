@@ -40,9 +40,9 @@ redis-server:
 	  exit 1; \
 	fi
 
-# Warnings are errors: a broken link, reference or directive fails the build.
+# Warnings are errors, nitpicky: a broken link, reference ({setting} too) or directive fails the build.
 docs: $(STAMP)
-	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/python -m sphinx -n -W --keep-going -q -b html docs docs/_build/html
 
 test: $(STAMP) redis-server docs test-oldest
 	$(BIN)/python -m pytest
