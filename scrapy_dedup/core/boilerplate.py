@@ -8,7 +8,7 @@ is on at least ``max(min_pages, ceil(share * pages in the group))`` pages.
 
 The learned set is a function of the set of pages, never of the order they arrived in: counts
 are sums, a page observed again replaces its earlier observation, and the example URL of a key
-is the smallest one. See README "Per-host boilerplate" for how a crawl uses it.
+is the smallest one. See docs/how-it-works.md, "Chunks and boilerplate", for how a crawl uses it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: A paragraph must be on at least this many pages of its group. Measured on random 4-page
-#: samples of three real doc sites (README "Chunks and boilerplate"): with 2, labels and
+#: samples of three real doc sites (docs/benchmarks.md, "Chunks and boilerplate"): with 2, labels and
 #: sentences two pages happen to share took 0.1-2.7% of a small host's text; with 3, at most 0.6%.
 DEFAULT_BOILERPLATE_MIN_PAGES = 3
 #: ... and on at least this share of the group's pages. Measured on the PostgreSQL, Python and

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: Largest chunk, in fingerprint tokens. Measured on the PostgreSQL 15, Python 3.11 and SQLite
-#: docs (benchmarks/bench_chunks.py, README "Chunks and boilerplate"): at 200, at most 0.1% of
+#: docs (benchmarks/bench_chunks.py; docs/benchmarks.md, "Chunks and boilerplate"): at 200, at most 0.1% of
 #: lines are longer and get cut at sentences, 4.2-4.7% of chunks are under 50 words (exact-only),
 #: and a chunk has 1,100-1,270 characters at the median (about 300 subword tokens) and
 #: 2,060-2,310 at p99, about the 512-token input of common embedding models.

@@ -30,7 +30,7 @@ def _default_workers() -> int:
     return os.cpu_count() or 1
 
 
-#: Every setting with its default (the README's settings table lists them all).
+#: Every setting with its default (docs/settings.rst has one entry per setting; tests/test_docs.py checks them).
 DEFAULTS: dict[str, Any] = {
     "DEDUP_ENABLED": True,
     "DEDUP_STORE": None,  # directory; None: <project>/.scrapy/dedup/<spider name>
