@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -118,21 +119,24 @@ def test_lookup_reads_a_deleted_page_as_deleted(deleted):
     answer = json.loads(dedup(store, "lookup", gone, "--format", "jsonl").stdout)
     assert answer["status"] == "deleted" and answer["http_status"] == 404
     assert answer["canonical_url"] is None
+    assert answer["same_document"] == []
     shown = dedup(store, "lookup", gone).stdout
-    assert "deleted, HTTP 404" in shown
+    assert "canonical_url  - (deleted: gone at its last fetch" in shown
+    assert "status         deleted, HTTP 404" in shown
     assert "hub" not in shown and "canonical URL of its document" not in shown
+    assert "Every URL of this document" not in shown
 
 
 def test_provenance_summary_export_and_report_read_a_deleted_page_as_deleted(deleted, tmp_path):
     gone, store = deleted
     rows = [json.loads(line) for line in dedup(store, "provenance", "--format", "jsonl").stdout.splitlines()]
     row = next(r for r in rows if r["url"] == gone)
-    assert row["status"] == "deleted" and row.get("canonical_url") in (None, "")
-    summary = dedup(store, "summary", "--format", "jsonl").stdout
-    assert '"deleted"' in summary
-    exported = dedup(store, "export").stdout
-    assert gone not in exported
+    assert (row["status"], row["canonical_url"], row["http_status"]) == ("deleted", None, 404)
+    summary = dedup(store, "summary").stdout
+    assert re.search(r"Not documents\s+2\s+hub 1, deleted 1", summary)
+    assert re.search(r"Documents\s+5\s", summary)
+    exported = [json.loads(line) for line in dedup(store, "export").stdout.splitlines()]
+    assert len(exported) == 5 and gone not in {record["url"] for record in exported}
     report = tmp_path / "report.html"
     dedup(store, "report", "--html", str(report))
-    html = report.read_text()
-    assert "deleted" in html
+    assert '<tr><td>deleted</td><td class="n">1</td></tr>' in report.read_text()
