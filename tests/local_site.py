@@ -65,12 +65,14 @@ class FileSite:
     ``If-None-Match`` or ``If-Modified-Since`` still holds, a listing for a directory without
     ``index.html``, a 404 for anything missing. Files may change between crawls.
 
-    ``log`` keeps (path, status) of every request answered.
+    ``log`` keeps (path, status) of every request answered, ``bytes_sent`` the bodies' bytes.
     """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.log: list[tuple[str, int]] = []
+        #: bytes of the bodies sent
+        self.bytes_sent = 0
         site = self
         lock = threading.Lock()
 
@@ -79,6 +81,7 @@ class FileSite:
                 status, headers, body = site._answer(unquote(urlsplit(self.path).path), self.headers)
                 with lock:
                     site.log.append((self.path, status))
+                    site.bytes_sent += len(body)
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
