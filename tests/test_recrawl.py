@@ -132,6 +132,8 @@ def test_provenance_summary_export_and_report_read_a_deleted_page_as_deleted(del
     rows = [json.loads(line) for line in dedup(store, "provenance", "--format", "jsonl").stdout.splitlines()]
     row = next(r for r in rows if r["url"] == gone)
     assert (row["status"], row["canonical_url"], row["http_status"]) == ("deleted", None, 404)
+    changed = next(r for r in rows if r["url"] == gone.replace("s2.html", "s1.html"))
+    assert changed["status"] == "updated"
     summary = dedup(store, "summary").stdout
     assert re.search(r"Not documents\s+2\s+hub 1, deleted 1", summary)
     assert re.search(r"Documents\s+5\s", summary)
