@@ -142,3 +142,17 @@ def test_provenance_summary_export_and_report_read_a_deleted_page_as_deleted(del
     report = tmp_path / "report.html"
     dedup(store, "report", "--html", str(report))
     assert '<tr><td>deleted</td><td class="n">1</td></tr>' in report.read_text()
+
+
+@pytest.mark.parametrize(
+    "settings, expected",
+    [({}, {"s4.html": "new"}), ({"DEDUP_REVISIT_AFTER": 0}, {"s1.html": "updated", "s4.html": "new"})],
+    ids=["default", "revisit-after-0"],
+)
+def test_a_recrawl_on_a_redis_store_sees_the_same_changes(tmp_path, redis_single, redis_prefix, settings, expected):
+    store = {"DEDUP_STORE": redis_single.url, "DEDUP_REDIS_PREFIX": redis_prefix}
+    url, first, second, answered = recrawled(tmp_path, {**store, **settings})
+    assert len(first.items) == 5
+    assert statuses(second) == expected
+    assert second.stat("dedup/doc/deleted") == (1 if settings else 0)
+    assert answered["/book/part1.html"] == 200  # the unchanged page that links, asked for in full
