@@ -113,6 +113,7 @@ def test_recrawl_unchanged_updated_and_forgotten(store):
     assert index.ingest(doc("http://h/a", a)).status == "unchanged"
     updated = index.ingest(doc("http://h/a", prose(7)))
     assert updated.status == "updated" and updated.is_representative
+    assert store.get_url("http://h/a").status == "updated"  # the reports read what the item said
     assert store.find_exact("", fingerprint(a).content_hash) is None
     promoted = index.forget("http://h/b", 404)
     assert promoted == "http://h/c"

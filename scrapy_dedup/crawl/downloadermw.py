@@ -1,7 +1,11 @@
 """Downloader middleware: conditional GETs, fetch records, 304s and deletions.
 
 - a document fetched in an earlier run is asked for with ``If-None-Match`` /
-  ``If-Modified-Since``; a 304 counts as unchanged and goes no further;
+  ``If-Modified-Since``; a 304 counts as unchanged and goes no further (a page that
+  links is asked for in full instead: a 304 has no links to follow);
+- with Scrapy's HTTP cache on, every request asks the cache to validate its copy
+  (``Cache-Control: max-age=0``), so that the cache's RFC 2616 policy answers a 304 with
+  the body it keeps;
 - every response is recorded (status, validators, fetch count);
 - a 404 or 410 takes the URL out of its cluster; when it represented the
   cluster, the next member is fetched again and emitted with ``supersedes``.
@@ -42,6 +46,8 @@ class DedupDownloaderMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.state = DedupState.of(crawler)
+        #: Scrapy's HTTP cache is on: every request asks it to validate its copy
+        self.revalidate = crawler.settings.getbool("HTTPCACHE_ENABLED")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupDownloaderMiddleware:
@@ -61,6 +67,11 @@ class DedupDownloaderMiddleware:
                 if request.meta.get("redirect_urls"):
                     await self._record_redirect(request)
             meta = request.meta
+            if self.revalidate:
+                # the frontier decides what is fetched again, not the cache's freshness heuristic
+                # (a month for a page last modified ten months ago): RFC2616Policy then asks the
+                # site, and on a 304 hands its copy, links and all, to the spider
+                request.headers.setdefault("Cache-Control", "max-age=0")
             if meta.get("dedup_start") or meta.get("dedup_promoted") or "If-None-Match" in request.headers:
                 return None
             headers = self.state.frontier.conditional_headers(self.state.key(request.url))

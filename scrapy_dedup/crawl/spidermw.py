@@ -8,7 +8,8 @@
   pipeline can verify the page against it (:mod:`scrapy_dedup.crawl.canonical`);
 - each item is linked to the response that produced it, so the pipeline can
   extract text from a spider that yields plain items;
-- a page that produced no item is a hub: it is fetched again on every run.
+- a page that produced no item is a hub, and one that produced items and requests links:
+  both are fetched again on every run, as new pages appear among their links.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class _Page:
         self.mw = mw
         self.response = response
         self.items = 0
+        self.requests = 0
         canonical = canonical_of(mw.state, response)
         self.source = ItemSource(response, *(canonical or ()))
 
@@ -147,6 +149,7 @@ class _Page:
 
     def element(self, element: Any) -> Any:
         if isinstance(element, Request):
+            self.requests += 1
             return self.mw._request(element)
         if element is not None:
             self.items += 1
@@ -154,9 +157,18 @@ class _Page:
         return element
 
     def epilogue(self) -> None:
-        if self.items or self.response.meta.get("dont_dedup"):
+        response = self.response
+        if response.meta.get("dont_dedup") or response.status >= 400:
+            # an error response (its errback's output) tells nothing of the page: a gone
+            # document stays deleted, never a hub
             return
         state = self.mw.state
+        if self.items:
+            try:
+                state.frontier.mark_links(state.key(response.url), self.requests > 0)
+            except Exception:
+                state.failed("links", "could not record the links of %s", response.url)
+            return
         try:
             key = state.key(self.response.url)
             # an HTML page without items is a hub (links); anything else is an asset

@@ -74,7 +74,9 @@ class Clusters:
         record = self.store.get_url(key)
         return record.url if record is not None else key
 
-    def _found_cluster(self, record: UrlRecord, doc: Document) -> Decision:
+    def _found_cluster(self, record: UrlRecord, doc: Document, status: str = "new") -> Decision:
+        """A cluster of its own for ``record``; ``status``: ``new``, or ``updated`` for a page
+        whose text changed since an earlier run (the record says so, as the item does)."""
         cid = cluster_id_for(doc.scope, record.content_hash)
         # a cluster outlives the content it was named after (its founder may have changed
         # or gone): never take over a live cluster's id
@@ -93,7 +95,7 @@ class Clusters:
         cluster.represent(record)
         record.cluster_id, record.scope = cid, doc.scope
         record.clear_match()
-        record.status = "new"
+        record.status = status
         with self.store.batch() as batch:
             self._write_content(batch, record, doc)
             batch.put_cluster(cluster)  # its representative is its one member: no member set yet
@@ -101,7 +103,7 @@ class Clusters:
             if self._indexable(record):
                 batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), cid)
         return Decision(
-            status="new",
+            status=status,
             url=record.url,
             content_hash=record.content_hash,
             simhash=record.simhash,

@@ -164,8 +164,9 @@ class Frontier:
     def _fetched_before(self, key: str) -> str | None:
         """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again."""
         record = self.store.get_url(key)
-        if record is None or record.fetched_at is None or record.kind == "hub":
-            # hubs are always fetched again: that is where new links appear
+        if record is None or record.fetched_at is None or record.kind == "hub" or record.links:
+            # hubs, and documents that link, are always fetched again: that is where new links
+            # appear, and where the crawl finds its way to the pages below them
             return None
         if record.http_status is not None and record.http_status >= 500:
             return None  # a server error is no answer: ask again
@@ -190,7 +191,9 @@ class Frontier:
         if self._never_fetched.pop(key, 0) is None:
             return {}  # its first request since this frontier found it never scheduled
         record = self.store.get_url(key)
-        if record is None or record.kind != "document" or record.fetch_count == 0:
+        if record is None or record.kind != "document" or record.fetch_count == 0 or record.links:
+            # a page that links is asked for in full: a 304 carries no links, and its links lead
+            # the crawl to the pages below it (an HTTP cache that keeps the body validates it)
             return {}
         headers = {}
         if record.etag:
@@ -267,6 +270,16 @@ class Frontier:
         if record is None or record.kind == kind or record.has_content:
             return
         record.kind, record.status = kind, kind
+        with self.store.batch() as batch:
+            batch.put_url(record)
+
+    def mark_links(self, key: str, links: bool) -> None:
+        """A fetched page that produced an item did (``links``) or did not yield requests:
+        recorded when that changed, as a page that links is fetched again on every run."""
+        record = self.store.get_url(key)
+        if record is None or record.links == links:
+            return
+        record.links = links
         with self.store.batch() as batch:
             batch.put_url(record)
 

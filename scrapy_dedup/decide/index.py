@@ -122,9 +122,10 @@ class ContentIndex(Matching, Clusters, Lifecycle):
             record.tokens = fp.tokens if fp is not None else None
             record.text_length = fp.length if fp is not None else None
             record.canonical_alias = match is not None and match.reason == "rel_canonical"
-            decision = self._found_cluster(record, doc) if match is None else self._join(record, doc, match)
-        if updated and decision.is_representative and decision.status not in ("exact_duplicate", "near_duplicate"):
-            decision.status = "updated"
+            if match is None:
+                decision = self._found_cluster(record, doc, "updated" if updated else "new")
+            else:
+                decision = self._join(record, doc, match)
         decision.canonical = canonical_outcome
         decision.promoted = promoted
         return decision

@@ -29,6 +29,14 @@ EXPLAIN = {
     "redirect": "redirects to the canonical",
 }
 
+#: what a URL whose record holds no document is, by its status
+NO_DOCUMENT = {
+    "deleted": "deleted: gone at its last fetch, it left its document",
+    "hub": "a hub: a page of links that yielded no item",
+    "asset": "a file that yielded no item",
+    "skipped_empty": "a page without text",
+}
+
 
 def lookup(
     store: DedupStore,
@@ -83,7 +91,7 @@ def lookup(
             _hop(record.url, placement.canonical_url, placement.reason, placement.distance, EXPLAIN[placement.reason])
         )
     answer.update(
-        canonical_url=placement.canonical_url or record.url,
+        canonical_url=placement.canonical_url,
         reason=path[0]["reason"] if path else None,
         distance=placement.distance,
         status=record.status,
@@ -110,6 +118,8 @@ def _variant_note(variant: dict) -> str:
 def _same_document(
     store: DedupStore, resolver: Resolver, record: UrlRecord, placement: Any, progress: Progress
 ) -> tuple[list[dict[str, Any]], str | None]:
+    if placement.canonical_url is None:
+        return [], None  # no document: a deleted page, a hub, a page without text
     cluster = resolver.cluster(placement.cluster_id) if placement.cluster_id else None
     members: list[UrlRecord] = []
     if cluster is not None:
@@ -172,11 +182,12 @@ def render_text(a: dict[str, Any], out: TextIO) -> None:
     if not a["known"]:
         out.write("not known to the store: no URL record and no URL variant with this key\n")
         return
-    line("canonical_url", a["canonical_url"])
-    if a["reason"] is None:
-        line("reason", "- (this URL is the canonical URL of its document)")
+    if a["canonical_url"] is None:
+        line("canonical_url", f"- ({NO_DOCUMENT.get(a['status'], 'no document recorded for it')})")
+        line("reason", "-")
     else:
-        line("reason", a["reason"])
+        line("canonical_url", a["canonical_url"])
+        line("reason", a["reason"] or "- (this URL is the canonical URL of its document)")
     for hop in a["path"]:
         d = f", distance {hop['distance']}" if hop["distance"] is not None else ""
         out.write(f"  {hop['from']}\n    -> {hop['reason']}{d}: {hop['note']}\n")
@@ -185,6 +196,8 @@ def render_text(a: dict[str, Any], out: TextIO) -> None:
     line("status", _status(a))
     if a.get("cluster_id"):
         line("cluster", f"{a['cluster_id']}  kept: {a['kept_because']}")
+    if a["canonical_url"] is None:
+        return
     out.write(f"\nEvery URL of this document ({len(a['same_document'])}):\n")
     rows = [{"role": m["reason"] or "canonical", **m} for m in a["same_document"]]
     write_rows(rows, ["role", "url", "distance", "status"], "table", out, shrink=("url",))
