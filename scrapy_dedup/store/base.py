@@ -558,8 +558,8 @@ class DedupStore(abc.ABC):
         return True
 
     def held_pending(self) -> list[str]:
-        """Ids of the owed requests this process holds (a shared store; embedded: none counted)."""
-        return []
+        """Ids of the owed requests this process holds (embedded: all of them)."""
+        return [pending_id for pending_id, _ in self.scan(PENDING)]
 
     def pending_held_elsewhere(self) -> int:
         """Owed requests another process holds (alive, or dead with a lease still running)."""
