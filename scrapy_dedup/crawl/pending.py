@@ -5,13 +5,16 @@ again, as JOBDIR does: Scrapy's request dict, callbacks by name) until its outco
 durable: its response went through the spider, every request the callback yielded was
 recorded (owed in turn, or dropped as known), and every item it yielded was decided.
 A request that fails for good, a redirect whose target is recorded and a 304 settle too.
+One that leaves the crawl any other way (dropped by a middleware: off-site, robots.txt, any
+``IgnoreRequest``; swallowed by one; lost with a callback's exception) is settled when the
+process is next idle, with nothing in flight (``dedup/frontier/left``).
 A run that starts on a store with requests still owed issues them again, next to the
 start requests: a crawl killed at any moment loses nothing.
 
 Two components of the add-on carry the hooks:
 
 - :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
-  owed requests after the start requests, counts the items of each response and settles
+  owed requests after the start requests, settles at idle moments those that left the crawl, counts the items of each response and settles
   the response's request once its output is exhausted and every item has left the
   pipelines (``item_scraped``, ``item_dropped``, ``item_error``); on a shared store it
   marks a page's new links in the frontier and owes them in one round trip, ahead of the
