@@ -209,3 +209,21 @@ def test_a_request_that_leaves_the_crawl_is_settled(site, tmp_path, way, backend
     assert result.stat(spec.stat) > 0, f"no request left the crawl through {way}"
     assert closing_states(result) == ["complete"]
     assert documents(site, result) == sorted({"/plain.html", *spec.documents})
+
+
+@pytest.mark.parametrize("backend", ["leveldb", "redis"])
+def test_owed_requests_a_resumed_run_drops_are_settled(site, tmp_path, backend, request):
+    """A run stopped early leaves requests owed; the next run issues them again, and a filter
+    that changed meanwhile (here allowed_domains) drops them before the dupefilter sees them."""
+    if backend == "redis":
+        store = request.getfixturevalue("redis_single").url
+        extra = {"DEDUP_REDIS_PREFIX": f"test:{uuid.uuid4().hex[:12]}"}
+    else:
+        store, extra = str(tmp_path / "store"), {}
+    first = crawl(site, tmp_path / "first", store, CLOSESPIDER_PAGECOUNT=2, CONCURRENT_REQUESTS=1, **extra)
+    owed = closing_states(first)
+    assert len(owed) == 1 and owed[0].startswith("interrupted: "), owed
+    second = crawl(site, tmp_path / "second", store, spider_args={"allowed": "elsewhere.invalid"}, **extra)
+    assert second.stat("dedup/frontier/resumed") > 0 and second.stat("offsite/filtered") > 0
+    assert closing_states(second) == ["complete"]
+    assert second.stat("dedup/frontier/left") >= int(re.sub(r"\D", "", owed[0]))

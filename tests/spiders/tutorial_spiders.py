@@ -3,7 +3,7 @@ user might add.
 
 ``tutorial`` is a ``CrawlSpider`` that follows every link it extracts and yields every page as
 an item ``{url, title, html}``. It takes its start URL (``-a start_url=``) and allows that URL's
-host name only (``allowed_domains``), so a link to another host is off-site; ``-a raise_on=``
+host name only (``allowed_domains``), so a link to another host is off-site (``-a allowed=`` allows another host instead); ``-a raise_on=``
 makes its callback raise on the pages whose URL contains that text.
 """
 
@@ -20,9 +20,9 @@ class TutorialSpider(CrawlSpider):
     name = "tutorial"
     rules = (Rule(LinkExtractor(), callback="parse_page", follow=True),)
 
-    def __init__(self, start_url: str, raise_on: str = "", **kwargs):
+    def __init__(self, start_url: str, raise_on: str = "", allowed: str = "", **kwargs):
         self.start_urls = [start_url]
-        self.allowed_domains = [urlsplit(start_url).hostname]
+        self.allowed_domains = [allowed or urlsplit(start_url).hostname]
         self.raise_on = raise_on
         super().__init__(**kwargs)
 
