@@ -46,7 +46,7 @@ def nohiredis():
         # the project's own dependencies (no extra: no hiredis), then redis-py alone
         _pip(python, "-e", str(ROOT))
         _pip(python, "--upgrade", "redis")
-        _pip(python, "--target", str(oldest), "--no-deps", OLDEST)
+        _pip(python, "--target", str(oldest), OLDEST)
         stamp.touch()
     probe = subprocess.run(
         [str(python), "-c", "import importlib.util, redis; print(redis.__version__, importlib.util.find_spec('hiredis'))"],
