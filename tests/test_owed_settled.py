@@ -185,6 +185,10 @@ def test_two_processes_with_scrapy_redis_end_complete(site, tmp_path, redis_sing
     assert [closing_states(r) for r in results] == [["complete"], ["complete"]]
     assert sum(r.stat("scheduler/dequeued/redis") for r in results) > PAGES, "the queue was shared"
     assert sum(r.stat("offsite/filtered") for r in results) > PAGES
+    # the off-site links each process held were issued once more, then settled
+    assert sum(r.stat("dedup/frontier/reissued") for r in results) == sum(r.stat("dedup/frontier/left") for r in results)
+    assert sum(r.stat("dedup/frontier/left") for r in results) >= PAGES and not any(
+        r.stat("dedup/frontier/resumed") for r in results)
     # each page emitted by one process only
     assert documents(site, *results) == SITE_DOCUMENTS
 

@@ -286,7 +286,7 @@ class PendingRequests:
         this process's to fetch."""
         return list(self._reissue(self.store.claim_pending()))
 
-    def _reissue(self, claimed: Iterable[tuple[str, bytes]]) -> Iterator[Request]:
+    def _reissue(self, claimed: Iterable[tuple[str, bytes]], stat: str = "frontier/resumed") -> Iterator[Request]:
         state = self.state
         spider = state.crawler.spider
         for pending_id, blob in claimed:
@@ -316,7 +316,7 @@ class PendingRequests:
                     # of this run that links to it does not fetch it a second time (a process
                     # of this run that died marked it already)
                     state.frontier.mark(request.url, state.key(request.url))
-            state.inc("frontier/resumed")
+            state.inc(stat)
             yield request
 
 
@@ -415,7 +415,7 @@ class PendingSpiderMiddleware:
             )
         if again:
             claimed = [(i, blob) for i in sorted(again) if (blob := store.get(PENDING, i)) is not None]
-            self._issue(list(self.pending._reissue(claimed)),
+            self._issue(list(self.pending._reissue(claimed, "frontier/reissued")),
                         "issuing again %d pending requests this process holds and no process fetches")
         return len(held - left)
 
