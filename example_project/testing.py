@@ -70,6 +70,7 @@ def run_crawl(
     spider_args: dict[str, str] | None = None,
     timeout: float = 300,
     check: bool = True,
+    python: str = sys.executable,
 ) -> CrawlResult:
     """Run ``scrapy crawl <spider>`` in the example project and return its items and stats.
 
@@ -77,7 +78,8 @@ def run_crawl(
     dedup store ``out_dir/store`` unless ``settings`` has DEDUP_STORE (None = the
     project default, .scrapy/dedup/<spider>). Re-using ``out_dir`` re-uses the store,
     which is how re-crawls are tested. Non-string setting values are passed as JSON
-    (read them with ``settings.getdict()``/``getlist()``). ``dedup=False`` sets
+    (read them with ``settings.getdict()``/``getlist()``). ``python``: the interpreter to run it
+    with (another virtualenv's). ``dedup=False`` sets
     ``ADDONS={}`` (plain Scrapy). With ``check`` a failed crawl raises AssertionError
     with the end of the log.
     """
@@ -89,7 +91,7 @@ def run_crawl(
     if not dedup:
         all_settings["ADDONS"] = {}
     all_settings.update(settings or {})
-    cmd = [sys.executable, "-m", "scrapy", "crawl", spider, "-a", f"start_url={start_url}", "-O", str(items_path)]
+    cmd = [python, "-m", "scrapy", "crawl", spider, "-a", f"start_url={start_url}", "-O", str(items_path)]
     for name, value in (spider_args or {}).items():
         cmd += ["-a", f"{name}={value}"]
     for name, value in all_settings.items():

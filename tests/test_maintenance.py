@@ -7,17 +7,22 @@ done to its files the way a crash, a full disk or a careless copy does it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import plyvel
 import pytest
 from crawl_helpers import dedup
 
-from scrapy_dedup.core.records import Cluster
+from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store import maintenance
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.migrate import migrate_store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-0.1.0" / "store"
@@ -155,3 +160,94 @@ def test_check_registry_is_open():
     assert list(maintenance.CHECKS)[:2] == ["clusters", "records"]
     assert "pending requests" in maintenance.CHECKS
     assert os.path.exists(FIXTURE / "CURRENT")
+
+
+# -- every backend ---------------------------------------------------------------------------
+
+DOCS = [
+    {"url": "http://site.example/a", "text": "Rivers carry sediment from the hills down to the sea, " * 6},
+    {"url": "http://site.example/a-copy", "text": "Rivers carry sediment from the hills down to the sea, " * 6},
+    {"url": "http://site.example/b", "text": "A lighthouse keeper logs the weather every night at ten, " * 6},
+]
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+@pytest.fixture(params=["leveldb", "redis"])
+def ingested(request, tmp_path):
+    """A store on each backend that the CLI reads, filled by ``scrapy dedup ingest``: its CLI
+    arguments and a way to open it."""
+    if request.param == "redis":
+        from scrapy_dedup.store.redis_store import RedisStore
+
+        url, prefix = request.getfixturevalue("redis_single").url, f"test:{uuid.uuid4().hex[:12]}"
+        where = ["--store", url, "--redis-prefix", prefix]
+
+        def open_store():
+            return RedisStore.open_existing(url, prefix=prefix)
+    else:
+        path = str(tmp_path / "store")
+        where = ["--store", path]
+
+        def open_store():
+            return LevelDBStore.open_existing(path)
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(doc) + "\n" for doc in DOCS))
+    proc = _cli(tmp_path, "ingest", str(docs), *where)
+    assert proc.returncode == 0, proc.stderr
+    return request.param, where, open_store
+
+
+def test_check_works_on_every_backend(ingested, tmp_path):
+    backend, where, open_store = ingested
+    proc = _cli(tmp_path, "check", *where)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "consistent"
+    assert any(line.startswith("clusters") and " 2 checked" in line for line in lines)
+    assert any(line.startswith("records") and " 3 checked" in line for line in lines)
+    # a record that points at a cluster that does not exist
+    with open_store() as store:
+        record = store.get_url("http://site.example/b")
+        record.cluster_id = "00000000000000bb"
+        with store.batch() as batch:
+            batch.put_url(record)
+    proc = _cli(tmp_path, "check", *where)
+    assert proc.returncode == 1
+    # its cluster lists a member that points elsewhere; the record points at a dead cluster
+    assert "inconsistent: 2 problem(s)" in proc.stdout, proc.stdout
+    assert "points to a cluster that does not exist" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    # the advice names repair only where repair works
+    assert ("scrapy dedup repair" in proc.stdout) is (backend == "leveldb")
+
+
+def test_repair_on_redis_says_in_one_line_what_it_offers_instead(ingested, tmp_path):
+    backend, where, _ = ingested
+    proc = _cli(tmp_path, "repair", *where)
+    if backend == "leveldb":
+        assert proc.returncode == 0, proc.stderr
+        assert "3 URL records kept" in proc.stdout
+        return
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("scrapy dedup: repair salvages a LevelDB store's files")
+    assert "redis-check-aof" in proc.stderr and "`scrapy dedup check`" in proc.stderr
+
+
+def test_check_of_a_memory_store_runs_the_checks_its_tables_allow():
+    store = MemoryStore("mem-check", {"test": 1})
+    try:
+        with store.batch() as batch:
+            batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", cluster_id="00000000000000aa"))
+        result = maintenance.check_store(store)
+        assert result.problems == {"records": 1}
+        assert "exact index" in result.ran and not result.repairable
+        assert result.skipped == ["simhash tables", "bands"]  # LevelDB's own keys
+    finally:
+        MemoryStore.discard("mem-check")

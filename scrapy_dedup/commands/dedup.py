@@ -163,8 +163,7 @@ class Command(ScrapyCommand):
             raise
         except StoreError as exc:
             damaged = opts.subcommand == "check" and not isinstance(exc, StoreWriteError)
-            hint = "; `scrapy dedup repair` salvages a damaged store" if damaged else ""
-            self._fail(" ".join(str(exc).split()) + hint)
+            self._fail(" ".join(str(exc).split()) + self._repair_hint(opts, damaged))
         except BrokenPipeError:
             # the reader went away (`| head`): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -173,8 +172,23 @@ class Command(ScrapyCommand):
         except Exception as exc:  # noqa: BLE001 - a store that cannot be read is a one-line error
             if opts.pdb:
                 raise
-            hint = "; `scrapy dedup repair` salvages a damaged store" if opts.subcommand == "check" else ""
+            hint = self._repair_hint(opts, opts.subcommand == "check")
             self._fail(f"cannot read the store: {_reason(exc)}{hint}")
+
+    def _repair_hint(self, opts: argparse.Namespace, damaged: bool) -> str:
+        """The advice after a store that cannot be read: repair, where it applies (LevelDB)."""
+        if not damaged or self._on_redis(opts):
+            return ""
+        return "; `scrapy dedup repair` salvages a damaged store"
+
+    def _on_redis(self, opts: argparse.Namespace) -> bool:
+        from scrapy_dedup.reports.store import store_path
+        from scrapy_dedup.store import is_redis_url
+
+        try:
+            return is_redis_url(store_path(self.settings, opts.store, opts.spider))
+        except Exception:  # noqa: BLE001 - no store named: not a Redis one
+            return False
 
     def _fail(self, reason: str, code: int = 1) -> None:
         print(f"scrapy dedup: {reason}", file=sys.stderr)
@@ -328,6 +342,8 @@ class Command(ScrapyCommand):
 
         config = self._config(opts)
         kwargs = {"min_tokens": config.min_tokens, "authority": tuple(config.authority)}
+        if opts.subcommand == "repair" and self._on_redis(opts):
+            return self._fail(maintenance.NOT_REPAIRABLE)
         try:
             path = store_path(self.settings, opts.store, opts.spider)
             if opts.subcommand == "migrate":
@@ -411,6 +427,8 @@ class Command(ScrapyCommand):
 
         if opts.store:
             self.settings.set("DEDUP_STORE", opts.store, priority="cmdline")
+        if opts.redis_prefix:
+            self.settings.set("DEDUP_REDIS_PREFIX", opts.redis_prefix, priority="cmdline")
         config = self._config(opts)
         settled = None
         if not config.store:

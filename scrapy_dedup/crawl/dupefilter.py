@@ -104,7 +104,7 @@ class DedupDupeFilter(BaseDupeFilter):
             if offer is not None:
                 state.pending.withdraw(request)
             if source is not None:
-                state.pending.settle_id(source)  # redirected to a URL already known: recorded
+                state.pending.settle_ids([source])  # redirected to a URL already known: recorded
         except StoreWriteError as exc:
             state.store_failed(exc)
             return True  # the crawl is stopping: fetch nothing more

@@ -5,13 +5,16 @@ again, as JOBDIR does: Scrapy's request dict, callbacks by name) until its outco
 durable: its response went through the spider, every request the callback yielded was
 recorded (owed in turn, or dropped as known), and every item it yielded was decided.
 A request that fails for good, a redirect whose target is recorded and a 304 settle too.
+One that leaves the crawl any other way (dropped by a middleware: off-site, robots.txt, any
+``IgnoreRequest``; swallowed by one; lost with a callback's exception) is settled when the
+process is next idle, with nothing in flight (``dedup/frontier/left``).
 A run that starts on a store with requests still owed issues them again, next to the
 start requests: a crawl killed at any moment loses nothing.
 
 Two components of the add-on carry the hooks:
 
 - :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
-  owed requests after the start requests, counts the items of each response and settles
+  owed requests after the start requests, settles at idle moments those that left the crawl, counts the items of each response and settles
   the response's request once its output is exhausted and every item has left the
   pipelines (``item_scraped``, ``item_dropped``, ``item_error``); on a shared store it
   marks a page's new links in the frontier and owes them in one round trip, ahead of the
@@ -36,6 +39,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.request import request_from_dict
 from twisted.internet import task
 
+from scrapy_dedup.crawl.canonical import crawl_closing
 from scrapy_dedup.crawl.held import held_back, held_back_async
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.store.base import PENDING, OweOffer, StoreError
@@ -170,9 +174,10 @@ class PendingRequests:
             if pending_id is not None:
                 batch.settle_pending(pending_id)
 
-    def settle_id(self, pending_id: str) -> None:
+    def settle_ids(self, pending_ids: Iterable[str]) -> None:
         with self.store.batch() as batch:
-            batch.settle_pending(pending_id)
+            for pending_id in pending_ids:
+                batch.settle_pending(pending_id)
 
     def _serialize(self, request: Request) -> bytes | None:
         try:
@@ -281,7 +286,7 @@ class PendingRequests:
         this process's to fetch."""
         return list(self._reissue(self.store.claim_pending()))
 
-    def _reissue(self, claimed: Iterable[tuple[str, bytes]]) -> Iterator[Request]:
+    def _reissue(self, claimed: Iterable[tuple[str, bytes]], stat: str = "frontier/resumed") -> Iterator[Request]:
         state = self.state
         spider = state.crawler.spider
         for pending_id, blob in claimed:
@@ -298,7 +303,7 @@ class PendingRequests:
                         type(exc).__name__,
                         exc,
                     )
-                self.settle_id(pending_id)
+                self.settle_ids([pending_id])
                 continue
             owed_in = request.meta.get(META_RUN)
             request.meta[META_PENDING] = pending_id
@@ -311,7 +316,7 @@ class PendingRequests:
                     # of this run that links to it does not fetch it a second time (a process
                     # of this run that died marked it already)
                     state.frontier.mark(request.url, state.key(request.url))
-            state.inc("frontier/resumed")
+            state.inc(stat)
             yield request
 
 
@@ -359,32 +364,60 @@ class PendingSpiderMiddleware:
             self.state.crawler.engine.crawl(request)
 
     def _idle(self, spider=None) -> None:
-        store = self.state.store
-        if store is None or not store.shared or self.state.store_broken:
+        state = self.state
+        store = state.store
+        if store is None or state.store_broken or crawl_closing(state.crawler):
             return
-        self._take_over_abandoned()
         try:
-            stalled = self._stalled(store)
-            elsewhere = store.pending_held_elsewhere()
+            waiting = self._settle_left(store)
+            elsewhere = 0
+            if store.shared:
+                self._take_over_abandoned()
+                elsewhere = store.pending_held_elsewhere()
         except Exception:
-            self.state.failed("resume", "could not count the pending requests of the shared store")
+            state.failed("resume", "could not count the pending requests of the store")
             return
-        self._issue(stalled, "issuing again %d pending requests this process holds and no process fetches")
-        if elsewhere or stalled:
+        if waiting or elsewhere:
             # other processes still owe requests: if one of them dies, its requests are ours
             # to fetch once its leases run out
-            raise DontCloseSpider(f"{elsewhere} requests owed by other processes")
+            raise DontCloseSpider(f"{waiting} requests owed here, {elsewhere} by other processes")
 
-    def _stalled(self, store: Any) -> list[Request]:
-        """Requests this idle process holds, still held at its previous idle moment: none of
-        its own is in flight, so a process that took one from a shared queue died before it
-        held it (each is issued again once)."""
+    def _settle_left(self, store: Any) -> int:
+        """Settle the owed requests that left the crawl without an outcome; returns how many
+        this process still holds, to look at again at its next idle moment.
+
+        An idle process has nothing in flight: a request it holds now was dropped on its way
+        (off-site, robots.txt, an ``IgnoreRequest`` or an exception anywhere, a middleware that
+        swallowed it) without its outcome being recorded, and nothing will fetch it.  A shared
+        queue (scrapy-redis) is the exception: it hands a request to whichever process pops it,
+        which holds it a moment later.  So on a shared store a request left only when this
+        process held it at two idle moments in a row; it is issued once more first, in case the
+        process that popped it died before holding it, and settled when held again after that.
+        """
+        if not self.state.crawler.engine.spider_is_idle():
+            return 0  # another handler of this idle moment issued requests: not idle any more
         held = set(store.held_pending())
-        stalled = (held & self._held_when_idle) - self._reissued
-        self._held_when_idle = held
-        self._reissued |= stalled
-        claimed = [(i, blob) for i in sorted(stalled) if (blob := store.get(PENDING, i)) is not None]
-        return list(self.pending._reissue(claimed))
+        if store.shared:
+            twice = held & self._held_when_idle
+            left = twice & self._reissued
+            again = twice - self._reissued
+            self._held_when_idle = held - left
+            self._reissued |= again
+        else:
+            left, again = held, set()
+        if left:
+            self.pending.settle_ids(sorted(left))
+            self.state.inc("frontier/left", len(left))
+            logger.info(
+                "settled %d pending requests that left the crawl without a response "
+                "(dropped by a middleware, or lost by the spider); see dedup/frontier/left",
+                len(left),
+            )
+        if again:
+            claimed = [(i, blob) for i in sorted(again) if (blob := store.get(PENDING, i)) is not None]
+            self._issue(list(self.pending._reissue(claimed, "frontier/reissued")),
+                        "issuing again %d pending requests this process holds and no process fetches")
+        return len(held - left)
 
     def _closed(self, spider=None) -> None:
         if self._take_over is not None and self._take_over.running:

@@ -320,6 +320,10 @@ class DedupStore(abc.ABC):
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         """Every (key, value) of a table, in no particular order (a report sorts what it shows)."""
 
+    def scannable(self, table: str) -> bool:
+        """Whether :meth:`scan` lists ``table`` (a backend may key a table by digests instead)."""
+        return True
+
     @abc.abstractmethod
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
         """Store ``value`` unless ``key`` holds one; return the value already there (atomic)."""
@@ -558,8 +562,8 @@ class DedupStore(abc.ABC):
         return True
 
     def held_pending(self) -> list[str]:
-        """Ids of the owed requests this process holds (a shared store; embedded: none counted)."""
-        return []
+        """Ids of the owed requests this process holds (embedded: all of them)."""
+        return [pending_id for pending_id, _ in self.scan(PENDING)]
 
     def pending_held_elsewhere(self) -> int:
         """Owed requests another process holds (alive, or dead with a lease still running)."""

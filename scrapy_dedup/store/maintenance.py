@@ -1,14 +1,15 @@
-"""Checking and repairing a LevelDB store: ``scrapy dedup check`` and ``scrapy dedup repair``.
+"""Checking and repairing a store: ``scrapy dedup check`` and ``scrapy dedup repair``.
 
-The URL records (``u:``) are the source of truth; everything else that points at a cluster is
+The URL records are the source of truth; everything else that points at a cluster is
 derived from them: the clusters and their memberships, the exact, raw and near-duplicate indexes,
 the MinHash signatures and texts kept for documents.  ``check_store`` verifies that the derived
-keys agree with the records; ``repair_store`` runs LevelDB's own repair (which salvages what the
-table files and logs still hold) and then rebuilds every derived index from the URL records.
+records agree with the URL records, on any backend, through the store's interface; the packed
+near-duplicate tables and memberships of clusters that no longer exist are read from LevelDB's
+keys (:mod:`scrapy_dedup.store.leveldb`), on that backend only.  ``repair_store`` runs LevelDB's
+own repair (which salvages what the table files and logs still hold) and then rebuilds every
+derived index from the URL records: LevelDB only (see :data:`NOT_REPAIRABLE`).
 
-Checks are registered in :data:`CHECKS` (name -> function), so a new kind of key brings its own.
-Both read the backend's keys directly: the key layout is described in
-:mod:`scrapy_dedup.store.leveldb`.
+Checks are registered in :data:`CHECKS` (name -> function), so a new kind of record brings its own.
 """
 
 from __future__ import annotations
@@ -28,12 +29,31 @@ from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.core.representative import Candidate, choose_representative
-from scrapy_dedup.store.base import OLDEST_MIGRATABLE, STORE_FORMAT, StoreError
+from scrapy_dedup.store.base import (
+    CHUNKS,
+    CHUNK_EXACT,
+    EXACT,
+    MEMBERS,
+    MINHASH,
+    OLDEST_MIGRATABLE,
+    PENDING,
+    RAW,
+    STORE_FORMAT,
+    TEXT,
+    DedupStore,
+    StoreError,
+)
 from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
 from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
+#: what ``scrapy dedup repair`` says of a store it cannot repair (a Redis one)
+NOT_REPAIRABLE = (
+    "repair salvages a LevelDB store's files; a Redis store has none of its own: a batch a process "
+    "left half-applied is finished by the next process that opens it, `scrapy dedup check` reads it "
+    "in place, and the server's files are checked with redis-check-rdb / redis-check-aof"
+)
 _ENTRY = struct.Struct("<QQQ")
 
 
@@ -46,6 +66,12 @@ class CheckResult:
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     #: leftovers the store reads correctly (shown, not problems)
     notes: Counter = field(default_factory=Counter)
+    #: the checks run, in order, and those the backend does not allow (its records keyed by
+    #: digests, which cannot be listed)
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    #: whether ``scrapy dedup repair`` can repair the store (LevelDB)
+    repairable: bool = True
 
     @property
     def consistent(self) -> bool:
@@ -60,33 +86,49 @@ class CheckResult:
 class _View:
     """What the checks share: the store's records and clusters, read once."""
 
-    def __init__(self, store: LevelDBStore) -> None:
+    def __init__(self, store: DedupStore) -> None:
         self.store = store
-        self.db = store._db
+        #: LevelDB's keys, for the checks of what only that backend has; None on another
+        self.db = store._db if isinstance(store, LevelDBStore) else None
         self.records: dict[str, UrlRecord] = {r.key: r for r in store.iter_urls()}
         self.clusters: dict[str, Cluster] = {c.cluster_id: c for c in store.iter_clusters()}
         self.members: dict[str, set[str]] = defaultdict(set)
-        for key in self.db.iterator(prefix=b"k:", include_value=False):
-            cid, _, member = key[2:].decode().partition(":")
-            self.members[cid].add(member)
+        if self.db is not None:  # every member set, a dead cluster's too
+            for key in self.db.iterator(prefix=b"k:", include_value=False):
+                cid, _, member = key[2:].decode().partition(":")
+                self.members[cid].add(member)
+        else:
+            for cid in self.clusters:
+                self.members[cid].update(key for key, _ in store.set_members(MEMBERS, cid))
         for cid, cluster in self.clusters.items():  # a cluster's record names one member
             self.members[cid].add(cluster.representative)
 
-    def keys(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self.db.iterator(prefix=prefix)
+    def keys(self, table: str) -> Iterator[tuple[str, bytes]]:
+        return self.store.scan(table)
 
 
 Check = Callable[[_View, CheckResult], None]
 #: name -> check, run in this order
 CHECKS: dict[str, Check] = {}
+#: name -> the tables a check scans (a backend that cannot scan one skips it), or None for a
+#: check of LevelDB's own keys, run on that backend only
+SCANS: dict[str, tuple[str, ...] | None] = {}
 
 
-def register_check(name: str) -> Callable[[Check], Check]:
+def register_check(name: str, scans: tuple[str, ...] | None = ()) -> Callable[[Check], Check]:
     def add(check: Check) -> Check:
         CHECKS[name] = check
+        SCANS[name] = scans
         return check
 
     return add
+
+
+def _runs_on(name: str, view: _View) -> bool:
+    scans = SCANS[name]
+    if scans is None:
+        return view.db is not None
+    return all(view.store.scannable(table) for table in scans)
 
 
 @register_check("clusters")
@@ -117,29 +159,29 @@ def _check_records(view: _View, result: CheckResult) -> None:
             result.problem("records", f"{key} points to cluster {record.cluster_id}, which does not list it")
 
 
-@register_check("exact index")
+@register_check("exact index", (EXACT,))
 def _check_exact(view: _View, result: CheckResult) -> None:
     """Entries point at live clusters.  A claim whose cluster was never written (the decision
     that claimed the text did not complete: a crash, a full disk) is read as no entry by the
     index; it is counted apart, and ``repair`` removes it."""
     claimed = {r.cluster_id for r in view.records.values() if r.cluster_id is not None}
-    for key, value in view.keys(b"h:"):
+    for key, value in view.keys(EXACT):
         result.checked["exact index"] += 1
         cid = value.decode()
         if cid in view.clusters:
             continue
         if cid in claimed:
-            result.problem("exact index", f"{key.decode(errors='replace')} points to a dead cluster {cid}")
+            result.problem("exact index", f"{key} points to a dead cluster {cid}")
         else:
             result.notes["stale exact claims"] += 1
 
 
-@register_check("raw index")
+@register_check("raw index", (RAW,))
 def _check_raw(view: _View, result: CheckResult) -> None:
-    for key, value in view.keys(b"r:"):
+    for key, value in view.keys(RAW):
         result.checked["raw index"] += 1
         if value.decode() not in view.records:
-            result.problem("raw index", f"{key.decode(errors='replace')} points to an unknown URL key {value.decode()}")
+            result.problem("raw index", f"{key} points to an unknown URL key {value.decode()}")
 
 
 def _packed(name: str, index: str) -> Check:
@@ -155,15 +197,14 @@ def _packed(name: str, index: str) -> Check:
     return check
 
 
-register_check("simhash tables")(_packed("simhash tables", "_tables"))
-register_check("bands")(_packed("bands", "_bands"))
+register_check("simhash tables", None)(_packed("simhash tables", "_tables"))
+register_check("bands", None)(_packed("bands", "_bands"))
 
 
-def _orphans(prefix: bytes, what: str) -> Check:
+def _orphans(table: str, what: str) -> Check:
     def check(view: _View, result: CheckResult) -> None:
-        for key in view.db.iterator(prefix=prefix, include_value=False):
+        for url_key, _ in view.keys(table):
             result.checked[what] += 1
-            url_key = key[len(prefix):].decode()
             record = view.records.get(url_key)
             if record is None or record.cluster_id is None:
                 result.problem(what, f"{what[:-1]} of {url_key}, which is not a document")
@@ -171,17 +212,14 @@ def _orphans(prefix: bytes, what: str) -> Check:
     return check
 
 
-register_check("minhashes")(_orphans(b"n:", "minhashes"))
-register_check("texts")(_orphans(b"x:", "texts"))
+register_check("minhashes", (MINHASH,))(_orphans(MINHASH, "minhashes"))
+register_check("texts", (TEXT,))(_orphans(TEXT, "texts"))
 
 
-@register_check("pending requests")
+@register_check("pending requests", (PENDING,))
 def _check_pending(view: _View, result: CheckResult) -> None:
     """Every request still owed can be issued again (a dict Scrapy's request_from_dict takes)."""
-    iter_pending = getattr(view.store, "iter_pending", None)
-    if iter_pending is None:
-        return
-    for key, raw in iter_pending():
+    for key, raw in view.store.iter_pending():
         result.checked["pending requests"] += 1
         try:
             request = pickle.loads(raw)  # noqa: S301 - the store's own writes
@@ -192,7 +230,7 @@ def _check_pending(view: _View, result: CheckResult) -> None:
             result.problem("pending requests", f"the pending request of {key} does not deserialize")
 
 
-@register_check("chunks")
+@register_check("chunks", (CHUNKS, CHUNK_EXACT))
 def _check_chunks(view: _View, result: CheckResult) -> None:
     """Chunk records (DEDUP_CHUNKS) belong to representatives, and every chunk exact entry names a
     chunk a record holds. Before the statuses are settled (a crawl cut short) leftovers are
@@ -200,9 +238,8 @@ def _check_chunks(view: _View, result: CheckResult) -> None:
     owed = bool(view.store.get_meta("chunks_owed"))
     reps = {c.representative for c in view.clusters.values()}
     held: dict[str, set[str]] = {}
-    for key, value in view.keys(b"C:"):
+    for url_key, value in view.keys(CHUNKS):
         result.checked["chunks"] += 1
-        url_key = key[2:].decode()
         try:
             held[url_key] = {row[0] for row in json.loads(value)["chunks"]}
         except (ValueError, KeyError, TypeError, IndexError):
@@ -213,21 +250,26 @@ def _check_chunks(view: _View, result: CheckResult) -> None:
                 result.notes["chunk records to settle"] += 1
             else:
                 result.problem("chunks", f"chunks of {url_key}, which represents no document")
-    for key, value in view.keys(b"H:"):
+    for key, value in view.keys(CHUNK_EXACT):
         result.checked["chunk exact index"] += 1
         url_key, _, chunk_id = value.decode().rpartition("\0")
         if chunk_id not in held.get(url_key, ()):
             if owed:
                 result.notes["chunk claims to settle"] += 1
             else:
-                result.problem("chunk exact index", f"{key.decode(errors='replace')} names a chunk no record holds")
+                result.problem("chunk exact index", f"{key} names a chunk no record holds")
 
 
-def check_store(store: LevelDBStore) -> CheckResult:
+def check_store(store: DedupStore) -> CheckResult:
     result = CheckResult()
     view = _View(store)
-    for check in CHECKS.values():
-        check(view, result)
+    for name, check in CHECKS.items():
+        if _runs_on(name, view):
+            result.ran.append(name)
+            check(view, result)
+        else:
+            result.skipped.append(name)
+    result.repairable = view.db is not None
     return result
 
 
@@ -394,14 +436,18 @@ def _cluster_of(cid: str, members: list[UrlRecord], old: Cluster | None, authori
 
 def describe(result: CheckResult) -> Iterator[str]:
     """The lines ``scrapy dedup check`` prints."""
-    names = list(dict.fromkeys([*CHECKS, *result.checked, *result.problems]))
+    names = list(dict.fromkeys([*result.ran, *result.checked, *result.problems]))
     width = max(len(n) for n in names)
     for name in names:
         checked, problems = result.checked.get(name, 0), result.problems.get(name, 0)
         yield f"{name:<{width}}  {checked:>9,} checked  {problems:>6,} {'problem' if problems == 1 else 'problems'}"
         for example in result.examples.get(name, ()):
             yield f"  {example}"
+    if result.skipped:
+        yield f"not checked on this backend (it keeps them in a form that cannot be listed): {', '.join(result.skipped)}"
     for note, count in result.notes.items():
-        yield f"{note}: {count:,} (harmless; `scrapy dedup repair` removes them)"
+        removed = "; `scrapy dedup repair` removes them" if result.repairable else ""
+        yield f"{note}: {count:,} (harmless{removed})"
     total = sum(result.problems.values())
-    yield "consistent" if not total else f"inconsistent: {total:,} problem(s); `scrapy dedup repair` rebuilds the indexes"
+    rebuilt = "; `scrapy dedup repair` rebuilds the indexes" if result.repairable else ""
+    yield "consistent" if not total else f"inconsistent: {total:,} problem(s){rebuilt}"

@@ -40,7 +40,8 @@ _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 #: a cluster the client lost once its own retries ran out: no node reachable, or a slot whose
 #: master is gone (its nodes answer CLUSTERDOWN, or it is covered by no node the client knows)
 _CLUSTER_LOST = (
-    redis.exceptions.RedisClusterUnreachableError,
+    # redis-py 8; before, the same refresh failure raises its base class
+    getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.RedisClusterException),
     redis.exceptions.ClusterDownError,
     redis.exceptions.SlotNotCoveredError,
 )
@@ -148,6 +149,12 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
         raise StoreError(f"not a Redis URL: {redact(str(url))!r} (use redis://host:port/db or rediss://...)")
     shown = redact(url)
     options = dict(
+        # RESP2, whatever redis-py's default: redis-py 8 defaults to RESP3 and then turns on its
+        # maintenance notifications (Redis Cloud's endpoint moves), which need a RESP3 parser and
+        # fail at connect with redis-py's own one when hiredis is absent. RESP2 is what redis-py
+        # 5-7 speak by default, every server understands it, and its replies are the same here
+        # (the store's functions return arrays, integers and bulk strings).
+        protocol=2,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=retry.build(),

@@ -911,6 +911,9 @@ class RedisStore(DedupStore):
             return
         self._apply_soon(self._url_put(record.key, record.to_json(), if_absent))
 
+    def scannable(self, table: str) -> bool:
+        return table == PENDING or rk.table_layout(table).key is not None
+
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         if table == VARIANT and self._waiting:
             self.send_waiting()

@@ -1,0 +1,233 @@
+"""Every request the crawl owes is settled, however it leaves the crawl, on every backend.
+
+A request is owed from the moment it passes the frontier until its outcome is recorded. Many
+leave the crawl without a response reaching the project: Scrapy's off-site filter (a
+downloader middleware that drops requests as they are scheduled), robots.txt, an
+``IgnoreRequest`` from any middleware, a middleware that sends another request in its place, a
+download that fails after its retries, a callback that raises. The crawl must end "complete"
+all the same, with the documents a crawl of the same site on another backend finds.
+
+The spider is the tutorial's (tests/spiders/tutorial_spiders.py): a ``CrawlSpider`` with
+``allowed_domains`` and ``Rule(LinkExtractor(), callback=..., follow=True)``, crawling the
+site as ``localhost`` while its pages link to ``127.0.0.2``, another host.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from testing import run_crawl
+
+from local_site import LocalSite
+
+SPIDERS_DIR = Path(__file__).parent / "spiders"
+PAGES = 12
+
+
+def page(title: str, links: list[str], text: str = "") -> bytes:
+    anchors = " ".join(f'<a href="{href}">{href}</a>' for href in links)
+    body = text or f"{title}: a page of its own, with words nobody else uses: {title} " * 12
+    return f"<html><head><title>{title}</title></head><body><h1>{title}</h1><p>{body}</p>{anchors}</body></html>".encode()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: a download there fails."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Site:
+    """Pages /p0.html ... linked in a ring from / ; every page also links off-site (to 127.0.0.2)
+    and to the pages of each way of leaving; served on 127.0.0.1, crawled as localhost."""
+
+    def __init__(self) -> None:
+        self.served = LocalSite(self.reply)
+        port = self.served.server.server_address[1]
+        self.url = f"http://localhost:{port}"
+        self.offsite = f"http://127.0.0.2:{port}"
+        self.unreachable = f"http://localhost:{closed_port()}"
+
+    def reply(self, raw_path: str) -> tuple[int, dict[str, str], bytes]:
+        path = raw_path.split("?")[0]
+        if path == "/robots.txt":
+            return 200, {}, b"User-agent: *\nDisallow: /private/\n"
+        if path == "/":
+            return 200, {}, page("home", [f"/p{i}.html" for i in range(PAGES)] + [f"{self.offsite}/home"])
+        match = re.fullmatch(r"/p(\d+)\.html", path)
+        if match:
+            i = int(match[1])
+            return 200, {}, page(f"page {i}", [f"/p{(i + 1) % PAGES}.html", f"{self.offsite}/o{i}"])
+        if path.startswith("/way/"):
+            # the start page of one way of leaving: its links, and one ordinary page
+            return 200, {}, page(path, [*WAYS[path[5:]].links(self), "/plain.html"])
+        if path.startswith(("/plain.", "/private/", "/chain/", "/bug/", "/ignored/", "/new/", "/long/")):
+            links = [path.replace("/1.html", "/2.html")] if path == "/chain/1.html" else []
+            return 200, {}, page(path, links)
+        return 404, {}, page("not found", [])
+
+    def close(self) -> None:
+        self.served.close()
+
+
+class Way:
+    """One way a request leaves the crawl: the links of its start page, the settings that make
+    them leave, the stat that shows they did, and the paths that still end up as documents."""
+
+    def __init__(self, links, settings=None, stat="", documents=(), spider_args=None) -> None:
+        self._links = links
+        self.settings = settings or {}
+        self.stat = stat
+        self.documents = set(documents)
+        self.spider_args = spider_args or {}
+
+    def links(self, site: Site) -> list[str]:
+        return [link.format(offsite=site.offsite, unreachable=site.unreachable) for link in self._links]
+
+
+WAYS = {
+    "offsite": Way(["{offsite}/a.html", "{offsite}/b.html"], stat="offsite/filtered"),
+    "robots": Way(["/private/a.html", "/private/b.html"], {"ROBOTSTXT_OBEY": True}, "robotstxt/forbidden"),
+    # /chain/1.html is one link from the start page, /chain/2.html two
+    "depth": Way(["/chain/1.html"], {"DEPTH_LIMIT": 1}, "request_depth_max", ["/chain/1.html"]),
+    "url_length": Way(["/long/" + "x" * 300 + ".html"], {"URLLENGTH_LIMIT": 200}, "urllength/request_ignored_count"),
+    "download_error": Way(["{unreachable}/a.html"], {"RETRY_TIMES": 1}, "retry/max_reached"),
+    "callback_raises": Way(["/bug/a.html"], stat="spider_exceptions/ValueError", spider_args={"raise_on": "/bug/"}),
+    "middleware_ignores": Way(
+        ["/ignored/a.html"],
+        {"DOWNLOADER_MIDDLEWARES": {"tutorial_spiders.IgnoreAfterResponse": 543}},
+        "tutorial/ignored",
+    ),
+    "middleware_replaces": Way(
+        ["/old/a.html"],
+        {"DOWNLOADER_MIDDLEWARES": {"tutorial_spiders.ReplaceOld": 543}},
+        "tutorial/replaced",
+        ["/new/a.html"],
+    ),
+}
+
+#: how a crawl's process ends (DedupState.close)
+CLOSED = re.compile(r"dedup store \S+ closed, run \d+: (.*?)(?: \(run the crawl again to resume\))?$", re.M)
+
+SETTINGS = {
+    "SPIDER_MODULES": "tutorial_spiders",
+    "DEDUP_WORKERS": 1,
+    "DEDUP_LOGSTATS_INTERVAL": 0,
+    "DOWNLOAD_TIMEOUT": 5,
+    "LOG_LEVEL": "INFO",
+}
+
+
+@pytest.fixture(scope="module")
+def site():
+    s = Site()
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def tutorial_spiders(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(SPIDERS_DIR))
+
+
+def crawl(site: Site, out: Path, store: str, start: str = "/", spider_args=None, **settings):
+    return run_crawl(
+        site.url + start, out, {**SETTINGS, "DEDUP_STORE": store, **settings},
+        spider="tutorial", spider_args=spider_args, timeout=180,
+    )
+
+
+def closing_states(result) -> list[str]:
+    return CLOSED.findall(result.log)
+
+
+def documents(site: Site, *results) -> list[str]:
+    """The paths of the items the crawls emitted, each as often as emitted."""
+    return sorted(item["url"].removeprefix(site.url) for r in results for item in r.items)
+
+
+#: a CrawlSpider's start page goes to parse_start_url, not to the rule's callback: no item
+SITE_DOCUMENTS = sorted(f"/p{i}.html" for i in range(PAGES))
+
+
+def test_the_tutorial_spider_ends_complete_on_leveldb(site, tmp_path):
+    result = crawl(site, tmp_path, str(tmp_path / "store"))
+    assert closing_states(result) == ["complete"]
+    assert result.stat("offsite/filtered") > PAGES, "the pages' off-site links were filtered"
+    assert documents(site, result) == SITE_DOCUMENTS
+    assert {item.keys() >= {"url", "title", "html"} for item in result.items} == {True}
+
+
+def test_two_processes_with_scrapy_redis_end_complete(site, tmp_path, redis_single):
+    name = f"tutorial{uuid.uuid4().hex[:8]}"
+    settings = {
+        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+        "SCHEDULER_PERSIST": True,
+        "REDIS_URL": redis_single.url,
+        "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
+    }
+    results = [None, None]
+
+    def run(i: int) -> None:
+        results[i] = crawl(site, tmp_path / f"p{i}", redis_single.url, spider_args={"name": name}, **settings)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r is not None for r in results), "a process failed (see its crawl.log)"
+    assert [closing_states(r) for r in results] == [["complete"], ["complete"]]
+    assert sum(r.stat("scheduler/dequeued/redis") for r in results) > PAGES, "the queue was shared"
+    assert sum(r.stat("offsite/filtered") for r in results) > PAGES
+    # the off-site links each process held were issued once more, then settled
+    assert sum(r.stat("dedup/frontier/reissued") for r in results) == sum(r.stat("dedup/frontier/left") for r in results)
+    assert sum(r.stat("dedup/frontier/left") for r in results) >= PAGES and not any(
+        r.stat("dedup/frontier/resumed") for r in results)
+    # each page emitted by one process only
+    assert documents(site, *results) == SITE_DOCUMENTS
+
+
+def test_the_tutorial_spider_ends_complete_on_a_redis_cluster(site, tmp_path, redis_cluster):
+    result = crawl(site, tmp_path, redis_cluster.url, DEDUP_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:12]}")
+    assert closing_states(result) == ["complete"]
+    assert result.stat("offsite/filtered") > PAGES
+    assert documents(site, result) == SITE_DOCUMENTS
+
+
+@pytest.mark.parametrize("backend", ["leveldb", "redis"])
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_request_that_leaves_the_crawl_is_settled(site, tmp_path, way, backend, request):
+    spec = WAYS[way]
+    if backend == "redis":
+        store = request.getfixturevalue("redis_single").url
+        extra = {"DEDUP_REDIS_PREFIX": f"test:{uuid.uuid4().hex[:12]}"}
+    else:
+        store, extra = str(tmp_path / "store"), {}
+    result = crawl(site, tmp_path, store, f"/way/{way}", spec.spider_args, **spec.settings, **extra)
+    assert result.stat(spec.stat) > 0, f"no request left the crawl through {way}"
+    assert closing_states(result) == ["complete"]
+    assert documents(site, result) == sorted({"/plain.html", *spec.documents})
+
+
+@pytest.mark.parametrize("backend", ["leveldb", "redis"])
+def test_owed_requests_a_resumed_run_drops_are_settled(site, tmp_path, backend, request):
+    """A run stopped early leaves requests owed; the next run issues them again, and a filter
+    that changed meanwhile (here allowed_domains) drops them before the dupefilter sees them."""
+    if backend == "redis":
+        store = request.getfixturevalue("redis_single").url
+        extra = {"DEDUP_REDIS_PREFIX": f"test:{uuid.uuid4().hex[:12]}"}
+    else:
+        store, extra = str(tmp_path / "store"), {}
+    first = crawl(site, tmp_path / "first", store, CLOSESPIDER_PAGECOUNT=2, CONCURRENT_REQUESTS=1, **extra)
+    owed = closing_states(first)
+    assert len(owed) == 1 and owed[0].startswith("interrupted: "), owed
+    second = crawl(site, tmp_path / "second", store, spider_args={"allowed": "elsewhere.invalid"}, **extra)
+    assert second.stat("dedup/frontier/resumed") > 0 and second.stat("offsite/filtered") > 0
+    assert closing_states(second) == ["complete"]
+    assert second.stat("dedup/frontier/left") >= int(re.sub(r"\D", "", owed[0]))
