@@ -7,6 +7,7 @@ records against the duplicates planted in demo_site/manifest.json.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -492,3 +493,28 @@ def test_help_lists_the_command_inside_and_outside_a_project(outside):
         help_text = ok("--help", cwd=cwd)
         for subcommand in ("summary", "aliases", "provenance", "lookup", "clusters", "calibrate", "report"):
             assert subcommand in help_text
+
+
+def test_help_renders_every_option_as_written(outside):
+    """Scrapy's formatter made a heading of any help line that wrapping ended in ':'; every
+    option's help must read as the parser has it, at any terminal width and for every subcommand."""
+    from scrapy_dedup.commands.dedup import SUBCOMMANDS, Command
+
+    from scrapy.settings import Settings
+
+    parser, command = argparse.ArgumentParser(), Command()
+    command.settings = Settings()
+    command.add_options(parser)
+    helps = [" ".join(a.help.split()) for a in parser._actions if a.help and a.help != argparse.SUPPRESS]
+    assert any("default: DEDUP_REDIS_PREFIX" in h for h in helps)
+    runs = [(("--help",), width) for width in ("60", "80", "100", "140")]
+    runs += [((name, "--help"), "80") for name in SUBCOMMANDS]
+    for args, width in runs:
+        out = ok(*args, cwd=outside, env={"COLUMNS": width})
+        flat = " ".join(out.split())
+        for text in helps:
+            assert text in flat, (args, width, text)
+        lines = out.splitlines()
+        for above, line in zip(lines, lines[1:]):
+            if line and set(line) <= {"=", "-"}:  # an underline: only under a heading at the margin
+                assert not above.startswith(" "), (args, width, above)
