@@ -245,12 +245,19 @@ def test_summary_counts_by_kind(demo, outside, provenance, aliases):
     assert counts["aliases"] == len(aliases)
     for reason in ("url_variant", "redirect", "rel_canonical", "exact_content", "near_duplicate"):
         assert counts[f"aliases/{reason}"] == reasons.count(reason)
-    assert counts["exact_duplicates"] == reasons.count("exact_content")
+    # exact or near: a URL with content against its document's representative (the canonical)
+    rep_hash = {r["cluster_id"]: r["content_hash"] for r in provenance.values() if r["url"] == r["canonical_url"]}
+    copies = [
+        r for r in provenance.values()
+        if r["content_hash"] and r["url"] != r["canonical_url"] and r["reason"] not in ("url_variant", "redirect")
+    ]
+    exact = sum(r["content_hash"] == rep_hash.get(r["cluster_id"]) for r in copies)
+    assert (counts["exact_duplicates"], counts["near_duplicates"]) == (exact, len(copies) - exact)
     assert counts["documents"] == len({r["cluster_id"] for r in provenance.values() if r["content_hash"]})
     assert counts["canonical_mismatches"] == 1
     assert counts["dropped_before_fetch"] == reasons.count("url_variant")
     host = demo.server.url.split("://")[1]
-    assert counts[f"host/{host}/duplicates"] == len(aliases)
+    assert counts[f"host/{host}/duplicates"] == len(copies)  # URLs with content only
     assert 0 < counts[f"host/{host}/duplicate_rate"] < 1
     table = ok("summary", "--store", str(demo.store), cwd=outside)
     assert "Duplicate rate per host" in table and re.search(rf"{re.escape(host)}\s+\d+\s+\d+\s+\d+\s+\d+\.\d%", table)

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from scrapy_dedup.core.fingerprints import hamming
-from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, Cluster, UrlRecord, duplicate_reason
+from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.store.base import DedupStore
 
 #: longest redirect chain followed (a loop or a longer chain stops there)
@@ -61,6 +61,9 @@ class Placement:
     #: Hamming distance to the canonical, for near duplicates only
     distance: int | None = None
     cluster_id: str | None = None
+    #: a member of a cluster that does not represent it: ``exact_duplicate`` when its text is
+    #: the representative's, else ``near_duplicate`` (records.duplicate_status), whatever its reason
+    duplicate: str | None = None
 
     @property
     def is_alias(self) -> bool:
@@ -89,7 +92,9 @@ class Resolver:
         rep = self.representative(cluster)
         reason = self.reason_against(record, rep)
         distance = self.distance(record, rep) if reason == "near_duplicate" else None
-        return Placement(cluster.rep_url, reason, distance, cluster.cluster_id)
+        relation = duplicate_reason(record.content_hash, rep.content_hash) if rep is not None else reason
+        duplicate = duplicate_status("near_duplicate" if relation == "rel_canonical" else relation)
+        return Placement(cluster.rep_url, reason, distance, cluster.cluster_id, duplicate)
 
     @staticmethod
     def reason_against(record: UrlRecord, rep: UrlRecord | None) -> str:
