@@ -310,8 +310,12 @@ class DedupPipeline:
             adapter[ITEM_FIELD] = decision.as_item_field()
             if chunks is not False:  # DEDUP_CHUNKS
                 adapter[ITEM_FIELD]["chunks"] = chunks
+        config = self.state.config
         if text is not None and self._wants_text(item, adapter):
-            adapter[self.state.config.text_field] = text
+            adapter[config.text_field] = text
+        if config.drop_html and config.html_field in adapter and adapter.get(config.text_field) is not None:
+            # the text stands for the page now; an item without its text keeps its HTML
+            del adapter[config.html_field]
         return item
 
 

@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_URL_FIELD": "url",
     "DEDUP_TEXT_FIELD": "text",
     "DEDUP_HTML_FIELD": "html",
+    # False: the item is the spider's; a later pipeline or the feed may want its HTML
+    "DEDUP_DROP_HTML": False,
     "DEDUP_SCOPE_FIELD": None,
     "DEDUP_DROP_DUPLICATES": True,
     "DEDUP_WORKERS": None,  # None: the CPU count; 0: extract in a thread of the crawl process
@@ -147,6 +149,8 @@ class DedupConfig:
     url_field: str
     text_field: str
     html_field: str
+    #: DEDUP_DROP_HTML: an item that leaves with its text loses its html field
+    drop_html: bool
     scope_field: str | None
     drop_duplicates: bool
     workers: int
@@ -233,6 +237,7 @@ class DedupConfig:
             url_field=settings["DEDUP_URL_FIELD"],
             text_field=settings["DEDUP_TEXT_FIELD"],
             html_field=settings["DEDUP_HTML_FIELD"],
+            drop_html=_bool(settings, "DEDUP_DROP_HTML"),
             scope_field=settings["DEDUP_SCOPE_FIELD"] or None,
             drop_duplicates=_bool(settings, "DEDUP_DROP_DUPLICATES"),
             workers=_default_workers() if workers is None else int(_number(settings, "DEDUP_WORKERS")),
