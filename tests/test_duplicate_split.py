@@ -26,6 +26,9 @@ import sys
 from local_site import LocalSite
 from testing import run_crawl
 
+from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.store.leveldb import LevelDBStore
+
 random.seed(36)
 WORDS = [
     "".join(random.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(random.randint(3, 9))) for _ in range(400)
@@ -88,7 +91,12 @@ def test_stats_summary_and_report_give_one_split(tmp_path):
     host = site.url.split("://")[1]
     assert summary[f"host/{host}/duplicates"] == 5
     assert summary[f"host/{host}/duplicate_rate"] == round(5 / 9, 4)
-    # links to anchors are not variants
+    # links to anchors are not variants, nor in a store where an earlier version recorded them
     assert summary["aliases/url_variant"] == 0
+    with LevelDBStore.open_existing(store) as opened:
+        key = url_key(site.url + "/a")
+        opened.record_variants([(site.url + "/a#part-2", key, 1.0, "seen"), (site.url + "/a?", key, 1.0, "seen")])
+    again = json.loads(dedup("summary", "--store", store, "--format", "jsonl").stdout)
+    assert again["aliases/url_variant"] == again["urls_known"] - summary["urls_known"] == 1
     aliases = dedup("aliases", "--store", store, "--format", "jsonl").stdout
-    assert "#" not in aliases
+    assert "#" not in aliases and f'"{site.url}/a?"' in aliases

@@ -131,7 +131,7 @@ class Resolver:
 
     def variants(self, wanted: Callable[[str], bool], progress: Any) -> Iterator[tuple[str, dict, Placement]]:
         """(url, variant record, placement) of every URL dropped before fetch that ``wanted`` keeps."""
-        for url, variant in progress(self.store.iter_variants(), "URL variants"):
+        for url, variant in url_variants(self.store, progress):
             if wanted(url):
                 yield url, variant, self.place_variant(url, variant)
 
@@ -143,6 +143,14 @@ class Resolver:
             return Placement(key, "url_variant")
         placement = self.place(record)
         return Placement(placement.canonical_url or record.url, "url_variant", None, placement.cluster_id)
+
+
+def url_variants(store: DedupStore, progress: Any) -> Iterator[tuple[str, dict]]:
+    """The store's URL variants, without the links to another ``#anchor`` of a page that
+    stores of earlier versions recorded: such a link is the page, not a variant (nor a duplicate)."""
+    for url, variant in progress(store.iter_variants(), "URL variants"):
+        if "#" not in url:
+            yield url, variant
 
 
 def host_of(url: str) -> str:

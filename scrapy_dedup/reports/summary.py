@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.reports.formats import Progress, write_rows
-from scrapy_dedup.reports.resolve import Resolver, host_of
+from scrapy_dedup.reports.resolve import Resolver, host_of, url_variants
 from scrapy_dedup.store.base import DedupStore
 
 #: statuses of URL records that hold no document
@@ -134,7 +134,7 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
         if placement.duplicate is not None:
             summary.copies[placement.duplicate] += 1
             counts.duplicates += 1
-    for url, variant in progress(store.iter_variants(), "URL variants"):
+    for url, variant in url_variants(store, progress):
         summary.variants += 1
         reason = variant.get("reason") or "url_variant"
         summary.dropped_urls[reason] += 1
