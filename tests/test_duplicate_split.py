@@ -98,5 +98,6 @@ def test_stats_summary_and_report_give_one_split(tmp_path):
         opened.record_variants([(site.url + "/a#part-2", key, 1.0, "seen"), (site.url + "/a?", key, 1.0, "seen")])
     again = json.loads(dedup("summary", "--store", store, "--format", "jsonl").stdout)
     assert again["aliases/url_variant"] == again["urls_known"] - summary["urls_known"] == 1
-    aliases = dedup("aliases", "--store", store, "--format", "jsonl").stdout
-    assert "#" not in aliases and f'"{site.url}/a?"' in aliases
+    for listing in ("aliases", "provenance", "export"):
+        out = dedup(listing, "--store", store, "--format", "jsonl").stdout
+        assert "#" not in out and f'"{site.url}/a?"' in out, listing

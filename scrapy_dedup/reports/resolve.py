@@ -145,11 +145,16 @@ class Resolver:
         return Placement(placement.canonical_url or record.url, "url_variant", None, placement.cluster_id)
 
 
+def anchor_link(url: str) -> bool:
+    """A link to an ``#anchor`` of a page, which stores of earlier versions recorded as a URL
+    variant: it is the page, not a variant (nor a duplicate), and the reports leave it out."""
+    return "#" in url
+
+
 def url_variants(store: DedupStore, progress: Any) -> Iterator[tuple[str, dict]]:
-    """The store's URL variants, without the links to another ``#anchor`` of a page that
-    stores of earlier versions recorded: such a link is the page, not a variant (nor a duplicate)."""
+    """The store's URL variants, without :func:`anchor_link` ones."""
     for url, variant in progress(store.iter_variants(), "URL variants"):
-        if "#" not in url:
+        if not anchor_link(url):
             yield url, variant
 
 
