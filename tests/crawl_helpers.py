@@ -66,9 +66,12 @@ def process_count_outcome(store) -> dict:
     per_key = {}
     for record in store.iter_urls():
         cluster = clusters.get(record.cluster_id)
-        # an alias as a URL without its fragment: which spelling of a link (with "#content" or
-        # without) came first depends on fetch order, with one process as with several
-        aliases = tuple(sorted({(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}))
-        per_key[record.key] = (record.kind, cluster.representative if cluster else None, aliases)
+        # every spelling of the key, the one fetched and its variants: which spelling came first
+        # (and so is the record's, the others variants) depends on fetch order, with one process
+        # as with several; a link to an #anchor is its page (stores of earlier versions kept it)
+        aliases = {(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}
+        spellings = tuple(sorted({record.url, *(url for url, _ in aliases)}))
+        reasons = tuple(sorted({reason for url, reason in aliases if url != record.url}))
+        per_key[record.key] = (record.kind, cluster.representative if cluster else None, spellings, reasons)
     partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
     return {"per_key": per_key, "partition": partition}

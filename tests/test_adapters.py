@@ -218,6 +218,25 @@ def test_pipeline_extracts_the_text_of_a_plain_item_from_its_response(make_crawl
     pipeline.close_spider()
 
 
+@pytest.mark.parametrize("drop", [False, True])
+def test_the_html_field_leaves_with_the_text_only_when_asked(make_crawler, drop):
+    from scrapy import Field, Item
+
+    class PageItem(Item):  # an item with no text field: its HTML is all it carries
+        url = Field()
+        html = Field()
+
+    crawler = make_crawler(DEDUP_DROP_HTML=drop)
+    pipeline = open_pipeline(crawler)
+    html = f"<html><body><article><p>{TEXT}</p></article></body></html>"
+    item = run(pipeline.process_item({"url": "http://h/a", "title": "a", "html": html}))
+    assert "word5" in item["text"] and item["title"] == "a"
+    assert ("html" in item) is not drop
+    declared = run(pipeline.process_item(PageItem(url="http://h/b", html=html.replace("word", "w"))))
+    assert declared["html"] == html.replace("word", "w")  # nothing replaces it: kept
+    pipeline.close_spider()
+
+
 # -- the item -> response link ----------------------------------------------------------
 
 

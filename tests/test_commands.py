@@ -7,6 +7,7 @@ records against the duplicates planted in demo_site/manifest.json.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -245,12 +246,19 @@ def test_summary_counts_by_kind(demo, outside, provenance, aliases):
     assert counts["aliases"] == len(aliases)
     for reason in ("url_variant", "redirect", "rel_canonical", "exact_content", "near_duplicate"):
         assert counts[f"aliases/{reason}"] == reasons.count(reason)
-    assert counts["exact_duplicates"] == reasons.count("exact_content")
+    # exact or near: a URL with content against its document's representative (the canonical)
+    rep_hash = {r["cluster_id"]: r["content_hash"] for r in provenance.values() if r["url"] == r["canonical_url"]}
+    copies = [
+        r for r in provenance.values()
+        if r["content_hash"] and r["url"] != r["canonical_url"] and r["reason"] not in ("url_variant", "redirect")
+    ]
+    exact = sum(r["content_hash"] == rep_hash.get(r["cluster_id"]) for r in copies)
+    assert (counts["exact_duplicates"], counts["near_duplicates"]) == (exact, len(copies) - exact)
     assert counts["documents"] == len({r["cluster_id"] for r in provenance.values() if r["content_hash"]})
     assert counts["canonical_mismatches"] == 1
     assert counts["dropped_before_fetch"] == reasons.count("url_variant")
     host = demo.server.url.split("://")[1]
-    assert counts[f"host/{host}/duplicates"] == len(aliases)
+    assert counts[f"host/{host}/duplicates"] == len(copies)  # URLs with content only
     assert 0 < counts[f"host/{host}/duplicate_rate"] < 1
     table = ok("summary", "--store", str(demo.store), cwd=outside)
     assert "Duplicate rate per host" in table and re.search(rf"{re.escape(host)}\s+\d+\s+\d+\s+\d+\s+\d+\.\d%", table)
@@ -495,3 +503,28 @@ def test_help_lists_the_command_inside_and_outside_a_project(outside):
         help_text = ok("--help", cwd=cwd)
         for subcommand in ("summary", "aliases", "provenance", "lookup", "clusters", "calibrate", "report"):
             assert subcommand in help_text
+
+
+def test_help_renders_every_option_as_written(outside):
+    """Scrapy's formatter made a heading of any help line that wrapping ended in ':'; every
+    option's help must read as the parser has it, at any terminal width and for every subcommand."""
+    from scrapy_dedup.commands.dedup import SUBCOMMANDS, Command
+
+    from scrapy.settings import Settings
+
+    parser, command = argparse.ArgumentParser(), Command()
+    command.settings = Settings()
+    command.add_options(parser)
+    helps = [" ".join(a.help.split()) for a in parser._actions if a.help and a.help != argparse.SUPPRESS]
+    assert any("default: DEDUP_REDIS_PREFIX" in h for h in helps)
+    runs = [(("--help",), width) for width in ("60", "80", "100", "140")]
+    runs += [((name, "--help"), "80") for name in SUBCOMMANDS]
+    for args, width in runs:
+        out = ok(*args, cwd=outside, env={"COLUMNS": width})
+        flat = " ".join(out.split())
+        for text in helps:
+            assert text in flat, (args, width, text)
+        lines = out.splitlines()
+        for above, line in zip(lines, lines[1:]):
+            if line and set(line) <= {"=", "-"}:  # an underline: only under a heading at the margin
+                assert not above.startswith(" "), (args, width, above)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import nullcontext, redirect_stdout
 from typing import Any
 
-from scrapy.commands import ScrapyCommand
+from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.exceptions import NotConfigured, UsageError
 
 from scrapy_dedup.core.records import ALIAS_REASONS
@@ -74,6 +74,29 @@ def _reason(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {detail}".split())
 
 
+class HelpFormatter(ScrapyHelpFormatter):
+    """Scrapy's help layout, with every option's help as written.
+
+    Scrapy's formatter makes a title-cased, underlined heading of every part of the help that
+    ends in ":" (``format_part_strings``), and argparse joins an option's help lines through the
+    same ``_join_parts``: a help line that wrapping ends in "default:" became a heading. Here
+    only the sections' parts go through Scrapy's headings."""
+
+    _in_action = False
+
+    def _format_action(self, action: argparse.Action) -> str:
+        outer, self._in_action = self._in_action, True
+        try:
+            return super()._format_action(action)
+        finally:
+            self._in_action = outer
+
+    def _join_parts(self, part_strings: Any) -> str:
+        if self._in_action:
+            return argparse.HelpFormatter._join_parts(self, part_strings)
+        return super()._join_parts(part_strings)
+
+
 class Command(ScrapyCommand):
     requires_project = False
     requires_crawler_process = False
@@ -94,6 +117,7 @@ class Command(ScrapyCommand):
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = HelpFormatter
         super().add_options(parser)
         parser.add_argument("subcommand", nargs="?", choices=list(SUBCOMMANDS), help="what to show")
         parser.add_argument("url", nargs="?", help="lookup: the URL to look up; ingest: the JSON Lines file")

@@ -269,6 +269,9 @@ class DedupPipeline:
     # -- the outcome --------------------------------------------------------
     def _count(self, decision: Decision) -> None:
         self.state.inc(f"doc/{decision.status}")
+        if decision.relabeled:  # the split stays the one the reports read (records.duplicate_reason)
+            self.state.inc("doc/exact_duplicate", decision.relabeled)
+            self.state.inc("doc/near_duplicate", -decision.relabeled)
         if decision.canonical is not None:
             self.state.inc(f"canonical/{decision.canonical}")
         if decision.supersedes:
@@ -307,8 +310,12 @@ class DedupPipeline:
             adapter[ITEM_FIELD] = decision.as_item_field()
             if chunks is not False:  # DEDUP_CHUNKS
                 adapter[ITEM_FIELD]["chunks"] = chunks
+        config = self.state.config
         if text is not None and self._wants_text(item, adapter):
-            adapter[self.state.config.text_field] = text
+            adapter[config.text_field] = text
+        if config.drop_html and config.html_field in adapter and adapter.get(config.text_field) is not None:
+            # the text stands for the page now; an item without its text keeps its HTML
+            del adapter[config.html_field]
         return item
 
 

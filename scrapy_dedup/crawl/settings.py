@@ -6,6 +6,7 @@ message that names the setting, never halfway through a crawl.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_URL_FIELD": "url",
     "DEDUP_TEXT_FIELD": "text",
     "DEDUP_HTML_FIELD": "html",
+    # False: the item is the spider's; a later pipeline or the feed may want its HTML
+    "DEDUP_DROP_HTML": False,
     "DEDUP_SCOPE_FIELD": None,
     "DEDUP_DROP_DUPLICATES": True,
     "DEDUP_WORKERS": None,  # None: the CPU count; 0: extract in a thread of the crawl process
@@ -70,6 +73,26 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_DEBUG": False,
     "DEDUP_LOGSTATS_INTERVAL": 60.0,
 }
+
+
+class SettingError(ValueError):
+    """A ``DEDUP_*`` setting has a bad value; the message names the setting."""
+
+
+def unknown_settings(settings: BaseSettings) -> list[str]:
+    """A warning for each ``DEDUP_*`` setting that scrapy-dedup does not read: a typo must not
+    pass silently.
+
+    >>> unknown_settings(BaseSettings({"DEDUP_MAX_DISTANSE": 5, "DEDUP_STORE": "s"}))
+    ['DEDUP_MAX_DISTANSE is not a scrapy-dedup setting; did you mean DEDUP_MAX_DISTANCE?']
+    """
+    warnings = []
+    for name in sorted(settings):
+        if name.startswith("DEDUP_") and name not in DEFAULTS:
+            close = difflib.get_close_matches(name, DEFAULTS, n=1)
+            hint = f"; did you mean {close[0]}?" if close else " (the README's settings table lists them all)"
+            warnings.append(f"{name} is not a scrapy-dedup setting{hint}")
+    return warnings
 
 
 def _list(settings: dict[str, Any], name: str) -> list[str]:
@@ -126,6 +149,8 @@ class DedupConfig:
     url_field: str
     text_field: str
     html_field: str
+    #: DEDUP_DROP_HTML: an item that leaves with its text loses its html field
+    drop_html: bool
     scope_field: str | None
     drop_duplicates: bool
     workers: int
@@ -153,8 +178,18 @@ class DedupConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> DedupConfig:
+        """The config of ``settings``; SettingError, naming the setting, for a bad value."""
         if not settings.getbool("DEDUP_ENABLED", True):
             raise NotConfigured("DEDUP_ENABLED is False")
+        try:
+            return cls._read(settings)
+        except SettingError:
+            raise
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+
+    @classmethod
+    def _read(cls, settings: BaseSettings) -> DedupConfig:
         debug = settings.getbool("DEDUP_DEBUG") or settings.getbool("DUPEFILTER_DEBUG")
         # a redis:// store picks its backend; a backend named explicitly still wins
         backend = settings.get("DEDUP_STORE_BACKEND") or (
@@ -202,6 +237,7 @@ class DedupConfig:
             url_field=settings["DEDUP_URL_FIELD"],
             text_field=settings["DEDUP_TEXT_FIELD"],
             html_field=settings["DEDUP_HTML_FIELD"],
+            drop_html=_bool(settings, "DEDUP_DROP_HTML"),
             scope_field=settings["DEDUP_SCOPE_FIELD"] or None,
             drop_duplicates=_bool(settings, "DEDUP_DROP_DUPLICATES"),
             workers=_default_workers() if workers is None else int(_number(settings, "DEDUP_WORKERS")),

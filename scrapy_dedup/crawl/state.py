@@ -27,7 +27,7 @@ from scrapy.utils.project import data_path
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.crawl.canonical import CanonicalWaits, crawl_closing
-from scrapy_dedup.crawl.settings import DedupConfig
+from scrapy_dedup.crawl.settings import DedupConfig, SettingError, unknown_settings
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.crawl.sources import ItemSources
 from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED
@@ -61,8 +61,10 @@ class _ReportedOnce(logging.Filter):
 _REPORTED_ONCE = _ReportedOnce()
 
 
-def _reported_once(exc: StoreError) -> None:
-    """``exc`` was logged: the crawl fails with it (exit status 1), without a second report."""
+def _cannot_start(exc: Exception) -> None:
+    """Say in one line why the crawl cannot start; it fails with ``exc`` (exit status 1),
+    without a second report."""
+    logger.error("scrapy-dedup cannot start: %s", exc)
     _REPORTED_ONCE.reported.add(exc)
     logging.getLogger("asyncio").addFilter(_REPORTED_ONCE)  # a filter added twice is kept once
 
@@ -105,10 +107,28 @@ def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
 
 
 def open_store(config: DedupConfig, crawler: Crawler) -> DedupStore:
-    """Build the configured backend, start a crawl run, record what keys and text were made with."""
-    backend = load_object(config.store_backend)
-    path = store_path(config, crawler)
-    store = backend(path, store_params(config), cache_mb=config.store_cache_mb, **redis_options(config, crawler))
+    """Build the configured backend, start a crawl run, record what keys and text were made with.
+
+    Raises StoreError, in words that name the setting or the path, when the backend cannot be
+    loaded (its client library is not installed) or the store's directory cannot be made."""
+    try:
+        backend = load_object(config.store_backend)
+    except (ImportError, NameError, ValueError) as exc:
+        extra = " (pip install 'scrapy-dedup[redis]')" if getattr(exc, "name", None) == "redis" else ""
+        raise StoreError(
+            f"the store backend {config.store_backend} (DEDUP_STORE_BACKEND, or chosen by a redis:// "
+            f"DEDUP_STORE) cannot be loaded: {exc}{extra}"
+        ) from None
+    path = None
+    try:
+        path = store_path(config, crawler)
+        store = backend(path, store_params(config), cache_mb=config.store_cache_mb, **redis_options(config, crawler))
+    except OSError as exc:  # the directory: a file is in the way, or it cannot be written
+        if not config.store:
+            where = f"the default store directory {path or exc.filename!r}"
+        else:  # a redis:// URL is not repeated: it may hold a password
+            where = "DEDUP_STORE" if is_redis_url(config.store) else f"DEDUP_STORE {path!r}"
+        raise StoreError(f"{where} cannot be used as a dedup store: {exc.strerror}: {exc.filename!r}") from None
     run = store.begin_run()
     # what the URL keys were made with, so reports key a looked-up URL the same way
     store.put_meta("url_rules", config.url_rules.to_json())
@@ -123,7 +143,13 @@ class DedupState:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = DedupConfig.from_settings(crawler.settings)
+        try:
+            self.config = DedupConfig.from_settings(crawler.settings)
+        except SettingError as exc:
+            _cannot_start(exc)
+            raise
+        for warning in unknown_settings(crawler.settings):
+            logger.warning("%s", warning)
         self.stats = crawler.stats
         #: item -> the response it came from (filled by the spider middleware)
         self.sources = ItemSources()
@@ -180,8 +206,7 @@ class DedupState:
         try:
             self.store = open_store(self.config, self.crawler)
         except StoreError as exc:
-            logger.error("scrapy-dedup cannot start: %s", exc)
-            _reported_once(exc)
+            _cannot_start(exc)
             raise
         store, run = self.store, self.store.run
         self.pending_at_start = store.pending_count()

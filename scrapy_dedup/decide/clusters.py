@@ -127,26 +127,28 @@ class Clusters:
             Candidate.representing(cluster), self.authority
         )
         record.cluster_id, record.scope = match.cluster_id, doc.scope
-        if match.reason == "rel_canonical":
-            target = self.store.get_url(match.duplicate_of) if match.duplicate_of else None
-            record.status = duplicate_status(
-                duplicate_reason(record.content_hash, target.content_hash if target else None)
-            )
-        else:
-            record.status = duplicate_status(match.reason)
+        # exact or near is said against the representative, as every report says it: a text
+        # found in the exact index may be a member's, not the representative's
+        if old_rep is not None:
+            relation = duplicate_reason(record.content_hash, old_rep.content_hash)
+        else:  # a representative without its record: what matched
+            relation = match.reason if match.reason != "rel_canonical" else "near_duplicate"
+        record.status = duplicate_status(relation)
+        reason = "rel_canonical" if match.reason == "rel_canonical" else relation
         decision = Decision(
             status=record.status,
             url=record.url,
             content_hash=record.content_hash,
             simhash=record.simhash,
             cluster_id=match.cluster_id,
-            reason=match.reason,
+            reason=reason,
         )
         cluster.size += 1
         with self.store.batch() as batch:
             batch.add_member(match.cluster_id, record.key)
             batch.index_exact(doc.scope, record.content_hash, match.cluster_id)
             if wins and old_rep is not None:
+                decision.relabeled = self._relabel(batch, cluster, old_rep, record)
                 gap = distance(record, old_rep)
                 old_rep.reason = duplicate_reason(old_rep.content_hash, record.content_hash)
                 old_rep.duplicate_of, old_rep.distance = record.key, gap
@@ -173,9 +175,9 @@ class Clusters:
                 decision.is_representative = True
             else:
                 rep_distance = distance(record, old_rep) if old_rep is not None else match.distance
-                record.reason = match.reason
+                record.reason = reason
                 record.duplicate_of = match.duplicate_of
-                record.distance = match.distance if match.distance is not None else rep_distance
+                record.distance = rep_distance if rep_distance is not None else match.distance
                 record.jaccard = match.jaccard
                 cluster.max_distance = max(cluster.max_distance, rep_distance or 0)
                 decision.canonical_url = cluster.rep_url
@@ -185,6 +187,27 @@ class Clusters:
             self._write_content(batch, record, doc)
             batch.put_cluster(cluster)
         return decision
+
+    def _relabel(self, batch: StoreBatch, cluster: Cluster, old_rep: UrlRecord, new_rep: UrlRecord) -> int:
+        """``new_rep`` takes over from ``old_rep`` with another text: the other members are exact
+        or near duplicates of it now (exact is said against the representative). Returns how
+        many turned from near to exact (negative: from exact to near), so that the split the
+        crawl counts stays the split the reports read."""
+        if old_rep.content_hash == new_rep.content_hash:
+            return 0
+        turned = 0
+        for key in self.store.members_of(cluster):
+            member = self.store.get_url(key) if key not in (old_rep.key, new_rep.key) else None
+            if member is None or member.content_hash not in (old_rep.content_hash, new_rep.content_hash):
+                continue
+            now = duplicate_reason(member.content_hash, new_rep.content_hash)
+            turned += 1 if now == "exact_content" else -1
+            member.status = duplicate_status(now)
+            if member.reason != "rel_canonical":
+                member.reason = now
+            member.duplicate_of, member.distance = new_rep.key, distance(member, new_rep)
+            batch.put_url(member)
+        return turned
 
     def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:
         """The best of the remaining ``members`` now represents ``cluster``; the others point to it."""

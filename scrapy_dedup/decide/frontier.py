@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from urllib.parse import urldefrag
 
 from scrapy_dedup.core.records import UrlRecord, record_time
 from scrapy_dedup.store.base import DedupStore, OweOffer
@@ -78,8 +79,10 @@ class Frontier:
                 previous = self.store.frontier_mark(key, self.run, url)
             self._marked(key, url, previous, owe)
         reason = self._drop_reason(key, previous)
-        fetched = url if previous is None else previous[1]
-        variants = [variant for variant in dict.fromkeys((url, original or url)) if variant != fetched]
+        fetched = urldefrag(url if previous is None else previous[1])[0]
+        # a #fragment never reaches the server: a link to another anchor of a page is that page,
+        # not a variant of it (nor a duplicate)
+        variants = [v for v in dict.fromkeys(urldefrag(u)[0] for u in (url, original or url)) if v != fetched]
         if variants:
             now = self.clock()
             self.store.record_variants([(variant, key, now, reason or "normalized") for variant in variants])

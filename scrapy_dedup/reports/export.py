@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, Chunk, chunk_text
 from scrapy_dedup.reports.formats import Progress, iso
-from scrapy_dedup.reports.resolve import Resolver
+from scrapy_dedup.reports.resolve import Resolver, anchor_link
 from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError
 
 FIELDS = ("document_id", "url", "title", "text", "sources", "first_seen", "last_seen")
@@ -62,6 +62,8 @@ def _sources(store: DedupStore, resolver: Resolver, members: list[Any]) -> tuple
         sources.append({"url": member.url, "reason": resolver.place(member).reason})
     for member in members:
         for url, reason in store.iter_aliases_of(member.key):
+            if reason == "url_variant" and anchor_link(url):
+                continue
             sources.append({"url": url, "reason": reason})
             variant = store.get_variant(url) if reason == "url_variant" else None
             if variant:

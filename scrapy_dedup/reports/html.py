@@ -128,8 +128,8 @@ def _summary_section(s: summary.Summary) -> str:
         _card(s.urls_known, "URLs seen"),
         _card(s.documents, "documents kept"),
         _card(s.duplicates, "aliases (not canonical)"),
-        _card(s.aliases.get("exact_content", 0), "exact duplicates"),
-        _card(s.aliases.get("near_duplicate", 0), "near duplicates"),
+        _card(s.copies.get("exact_duplicate", 0), "exact duplicates"),
+        _card(s.copies.get("near_duplicate", 0), "near duplicates"),
         _card(s.aliases.get("rel_canonical", 0), "rel=canonical aliases"),
         _card(s.aliases.get("redirect", 0), "redirects"),
         _card(dropped, "dropped before fetch"),
@@ -177,7 +177,7 @@ def _hosts_section(s: summary.Summary) -> str:
         return "<h2>Duplicate rate per host</h2><p>No URL in the store.</p>"
     chart = rate_bars(
         [(h, c.rate, f"{c.rate:.1%} of {c.documents + c.duplicates:,}") for h, c in hosts],
-        title="Duplicate rate per host (aliases / URLs with content)",
+        title="Duplicate rate per host (exact and near duplicates / URLs with content)",
         width=640,
     )
     rows = "".join(
@@ -188,7 +188,7 @@ def _hosts_section(s: summary.Summary) -> str:
     more = f'<p class="note">{len(s.hosts) - MAX_HOSTS:,} more hosts not shown.</p>' if len(s.hosts) > MAX_HOSTS else ""
     return (
         f'<h2>Duplicate rate per host</h2><div class="charts"><div>{chart}</div><div><table>'
-        "<tr><th>host</th><th>URLs</th><th>documents</th><th>aliases</th><th>rate</th></tr>"
+        "<tr><th>host</th><th>URLs</th><th>documents</th><th>duplicates</th><th>rate</th></tr>"
         f"{rows}</table></div></div>{more}"
     )
 

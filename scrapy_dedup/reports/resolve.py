@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from scrapy_dedup.core.fingerprints import hamming
-from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, Cluster, UrlRecord, duplicate_reason
+from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.store.base import DedupStore
 
 #: longest redirect chain followed (a loop or a longer chain stops there)
@@ -61,6 +61,9 @@ class Placement:
     #: Hamming distance to the canonical, for near duplicates only
     distance: int | None = None
     cluster_id: str | None = None
+    #: a member of a cluster that does not represent it: ``exact_duplicate`` when its text is
+    #: the representative's, else ``near_duplicate`` (records.duplicate_status), whatever its reason
+    duplicate: str | None = None
 
     @property
     def is_alias(self) -> bool:
@@ -89,7 +92,9 @@ class Resolver:
         rep = self.representative(cluster)
         reason = self.reason_against(record, rep)
         distance = self.distance(record, rep) if reason == "near_duplicate" else None
-        return Placement(cluster.rep_url, reason, distance, cluster.cluster_id)
+        relation = duplicate_reason(record.content_hash, rep.content_hash) if rep is not None else reason
+        duplicate = duplicate_status("near_duplicate" if relation == "rel_canonical" else relation)
+        return Placement(cluster.rep_url, reason, distance, cluster.cluster_id, duplicate)
 
     @staticmethod
     def reason_against(record: UrlRecord, rep: UrlRecord | None) -> str:
@@ -126,7 +131,7 @@ class Resolver:
 
     def variants(self, wanted: Callable[[str], bool], progress: Any) -> Iterator[tuple[str, dict, Placement]]:
         """(url, variant record, placement) of every URL dropped before fetch that ``wanted`` keeps."""
-        for url, variant in progress(self.store.iter_variants(), "URL variants"):
+        for url, variant in url_variants(self.store, progress):
             if wanted(url):
                 yield url, variant, self.place_variant(url, variant)
 
@@ -138,6 +143,19 @@ class Resolver:
             return Placement(key, "url_variant")
         placement = self.place(record)
         return Placement(placement.canonical_url or record.url, "url_variant", None, placement.cluster_id)
+
+
+def anchor_link(url: str) -> bool:
+    """A link to an ``#anchor`` of a page, which stores of earlier versions recorded as a URL
+    variant: it is the page, not a variant (nor a duplicate), and the reports leave it out."""
+    return "#" in url
+
+
+def url_variants(store: DedupStore, progress: Any) -> Iterator[tuple[str, dict]]:
+    """The store's URL variants, without :func:`anchor_link` ones."""
+    for url, variant in progress(store.iter_variants(), "URL variants"):
+        if not anchor_link(url):
+            yield url, variant
 
 
 def host_of(url: str) -> str:

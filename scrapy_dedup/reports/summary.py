@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.reports.formats import Progress, write_rows
-from scrapy_dedup.reports.resolve import Resolver, host_of
+from scrapy_dedup.reports.resolve import Resolver, host_of, url_variants
 from scrapy_dedup.store.base import DedupStore
 
 #: statuses of URL records that hold no document
@@ -24,11 +24,13 @@ NOT_DOCUMENTS = ("hub", "skipped_empty", "deleted", "fetched", "seen", "error", 
 class HostCounts:
     urls: int = 0
     documents: int = 0
+    #: URLs with content that are not their document's canonical (exact or near duplicates)
     duplicates: int = 0
 
     @property
     def rate(self) -> float:
-        """Share of the host's URLs with content that are not their document's canonical."""
+        """Share of the host's URLs with content that are not their document's canonical; a URL
+        dropped before fetch or redirected has no content of its own and is not counted."""
         total = self.documents + self.duplicates
         return self.duplicates / total if total else 0.0
 
@@ -48,6 +50,9 @@ class Summary:
     statuses: Counter[str] = field(default_factory=Counter)
     #: aliases (URLs that are not their document's canonical) by reason
     aliases: Counter[str] = field(default_factory=Counter)
+    #: URLs with content that are not their document's canonical, by how their text compares
+    #: with the representative's: exact_duplicate, near_duplicate (resolve.Placement.duplicate)
+    copies: Counter[str] = field(default_factory=Counter)
     documents: int = 0
     canonical_mismatches: int = 0
     hosts: dict[str, HostCounts] = field(default_factory=dict)
@@ -85,8 +90,8 @@ class Summary:
         rows += [(f"dropped_requests/{r}", n) for r, n in sorted(self.dropped_requests.items())]
         rows += [("documents", self.documents), ("aliases", self.duplicates)]
         rows += [(f"aliases/{reason}", self.aliases.get(reason, 0)) for reason in ALIAS_REASONS]
-        rows += [("exact_duplicates", self.aliases.get("exact_content", 0))]
-        rows += [("near_duplicates", self.aliases.get("near_duplicate", 0))]
+        rows += [("exact_duplicates", self.copies.get("exact_duplicate", 0))]
+        rows += [("near_duplicates", self.copies.get("near_duplicate", 0))]
         rows += [("unchanged", self.statuses.get("unchanged", 0))]
         rows += [("canonical_mismatches", self.canonical_mismatches)]
         rows += [(f"status/{s}", n) for s, n in sorted(self.statuses.items())]
@@ -122,20 +127,20 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
         placement = resolver.place(record)
         if placement.reason is not None:
             summary.aliases[placement.reason] += 1
-            counts.duplicates += 1
             if placement.distance is not None:
                 summary.near_distances[placement.distance] += 1
         elif placement.canonical_url is not None:
             counts.documents += 1
-    for url, variant in progress(store.iter_variants(), "URL variants"):
+        if placement.duplicate is not None:
+            summary.copies[placement.duplicate] += 1
+            counts.duplicates += 1
+    for url, variant in url_variants(store, progress):
         summary.variants += 1
         reason = variant.get("reason") or "url_variant"
         summary.dropped_urls[reason] += 1
         summary.dropped_requests[reason] += int(variant.get("count") or 1)
         summary.aliases["url_variant"] += 1
-        counts = host(url)
-        counts.urls += 1
-        counts.duplicates += 1
+        host(url).urls += 1
     for cluster in progress(store.iter_clusters(), "clusters"):
         summary.documents += 1
         summary.cluster_sizes[cluster.size] += 1
@@ -180,8 +185,8 @@ def render_text(s: Summary, out: TextIO) -> None:
     ]
     lines += [(f"  {reason}", s.aliases.get(reason, 0), "") for reason in ALIAS_REASONS]
     lines += [
-        ("Exact duplicates", s.aliases.get("exact_content", 0), "same text after normalization"),
-        ("Near duplicates", s.aliases.get("near_duplicate", 0), _distances(s)),
+        ("Exact duplicates", s.copies.get("exact_duplicate", 0), "URLs with the same text as their canonical"),
+        ("Near duplicates", s.copies.get("near_duplicate", 0), _distances(s)),
         ("Unchanged", s.statuses.get("unchanged", 0), "not modified at the last visit"),
         ("Canonical mismatches", s.canonical_mismatches, "rel=canonical named a different text: both kept"),
         ("Not documents", sum(s.statuses.get(st, 0) for st in NOT_DOCUMENTS), not_docs),
@@ -190,7 +195,7 @@ def render_text(s: Summary, out: TextIO) -> None:
     numw = max(len(_n(v)) for _, v, _ in lines)
     for label, value, note in lines:
         out.write(f"{label:<{width}}  {_n(value):>{numw}}  {note}".rstrip() + "\n")
-    out.write("\nDuplicate rate per host (aliases / URLs with content)\n")
+    out.write("\nDuplicate rate per host (exact and near duplicates / URLs with content)\n")
     rows = [
         {"host": h, "urls": c.urls, "documents": c.documents, "duplicates": c.duplicates, "rate": f"{c.rate:.1%}"}
         for h, c in sorted(s.hosts.items(), key=lambda hc: (-hc[1].urls, hc[0]))
