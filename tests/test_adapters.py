@@ -242,6 +242,7 @@ def test_the_html_field_leaves_with_the_text_only_when_asked(make_crawler, drop)
 
 def test_a_link_left_behind_keeps_no_response_alive(make_crawler):
     crawler = make_crawler()
+    pipeline = open_pipeline(crawler)  # the store is open, as in a crawl
     state = DedupState.of(crawler)
     response = page("http://h/a", TEXT)
     item = through_spider_mw(crawler, response, {"title": "a"})
@@ -252,6 +253,7 @@ def test_a_link_left_behind_keeps_no_response_alive(make_crawler):
     gc.collect()
     assert gone() is None
     assert state.sources.take({"title": "a"}) is None
+    pipeline.close_spider()
 
 
 def test_the_links_are_bounded():
