@@ -19,7 +19,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import NotConfigured, UsageError
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError, StoreWriteError
 
 SUBCOMMANDS = {
     "summary": "counts by kind and the duplicate rate per host",
@@ -36,6 +36,7 @@ SUBCOMMANDS = {
     "chunks": "chunks that several documents share: the first source and every copy (crawled with DEDUP_CHUNKS)",
     "boilerplate": "lines learned as boilerplate per host, with their page counts and an example URL",
     "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
+    "settle": "settle the clusters of a store several processes shared, or one filled by ingest",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
@@ -153,9 +154,11 @@ class Command(ScrapyCommand):
 
         # a table goes to a terminal: what a crawled page carries must not drive it
         safe = redirect_stdout(ControlFree(sys.stdout)) if opts.format == "table" else nullcontext()
+        # settling writes the store: never a snapshot of it
+        snapshot = opts.snapshot and opts.subcommand != "settle"
         try:
             with safe, opened_store(
-                self.settings, opts.store, opts.spider, snapshot=opts.snapshot, prefix=opts.redis_prefix
+                self.settings, opts.store, opts.spider, snapshot=snapshot, prefix=opts.redis_prefix
             ) as store:
                 handler(store, opts)
                 sys.stdout.flush()
@@ -360,6 +363,27 @@ class Command(ScrapyCommand):
         print(f"exported {what}" + (f" to {opts.output}" if opts.output else ""), file=sys.stderr)
         if counts.note():
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
+
+    def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.decide.settle import settle
+
+        config = self._config(opts)
+        result = settle(
+            store,
+            max_distance=config.max_distance,
+            min_jaccard=config.min_jaccard,
+            min_tokens=config.min_tokens,
+            authority=config.authority,
+        )
+        print(
+            f"settled {result.documents} documents in {result.clusters} clusters: "
+            f"{result.revised} provisional decision(s) revised, {result.rewritten} cluster(s) written again"
+        )
+        # the chunk statuses follow the representatives
+        from scrapy_dedup.decide.chunk_layer import OWED
+
+        if (result.rewritten or store.get_meta(OWED)) and next(iter(store.scan(CHUNKS)), None) is not None:
+            self._settle_chunks(store, config)
 
     def _chunks(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import chunks

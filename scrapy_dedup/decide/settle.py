@@ -1,0 +1,268 @@
+"""Settling: the clusters as a function of the set of documents, whatever order they came in.
+
+The crawl decides each page when it arrives (that saves fetching and extracting what is
+known already), but near-duplicate similarity is not transitive: a page near two others that
+are not near each other joins whichever cluster it meets first. Those decisions are
+provisional. Settling recomputes every cluster from what the store holds (each document's
+fingerprints, URL, scope and representative inputs) and writes the result back, so the
+export, ``lookup`` and the cluster reports read one corpus per set of pages:
+
+1. every document in the representative order (:func:`~scrapy_dedup.core.representative.
+   representative_order`: the URL key is its last tie-break, so the order is total);
+2. in that order, a document joins the first representative already chosen that it
+   duplicates (the same text, or near by the crawl's own test,
+   :func:`~scrapy_dedup.core.fingerprints.near_match`), else it becomes a representative.
+
+No member is ever compared with another member, only with its representative, so a chain
+A~B~C with A and C apart is never glued into one cluster. Candidates come from the same
+key math as the store's indexes (SimHash blocks, MinHash bands), built over the chosen
+representatives only.
+
+A settled cluster is named after its scope and its representative's URL key
+(:func:`~scrapy_dedup.decide.clusters.cluster_id_for`), as a crawl names the cluster a
+page founds: the ``document_id`` of the export stays while its representative does, across
+re-crawls and settles, and is the id the crawl's item gave it whenever the provisional
+decision stood.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from scrapy_dedup.core.bands import band_hashes, simhash_blocks
+from scrapy_dedup.core.fingerprints import VERIFY_MARGIN, Fingerprint, jaccard_estimate, near_match
+from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
+from scrapy_dedup.core.representative import Candidate, representative_order
+from scrapy_dedup.decide.clusters import cluster_id_for, distance
+from scrapy_dedup.store.base import DedupStore, StoreBatch
+
+__all__ = ["Settled", "SettleResult", "settle", "settle_clusters"]
+
+#: what a near test answers: (near, SimHash distance, Jaccard)
+NearTest = Callable[[UrlRecord, UrlRecord], "tuple[bool, int | None, float | None]"]
+
+
+@dataclass(slots=True)
+class Settled:
+    """One settled cluster: its representative and its other members, with how close each is."""
+
+    representative: UrlRecord
+    #: (member, distance to the representative, Jaccard with it)
+    members: list[tuple[UrlRecord, int | None, float | None]] = field(default_factory=list)
+
+    @property
+    def cluster_id(self) -> str:
+        return cluster_id_for(self.representative.scope, self.representative.key)
+
+
+@dataclass(slots=True)
+class SettleResult:
+    documents: int = 0
+    clusters: int = 0
+    #: documents whose representative settling changed (their provisional decision was revised)
+    revised: int = 0
+    #: clusters written again (new, renamed, or with members that came or went)
+    rewritten: int = 0
+
+
+def _is_indexable(record: UrlRecord, min_tokens: int, minhash: bytes | None) -> bool:
+    return record.simhash is not None and (record.tokens or 0) >= min_tokens and bool(minhash)
+
+
+def settle_clusters(
+    records: Iterable[UrlRecord],
+    near: NearTest,
+    *,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+    authority: Sequence[str] = (),
+) -> list[Settled]:
+    """The settled clusters of ``records`` (documents: URL records with content), in
+    representative order. Pure given ``near`` and ``minhash_of``: the same set of records
+    gives the same clusters whatever order it is given in.
+
+    >>> from scrapy_dedup.core.records import UrlRecord
+    >>> def doc(key, length, content):
+    ...     return UrlRecord(key, key, content_hash=content, text_length=length, cluster_id="x")
+    >>> docs = [doc("http://h/b", 10, "c1"), doc("http://h/a", 10, "c1"), doc("http://h/c", 20, "c2")]
+    >>> never = lambda a, b: (False, None, None)
+    >>> [(s.representative.key, [m.key for m, _, _ in s.members])
+    ...  for s in settle_clusters(docs, never, minhash_of=lambda k: None, min_tokens=1)]
+    [('http://h/c', []), ('http://h/a', ['http://h/b'])]
+    """
+    ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
+    settled: list[Settled] = []
+    exact: dict[tuple[str, str | None], Settled] = {}
+    # the representatives by SimHash block and by MinHash band: the store's key math, in memory
+    blocks: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    bands: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    for record in ordered:
+        same = exact.get((record.scope, record.content_hash))
+        if same is not None:
+            rep = same.representative
+            same.members.append((record, distance(record, rep), 1.0))
+            continue
+        minhash = minhash_of(record.key)
+        indexable = _is_indexable(record, min_tokens, minhash)
+        my_blocks = [(record.scope, i, b) for i, b in enumerate(simhash_blocks(record.simhash))] if indexable else []
+        my_bands = [(record.scope, i, b) for i, b in enumerate(band_hashes(minhash))] if indexable else []
+        joined = False
+        if indexable:
+            candidates = sorted({n for k in my_blocks for n in blocks.get(k, ())} | {n for k in my_bands for n in bands.get(k, ())})
+            for n in candidates:  # in representative order: the first it is near takes it
+                ok, gap, jaccard = near(record, settled[n].representative)
+                if ok:
+                    settled[n].members.append((record, gap, jaccard))
+                    exact.setdefault((record.scope, record.content_hash), settled[n])
+                    joined = True
+                    break
+        if joined:
+            continue
+        cluster = Settled(record)
+        exact[(record.scope, record.content_hash)] = cluster
+        settled.append(cluster)
+        for k in my_blocks:
+            blocks[k].append(len(settled) - 1)
+        for k in my_bands:
+            bands[k].append(len(settled) - 1)
+    return settled
+
+
+def settle(
+    store: DedupStore,
+    *,
+    max_distance: int,
+    min_jaccard: float,
+    min_tokens: int,
+    authority: Sequence[str] = (),
+) -> SettleResult:
+    """Settle every cluster of ``store`` and write what changed in one batch.
+
+    The near test is the crawl's (:func:`near_match` with its settings; a pair near the
+    threshold is decided by the exact Jaccard of the two texts when the store keeps them).
+    """
+    docs = [r for r in store.iter_urls() if r.has_content]
+    by_content: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    for r in docs:
+        by_content[(r.scope, r.content_hash)].append(r.key)
+    minhashes: dict[str, bytes | None] = {}
+
+    def minhash_of(key: str) -> bytes | None:
+        if key not in minhashes:
+            minhashes[key] = store.get_minhash(key)
+        return minhashes[key]
+
+    @lru_cache(maxsize=1024)
+    def text_of(scope: str, content_hash: str | None) -> str | None:
+        # a page whose bytes were seen before skipped extraction: its text is kept under a
+        # copy, and which copy came first depends on the order
+        for key in sorted(by_content[(scope, content_hash)]):
+            text = store.get_text(key)
+            if text is not None:
+                return text
+        return None
+
+    def fingerprint(record: UrlRecord) -> Fingerprint:
+        return Fingerprint(
+            content_hash=record.content_hash or "",
+            simhash=record.simhash or 0,
+            minhash=minhash_of(record.key) or b"",
+            tokens=record.tokens or 0,
+            length=record.text_length or 0,
+        )
+
+    def near(a: UrlRecord, b: UrlRecord) -> tuple[bool, int | None, float | None]:
+        fa, fb = fingerprint(a), fingerprint(b)
+        texts = None
+        if abs(jaccard_estimate(fa.minhash, fb.minhash) - min_jaccard) < VERIFY_MARGIN:
+            ta, tb = text_of(a.scope, a.content_hash), text_of(b.scope, b.content_hash)
+            texts = (ta, tb) if ta is not None and tb is not None else None
+        return near_match(
+            fa, fb, max_distance=max_distance, min_jaccard=min_jaccard, min_tokens=min_tokens, texts=texts
+        )
+
+    settled = settle_clusters(docs, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority)
+    result = SettleResult(documents=len(docs), clusters=len(settled))
+    old = {c.cluster_id: c for c in store.iter_clusters()}
+    with store.batch() as batch:
+        _write(store, batch, settled, old, result, minhash_of, min_tokens)
+    return result
+
+
+def _write(
+    store: DedupStore,
+    batch: StoreBatch,
+    settled: list[Settled],
+    old: dict[str, Cluster],
+    result: SettleResult,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+) -> None:
+    """What changed, removals first (a batch applies in order: a later write wins)."""
+    new = {s.cluster_id: s for s in settled}
+    old_members = {cid: set(store.members_of(c)) for cid, c in old.items()}
+    kept: set[str] = set()
+    for cid, cluster in old.items():
+        s = new.get(cid)
+        if s is not None and s.representative.key == cluster.representative and old_members[cid] == {
+            s.representative.key, *(m.key for m, _, _ in s.members)
+        }:
+            kept.add(cid)  # the same representative and members: only the records may move
+            continue
+        rep = next((r for r in (store.get_url(cluster.representative),) if r is not None), None)
+        if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
+            batch.unindex_near(cluster.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
+        for key in old_members[cid]:
+            batch.remove_member(cid, key)
+        batch.delete_cluster(cid)
+    for cid, s in new.items():
+        rep = s.representative
+        provisional = {}
+        for record in (rep, *(m for m, _, _ in s.members)):
+            before = old.get(record.cluster_id) if record.cluster_id else None
+            provisional[record.key] = before.representative if before is not None else None
+        result.revised += sum(1 for key, was in provisional.items() if was != rep.key)
+        if cid not in kept:
+            result.rewritten += 1
+            cluster = Cluster(cid, rep.key, rep.url, 0, 0, scope=rep.scope, size=1 + len(s.members))
+            cluster.represent(rep)
+            cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
+            batch.put_cluster(cluster)
+            for member, _, _ in s.members:
+                batch.add_member(cid, member.key)
+            if _is_indexable(rep, min_tokens, minhash_of(rep.key)):
+                batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
+        contents = {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}
+        for content in contents:
+            if content is not None and store.find_exact(rep.scope, content) != cid:
+                batch.index_exact(rep.scope, content, cid)
+        _place(batch, rep, cid, None, None, None)
+        for member, gap, jaccard in s.members:
+            _place(batch, member, cid, rep, gap, jaccard)
+
+
+def _place(
+    batch: StoreBatch,
+    record: UrlRecord,
+    cid: str,
+    rep: UrlRecord | None,
+    gap: int | None,
+    jaccard: float | None,
+) -> None:
+    """Write ``record`` where settling put it (only when that moved it)."""
+    before = (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard)
+    record.cluster_id = cid
+    if rep is None:
+        record.clear_match()
+        if record.status in ("exact_duplicate", "near_duplicate"):
+            record.status = "new"
+    else:
+        same = duplicate_reason(record.content_hash, rep.content_hash)
+        record.reason = "rel_canonical" if record.canonical_alias else same
+        record.status = duplicate_status(same)
+        record.duplicate_of, record.distance, record.jaccard = rep.key, gap, jaccard
+    if before != (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard):
+        batch.put_url(record)
