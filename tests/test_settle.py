@@ -159,3 +159,23 @@ def test_authority_url_prefixes_choose_the_representative(backend, tmp_path):
     assert "http://h/a" in chosen["http://h/a"] and "http://h/b" not in chosen["http://h/a"]
     assert "http://h/b2" in chosen["http://h/b2"] and "http://h/b" not in chosen["http://h/b2"]
 
+
+
+def test_every_backend_settles_alike(tmp_path, redis_single):
+    """LevelDB, memory and Redis end with the same settled state (each fed another order)."""
+    from redis_fixtures import redis_backend
+
+    from scrapy_dedup.store.leveldb import LevelDBStore
+    from scrapy_dedup.store.memory import MemoryStore
+
+    states = []
+    for n, backend in enumerate((LevelDBStore, MemoryStore, redis_backend(redis_single.url))):
+        path = str(tmp_path / f"s{n}")
+        with backend(path, PARAMS) as store:
+            store.begin_run()
+            ingest(store, orders()[n * 3])
+            settle(store, **SETTINGS)
+            states.append(settled_state(store))
+        if backend is MemoryStore:
+            MemoryStore.discard(path)
+    assert states[0] == states[1] == states[2]
