@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from itertools import permutations
 from pathlib import Path
@@ -23,6 +24,9 @@ from crawl_helpers import StoreView, dedup
 from local_site import LocalSite
 from test_settle import TEXTS
 from testing import EXAMPLE_PROJECT, run_crawl
+
+from scrapy_dedup.store.redis_functions import connect, primaries
+from scrapy_dedup.store.redis_store import RedisStore
 
 NAMES = sorted(TEXTS)
 SETTINGS = {"DEDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "DEDUP_LOGSTATS_INTERVAL": 0}
@@ -63,18 +67,27 @@ def site():
         yield state
 
 
-def settled(out: Path) -> dict:
-    """The settled output of the store in ``out``: the export without fetch times, and every
-    page's canonical URL (what ``lookup`` answers)."""
-    proc = dedup(out / "store", "export")
+def settled(out: Path, redis_url: str | None = None) -> dict:
+    """The settled output of the store in ``out`` (or of the crawl on the Redis server at
+    ``redis_url``): the export without fetch times, and every page's canonical URL (what
+    ``lookup`` answers)."""
+    where = ["--store", redis_url, "--redis-prefix", "dedup:site"] if redis_url else ["--store", str(out / "store")]
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "dedup", "export", *where], capture_output=True, text=True,
+                          timeout=120, cwd=out)
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     for r in records:
         del r["first_seen"], r["last_seen"]
-    view = StoreView(out / "store")
+    if redis_url:
+        with RedisStore.open_existing(redis_url, prefix="dedup:site") as store:
+            records_by_key = {r.key: r for r in store.iter_urls()}
+            clusters = {c.cluster_id: c for c in store.iter_clusters()}
+    else:
+        view = StoreView(out / "store")
+        records_by_key, clusters = view.records, view.clusters
     canonical = {
-        key: (view.clusters[r.cluster_id].rep_url, r.cluster_id, r.reason, r.duplicate_of)
-        for key, r in view.records.items()
+        key: (clusters[r.cluster_id].rep_url, r.cluster_id, r.reason, r.duplicate_of)
+        for key, r in records_by_key.items()
         if r.has_content
     }
     return {"export": sorted(records, key=lambda r: r["document_id"]), "canonical": canonical}
@@ -155,3 +168,33 @@ def test_a_crawl_killed_and_resumed_settles_alike(site, reference, tmp_path):
     assert outcome["export"] == reference["export"]
     assert outcome["canonical"] == reference["canonical"]
 
+
+
+@pytest.mark.parametrize("processes", [1, 2, 4])
+def test_processes_sharing_a_redis_store_settle_alike(site, reference, tmp_path, redis_single, processes):
+    """1, 2 or 4 crawl processes over one Redis store, each started with its own order of the
+    pages, then ``scrapy dedup settle``: the export of one process on LevelDB."""
+    for node in primaries(connect(redis_single.url)):
+        node.flushdb()  # the crawls use the default key prefix (dedup:site)
+    orders = [NAMES, NAMES[::-1], ["d", "c", "b", "x", "a", "b2", "e"], ["b", "e", "x", "a", "c", "d", "b2"]]
+    results: list = [None] * processes
+
+    def run(i: int) -> None:
+        start = f"{site.url}/start/{','.join(orders[i])}"
+        results[i] = run_crawl(start, tmp_path / f"p{i}", {**SETTINGS, "DEDUP_STORE": redis_single.url}, timeout=300)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(processes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r is not None and r.returncode == 0 for r in results)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", "settle", "--store", redis_single.url, "--redis-prefix", "dedup:site"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"settled {len(TEXTS)} documents" in proc.stdout
+    outcome = settled(tmp_path, redis_single.url)
+    assert outcome["export"] == reference["export"]
+    assert outcome["canonical"] == reference["canonical"]
