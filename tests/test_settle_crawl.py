@@ -1,6 +1,6 @@
 """One settled corpus per set of pages: crawls of one site in every order, at concurrency 1 and
 16, killed and resumed, and an ingest of the same pages end with the same export (every field
-but the fetch times) and the same canonical URL for every page.
+but the fetch times), the same ``export --chunks`` and the same canonical URL for every page.
 
 The site's pages form chains of near duplicates (D~A~B~C~E, none near the page two steps
 away; see test_settle.py), so a page decided online joins whichever neighbour it met first.
@@ -78,6 +78,11 @@ def settled(out: Path, redis_url: str | None = None) -> dict:
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     for r in records:
         del r["first_seen"], r["last_seen"]
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "dedup", "export", "--chunks", *where], capture_output=True,
+                          text=True, timeout=120, cwd=out)
+    assert proc.returncode == 0, proc.stderr
+    chunks = sorted(proc.stdout.splitlines())
+    assert chunks
     if redis_url:
         with RedisStore.open_existing(redis_url, prefix="dedup:site") as store:
             records_by_key = {r.key: r for r in store.iter_urls()}
@@ -90,7 +95,7 @@ def settled(out: Path, redis_url: str | None = None) -> dict:
         for key, r in records_by_key.items()
         if r.has_content
     }
-    return {"export": sorted(records, key=lambda r: r["document_id"]), "canonical": canonical}
+    return {"export": sorted(records, key=lambda r: r["document_id"]), "canonical": canonical, "chunks": chunks}
 
 
 def crawl(site: Site, out: Path, order: list[str], **settings) -> dict:
@@ -101,7 +106,12 @@ def crawl(site: Site, out: Path, order: list[str], **settings) -> dict:
 
 @pytest.fixture(scope="module")
 def reference(site, tmp_path_factory):
-    return crawl(site, tmp_path_factory.mktemp("reference"), NAMES)
+    out = tmp_path_factory.mktemp("reference")
+    outcome = crawl(site, out, NAMES)
+    assert outcome["revised"] > 0  # the crawl's own decisions were revised: there was something to settle
+    check = dedup(out / "store", "check")  # the settled store keeps every invariant of the store
+    assert check.returncode == 0, check.stdout + check.stderr
+    return outcome
 
 
 @pytest.mark.parametrize("chain", ["".join(p) for p in permutations("abc")])
@@ -110,6 +120,7 @@ def test_every_order_of_the_chain_settles_alike(site, reference, tmp_path, chain
     outcome = crawl(site, tmp_path, order)
     assert outcome["export"] == reference["export"]
     assert outcome["canonical"] == reference["canonical"]
+    assert outcome["chunks"] == reference["chunks"]
 
 
 def test_reverse_order_and_concurrency_16_settle_alike(site, reference, tmp_path):
@@ -120,6 +131,7 @@ def test_reverse_order_and_concurrency_16_settle_alike(site, reference, tmp_path
     for outcome in outcomes:
         assert outcome["export"] == reference["export"]
         assert outcome["canonical"] == reference["canonical"]
+        assert outcome["chunks"] == reference["chunks"]
     assert len(reference["export"]) < len(TEXTS)
 
 
@@ -167,6 +179,7 @@ def test_a_crawl_killed_and_resumed_settles_alike(site, reference, tmp_path):
     outcome = crawl(site, tmp_path, NAMES)
     assert outcome["export"] == reference["export"]
     assert outcome["canonical"] == reference["canonical"]
+    assert outcome["chunks"] == reference["chunks"]
 
 
 
@@ -198,3 +211,4 @@ def test_processes_sharing_a_redis_store_settle_alike(site, reference, tmp_path,
     outcome = settled(tmp_path, redis_single.url)
     assert outcome["export"] == reference["export"]
     assert outcome["canonical"] == reference["canonical"]
+    assert outcome["chunks"] == reference["chunks"]

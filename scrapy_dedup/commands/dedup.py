@@ -365,20 +365,9 @@ class Command(ScrapyCommand):
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
 
     def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
-        from scrapy_dedup.decide.settle import settle
-
         config = self._config(opts)
-        result = settle(
-            store,
-            max_distance=config.max_distance,
-            min_jaccard=config.min_jaccard,
-            min_tokens=config.min_tokens,
-            authority=config.authority,
-        )
-        print(
-            f"settled {result.documents} documents in {result.clusters} clusters: "
-            f"{result.revised} provisional decision(s) revised, {result.rewritten} cluster(s) written again"
-        )
+        result = self._settle_clusters(store, config)
+        print(f"settled {result}")
         # the chunk statuses follow the representatives
         from scrapy_dedup.decide.chunk_layer import OWED
 
@@ -436,7 +425,7 @@ class Command(ScrapyCommand):
         if opts.store:
             self.settings.set("DEDUP_STORE", opts.store, priority="cmdline")
         config = self._config(opts)
-        settled = None
+        settled = clusters = None
         if not config.store:
             raise UsageError("ingest writes to a store: --store PATH or -s DEDUP_STORE=PATH")
         fields = ingest.Fields(opts.url_field or "url", opts.text_field or "text", opts.html_field or "html")
@@ -471,6 +460,8 @@ class Command(ScrapyCommand):
                     workers=config.workers,
                     progress=sys.stderr,
                 )
+                # an ingest ends as a crawl does: settled (a shared store once its writers are done)
+                clusters = None if store.shared else self._settle_clusters(store, config)
                 if config.chunks:
                     settled = self._settle_chunks(store, config)
         except StoreError as exc:
@@ -483,12 +474,26 @@ class Command(ScrapyCommand):
             f" ({statuses or 'nothing decided'}); {len(counts.malformed)} malformed line(s) skipped",
             file=sys.stderr,
         )
+        if clusters is not None:
+            print(f"settled: {clusters}", file=sys.stderr)
         if config.chunks and settled is not None:
             print(
                 f"chunked {settled.documents} documents into {settled.chunks} chunks; "
                 f"{settled.boilerplate} boilerplate line(s) learned in {settled.groups} group(s)",
                 file=sys.stderr,
             )
+
+    @staticmethod
+    def _settle_clusters(store: DedupStore, config: Any) -> Any:
+        from scrapy_dedup.decide.settle import settle
+
+        return settle(
+            store,
+            max_distance=config.max_distance,
+            min_jaccard=config.min_jaccard,
+            min_tokens=config.min_tokens,
+            authority=config.authority,
+        )
 
     @staticmethod
     def _settle_chunks(store: DedupStore, config: Any) -> Any:

@@ -244,12 +244,7 @@ class DedupState:
             return False
         self.inc("settle/revised", result.revised)
         self.inc("settle/documents", result.documents)
-        logger.info(
-            "dedup settled: %d documents in %d clusters, %d provisional decision(s) revised",
-            result.documents,
-            result.clusters,
-            result.revised,
-        )
+        logger.info("dedup settled: %s", result)
         return bool(result.rewritten)
 
     def settle_chunks(self, moved: bool = False) -> None:

@@ -67,6 +67,12 @@ class SettleResult:
     #: clusters written again (new, renamed, or with members that came or went)
     rewritten: int = 0
 
+    def __str__(self) -> str:
+        return (
+            f"{self.documents} documents in {self.clusters} clusters: {self.revised} provisional "
+            f"decision(s) revised, {self.rewritten} cluster(s) written again"
+        )
+
 
 def _is_indexable(record: UrlRecord, min_tokens: int, minhash: bytes | None) -> bool:
     return record.simhash is not None and (record.tokens or 0) >= min_tokens and bool(minhash)
