@@ -183,18 +183,20 @@ def test_a_crawl_killed_and_resumed_settles_alike(site, reference, tmp_path):
 
 
 
-@pytest.mark.parametrize("processes", [1, 2, 4])
-def test_processes_sharing_a_redis_store_settle_alike(site, reference, tmp_path, redis_single, processes):
-    """1, 2 or 4 crawl processes over one Redis store, each started with its own order of the
-    pages, then ``scrapy dedup settle``: the export of one process on LevelDB."""
-    for node in primaries(connect(redis_single.url)):
+@pytest.mark.parametrize("processes, kind", [(1, "single"), (2, "single"), (4, "single"), (4, "cluster")])
+def test_processes_sharing_a_redis_store_settle_alike(site, reference, tmp_path, request, processes, kind):
+    """1, 2 or 4 crawl processes over one Redis store (one server, or a 3-master cluster), each
+    started with its own order of the pages, then ``scrapy dedup settle``: the export of one
+    process on LevelDB."""
+    server = request.getfixturevalue(f"redis_{kind}")
+    for node in primaries(connect(server.url)):
         node.flushdb()  # the crawls use the default key prefix (dedup:site)
     orders = [NAMES, NAMES[::-1], ["d", "c", "b", "x", "a", "b2", "e"], ["b", "e", "x", "a", "c", "d", "b2"]]
     results: list = [None] * processes
 
     def run(i: int) -> None:
         start = f"{site.url}/start/{','.join(orders[i])}"
-        results[i] = run_crawl(start, tmp_path / f"p{i}", {**SETTINGS, "DEDUP_STORE": redis_single.url}, timeout=300)
+        results[i] = run_crawl(start, tmp_path / f"p{i}", {**SETTINGS, "DEDUP_STORE": server.url}, timeout=300)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(processes)]
     for t in threads:
@@ -203,12 +205,12 @@ def test_processes_sharing_a_redis_store_settle_alike(site, reference, tmp_path,
         t.join()
     assert all(r is not None and r.returncode == 0 for r in results)
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "dedup", "settle", "--store", redis_single.url, "--redis-prefix", "dedup:site"],
+        [sys.executable, "-m", "scrapy", "dedup", "settle", "--store", server.url, "--redis-prefix", "dedup:site"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert f"settled {len(TEXTS)} documents" in proc.stdout
-    outcome = settled(tmp_path, redis_single.url)
+    outcome = settled(tmp_path, server.url)
     assert outcome["export"] == reference["export"]
     assert outcome["canonical"] == reference["canonical"]
     assert outcome["chunks"] == reference["chunks"]

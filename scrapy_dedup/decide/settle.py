@@ -218,7 +218,7 @@ def _write(
         }:
             kept.add(cid)  # the same representative and members: only the records may move
             continue
-        rep = next((r for r in (store.get_url(cluster.representative),) if r is not None), None)
+        rep = store.get_url(cluster.representative)
         if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
             batch.unindex_near(cluster.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
         for key in old_members[cid]:
@@ -241,10 +241,10 @@ def _write(
                 batch.add_member(cid, member.key)
             if _is_indexable(rep, min_tokens, minhash_of(rep.key)):
                 batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
-        contents = {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}
-        for content in contents:
-            if content is not None and store.find_exact(rep.scope, content) != cid:
-                batch.index_exact(rep.scope, content, cid)
+            # (a cluster kept as it was has its exact entries: every member's decision wrote them)
+            for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
+                if content is not None:
+                    batch.index_exact(rep.scope, content, cid)
         _place(batch, rep, cid, None, None, None)
         for member, gap, jaccard in s.members:
             _place(batch, member, cid, rep, gap, jaccard)
