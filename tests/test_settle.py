@@ -71,6 +71,12 @@ def partition(store) -> set[tuple[str, frozenset]]:
     return {(c.representative, frozenset(store.members_of(c))) for c in store.iter_clusters()}
 
 
+def representatives(store) -> dict[str, str]:
+    """Each document's representative's URL key."""
+    reps = {c.cluster_id: c.representative for c in store.iter_clusters()}
+    return {r.key: reps[r.cluster_id] for r in store.iter_urls() if r.has_content}
+
+
 def settled_state(store) -> dict:
     """Everything settled: each URL's place, each cluster, the export (without its times)."""
     places = {
@@ -91,8 +97,12 @@ def test_the_settled_clusters_do_not_depend_on_the_order(backend, tmp_path):
             store.begin_run()
             ingest(store, order)
             provisional.add(frozenset(partition(store)))
+            before = representatives(store)
             result = settle(store, **SETTINGS)
             revised += result.revised
+            # dedup/settle/revised: the documents whose representative settling changed
+            after = representatives(store)
+            assert result.revised == sum(before[key] != after[key] for key in after)
             assert result.documents == len(TEXTS)
             settled.append(settled_state(store))
             # settling again changes nothing
