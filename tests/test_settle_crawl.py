@@ -214,3 +214,13 @@ def test_processes_sharing_a_redis_store_settle_alike(site, reference, tmp_path,
     assert outcome["export"] == reference["export"]
     assert outcome["canonical"] == reference["canonical"]
     assert outcome["chunks"] == reference["chunks"]
+
+
+def test_document_ids_stay_across_a_re_crawl(site, reference, tmp_path):
+    """Every page fetched again, in another order: each document keeps its id (its
+    representative stayed), and nothing is revised."""
+    crawl(site, tmp_path, NAMES[::-1])
+    again = crawl(site, tmp_path, NAMES, DEDUP_REVISIT_AFTER=0)
+    assert again["revised"] == 0
+    assert [r["document_id"] for r in again["export"]] == [r["document_id"] for r in reference["export"]]
+    assert again["export"] == reference["export"]
