@@ -74,6 +74,26 @@ class SettleResult:
         )
 
 
+#: set on a band key: block keys stay below 2^19, band hashes are 64-bit
+_BAND_BIT = 1 << 64
+
+
+def _entries(index: dict[int, int | list[int]], key: int) -> tuple[int, ...] | list[int]:
+    found = index.get(key)
+    return () if found is None else (found,) if isinstance(found, int) else found
+
+
+def _add(index: dict[int, int | list[int]], key: int, n: int) -> None:
+    # one int for a key with one entry (most): a list each costs about 90 bytes
+    found = index.get(key)
+    if found is None:
+        index[key] = n
+    elif isinstance(found, int):
+        index[key] = [found, n]
+    else:
+        found.append(n)
+
+
 def _is_indexable(record: UrlRecord, min_tokens: int, minhash: bytes | None) -> bool:
     return record.simhash is not None and (record.tokens or 0) >= min_tokens and bool(minhash)
 
@@ -101,39 +121,41 @@ def settle_clusters(
     """
     ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
     settled: list[Settled] = []
-    exact: dict[tuple[str, str | None], Settled] = {}
-    # the representatives by SimHash block and by MinHash band: the store's key math, in memory
-    blocks: dict[tuple[str, int, int], list[int]] = defaultdict(list)
-    bands: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    scope: str | None = None
     for record in ordered:
-        same = exact.get((record.scope, record.content_hash))
+        if record.scope != scope:
+            # one scope at a time (the order groups them): restricted text never meets another scope's
+            scope = record.scope
+            exact: dict[str | None, Settled] = {}
+            # the representatives by SimHash block and by MinHash band: the store's key math, in memory
+            near_index: dict[int, int | list[int]] = {}
+        same = exact.get(record.content_hash)
         if same is not None:
             rep = same.representative
             same.members.append((record, distance(record, rep), 1.0))
             continue
         minhash = minhash_of(record.key)
-        indexable = _is_indexable(record, min_tokens, minhash)
-        my_blocks = [(record.scope, i, b) for i, b in enumerate(simhash_blocks(record.simhash))] if indexable else []
-        my_bands = [(record.scope, i, b) for i, b in enumerate(band_hashes(minhash))] if indexable else []
-        joined = False
-        if indexable:
-            candidates = sorted({n for k in my_blocks for n in blocks.get(k, ())} | {n for k in my_bands for n in bands.get(k, ())})
-            for n in candidates:  # in representative order: the first it is near takes it
+        keys: list[int] = []
+        if _is_indexable(record, min_tokens, minhash):
+            # a block's key holds its table in the bits above 16; a band's hash is seeded with its number
+            keys = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
+            keys += [_BAND_BIT | band for band in band_hashes(minhash)]
+            joined = False
+            for n in sorted({n for k in keys for n in _entries(near_index, k)}):
+                # in representative order: the first it is near takes it
                 ok, gap, jaccard = near(record, settled[n].representative)
                 if ok:
                     settled[n].members.append((record, gap, jaccard))
-                    exact.setdefault((record.scope, record.content_hash), settled[n])
+                    exact.setdefault(record.content_hash, settled[n])
                     joined = True
                     break
-        if joined:
-            continue
+            if joined:
+                continue
         cluster = Settled(record)
-        exact[(record.scope, record.content_hash)] = cluster
+        exact[record.content_hash] = cluster
         settled.append(cluster)
-        for k in my_blocks:
-            blocks[k].append(len(settled) - 1)
-        for k in my_bands:
-            bands[k].append(len(settled) - 1)
+        for k in keys:
+            _add(near_index, k, len(settled) - 1)
     return settled
 
 
