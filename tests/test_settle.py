@@ -170,6 +170,21 @@ def test_authority_url_prefixes_choose_the_representative(backend, tmp_path):
     assert "http://h/b2" in chosen["http://h/b2"] and "http://h/b" not in chosen["http://h/b2"]
 
 
+def test_authority_outranks_the_length(backend, tmp_path):
+    """B is A with a few words replaced by shorter ones: A has the longer text and represents
+    the pair by default; with B's URL prefix in DEDUP_AUTHORITY, B does."""
+    assert len(TEXTS["b"]) < len(TEXTS["a"])
+    chosen = {}
+    for name, authority in (("default", ()), ("preferred", ("http://h/b",))):
+        with backend(str(tmp_path / name), PARAMS) as store:
+            store.begin_run()
+            ingest(store, ["a", "b"], authority=authority)
+            settle(store, **SETTINGS, authority=authority)
+            (cluster,) = store.iter_clusters()
+            chosen[name] = cluster.representative
+    assert chosen == {"default": "http://h/a", "preferred": "http://h/b"}
+
+
 
 def test_every_backend_settles_alike(tmp_path, redis_single):
     """LevelDB, memory and Redis end with the same settled state (each fed another order)."""
