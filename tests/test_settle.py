@@ -204,3 +204,34 @@ def test_every_backend_settles_alike(tmp_path, redis_single):
         if backend is MemoryStore:
             MemoryStore.discard(path)
     assert states[0] == states[1] == states[2]
+
+
+LATER = {"y": " ".join(f"y{i}" for i in random.Random(3).sample(range(5000), 400))}
+
+
+def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
+    """After a settle, only the clusters decided since are settled again, with every document
+    connected to theirs; the result is the one of settling every page of the store at once."""
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, orders()[3])
+        assert settle(store, **SETTINGS).affected == len(TEXTS)
+        assert settle(store, **SETTINGS).affected == 0  # nothing decided since
+        # A, the representative of A, B, B2 and D, goes away: B represents them now and, near
+        # C, takes C from the cluster of C and E, which nothing decided since touched; then a
+        # page Y near nothing comes
+        ContentIndex(store, store.run, **SETTINGS).forget(url("a"), 404)
+        ingest(store, ["y"], texts=LATER)
+        result = settle(store, **SETTINGS)
+        assert result.affected == 6  # B, B2, D; C and E, reached from them; Y (not X)
+        incremental = settled_state(store)
+        assert settle(store, **SETTINGS, incremental=False).rewritten == 0
+        assert settled_state(store) == incremental
+    with backend(str(tmp_path / "fresh"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, ["y", "x", "e", "d", "b2", "c", "b"], texts={**TEXTS, **LATER})
+        settle(store, **SETTINGS)
+        fresh = settled_state(store)
+    # the same documents, clusters and export (the fresh store never knew A's URL)
+    del incremental["places"][url("a")]
+    assert incremental == fresh

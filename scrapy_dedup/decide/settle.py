@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import xxhash
+
 from scrapy_dedup.core.bands import band_hashes, simhash_blocks
 from scrapy_dedup.core.fingerprints import VERIFY_MARGIN, Fingerprint, jaccard_estimate, near_match
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
@@ -39,7 +41,10 @@ from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import DedupStore, StoreBatch
 
-__all__ = ["Settled", "SettleResult", "settle", "settle_clusters"]
+__all__ = ["Settled", "SettleResult", "affected", "settle", "settle_clusters"]
+
+#: the settings of the last settle (an incremental settle needs the same ones)
+SETTLED_META = "settled"
 
 #: what a near test answers: (near, SimHash distance, Jaccard)
 NearTest = Callable[[UrlRecord, UrlRecord], "tuple[bool, int | None, float | None]"]
@@ -57,6 +62,10 @@ class Settled:
     def cluster_id(self) -> str:
         return cluster_id_for(self.representative.scope, self.representative.key)
 
+    def keys(self) -> list[str]:
+        """The URL keys of the representative and the members."""
+        return [self.representative.key, *(m.key for m, _, _ in self.members)]
+
 
 @dataclass(slots=True)
 class SettleResult:
@@ -66,11 +75,13 @@ class SettleResult:
     revised: int = 0
     #: clusters written again (new, renamed, or with members that came or went)
     rewritten: int = 0
+    #: documents settled again (all of them, or those an incremental settle reached)
+    affected: int = 0
 
     def __str__(self) -> str:
         return (
-            f"{self.documents} documents in {self.clusters} clusters: {self.revised} provisional "
-            f"decision(s) revised, {self.rewritten} cluster(s) written again"
+            f"{self.documents} documents in {self.clusters} clusters ({self.affected} settled again): "
+            f"{self.revised} provisional decision(s) revised, {self.rewritten} cluster(s) written again"
         )
 
 
@@ -92,6 +103,54 @@ def _add(index: dict[int, int | list[int]], key: int, n: int) -> None:
         index[key] = [found, n]
     else:
         found.append(n)
+
+
+def _near_keys(record: UrlRecord, minhash: bytes | None, min_tokens: int) -> list[int]:
+    """The candidate keys of a document compared by distance: its SimHash blocks (the table
+    number in the bits above 16) and its MinHash band hashes (seeded with their number)."""
+    if not _is_indexable(record, min_tokens, minhash):
+        return []
+    keys = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
+    return keys + [_BAND_BIT | band for band in band_hashes(minhash)]
+
+
+def _digest(keys: Iterable[str]) -> str:
+    return xxhash.xxh64_hexdigest("\0".join(sorted(keys)).encode())
+
+
+def affected(
+    records: Sequence[UrlRecord],
+    touched: Iterable[int],
+    near: NearTest,
+    *,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+) -> set[int]:
+    """The positions in ``records`` of every document connected to a ``touched`` one by a chain
+    of duplicates (the same text, or near).
+
+    Settling decides a document from the representatives before it that it duplicates only,
+    so the settled clusters of one such component depend on its documents alone: settling
+    these again, and keeping every other cluster, is settling them all."""
+    index: dict[str, dict[int, int | list[int]]] = defaultdict(dict)
+    copies: dict[tuple[str, str | None], list[int]] = defaultdict(list)
+    for n, record in enumerate(records):
+        copies[(record.scope, record.content_hash)].append(n)
+        for key in _near_keys(record, minhash_of(record.key), min_tokens):
+            _add(index[record.scope], key, n)
+    reached = set(touched)
+    todo = list(reached)
+    while todo:
+        record = records[todo.pop()]
+        scope = index[record.scope]
+        found = set(copies[(record.scope, record.content_hash)])
+        for key in _near_keys(record, minhash_of(record.key), min_tokens):
+            found.update(_entries(scope, key))
+        for m in sorted(found - reached):
+            if records[m].content_hash == record.content_hash or near(record, records[m])[0]:
+                reached.add(m)
+                todo.append(m)
+    return reached
 
 
 def _is_indexable(record: UrlRecord, min_tokens: int, minhash: bytes | None) -> bool:
@@ -134,12 +193,8 @@ def settle_clusters(
             rep = same.representative
             same.members.append((record, distance(record, rep), 1.0))
             continue
-        minhash = minhash_of(record.key)
-        keys: list[int] = []
-        if _is_indexable(record, min_tokens, minhash):
-            # a block's key holds its table in the bits above 16; a band's hash is seeded with its number
-            keys = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
-            keys += [_BAND_BIT | band for band in band_hashes(minhash)]
+        keys = _near_keys(record, minhash_of(record.key), min_tokens)
+        if keys:
             joined = False
             for n in sorted({n for k in keys for n in _entries(near_index, k)}):
                 # in representative order: the first it is near takes it
@@ -166,8 +221,14 @@ def settle(
     min_jaccard: float,
     min_tokens: int,
     authority: Sequence[str] = (),
+    incremental: bool = True,
 ) -> SettleResult:
     """Settle every cluster of ``store`` and write what changed in one batch.
+
+    ``incremental``: when the store was settled before with the same settings, only the
+    clusters that changed since (their members no longer match their ``settled`` digest, or
+    they are new) are settled again, with every document connected to theirs by a chain of
+    duplicates (:func:`affected`); every other cluster is as settling would leave it.
 
     The near test is the crawl's (:func:`near_match` with its settings; a pair near the
     threshold is decided by the exact Jaccard of the two texts when the store keeps them).
@@ -212,11 +273,32 @@ def settle(
             fa, fb, max_distance=max_distance, min_jaccard=min_jaccard, min_tokens=min_tokens, texts=texts
         )
 
-    settled = settle_clusters(docs, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority)
-    result = SettleResult(documents=len(docs), clusters=len(settled))
+    params = {"max_distance": max_distance, "min_jaccard": min_jaccard, "min_tokens": min_tokens,
+              "authority": list(authority)}
     old = {c.cluster_id: c for c in store.iter_clusters()}
-    with store.batch() as batch:
-        _write(store, batch, settled, old, result, minhash_of, min_tokens)
+    old_members = {cid: store.members_of(c) for cid, c in old.items()}
+    if incremental and store.get_meta(SETTLED_META) == params:
+        # only the clusters decided since the last settle, and what they are connected to
+        clean = {
+            key
+            for cid, c in old.items()
+            if c.settled == _digest(old_members[cid]) and cid == cluster_id_for(c.scope, c.representative)
+            for key in old_members[cid]
+        }
+        touched = [n for n, r in enumerate(docs) if r.key not in clean]
+        reached = affected(docs, touched, near, minhash_of=minhash_of, min_tokens=min_tokens) if touched else set()
+        docs_in = [docs[n] for n in sorted(reached)]
+    else:
+        docs_in = docs
+    keys_in = {r.key for r in docs_in}
+    # whole clusters: a cluster with a member to settle again has every member among them
+    old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
+    settled = settle_clusters(docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority)
+    result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
+    if docs_in:
+        with store.batch() as batch:
+            _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
+    store.put_meta(SETTLED_META, params)
     return result
 
 
@@ -225,20 +307,18 @@ def _write(
     batch: StoreBatch,
     settled: list[Settled],
     old: dict[str, Cluster],
+    old_members: dict[str, list[str]],
     result: SettleResult,
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
 ) -> None:
     """What changed, removals first (a batch applies in order: a later write wins)."""
     new = {s.cluster_id: s for s in settled}
-    old_members = {cid: set(store.members_of(c)) for cid, c in old.items()}
     kept: set[str] = set()
     for cid, cluster in old.items():
         s = new.get(cid)
-        if s is not None and s.representative.key == cluster.representative and old_members[cid] == {
-            s.representative.key, *(m.key for m, _, _ in s.members)
-        }:
-            kept.add(cid)  # the same representative and members: only the records may move
+        if s is not None and s.representative.key == cluster.representative and set(old_members[cid]) == set(s.keys()):
+            kept.add(cid)  # the same representative and members: its indexes stay
             continue
         rep = store.get_url(cluster.representative)
         if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
@@ -253,11 +333,15 @@ def _write(
             before = old.get(record.cluster_id) if record.cluster_id else None
             provisional[record.key] = before.representative if before is not None else None
         result.revised += sum(1 for key, was in provisional.items() if was != rep.key)
-        if cid not in kept:
+        cluster = Cluster(cid, rep.key, rep.url, 0, 0, scope=rep.scope, size=1 + len(s.members))
+        cluster.represent(rep)
+        cluster.settled = _digest(s.keys())
+        cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
+        if cid in kept:
+            if cluster.to_json() != old[cid].to_json():
+                batch.put_cluster(cluster)  # (most often: its first settled digest)
+        else:
             result.rewritten += 1
-            cluster = Cluster(cid, rep.key, rep.url, 0, 0, scope=rep.scope, size=1 + len(s.members))
-            cluster.represent(rep)
-            cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
             batch.put_cluster(cluster)
             for member, _, _ in s.members:
                 batch.add_member(cid, member.key)
