@@ -378,3 +378,4 @@ def test_settle(tmp_path):
     res = data["results"]
     assert res["first"]["docs"] == res["again"]["docs"] == res["online"]["docs"] == 1_000
     assert res["first"]["revised"] > 0 and res["again"]["revised"] == res["again"]["rewritten"] == 0
+    assert res["again"]["affected"] == 0 and 0 < res["after"]["affected"] < res["after"]["docs"] == 1_010
