@@ -51,6 +51,7 @@ SCOPED = {
     "url": ("lookup", "ingest"),
     "chunks": ("export",),
     "output": ("export",),
+    "full": ("settle",),
     "url_field": ("ingest",),
     "text_field": ("ingest",),
     "html_field": ("ingest",),
@@ -136,6 +137,12 @@ class Command(ScrapyCommand):
         sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
         sub.add_argument("--chunks", action="store_true", default=None, help="export: one record per unique chunk")
         sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout")
+        sub.add_argument(
+            "--full",
+            action="store_true",
+            default=None,
+            help="settle: every cluster again, not only those decided since the last settle",
+        )
         sub.add_argument("--url-field", metavar="NAME", help="ingest: the field holding the URL (default url)")
         sub.add_argument("--text-field", metavar="NAME", help="ingest: the field holding the text (default text)")
         sub.add_argument("--html-field", metavar="NAME", help="ingest: the field holding HTML (default html)")
@@ -366,7 +373,7 @@ class Command(ScrapyCommand):
 
     def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
         config = self._config(opts)
-        result = self._settle_clusters(store, config)
+        result = self._settle_clusters(store, config, incremental=not opts.full)
         print(f"settled {result}")
         # the chunk statuses follow the representatives
         from scrapy_dedup.decide.chunk_layer import OWED
@@ -484,7 +491,7 @@ class Command(ScrapyCommand):
             )
 
     @staticmethod
-    def _settle_clusters(store: DedupStore, config: Any) -> Any:
+    def _settle_clusters(store: DedupStore, config: Any, incremental: bool = True) -> Any:
         from scrapy_dedup.decide.settle import settle
 
         return settle(
@@ -493,6 +500,7 @@ class Command(ScrapyCommand):
             min_jaccard=config.min_jaccard,
             min_tokens=config.min_tokens,
             authority=config.authority,
+            incremental=incremental,
         )
 
     @staticmethod
