@@ -36,7 +36,7 @@ SUBCOMMANDS = {
     "chunks": "chunks that several documents share: the first source and every copy (crawled with DEDUP_CHUNKS)",
     "boilerplate": "lines learned as boilerplate per host, with their page counts and an example URL",
     "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
-    "settle": "settle the clusters of a store several processes shared, or one filled by ingest",
+    "settle": "settle the clusters (a crawl and an ingest settle their own store; a shared one needs this)",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
