@@ -47,6 +47,7 @@ BENCHMARKS = {
     "chunks": "chunk sizes and per-host boilerplate on real documentation",
     "export": "scrapy dedup export of a large store: documents/s and memory",
     "ingest": "scrapy dedup ingest of doc pages: documents/s with text given and with HTML",
+    "settle": "settling a store's clusters: documents/s and memory against the online decisions",
     "rag": "shared chunks after page dedup, boilerplate vs trafilatura deduplicate=True, heading spans, CJK pages",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
 }

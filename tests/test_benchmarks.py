@@ -371,3 +371,11 @@ def test_quality_code(tmp_path):
         words = per_definition["words"]
         assert words["edited"]["J>=0.9"]["pairs"] > 0 and words["edited"]["J>=0.9"]["rate"] >= 0.9, label
         assert words["real"]["J<0.5"]["rate"] <= 0.001, label
+
+
+def test_settle(tmp_path):
+    data = run("bench_settle.py", tmp_path)
+    res = data["results"]
+    assert res["first"]["docs"] == res["again"]["docs"] == res["online"]["docs"] == 1_000
+    assert res["first"]["revised"] > 0 and res["again"]["revised"] == res["again"]["rewritten"] == 0
+    assert res["again"]["affected"] == 0 and 0 < res["after"]["affected"] < res["after"]["docs"] == 1_010

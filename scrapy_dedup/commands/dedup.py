@@ -19,7 +19,7 @@ from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.exceptions import NotConfigured, UsageError
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError, StoreWriteError
 
 SUBCOMMANDS = {
     "summary": "counts by kind and the duplicate rate per host",
@@ -36,6 +36,7 @@ SUBCOMMANDS = {
     "chunks": "chunks that several documents share: the first source and every copy (crawled with DEDUP_CHUNKS)",
     "boilerplate": "lines learned as boilerplate per host, with their page counts and an example URL",
     "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
+    "settle": "settle the clusters (a crawl and an ingest settle their own store; a shared one needs this)",
 }
 
 #: options that belong to some subcommands only (dest -> subcommands)
@@ -50,6 +51,7 @@ SCOPED = {
     "url": ("lookup", "ingest"),
     "chunks": ("export",),
     "output": ("export",),
+    "full": ("settle",),
     "url_field": ("ingest",),
     "text_field": ("ingest",),
     "html_field": ("ingest",),
@@ -159,6 +161,12 @@ class Command(ScrapyCommand):
         sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
         sub.add_argument("--chunks", action="store_true", default=None, help="export: one record per unique chunk")
         sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout")
+        sub.add_argument(
+            "--full",
+            action="store_true",
+            default=None,
+            help="settle: every cluster again, not only those decided since the last settle",
+        )
         sub.add_argument("--url-field", metavar="NAME", help="ingest: the field holding the URL (default url)")
         sub.add_argument("--text-field", metavar="NAME", help="ingest: the field holding the text (default text)")
         sub.add_argument("--html-field", metavar="NAME", help="ingest: the field holding HTML (default html)")
@@ -177,9 +185,11 @@ class Command(ScrapyCommand):
 
         # a table goes to a terminal: what a crawled page carries must not drive it
         safe = redirect_stdout(ControlFree(sys.stdout)) if opts.format == "table" else nullcontext()
+        # settling writes the store: never a snapshot of it
+        snapshot = opts.snapshot and opts.subcommand != "settle"
         try:
             with safe, opened_store(
-                self.settings, opts.store, opts.spider, snapshot=opts.snapshot, prefix=opts.redis_prefix
+                self.settings, opts.store, opts.spider, snapshot=snapshot, prefix=opts.redis_prefix
             ) as store:
                 handler(store, opts)
                 sys.stdout.flush()
@@ -401,6 +411,16 @@ class Command(ScrapyCommand):
         if counts.note():
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
 
+    def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        config = self._config(opts)
+        result = self._settle_clusters(store, config, incremental=not opts.full)
+        print(f"settled {result}")
+        # the chunk statuses follow the representatives
+        from scrapy_dedup.decide.chunk_layer import OWED
+
+        if (result.rewritten or store.get_meta(OWED)) and next(iter(store.scan(CHUNKS)), None) is not None:
+            self._settle_chunks(store, config)
+
     def _chunks(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import chunks
         from scrapy_dedup.reports.formats import write_rows
@@ -454,7 +474,7 @@ class Command(ScrapyCommand):
         if opts.redis_prefix:
             self.settings.set("DEDUP_REDIS_PREFIX", opts.redis_prefix, priority="cmdline")
         config = self._config(opts)
-        settled = None
+        settled = clusters = None
         if not config.store:
             raise UsageError("ingest writes to a store: --store PATH or -s DEDUP_STORE=PATH")
         fields = ingest.Fields(opts.url_field or "url", opts.text_field or "text", opts.html_field or "html")
@@ -489,6 +509,8 @@ class Command(ScrapyCommand):
                     workers=config.workers,
                     progress=sys.stderr,
                 )
+                # an ingest ends as a crawl does: settled (a shared store once its writers are done)
+                clusters = None if store.shared else self._settle_clusters(store, config)
                 if config.chunks:
                     settled = self._settle_chunks(store, config)
         except StoreError as exc:
@@ -501,12 +523,27 @@ class Command(ScrapyCommand):
             f" ({statuses or 'nothing decided'}); {len(counts.malformed)} malformed line(s) skipped",
             file=sys.stderr,
         )
+        if clusters is not None:
+            print(f"settled: {clusters}", file=sys.stderr)
         if config.chunks and settled is not None:
             print(
                 f"chunked {settled.documents} documents into {settled.chunks} chunks; "
                 f"{settled.boilerplate} boilerplate line(s) learned in {settled.groups} group(s)",
                 file=sys.stderr,
             )
+
+    @staticmethod
+    def _settle_clusters(store: DedupStore, config: Any, incremental: bool = True) -> Any:
+        from scrapy_dedup.decide.settle import settle
+
+        return settle(
+            store,
+            max_distance=config.max_distance,
+            min_jaccard=config.min_jaccard,
+            min_tokens=config.min_tokens,
+            authority=config.authority,
+            incremental=incremental,
+        )
 
     @staticmethod
     def _settle_chunks(store: DedupStore, config: Any) -> Any:

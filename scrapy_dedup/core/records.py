@@ -163,6 +163,9 @@ class Cluster:
     size: int = 1
     #: largest Hamming distance of a member to the representative
     max_distance: int = 0
+    #: digest of the members when this cluster was last settled (decide.settle); a cluster
+    #: whose members no longer match it has changed since, and is settled again
+    settled: str | None = None
 
     def to_json(self) -> bytes:
         """The stored form (see the module docstring).

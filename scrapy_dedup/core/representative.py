@@ -5,8 +5,10 @@ same members end with the same representative, whatever order the pages were
 fetched in.  Order of preference:
 
 1. not a page that declared another page of the cluster as its rel=canonical;
-2. the longest canonical text (the most complete copy);
-3. the most authoritative host (``DEDUP_AUTHORITY``, an ordered list of host patterns);
+2. the most authoritative source (``DEDUP_AUTHORITY``, an ordered list of hosts or URL
+   prefixes, e.g. the original language's ``https://host/en-US/`` before its translations):
+   what a user lists is what they want kept, so it outranks the length;
+3. the longest canonical text (the most complete copy);
 4. the earliest crawl run it was first seen in (an established URL keeps its place);
 5. the smallest URL key (a stable last resort).
 
@@ -54,7 +56,11 @@ class Candidate:
 
 
 def authority_rank(url: str, authority: Sequence[str]) -> int:
-    """Position of the first host pattern that matches ``url``'s host.
+    """Position of the first ``DEDUP_AUTHORITY`` pattern that matches ``url``.
+
+    A pattern with a ``/`` is a URL prefix (``https://docs.example.com/en-US/``), with ``*``
+    matching any run of characters (``*/en-US/*``); one without is a host
+    (``docs.example.com``) or every subdomain of one (``*.example.com``).
 
     >>> authority_rank("https://docs.example.com/a", ["docs.example.com", "*.example.com"])
     0
@@ -62,9 +68,18 @@ def authority_rank(url: str, authority: Sequence[str]) -> int:
     1
     >>> authority_rank("https://mirror.org/a", ["docs.example.com"])
     1
+    >>> prefer = ["https://h.org/en-US/", "*/fr/*"]
+    >>> [authority_rank(u, prefer) for u in ("https://h.org/en-US/a", "https://h.org/fr/a", "https://h.org/de/a")]
+    [0, 1, 2]
     """
-    host = (urlsplit(url).hostname or "").lower()
+    host = None
     for rank, pattern in enumerate(authority):
+        if "/" in pattern:
+            if fnmatchcase(url, pattern if pattern.endswith("*") else pattern + "*"):
+                return rank
+            continue
+        if host is None:
+            host = (urlsplit(url).hostname or "").lower()
         pattern = pattern.lower()
         if host == pattern or (pattern.startswith("*.") and fnmatchcase(host, pattern)):
             return rank
@@ -75,8 +90,8 @@ def representative_order(candidate: Candidate, authority: Sequence[str] = ()) ->
     """Sort key: the smallest key is the representative."""
     return (
         candidate.canonical_alias,
-        -candidate.text_length,
         authority_rank(candidate.url, authority),
+        -candidate.text_length,
         candidate.first_run,
         candidate.key,
     )

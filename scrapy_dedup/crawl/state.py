@@ -174,7 +174,7 @@ class DedupState:
         # listed by hand without it
         crawler.signals.connect(self.open, signal=signals.spider_opened)
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
-        crawler.signals.connect(self.settle_chunks, signal=signals.spider_closed)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupState:
@@ -235,14 +235,53 @@ class DedupState:
             self._pending = PendingRequests(self)
         return self._pending
 
-    def settle_chunks(self) -> None:
+    def spider_closed(self) -> None:
+        """The end of the crawl: settle the clusters, then the chunk statuses."""
+        rewritten = self.settle()
+        self.settle_chunks(moved=rewritten)
+
+    def settle(self) -> bool:
+        """Settle the clusters (:mod:`scrapy_dedup.decide.settle`); True when that rewrote some.
+
+        A store several processes share is settled by ``scrapy dedup settle`` once they are
+        done: a process that closes cannot know that another one has stopped writing."""
+        store = self.store
+        if store is None or self._store_error is not None or store.shared:
+            if store is not None and store.shared:
+                logger.info("dedup: run `scrapy dedup settle` once every crawl process of this store is done")
+            return False
+        from scrapy_dedup.decide.settle import settle
+
+        config = self.config
+        try:
+            result = settle(
+                store,
+                max_distance=config.max_distance,
+                min_jaccard=config.min_jaccard,
+                min_tokens=config.min_tokens,
+                authority=config.authority,
+            )
+        except StoreWriteError as exc:
+            self.store_failed(exc)
+            return False
+        except Exception:
+            self.failed("settle", "could not settle the clusters; `scrapy dedup settle` settles them")
+            return False
+        self.inc("settle/revised", result.revised)
+        self.inc("settle/documents", result.documents)
+        logger.info("dedup settled: %s", result)
+        return bool(result.rewritten)
+
+    def settle_chunks(self, moved: bool = False) -> None:
         """The end of the crawl: revise every chunk status from the final boilerplate counts, in
         representative order (a crawl cut short before this leaves it to the next one)."""
         layer = self.chunks
         if layer is None or self.store is None or self._store_error is not None:
             return
         # documents gone or taken over change who represents what, without a chunk written
-        moved = any(self.stats.get_value(f"dedup/doc/{k}", 0) for k in ("deleted", "redirected", "promoted", "superseded"))
+        moved = moved or any(
+            self.stats.get_value(f"dedup/doc/{k}", 0) for k in ("deleted", "redirected", "promoted", "superseded")
+        )
         if not (layer.owed or (moved and self.config.chunks)):
             return
         try:

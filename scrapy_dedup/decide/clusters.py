@@ -21,9 +21,11 @@ from scrapy_dedup.decide.matching import Match
 from scrapy_dedup.store.base import TEXT, DedupStore, StoreBatch
 
 
-def cluster_id_for(scope: str, content_hash: str) -> str:
-    """A cluster is named after the content and scope of its founding document."""
-    return xxhash.xxh64_hexdigest(f"{scope}\0{content_hash}".encode())
+def cluster_id_for(scope: str, key: str) -> str:
+    """A cluster (a document of the export: its ``document_id``) is named after the scope and
+    the URL key of its representative when it was founded or settled, so that it keeps its id
+    while that representative stays (see :mod:`scrapy_dedup.decide.settle`)."""
+    return xxhash.xxh64_hexdigest(f"{scope}\0{key}".encode())
 
 
 def copies_simhash(content_hash: str) -> int:
@@ -77,16 +79,15 @@ class Clusters:
     def _found_cluster(self, record: UrlRecord, doc: Document, status: str = "new") -> Decision:
         """A cluster of its own for ``record``; ``status``: ``new``, or ``updated`` for a page
         whose text changed since an earlier run (the record says so, as the item does)."""
-        cid = cluster_id_for(doc.scope, record.content_hash)
-        # a cluster outlives the content it was named after (its founder may have changed
-        # or gone): never take over a live cluster's id
+        cid = cluster_id_for(doc.scope, record.key)
+        # a cluster outlives its founder's content (its founder may have changed and left it
+        # to another representative): never take over a live cluster's id
         salt = 0
         while self.store.get_cluster(cid) is not None:
             salt += 1
-            cid = cluster_id_for(doc.scope, f"{record.content_hash}/{record.key}/{salt}")
+            cid = cluster_id_for(doc.scope, f"{record.key}/{salt}")
         # the exact hash is claimed before the cluster is written: where another process of a
         # shared store founded a cluster for the same text meanwhile, this document joins it
-        # (cluster ids are named after the content, so the other process's may be this one's)
         owner = self.store.claim_exact(doc.scope, record.content_hash, cid)
         owner_cluster = self.store.get_cluster(owner) if owner is not None else None
         if owner_cluster is not None:
@@ -99,7 +100,10 @@ class Clusters:
         with self.store.batch() as batch:
             self._write_content(batch, record, doc)
             batch.put_cluster(cluster)  # its representative is its one member: no member set yet
-            # (the exact entry is the claim above: written already, or going with this batch)
+            # the exact entry is the claim above (written already, or going with this batch),
+            # unless it named a cluster that was never written (its process died)
+            if owner not in (None, cid):
+                batch.index_exact(doc.scope, record.content_hash, cid)
             if self._indexable(record):
                 batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), cid)
         return Decision(

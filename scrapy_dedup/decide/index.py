@@ -77,11 +77,11 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         """
         fp = doc.fingerprint
         content_hash = fp.content_hash if fp is not None else doc.raw_hash
-        # what the matching and a new cluster read first: the exact index, the cluster named
-        # after this content
+        # what the matching and a new cluster read first: the exact index, the cluster this
+        # page would found
         first_reads = (
             (EXACT, exact_key(doc.scope, content_hash)),
-            (CLUSTER, cluster_id_for(doc.scope, content_hash)),
+            (CLUSTER, cluster_id_for(doc.scope, doc.key)),
         )
         if fp is None or fp.tokens < self.min_tokens:
             return (*copies_hold(doc.scope, content_hash), first_reads)

@@ -93,9 +93,9 @@ def why_kept(cluster: Cluster, records: list[UrlRecord], authority: Sequence[str
     if a[0] != b[0]:
         return "the other copies declared a rel=canonical"
     if a[1] != b[1]:
-        return f"longest text ({rep.text_length or 0:,} characters, next {runner.text_length or 0:,})"
+        return "most authoritative source (DEDUP_AUTHORITY)"
     if a[2] != b[2]:
-        return "most authoritative host (DEDUP_AUTHORITY)"
+        return f"longest text ({rep.text_length or 0:,} characters, next {runner.text_length or 0:,})"
     if a[3] != b[3]:
         return f"known since an earlier crawl run ({rep.first_run})"
     return "same text length: the smallest URL"

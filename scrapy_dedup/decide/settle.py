@@ -1,0 +1,380 @@
+"""Settling: the clusters as a function of the set of documents, whatever order they came in.
+
+The crawl decides each page when it arrives (that saves fetching and extracting what is
+known already), but near-duplicate similarity is not transitive: a page near two others that
+are not near each other joins whichever cluster it meets first. Those decisions are
+provisional. Settling recomputes every cluster from what the store holds (each document's
+fingerprints, URL, scope and representative inputs) and writes the result back, so the
+export, ``lookup`` and the cluster reports read one corpus per set of pages:
+
+1. every document in the representative order (:func:`~scrapy_dedup.core.representative.
+   representative_order`: the URL key is its last tie-break, so the order is total);
+2. in that order, a document joins the first representative already chosen that it
+   duplicates (the same text, or near by the crawl's own test,
+   :func:`~scrapy_dedup.core.fingerprints.near_match`), else it becomes a representative.
+
+No member is ever compared with another member, only with its representative, so a chain
+A~B~C with A and C apart is never glued into one cluster. Candidates come from the same
+key math as the store's indexes (SimHash blocks, MinHash bands), built over the chosen
+representatives only.
+
+A settled cluster is named after its scope and its representative's URL key
+(:func:`~scrapy_dedup.decide.clusters.cluster_id_for`), as a crawl names the cluster a
+page founds: the ``document_id`` of the export stays while its representative does, across
+re-crawls and settles, and is the id the crawl's item gave it whenever the provisional
+decision stood.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import xxhash
+
+from scrapy_dedup.core.bands import band_hashes, simhash_blocks
+from scrapy_dedup.core.fingerprints import VERIFY_MARGIN, Fingerprint, jaccard_estimate, near_match
+from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
+from scrapy_dedup.core.representative import Candidate, representative_order
+from scrapy_dedup.decide.clusters import cluster_id_for, distance
+from scrapy_dedup.store.base import DedupStore, StoreBatch
+
+__all__ = ["Settled", "SettleResult", "affected", "settle", "settle_clusters"]
+
+#: the settings of the last settle (an incremental settle needs the same ones)
+SETTLED_META = "settled"
+
+#: what a near test answers: (near, SimHash distance, Jaccard)
+NearTest = Callable[[UrlRecord, UrlRecord], "tuple[bool, int | None, float | None]"]
+
+
+@dataclass(slots=True)
+class Settled:
+    """One settled cluster: its representative and its other members, with how close each is."""
+
+    representative: UrlRecord
+    #: (member, distance to the representative, Jaccard with it)
+    members: list[tuple[UrlRecord, int | None, float | None]] = field(default_factory=list)
+
+    @property
+    def cluster_id(self) -> str:
+        return cluster_id_for(self.representative.scope, self.representative.key)
+
+    def keys(self) -> list[str]:
+        """The URL keys of the representative and the members."""
+        return [self.representative.key, *(m.key for m, _, _ in self.members)]
+
+
+@dataclass(slots=True)
+class SettleResult:
+    documents: int = 0
+    clusters: int = 0
+    #: documents whose representative settling changed (their provisional decision was revised)
+    revised: int = 0
+    #: clusters written again (new, renamed, or with members that came or went)
+    rewritten: int = 0
+    #: documents settled again (all of them, or those an incremental settle reached)
+    affected: int = 0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.documents} documents in {self.clusters} clusters ({self.affected} settled again): "
+            f"{self.revised} provisional decision(s) revised, {self.rewritten} cluster(s) written again"
+        )
+
+
+#: set on a band key: block keys stay below 2^19, band hashes are 64-bit
+_BAND_BIT = 1 << 64
+
+
+def _entries(index: dict[int, int | list[int]], key: int) -> tuple[int, ...] | list[int]:
+    found = index.get(key)
+    return () if found is None else (found,) if isinstance(found, int) else found
+
+
+def _add(index: dict[int, int | list[int]], key: int, n: int) -> None:
+    # one int for a key with one entry (most): a list each costs about 90 bytes
+    found = index.get(key)
+    if found is None:
+        index[key] = n
+    elif isinstance(found, int):
+        index[key] = [found, n]
+    else:
+        found.append(n)
+
+
+def _near_keys(record: UrlRecord, minhash: bytes | None, min_tokens: int) -> list[int]:
+    """The candidate keys of a document compared by distance: its SimHash blocks (the table
+    number in the bits above 16) and its MinHash band hashes (seeded with their number)."""
+    if not _is_indexable(record, min_tokens, minhash):
+        return []
+    keys = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
+    return keys + [_BAND_BIT | band for band in band_hashes(minhash)]
+
+
+def _digest(keys: Iterable[str]) -> str:
+    return xxhash.xxh64_hexdigest("\0".join(sorted(keys)).encode())
+
+
+def affected(
+    records: Sequence[UrlRecord],
+    touched: Iterable[int],
+    near: NearTest,
+    *,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+) -> set[int]:
+    """The positions in ``records`` of every document connected to a ``touched`` one by a chain
+    of duplicates (the same text, or near).
+
+    Settling decides a document from the representatives before it that it duplicates only,
+    so the settled clusters of one such component depend on its documents alone: settling
+    these again, and keeping every other cluster, is settling them all."""
+    index: dict[str, dict[int, int | list[int]]] = defaultdict(dict)
+    copies: dict[tuple[str, str | None], list[int]] = defaultdict(list)
+    for n, record in enumerate(records):
+        copies[(record.scope, record.content_hash)].append(n)
+        for key in _near_keys(record, minhash_of(record.key), min_tokens):
+            _add(index[record.scope], key, n)
+    reached = set(touched)
+    todo = list(reached)
+    while todo:
+        record = records[todo.pop()]
+        scope = index[record.scope]
+        found = set(copies[(record.scope, record.content_hash)])
+        for key in _near_keys(record, minhash_of(record.key), min_tokens):
+            found.update(_entries(scope, key))
+        for m in sorted(found - reached):
+            if records[m].content_hash == record.content_hash or near(record, records[m])[0]:
+                reached.add(m)
+                todo.append(m)
+    return reached
+
+
+def _is_indexable(record: UrlRecord, min_tokens: int, minhash: bytes | None) -> bool:
+    return record.simhash is not None and (record.tokens or 0) >= min_tokens and bool(minhash)
+
+
+def settle_clusters(
+    records: Iterable[UrlRecord],
+    near: NearTest,
+    *,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+    authority: Sequence[str] = (),
+) -> list[Settled]:
+    """The settled clusters of ``records`` (documents: URL records with content), in
+    representative order. Pure given ``near`` and ``minhash_of``: the same set of records
+    gives the same clusters whatever order it is given in.
+
+    >>> from scrapy_dedup.core.records import UrlRecord
+    >>> def doc(key, length, content):
+    ...     return UrlRecord(key, key, content_hash=content, text_length=length, cluster_id="x")
+    >>> docs = [doc("http://h/b", 10, "c1"), doc("http://h/a", 10, "c1"), doc("http://h/c", 20, "c2")]
+    >>> never = lambda a, b: (False, None, None)
+    >>> [(s.representative.key, [m.key for m, _, _ in s.members])
+    ...  for s in settle_clusters(docs, never, minhash_of=lambda k: None, min_tokens=1)]
+    [('http://h/c', []), ('http://h/a', ['http://h/b'])]
+    """
+    ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
+    settled: list[Settled] = []
+    scope: str | None = None
+    for record in ordered:
+        if record.scope != scope:
+            # one scope at a time (the order groups them): restricted text never meets another scope's
+            scope = record.scope
+            exact: dict[str | None, Settled] = {}
+            # the representatives by SimHash block and by MinHash band: the store's key math, in memory
+            near_index: dict[int, int | list[int]] = {}
+        same = exact.get(record.content_hash)
+        if same is not None:
+            rep = same.representative
+            same.members.append((record, distance(record, rep), 1.0))
+            continue
+        keys = _near_keys(record, minhash_of(record.key), min_tokens)
+        if keys:
+            joined = False
+            for n in sorted({n for k in keys for n in _entries(near_index, k)}):
+                # in representative order: the first it is near takes it
+                ok, gap, jaccard = near(record, settled[n].representative)
+                if ok:
+                    settled[n].members.append((record, gap, jaccard))
+                    exact.setdefault(record.content_hash, settled[n])
+                    joined = True
+                    break
+            if joined:
+                continue
+        cluster = Settled(record)
+        exact[record.content_hash] = cluster
+        settled.append(cluster)
+        for k in keys:
+            _add(near_index, k, len(settled) - 1)
+    return settled
+
+
+def settle(
+    store: DedupStore,
+    *,
+    max_distance: int,
+    min_jaccard: float,
+    min_tokens: int,
+    authority: Sequence[str] = (),
+    incremental: bool = True,
+) -> SettleResult:
+    """Settle every cluster of ``store`` and write what changed in one batch.
+
+    ``incremental``: when the store was settled before with the same settings, only the
+    clusters that changed since (their members no longer match their ``settled`` digest, or
+    they are new) are settled again, with every document connected to theirs by a chain of
+    duplicates (:func:`affected`); every other cluster is as settling would leave it.
+
+    The near test is the crawl's (:func:`near_match` with its settings; a pair near the
+    threshold is decided by the exact Jaccard of the two texts when the store keeps them).
+    """
+    docs = [r for r in store.iter_urls() if r.has_content]
+    by_content: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    for r in docs:
+        by_content[(r.scope, r.content_hash)].append(r.key)
+    minhashes: dict[str, bytes | None] = {}
+
+    def minhash_of(key: str) -> bytes | None:
+        if key not in minhashes:
+            minhashes[key] = store.get_minhash(key)
+        return minhashes[key]
+
+    @lru_cache(maxsize=1024)
+    def text_of(scope: str, content_hash: str | None) -> str | None:
+        # a page whose bytes were seen before skipped extraction: its text is kept under a
+        # copy, and which copy came first depends on the order
+        for key in sorted(by_content[(scope, content_hash)]):
+            text = store.get_text(key)
+            if text is not None:
+                return text
+        return None
+
+    def fingerprint(record: UrlRecord) -> Fingerprint:
+        return Fingerprint(
+            content_hash=record.content_hash or "",
+            simhash=record.simhash or 0,
+            minhash=minhash_of(record.key) or b"",
+            tokens=record.tokens or 0,
+            length=record.text_length or 0,
+        )
+
+    def near(a: UrlRecord, b: UrlRecord) -> tuple[bool, int | None, float | None]:
+        fa, fb = fingerprint(a), fingerprint(b)
+        texts = None
+        if abs(jaccard_estimate(fa.minhash, fb.minhash) - min_jaccard) < VERIFY_MARGIN:
+            ta, tb = text_of(a.scope, a.content_hash), text_of(b.scope, b.content_hash)
+            texts = (ta, tb) if ta is not None and tb is not None else None
+        return near_match(
+            fa, fb, max_distance=max_distance, min_jaccard=min_jaccard, min_tokens=min_tokens, texts=texts
+        )
+
+    params = {"max_distance": max_distance, "min_jaccard": min_jaccard, "min_tokens": min_tokens,
+              "authority": list(authority)}
+    old = {c.cluster_id: c for c in store.iter_clusters()}
+    old_members = {cid: store.members_of(c) for cid, c in old.items()}
+    if incremental and store.get_meta(SETTLED_META) == params:
+        # only the clusters decided since the last settle, and what they are connected to
+        clean = {
+            key
+            for cid, c in old.items()
+            if c.settled == _digest(old_members[cid]) and cid == cluster_id_for(c.scope, c.representative)
+            for key in old_members[cid]
+        }
+        touched = [n for n, r in enumerate(docs) if r.key not in clean]
+        reached = affected(docs, touched, near, minhash_of=minhash_of, min_tokens=min_tokens) if touched else set()
+        docs_in = [docs[n] for n in sorted(reached)]
+    else:
+        docs_in = docs
+    keys_in = {r.key for r in docs_in}
+    # whole clusters: a cluster with a member to settle again has every member among them
+    old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
+    settled = settle_clusters(docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority)
+    result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
+    if docs_in:
+        with store.batch() as batch:
+            _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
+    store.put_meta(SETTLED_META, params)
+    return result
+
+
+def _write(
+    store: DedupStore,
+    batch: StoreBatch,
+    settled: list[Settled],
+    old: dict[str, Cluster],
+    old_members: dict[str, list[str]],
+    result: SettleResult,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+) -> None:
+    """What changed, removals first (a batch applies in order: a later write wins)."""
+    new = {s.cluster_id: s for s in settled}
+    kept: set[str] = set()
+    for cid, cluster in old.items():
+        s = new.get(cid)
+        if s is not None and s.representative.key == cluster.representative and set(old_members[cid]) == set(s.keys()):
+            kept.add(cid)  # the same representative and members: its indexes stay
+            continue
+        rep = store.get_url(cluster.representative)
+        if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
+            batch.unindex_near(cluster.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
+        for key in old_members[cid]:
+            batch.remove_member(cid, key)
+        batch.delete_cluster(cid)
+    for cid, s in new.items():
+        rep = s.representative
+        provisional = {}
+        for record in (rep, *(m for m, _, _ in s.members)):
+            before = old.get(record.cluster_id) if record.cluster_id else None
+            provisional[record.key] = before.representative if before is not None else None
+        result.revised += sum(1 for key, was in provisional.items() if was != rep.key)
+        cluster = Cluster(cid, rep.key, rep.url, 0, 0, scope=rep.scope, size=1 + len(s.members))
+        cluster.represent(rep)
+        cluster.settled = _digest(s.keys())
+        cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
+        if cid in kept:
+            if cluster.to_json() != old[cid].to_json():
+                batch.put_cluster(cluster)  # (most often: its first settled digest)
+        else:
+            result.rewritten += 1
+            batch.put_cluster(cluster)
+            for member, _, _ in s.members:
+                batch.add_member(cid, member.key)
+            if _is_indexable(rep, min_tokens, minhash_of(rep.key)):
+                batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
+            # (a cluster kept as it was has its exact entries: every member's decision wrote them)
+            for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
+                if content is not None:
+                    batch.index_exact(rep.scope, content, cid)
+        _place(batch, rep, cid, None, None, None)
+        for member, gap, jaccard in s.members:
+            _place(batch, member, cid, rep, gap, jaccard)
+
+
+def _place(
+    batch: StoreBatch,
+    record: UrlRecord,
+    cid: str,
+    rep: UrlRecord | None,
+    gap: int | None,
+    jaccard: float | None,
+) -> None:
+    """Write ``record`` where settling put it (only when that moved it)."""
+    before = (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard)
+    record.cluster_id = cid
+    if rep is None:
+        record.clear_match()
+        if record.status in ("exact_duplicate", "near_duplicate"):
+            record.status = "new"
+    else:
+        same = duplicate_reason(record.content_hash, rep.content_hash)
+        record.reason = "rel_canonical" if record.canonical_alias else same
+        record.status = duplicate_status(same)
+        record.duplicate_of, record.distance, record.jaccard = rep.key, gap, jaccard
+    if before != (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard):
+        batch.put_url(record)

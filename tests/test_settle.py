@@ -1,0 +1,237 @@
+"""Settling: the same set of documents ends in the same clusters, whatever order they came in.
+
+The pages form a chain of near duplicates, D~A~B~C~E, where no page is near the one two steps
+away (A and C share about 76% of their shingles, below the 0.8 threshold): decided online, a
+page joins whichever neighbour it meets first, so the provisional clusters depend on the order.
+Settled, they do not, on every backend."""
+
+from __future__ import annotations
+
+import random
+from itertools import permutations
+
+from scrapy_dedup.core.fingerprints import fingerprint, near_match, raw_hash
+from scrapy_dedup.decide.clusters import cluster_id_for
+from scrapy_dedup.decide.index import ContentIndex, Document
+from scrapy_dedup.decide.settle import settle
+from scrapy_dedup.reports import export
+
+PARAMS = {"v": 1}
+SETTINGS = {"max_distance": 3, "min_jaccard": 0.8, "min_tokens": 50}
+
+
+def _mutate(words: list[str], start: int, tag: str, every: int = 80) -> list[str]:
+    out = list(words)
+    for at in range(start, len(out), every):
+        out[at] = f"{tag}{at}"
+    return out
+
+
+def chain_texts() -> dict[str, str]:
+    """D~A~B~C~E (each near the next, none near the one two steps away), B2 an exact copy of B
+    at another URL, X unrelated."""
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(5000)]
+    a = [rng.choice(vocabulary) for _ in range(400)]
+    b = _mutate(a, 3, "b")
+    c = _mutate(b, 23, "c")
+    d = _mutate(a, 13, "d", every=57)
+    e = _mutate(c, 33, "e")
+    x = [rng.choice(vocabulary) for _ in range(400)]
+    texts = {"a": a, "b": b, "c": c, "d": d, "e": e, "b2": b, "x": x}
+    return {name: " ".join(words) for name, words in texts.items()}
+
+
+TEXTS = chain_texts()
+
+
+def orders() -> list[list[str]]:
+    """The chain A~B~C in all six orders, the other pages around it, and each order reversed."""
+    out = []
+    for n, chain in enumerate(permutations("abc")):
+        rest = ["d", "e", "b2", "x"]
+        rest = rest[n % 4 :] + rest[: n % 4]
+        order = [*rest[:2], *chain, *rest[2:]]
+        out += [order, order[::-1]]
+    return out
+
+
+def url(name: str) -> str:
+    return f"http://h/{name}"
+
+
+def ingest(store, order: list[str], authority=(), texts=TEXTS) -> None:
+    index = ContentIndex(store, store.run, authority=authority, **SETTINGS)
+    for name in order:
+        text = texts[name]
+        index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text))
+
+
+def partition(store) -> set[tuple[str, frozenset]]:
+    return {(c.representative, frozenset(store.members_of(c))) for c in store.iter_clusters()}
+
+
+def representatives(store) -> dict[str, str]:
+    """Each document's representative's URL key."""
+    reps = {c.cluster_id: c.representative for c in store.iter_clusters()}
+    return {r.key: reps[r.cluster_id] for r in store.iter_urls() if r.has_content}
+
+
+def settled_state(store) -> dict:
+    """Everything settled: each URL's place, each cluster, the export (without its times)."""
+    places = {
+        r.key: (r.cluster_id, r.status, r.reason, r.duplicate_of, r.distance, r.jaccard)
+        for r in store.iter_urls()
+    }
+    clusters = {c.cluster_id: (c.to_json(), tuple(store.members_of(c))) for c in store.iter_clusters()}
+    documents = [
+        {k: v for k, v in doc.items() if k not in ("first_seen", "last_seen")} for doc in export.documents(store)
+    ]
+    return {"places": places, "clusters": clusters, "export": sorted(documents, key=lambda d: d["document_id"])}
+
+
+def test_the_settled_clusters_do_not_depend_on_the_order(backend, tmp_path):
+    provisional, settled, revised = set(), [], 0
+    for n, order in enumerate(orders()):
+        with backend(str(tmp_path / f"s{n}"), PARAMS) as store:
+            store.begin_run()
+            ingest(store, order)
+            provisional.add(frozenset(partition(store)))
+            before = representatives(store)
+            result = settle(store, **SETTINGS)
+            revised += result.revised
+            # dedup/settle/revised: the documents whose representative settling changed
+            after = representatives(store)
+            assert result.revised == sum(before[key] != after[key] for key in after)
+            assert result.documents == len(TEXTS)
+            settled.append(settled_state(store))
+            # settling again changes nothing
+            again = settle(store, **SETTINGS)
+            assert (again.revised, again.rewritten) == (0, 0)
+            assert settled_state(store) == settled[-1]
+    # the orders did disagree online, and settling revised their decisions ...
+    assert len(provisional) > 1 and revised > 0
+    # ... into one settled state
+    assert all(state == settled[0] for state in settled[1:])
+
+
+def test_no_member_is_chained_to_its_representative(backend, tmp_path):
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, orders()[1])
+        settle(store, **SETTINGS)
+        clusters = list(store.iter_clusters())
+        assert 1 < len(clusters) < len(TEXTS)
+        for cluster in clusters:
+            rep = fingerprint(TEXTS[cluster.representative.rsplit("/", 1)[1]])
+            # named after its representative: the document_id stays while the representative does
+            assert cluster.cluster_id == cluster_id_for(cluster.scope, cluster.representative)
+            for key in store.members_of(cluster):
+                member = fingerprint(TEXTS[key.rsplit("/", 1)[1]])
+                assert member.content_hash == rep.content_hash or near_match(member, rep, **{
+                    "max_distance": 3, "min_jaccard": 0.8, "min_tokens": 50})[0], key
+                record = store.get_url(key)
+                assert record.cluster_id == cluster.cluster_id
+                assert (record.duplicate_of is None) == (key == cluster.representative)
+
+
+def test_the_settled_store_goes_on_deciding(backend, tmp_path):
+    """Pages decided after a settle join the settled clusters (the indexes moved with them), and
+    the next settle ends where settling all the pages at once does."""
+    later = {"copy-of-b": TEXTS["b"], "near-c": TEXTS["c"] + " one more line"}
+    states = []
+    for n, (first, then) in enumerate(((["a", "c", "x", "b"], list(later)), ([*later, "b", "x", "c", "a"], []))):
+        with backend(str(tmp_path / f"s{n}"), PARAMS) as store:
+            store.begin_run()
+            ingest(store, first, texts={**TEXTS, **later})
+            settle(store, **SETTINGS)
+            settled_ids = {c.cluster_id for c in store.iter_clusters()}
+            index = ContentIndex(store, store.run, **SETTINGS)
+            for name in then:
+                text = later[name]
+                decision = index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text))
+                assert decision.status in ("exact_duplicate", "near_duplicate"), name
+                assert decision.cluster_id in settled_ids
+            settle(store, **SETTINGS)
+            states.append(settled_state(store))
+    assert states[0] == states[1]
+
+
+def test_authority_url_prefixes_choose_the_representative(backend, tmp_path):
+    """DEDUP_AUTHORITY with a URL prefix: its page represents the cluster whatever its length."""
+    chosen = {}
+    for preferred in ("http://h/a", "http://h/b2"):
+        with backend(str(tmp_path / preferred.rsplit("/", 1)[1]), PARAMS) as store:
+            store.begin_run()
+            ingest(store, ["b2", "b", "a", "x"], authority=(preferred,))
+            settle(store, **SETTINGS, authority=(preferred,))
+            chosen[preferred] = {c.representative for c in store.iter_clusters()}
+    assert "http://h/a" in chosen["http://h/a"] and "http://h/b" not in chosen["http://h/a"]
+    assert "http://h/b2" in chosen["http://h/b2"] and "http://h/b" not in chosen["http://h/b2"]
+
+
+def test_authority_outranks_the_length(backend, tmp_path):
+    """B is A with a few words replaced by shorter ones: A has the longer text and represents
+    the pair by default; with B's URL prefix in DEDUP_AUTHORITY, B does."""
+    assert len(TEXTS["b"]) < len(TEXTS["a"])
+    chosen = {}
+    for name, authority in (("default", ()), ("preferred", ("http://h/b",))):
+        with backend(str(tmp_path / name), PARAMS) as store:
+            store.begin_run()
+            ingest(store, ["a", "b"], authority=authority)
+            settle(store, **SETTINGS, authority=authority)
+            (cluster,) = store.iter_clusters()
+            chosen[name] = cluster.representative
+    assert chosen == {"default": "http://h/a", "preferred": "http://h/b"}
+
+
+
+def test_every_backend_settles_alike(tmp_path, redis_single):
+    """LevelDB, memory and Redis end with the same settled state (each fed another order)."""
+    from redis_fixtures import redis_backend
+
+    from scrapy_dedup.store.leveldb import LevelDBStore
+    from scrapy_dedup.store.memory import MemoryStore
+
+    states = []
+    for n, backend in enumerate((LevelDBStore, MemoryStore, redis_backend(redis_single.url))):
+        path = str(tmp_path / f"s{n}")
+        with backend(path, PARAMS) as store:
+            store.begin_run()
+            ingest(store, orders()[n * 3])
+            settle(store, **SETTINGS)
+            states.append(settled_state(store))
+        if backend is MemoryStore:
+            MemoryStore.discard(path)
+    assert states[0] == states[1] == states[2]
+
+
+LATER = {"y": " ".join(f"y{i}" for i in random.Random(3).sample(range(5000), 400))}
+
+
+def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
+    """After a settle, only the clusters decided since are settled again, with every document
+    connected to theirs; the result is the one of settling every page of the store at once."""
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, orders()[3])
+        assert settle(store, **SETTINGS).affected == len(TEXTS)
+        assert settle(store, **SETTINGS).affected == 0  # nothing decided since
+        # A, the representative of A, B, B2 and D, goes away: B represents them now and, near
+        # C, takes C from the cluster of C and E, which nothing decided since touched; then a
+        # page Y near nothing comes
+        ContentIndex(store, store.run, **SETTINGS).forget(url("a"), 404)
+        ingest(store, ["y"], texts=LATER)
+        result = settle(store, **SETTINGS)
+        assert result.affected == 6  # B, B2, D; C and E, reached from them; Y (not X)
+        incremental = settled_state(store)
+        assert settle(store, **SETTINGS, incremental=False).rewritten == 0
+        assert settled_state(store) == incremental
+    with backend(str(tmp_path / "fresh"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, ["y", "x", "e", "d", "b2", "c", "b"], texts={**TEXTS, **LATER})
+        settle(store, **SETTINGS)
+        fresh = settled_state(store)
+    # the same documents, clusters and export (the fresh store never knew A's URL)
+    del incremental["places"][url("a")]
+    assert incremental == fresh
