@@ -6,7 +6,7 @@ The behaviour every backend shares is in test_store_contract.py.
 import pytest
 
 from scrapy_dedup.core.records import UrlRecord
-from scrapy_dedup.store import IncompatibleStore, StoreLocked
+from scrapy_dedup.store import STORE_FORMAT, IncompatibleStore, StoreLocked
 from scrapy_dedup.store.leveldb import LevelDBStore
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
@@ -51,6 +51,6 @@ def test_a_store_in_an_older_format_is_refused_with_a_clear_message(store_path):
     db.put(b"m:params", json.dumps({**params, "store_format": 2}, sort_keys=True).encode())
     db.close()
     for open_store in (lambda: LevelDBStore(store_path, PARAMS), lambda: LevelDBStore.open_existing(store_path)):
-        with pytest.raises(IncompatibleStore, match=r"has store format 2, .* uses format 4: run `scrapy dedup migrate --store "):
+        with pytest.raises(IncompatibleStore, match=rf"has store format 2, .* uses format {STORE_FORMAT}: run `scrapy dedup migrate --store "):
             open_store()
     plyvel.DB(store_path).close()  # each refusal closed the database behind it

@@ -9,10 +9,13 @@ from __future__ import annotations
 import logging
 import re
 
+from typing import Any
+
 import trafilatura
+from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
-__all__ = ["EXTRACT_PARAMS", "extract_text"]
+__all__ = ["EXTRACT_PARAMS", "extract_text", "looks_cut"]
 
 # trafilatura logs every page it finds no main text in at WARNING/ERROR; for a crawler those are
 # expected outcomes (we return ""), not problems, so keep them out of the crawl log unless the
@@ -21,15 +24,33 @@ _TRAFILATURA_LOGGER = logging.getLogger("trafilatura")
 if _TRAFILATURA_LOGGER.level == logging.NOTSET:
     _TRAFILATURA_LOGGER.setLevel(logging.CRITICAL)
 
-#: Options fixed by this wrapper; a change here changes extracted text, hence fingerprints.
+#: What the text of a page is made with; a change here changes extracted text, hence
+#: fingerprints (the store format names the extraction its texts came from).
 EXTRACT_PARAMS: dict[str, object] = {
     "trafilatura": trafilatura.__version__,
-    # fast=True skips the readability/jusText fallback: measured on postgresql-doc-15
-    # (benchmarks/quality.py) it is 1.5-2x faster, and the fallback changed 1 page of 120.
-    "fast": True,
+    # 2: fast mode, then the full mode (readability/jusText fallback) when the fast text is cut
+    "version": 2,
+    # The fast mode alone is 1.2-1.3x cheaper, but on DocBook/Publican books it drops the
+    # leading text of most paragraphs (35-55% of pages lost over a fifth of their text); the
+    # full mode is run where that happened (benchmarks/bench_extraction.py).
+    "fast": "fast, full when cut",
     "deduplicate": False,
     "output_format": "txt",
 }
+
+_OPTIONS = {
+    "deduplicate": False,
+    "output_format": "txt",
+    "with_metadata": False,
+    "include_images": False,
+    "include_links": False,
+    "include_formatting": False,
+}
+_SPACES = re.compile(r"\s+")
+#: Share of the fast text that dropped paragraph openings must reach to run the full mode.
+CUT_SHARE = 0.02
+#: How much of a paragraph's opening (and of the text after its first inline element) is looked up.
+_PROBE_CHARS = 40
 
 # Share of control characters / U+FFFD in the first _SNIFF chars above which a body is binary
 # (an image, PDF or archive served as text/html); text has almost none of them.
@@ -63,6 +84,36 @@ def _decode(html: bytes | bytearray | memoryview) -> str:
     # unlike statistical guessing, which can pick different encodings for two copies of a page.
     _encoding, text = html_to_unicode(None, bytes(html))
     return text
+
+
+def _openings(tree: Any) -> list[tuple[str, str]]:
+    """(opening text, text after the first inline element) of each block that starts with text
+    of its own and goes on after an element: a paragraph written as ``<div>`` (DocBook and
+    Publican's ``div.para``)."""
+    found = []
+    for block in tree.iter("div"):
+        lead = _SPACES.sub(" ", block.text or "").strip()
+        if not lead:
+            continue
+        after = next((c.tail for c in block if isinstance(c.tag, str) and c.tail and c.tail.strip()), None)
+        if after is not None:
+            found.append((lead[:_PROBE_CHARS], _SPACES.sub(" ", after).strip()[:_PROBE_CHARS]))
+    return found
+
+
+def looks_cut(openings: list[tuple[str, str]], text: str) -> bool:
+    """Whether ``text`` lost paragraph openings: blocks whose continuation after their first
+    inline element is in the text but whose opening is not (trafilatura's fast mode keeps only
+    the tails of a ``<div>`` paragraph's elements when a page also has enough ``<p>`` text).
+
+    >>> looks_cut([("One of the first actions", "command which takes")], "adduser command which takes a name")
+    True
+    >>> looks_cut([("One of the first actions", "command which takes")], "One of the first actions ... command which takes")
+    False
+    """
+    flat = _SPACES.sub(" ", text)
+    dropped = sum(len(lead) for lead, after in openings if after in flat and lead not in flat)
+    return dropped > CUT_SHARE * len(flat) if flat else bool(openings)
 
 
 def _looks_binary(text: str) -> bool:
@@ -106,21 +157,22 @@ def extract_text(
         if not isinstance(text, str) or _looks_binary(text):
             return ""
         text = _cut_long_tags(text)
-        result = trafilatura.extract(
-            text,
+        options = dict(
+            _OPTIONS,
             url=url,
-            fast=True,
             favor_precision=favor_precision,
             favor_recall=favor_recall,
             include_tables=include_tables,
             include_comments=include_comments,
-            deduplicate=False,
-            output_format="txt",
-            with_metadata=False,
-            include_images=False,
-            include_links=False,
-            include_formatting=False,
         )
+        # parsed here once for both modes (trafilatura works on copies of it)
+        tree = load_html(text)
+        if tree is None:
+            return ""
+        openings = _openings(tree)
+        result = trafilatura.extract(tree, fast=True, **options) or ""
+        if openings and looks_cut(openings, result):
+            result = trafilatura.extract(tree, fast=False, **options) or result
     except Exception:  # noqa: BLE001 -- a crawl must survive any page; "" means "no text"
         return ""
-    return result or ""
+    return result
