@@ -703,7 +703,7 @@ def markdown(report: dict[str, object]) -> str:
         lines.append(f"| {name} | {TARGETS[name]} | {_cell(shipped['real'], name)} | {_cell(shipped['edited'], name)} |")
     checked = report.get("shipped_exact_check")
     if checked:
-        lines += ["", f"With the texts at hand (near_match's exact check of estimates within {F.VERIFY_MARGIN} of the threshold):", "",
+        lines += ["", "With the texts at hand (near_match decides every candidate by the exact Jaccard of the texts):", "",
                   "| class | target | real release pairs | pairs with an edited copy |", "|---|---|---|---|"]
         for name, *_ in CLASSES:
             lines.append(f"| {name} | {TARGETS[name]} | {_cell(checked['real'], name)} | {_cell(checked['edited'], name)} |")
