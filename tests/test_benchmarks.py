@@ -371,3 +371,16 @@ def test_quality_code(tmp_path):
         words = per_definition["words"]
         assert words["edited"]["J>=0.9"]["pairs"] > 0 and words["edited"]["J>=0.9"]["rate"] >= 0.9, label
         assert words["real"]["J<0.5"]["rate"] <= 0.001, label
+
+
+def test_extraction(tmp_path):
+    """The extraction benchmark on the demo site's pages (its real sites need downloads)."""
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_extraction.py"), "--size", "tiny", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "extraction.json").read_text(encoding="utf-8"))
+    (site,) = data["sites"]
+    assert site["pages"] > 0 and site["kept"]["shipped"]["min"] >= 0.9
+    assert site["pairs"]["classes"]["J>=0.9"]["pairs"] > 0
+    assert [r["benchmark"] for r in data["rows"]] == ["extraction"] * 3
+    assert (tmp_path / "extraction.md").read_text(encoding="utf-8").startswith("# Extraction")
