@@ -86,3 +86,42 @@ def test_a_page_edited_in_its_own_language_is_merged(index):
     original = index.ingest(doc("http://book/en/logs.html", EN))
     edited = index.ingest(doc("http://book/en/logs2.html", EN.replace("afterwards", "after each rotation")))
     assert edited.status == "near_duplicate" and edited.cluster_id == original.cluster_id
+
+
+# -- the same rules for chunks --------------------------------------------------------------------
+
+
+def chunk_statuses(store, pages: dict[str, str]) -> dict[str, list[str]]:
+    """Record the pages' chunks as a crawl would (each its own cluster), then settle them."""
+    from scrapy_dedup.core.records import Cluster
+    from scrapy_dedup.decide.chunk_layer import ChunkLayer
+
+    layer = ChunkLayer(store)
+    for n, (url, text) in enumerate(pages.items()):
+        with store.batch() as b:
+            b.put_text(url, text)
+            b.put_cluster(Cluster(f"{n + 1:016x}", url, url, len(text), 1))
+        layer.record(url, url, "", layer.chunk(text, url, url))
+    live = {url: [r.status for r in layer.get_chunks(url)] for url in pages}
+    layer.settle()
+    settled = {url: [r.status for r in layer.get_chunks(url)] for url in pages}
+    assert settled == live  # the same statuses at the end as while the crawl ran
+    return settled
+
+
+@pytest.fixture
+def chunk_store(backend, store_path):
+    with backend(store_path, {"fingerprint": {"version": 1}, "max_distance": 3}) as store:
+        yield store
+
+
+def test_a_translated_chunk_is_not_a_duplicate_of_its_original(chunk_store):
+    statuses = chunk_statuses(chunk_store, {"http://book/en/logs.html": EN, "http://book/fr/logs.html": FR})
+    assert "near_duplicate" not in statuses["http://book/fr/logs.html"]
+    assert set(statuses["http://book/fr/logs.html"]) <= {"new", "exact_duplicate"}
+
+
+def test_an_untranslated_chunk_is_a_duplicate(chunk_store):
+    copy = EN.replace("The reload makes", "Le rechargement: the reload makes")
+    statuses = chunk_statuses(chunk_store, {"http://book/en/logs.html": EN, "http://book/fr/logs.html": copy})
+    assert "near_duplicate" in statuses["http://book/fr/logs.html"]
