@@ -110,7 +110,7 @@ OPENINGS = (
 def test_a_docbook_page_cut_by_the_fast_mode_keeps_its_opening_prose():
     """A Publican/DocBook section (paragraphs written as ``div.para``, a sidebar with a ``<p>``
     title): trafilatura's fast mode keeps only what follows each paragraph's first inline
-    element; extract_text sees the openings missing and takes the full mode's text."""
+    element; extract_text sees paragraphs written as ``<div>`` and takes the full mode's text."""
     body = PUBLICAN.read_bytes()
     fast = trafilatura.extract(body, fast=True, deduplicate=False, output_format="txt")
     assert fast.startswith("logrotate program, which renames")  # the page reproduces the cut
@@ -122,5 +122,8 @@ def test_a_docbook_page_cut_by_the_fast_mode_keeps_its_opening_prose():
     assert "Download the ebook" not in text and "Prev" not in text
 
 
-def test_a_page_whose_fast_text_is_whole_is_extracted_once_in_fast_mode():
+def test_a_page_of_p_paragraphs_is_extracted_in_fast_mode():
     assert extract_text(PAGE) == trafilatura.extract(PAGE, fast=True, deduplicate=False, output_format="txt")
+    # one paragraph written as <div> is not enough to leave it
+    two = PAGE.replace("<p>VACUUM reclaims", "<div>VACUUM <b>reclaims</b>", 1).replace("VACUUM is done.</p>", "VACUUM is done.</div>", 1)
+    assert extract_text(two) == trafilatura.extract(two, fast=True, deduplicate=False, output_format="txt")

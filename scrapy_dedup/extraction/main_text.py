@@ -15,7 +15,7 @@ import trafilatura
 from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
-__all__ = ["EXTRACT_PARAMS", "extract_text", "looks_cut"]
+__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "extract_text"]
 
 # trafilatura logs every page it finds no main text in at WARNING/ERROR; for a crawler those are
 # expected outcomes (we return ""), not problems, so keep them out of the crawl log unless the
@@ -24,16 +24,24 @@ _TRAFILATURA_LOGGER = logging.getLogger("trafilatura")
 if _TRAFILATURA_LOGGER.level == logging.NOTSET:
     _TRAFILATURA_LOGGER.setLevel(logging.CRITICAL)
 
+#: Pages with this many paragraphs written as ``<div>`` (text, an inline element, more text: the
+#: ``div.para`` of DocBook and Publican) go to the full mode directly: the fast mode drops the
+#: openings of such paragraphs on most of these pages, and the full mode alone costs less than
+#: both. 3 sends 80% of a Publican book's pages, none of Sphinx's or Doxygen's and a fifth of a
+#: javadoc's (class pages with several described members, whose text is the same either way).
+MIN_OPENINGS = 3
+
 #: What the text of a page is made with; a change here changes extracted text, hence
 #: fingerprints (the store format names the extraction its texts came from).
 EXTRACT_PARAMS: dict[str, object] = {
     "trafilatura": trafilatura.__version__,
-    # 2: fast mode, then the full mode (readability/jusText fallback) when the fast text is cut
+    # 2: the full mode (readability/jusText fallback) for pages of DocBook-style paragraphs, the
+    # fast mode otherwise
     "version": 2,
-    # The fast mode alone is 1.2-1.3x cheaper, but on DocBook/Publican books it drops the
-    # leading text of most paragraphs (35-55% of pages lost over a fifth of their text); the
-    # full mode is run where that happened (benchmarks/bench_extraction.py).
-    "fast": "fast, full when cut",
+    # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
+    # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
+    # benchmarks/bench_extraction.py).
+    "fast": f"fast; full with {MIN_OPENINGS}+ div paragraphs",
     "deduplicate": False,
     "output_format": "txt",
 }
@@ -46,11 +54,6 @@ _OPTIONS = {
     "include_links": False,
     "include_formatting": False,
 }
-_SPACES = re.compile(r"\s+")
-#: Share of the fast text that dropped paragraph openings must reach to run the full mode.
-CUT_SHARE = 0.02
-#: How much of a paragraph's opening (and of the text after its first inline element) is looked up.
-_PROBE_CHARS = 40
 
 # Share of control characters / U+FFFD in the first _SNIFF chars above which a body is binary
 # (an image, PDF or archive served as text/html); text has almost none of them.
@@ -86,34 +89,25 @@ def _decode(html: bytes | bytearray | memoryview) -> str:
     return text
 
 
-def _openings(tree: Any) -> list[tuple[str, str]]:
-    """(opening text, text after the first inline element) of each block that starts with text
-    of its own and goes on after an element: a paragraph written as ``<div>`` (DocBook and
-    Publican's ``div.para``)."""
-    found = []
-    for block in tree.iter("div"):
-        lead = _SPACES.sub(" ", block.text or "").strip()
-        if not lead:
-            continue
-        after = next((c.tail for c in block if isinstance(c.tag, str) and c.tail and c.tail.strip()), None)
-        if after is not None:
-            found.append((lead[:_PROBE_CHARS], _SPACES.sub(" ", after).strip()[:_PROBE_CHARS]))
-    return found
+def _div_paragraphs(tree: Any) -> int:
+    """How many paragraphs are written as ``<div>`` (up to MIN_OPENINGS): blocks that open with
+    text of their own and go on after an inline element, as DocBook and Publican's ``div.para``.
 
-
-def looks_cut(openings: list[tuple[str, str]], text: str) -> bool:
-    """Whether ``text`` lost paragraph openings: blocks whose continuation after their first
-    inline element is in the text but whose opening is not (trafilatura's fast mode keeps only
-    the tails of a ``<div>`` paragraph's elements when a page also has enough ``<p>`` text).
-
-    >>> looks_cut([("One of the first actions", "command which takes")], "adduser command which takes a name")
-    True
-    >>> looks_cut([("One of the first actions", "command which takes")], "One of the first actions ... command which takes")
-    False
+    >>> from lxml.html import fromstring
+    >>> para = "<div class='para'>Rotation is done by <code>logrotate</code>, once a day.</div>"
+    >>> _div_paragraphs(fromstring(f"<html><body>{para * 4}<div>menu</div></body></html>"))
+    3
+    >>> _div_paragraphs(fromstring("<html><body><div><p>A <code>p</code> paragraph.</p></div></body></html>"))
+    0
     """
-    flat = _SPACES.sub(" ", text)
-    dropped = sum(len(lead) for lead, after in openings if after in flat and lead not in flat)
-    return dropped > CUT_SHARE * len(flat) if flat else bool(openings)
+    found = 0
+    for block in tree.iter("div"):
+        if block.text and not block.text.isspace():
+            if any(isinstance(c.tag, str) and c.tail and not c.tail.isspace() for c in block):
+                found += 1
+                if found == MIN_OPENINGS:
+                    break
+    return found
 
 
 def _looks_binary(text: str) -> bool:
@@ -169,10 +163,7 @@ def extract_text(
         tree = load_html(text)
         if tree is None:
             return ""
-        openings = _openings(tree)
-        result = trafilatura.extract(tree, fast=True, **options) or ""
-        if openings and looks_cut(openings, result):
-            result = trafilatura.extract(tree, fast=False, **options) or result
+        result = trafilatura.extract(tree, fast=_div_paragraphs(tree) < MIN_OPENINGS, **options)
     except Exception:  # noqa: BLE001 -- a crawl must survive any page; "" means "no text"
         return ""
-    return result
+    return result or ""
