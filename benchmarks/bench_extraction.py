@@ -173,6 +173,33 @@ def pair_figures(full: list[str], before: list[str], after: list[str], names: li
     }
 
 
+def edited_figures(texts: list[str]) -> dict[str, object]:
+    """Each page against a copy of it with random word edits (quality.py's edits: scattered
+    substitutions, insertions and deletions, or one block replaced, inserted or deleted, with
+    words of the site): the near-duplicate rule on the site's own words and scripts, where the
+    sample holds few near pairs of its own. J is taken on the shipped texts; each pair is
+    decided by the MinHash estimate alone and with the texts compared."""
+    import numpy as np
+
+    from quality import _edit
+
+    rng = np.random.default_rng(SEED)
+    vocab = " ".join(texts[::3]).split() or ["word"]
+    rows = {name: {"pairs": 0, "estimate": 0, "texts": 0} for name, *_ in CLASSES}
+    for n, text in enumerate(texts):
+        words = text.split()
+        if F.fingerprint(text).tokens < F.DEFAULT_MIN_TOKENS or not words:
+            continue
+        copy = " ".join(_edit(words, "scattered" if n % 2 else "block", vocab, rng))
+        jac = jaccard(shingles(text), shingles(copy))
+        cls = next(name for name, lo, hi in CLASSES if lo <= jac < hi)
+        a, b = F.fingerprint(text), F.fingerprint(copy)
+        rows[cls]["pairs"] += 1
+        rows[cls]["estimate"] += merged(a, b, None)
+        rows[cls]["texts"] += merged(a, b, (text, copy))
+    return rows
+
+
 def summarize(name: str, kind: str, version: str, names: list[str], extracted: dict[str, object]) -> dict[str, object]:
     texts = extracted["texts"]
     full = texts["full"]
@@ -200,6 +227,7 @@ def summarize(name: str, kind: str, version: str, names: list[str], extracted: d
             "pages_under_0.9": [n for n, k in zip(names, shares) if k is not None and k < 0.9][:8],
         }
     result["pairs"] = pair_figures(full, texts["fast"], texts["shipped"], names)
+    result["edited_copies"] = edited_figures(texts["shipped"])
     return result
 
 
@@ -310,6 +338,14 @@ def markdown(report: dict[str, object]) -> str:
         )
         c = s["pairs"]["confirmations"]
         lines.append(f"| {s['site']} | {cells} | {c['ms_by_estimate']} / {c['ms_by_texts']} ({c['candidates (estimate >= 0.5)']}) |")
+    lines += ["", "## Edited copies: each page against a copy with random word edits (J on the shipped texts)", "",
+              "Found for J >= 0.8, merged below: by the MinHash estimate alone / with the texts compared.", "",
+              "| site | " + " | ".join(f"{c} ({TARGETS[c]})" for c, *_ in CLASSES) + " |",
+              "|---|" + "---|" * len(CLASSES)]
+    for s in report["sites"]:
+        rows = s["edited_copies"]
+        cells = " | ".join(f"{rows[c]['estimate']} / {rows[c]['texts']} of {rows[c]['pairs']}" for c, *_ in CLASSES)
+        lines.append(f"| {s['site']} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
