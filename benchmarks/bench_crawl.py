@@ -10,7 +10,7 @@ Configurations:
 
 - ``raw``: plain Scrapy (``ADDONS = {}``) saving each page's raw HTML to a JSON Lines feed;
 - ``extract``: plain Scrapy + an item pipeline calling ``trafilatura.extract`` with the options
-  scrapy-dedup uses (``fast=True``, tables, no comments), in the crawl process: what a RAG
+  scrapy-dedup uses on these pages (``fast=True``, tables, no comments), in the crawl process: what a RAG
   user writes without deduplication;
 - ``dedup``: ``ADDONS = {"scrapy_dedup.Addon": 500}``, ``DEDUP_WORKERS = 0`` (extraction in a
   thread of the crawl process, like ``extract``) and ``dedup_workers``: ``DEDUP_WORKERS = 2``
@@ -72,7 +72,8 @@ COLOURS, SORTS = ("red", "blue", "green"), ("price", "newest")
 TARGET_OVERHEAD = 0.9  # dedup pages/s >= 0.9 x extraction-only
 TARGET_FETCHES = 0.5  # at least 50 % fewer fetches
 
-#: options of the extraction pipeline: the same as scrapy_dedup.extraction.main_text.EXTRACT_PARAMS
+#: options of the extraction pipeline: those of scrapy_dedup.extraction.main_text.extract_text on
+#: pages without paragraphs written as <div> (no PostgreSQL page has them), which take the fast mode
 TRAFILATURA_OPTIONS = dict(fast=True, include_tables=True, include_comments=False, deduplicate=False,
                            output_format="txt", with_metadata=False, include_images=False, include_links=False,
                            include_formatting=False)

@@ -49,6 +49,7 @@ BENCHMARKS = {
     "ingest": "scrapy dedup ingest of doc pages: documents/s with text given and with HTML",
     "settle": "settling a store's clusters: documents/s and memory against the online decisions",
     "rag": "shared chunks after page dedup, boilerplate vs trafilatura deduplicate=True, heading spans, CJK pages",
+    "extraction": "text kept against trafilatura's full mode, CPU, and merges by J, on Publican (en, ja, ar), Sphinx, javadoc, Doxygen",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own

@@ -379,3 +379,16 @@ def test_settle(tmp_path):
     assert res["first"]["docs"] == res["again"]["docs"] == res["online"]["docs"] == 1_000
     assert res["first"]["revised"] > 0 and res["again"]["revised"] == res["again"]["rewritten"] == 0
     assert res["again"]["affected"] == 0 and 0 < res["after"]["affected"] < res["after"]["docs"] == 1_010
+
+
+def test_extraction(tmp_path):
+    """The extraction benchmark on the demo site's pages (its real sites need downloads)."""
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_extraction.py"), "--size", "tiny", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "extraction.json").read_text(encoding="utf-8"))
+    (site,) = data["sites"]
+    assert site["pages"] > 0 and site["kept"]["shipped"]["min"] >= 0.9
+    assert site["pairs"]["classes"]["J>=0.9"]["pairs"] > 0
+    assert [r["benchmark"] for r in data["rows"]] == ["extraction"] * 3
+    assert (tmp_path / "extraction.md").read_text(encoding="utf-8").startswith("# Extraction")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gzip
 import random
+from pathlib import Path
 
 import pytest
+import trafilatura
 
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS, extract_text
 
@@ -93,3 +95,35 @@ def test_options_are_passed_through():
     )
     assert "autovacuum_naptime" in extract_text(table_page)
     assert "autovacuum_naptime" not in extract_text(table_page, include_tables=False)
+
+
+PUBLICAN = Path(__file__).parent / "fixtures" / "pages" / "publican_section.html"
+OPENINGS = (
+    "Log files grow without end",
+    "Each package that writes logs",
+    "A rule names the files",
+    "When a service must be told",
+    "Testing a rule before the night",
+)
+
+
+def test_a_docbook_page_cut_by_the_fast_mode_keeps_its_opening_prose():
+    """A Publican/DocBook section (paragraphs written as ``div.para``, a sidebar with a ``<p>``
+    title): trafilatura's fast mode keeps only what follows each paragraph's first inline
+    element; extract_text sees paragraphs written as ``<div>`` and takes the full mode's text."""
+    body = PUBLICAN.read_bytes()
+    fast = trafilatura.extract(body, fast=True, deduplicate=False, output_format="txt")
+    assert fast.startswith("logrotate program, which renames")  # the page reproduces the cut
+    assert not any(opening in fast for opening in OPENINGS)
+    text = extract_text(body)
+    assert text.startswith("Log files grow without end")
+    for opening in OPENINGS:
+        assert opening in text
+    assert "Download the ebook" not in text and "Prev" not in text
+
+
+def test_a_page_of_p_paragraphs_is_extracted_in_fast_mode():
+    assert extract_text(PAGE) == trafilatura.extract(PAGE, fast=True, deduplicate=False, output_format="txt")
+    # one paragraph written as <div> is not enough to leave it
+    two = PAGE.replace("<p>VACUUM reclaims", "<div>VACUUM <b>reclaims</b>", 1).replace("VACUUM is done.</p>", "VACUUM is done.</div>", 1)
+    assert extract_text(two) == trafilatura.extract(two, fast=True, deduplicate=False, output_format="txt")

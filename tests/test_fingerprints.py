@@ -247,24 +247,35 @@ def test_shingle_jaccard_is_the_exact_jaccard_of_the_shingle_sets():
     assert F.shingle_jaccard("std::iter::Chain<A, B>", "std :: iter :: Chain < A , B >") == 1.0
 
 
-def test_with_texts_a_borderline_estimate_is_decided_by_the_exact_jaccard():
+def test_with_texts_every_candidate_is_decided_by_the_exact_jaccard():
     base = [f"w{i}" for i in range(400)]
-    checked = 0
-    for step in (40, 60, 150, 200):  # J 0.79, 0.86 (borderline), 0.95, 0.97 (not)
+    for step in (40, 60, 150, 200):  # J 0.79, 0.86, 0.95, 0.97
         edited = [f"x{i}" if i % step == 0 else w for i, w in enumerate(base)]
         a, b = " ".join(base), " ".join(edited)
         exact = F.shingle_jaccard(a, b)
         ok, _, value = near_match(fingerprint(a), fingerprint(b), texts=(a, b))
-        estimate = jaccard_estimate(fingerprint(a).minhash, fingerprint(b).minhash)
-        if abs(estimate - F.DEFAULT_MIN_JACCARD) < F.VERIFY_MARGIN:
-            assert value == exact and ok == (exact >= F.DEFAULT_MIN_JACCARD), step
-            checked += 1
-        else:
-            assert (ok, value) == near_match(fingerprint(a), fingerprint(b))[::2], step
-    assert checked == 2
-    a = " ".join(base)
-    b = " ".join(f"x{i}" if i % 40 == 0 else w for i, w in enumerate(base))
-    assert near_match(fingerprint(a), fingerprint(b), texts=(a, b))[0] is False  # exact 0.79: not a duplicate
+        assert value == exact and ok == (exact >= F.DEFAULT_MIN_JACCARD), step
+
+
+def _estimate_above_exact_below(seed_range=range(4000)):
+    """Two texts whose MinHash estimate is at least DEFAULT_MIN_JACCARD while their exact
+    Jaccard is below it (the estimate's error, standard 0.025 at J = 0.8)."""
+    base = [f"w{i}" for i in range(400)]
+    for seed in seed_range:
+        rng = random.Random(seed)
+        edited = [f"x{seed}_{i}" if rng.random() < 0.0245 else w for i, w in enumerate(base)]
+        a, b = " ".join(base), " ".join(edited)
+        exact = F.shingle_jaccard(a, b)
+        if exact < F.DEFAULT_MIN_JACCARD <= jaccard_estimate(fingerprint(a).minhash, fingerprint(b).minhash):
+            return a, b
+    raise AssertionError("no such pair")
+
+
+def test_a_candidate_above_the_threshold_by_estimate_and_below_by_text_is_not_merged():
+    a, b = _estimate_above_exact_below()
+    assert near_match(fingerprint(a), fingerprint(b))[0] is True  # the estimate alone merges it
+    ok, _, value = near_match(fingerprint(a), fingerprint(b), texts=(a, b))
+    assert ok is False and value < F.DEFAULT_MIN_JACCARD
 
 
 def test_the_exact_check_never_makes_a_short_page_match():

@@ -319,3 +319,26 @@ def test_a_borderline_estimate_is_decided_by_the_kept_texts(store, keep_text):
     assert decision.status == ("new" if keep_text else "near_duplicate")
     canonical = index.ingest(page("http://h/c", b, canonical_key="http://h/a", canonical_url="http://h/a"))
     assert canonical.canonical == ("mismatch" if keep_text else "honored")
+
+
+def test_a_candidate_above_the_threshold_by_estimate_and_below_by_its_kept_text_is_not_merged(store):
+    from scrapy_dedup.core.fingerprints import jaccard_estimate, shingle_jaccard
+
+    base = [f"w{i}" for i in range(400)]
+    for seed in range(4000):
+        rng = random.Random(seed)
+        a = " ".join(base)
+        b = " ".join(f"x{seed}_{i}" if rng.random() < 0.0245 else w for i, w in enumerate(base))
+        if shingle_jaccard(a, b) < 0.8 <= jaccard_estimate(fingerprint(a).minhash, fingerprint(b).minhash):
+            break
+    else:
+        raise AssertionError("no such pair")
+
+    def kept(url: str, text: str) -> Document:
+        return Document(key=url, url=url, fingerprint=fingerprint(text), raw_hash=raw_hash(text.encode()), text=text)
+
+    index = make_index(store)
+    first = index.ingest(kept("http://h/a", a))
+    second = index.ingest(kept("http://h/b", b))
+    assert second.status == "new" and second.cluster_id != first.cluster_id
+    assert store.get_url("http://h/b").reason is None

@@ -6,7 +6,7 @@ The behaviour every backend shares is in test_store_contract.py.
 import pytest
 
 from scrapy_dedup.core.records import UrlRecord
-from scrapy_dedup.store import IncompatibleStore, StoreLocked
+from scrapy_dedup.store import STORE_FORMAT, IncompatibleStore, StoreLocked
 from scrapy_dedup.store.leveldb import LevelDBStore
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
@@ -51,6 +51,31 @@ def test_a_store_in_an_older_format_is_refused_with_a_clear_message(store_path):
     db.put(b"m:params", json.dumps({**params, "store_format": 2}, sort_keys=True).encode())
     db.close()
     for open_store in (lambda: LevelDBStore(store_path, PARAMS), lambda: LevelDBStore.open_existing(store_path)):
-        with pytest.raises(IncompatibleStore, match=r"has store format 2, .* uses format 4: run `scrapy dedup migrate --store "):
+        with pytest.raises(IncompatibleStore, match=rf"has store format 2, .* uses format {STORE_FORMAT}: run `scrapy dedup migrate --store "):
             open_store()
     plyvel.DB(store_path).close()  # each refusal closed the database behind it
+
+
+def test_a_store_of_the_fast_mode_extraction_is_refused_then_migrated_keeping_its_records(store_path):
+    """Format 4 kept the texts and fingerprints of extraction version 1 (trafilatura's fast mode
+    alone): refused in one line naming the migration, which keeps every record."""
+    import json
+
+    import plyvel
+
+    from scrapy_dedup.store.migrate import migrate_store
+
+    with LevelDBStore(store_path, PARAMS) as store:
+        store.begin_run()
+        with store.batch() as b:
+            b.put_url(UrlRecord(key="http://h/a", url="http://h/a", content_hash="ab" * 16))
+    db = plyvel.DB(store_path)
+    params = json.loads(db.get(b"m:params"))
+    db.put(b"m:params", json.dumps({**params, "store_format": 4}, sort_keys=True).encode())
+    db.close()
+    with pytest.raises(IncompatibleStore, match=r"has store format 4, .* run `scrapy dedup migrate --store ") as refused:
+        LevelDBStore(store_path, PARAMS)
+    assert "\n" not in str(refused.value)
+    assert f"from store format 4 to {STORE_FORMAT}" in str(migrate_store(store_path))
+    with LevelDBStore.open_existing(store_path) as store:
+        assert store.get_url("http://h/a").content_hash == "ab" * 16

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
+from .language import translated
 from .text import TOKENIZER_VERSION, _canonical_token_bytes, _token_bytes, canonical_text
 
 __all__ = [
@@ -64,11 +65,10 @@ SLOT_BITS = 8
 DEFAULT_MAX_DISTANCE = 3
 DEFAULT_MIN_JACCARD = 0.8
 DISTANCE_JACCARD_SLACK = 0.1
-#: A candidate whose estimate is within this of DEFAULT_MIN_JACCARD (below or above) is decided
-#: by its exact 5-shingle Jaccard when both texts are at hand. The estimate's standard error at
-#: J = 0.8 is 0.025, and on code-heavy documentation many pairs sit just above 0.8: decided by
-#: the estimate alone, 0.84 of the 0.8-0.9 pairs were found (benchmarks/quality_code.py).
-VERIFY_MARGIN = 0.1
+#: Two texts in different languages (:func:`~scrapy_dedup.core.language.translated`) are near
+#: duplicates only from this Jaccard on: an untranslated copy, not a translation that shares its
+#: commands and output with the original.
+TRANSLATION_MIN_JACCARD = 0.9
 #: Pages with fewer tokens are exact-match only. A substituted word changes 5 of the n-4
 #: 5-shingles, so below ~50 tokens a single edit already takes Jaccard under 0.8.
 DEFAULT_MIN_TOKENS = 50
@@ -357,9 +357,10 @@ def near_match(
     DISTANCE_JACCARD_SLACK`` (two independent signals agreeing on a borderline pair). Pages
     shorter than ``min_tokens`` never match: they are exact-only.
 
-    With ``texts`` (the two texts the fingerprints were made from), a pair whose estimate is
-    within ``VERIFY_MARGIN`` of ``min_jaccard`` is decided by its exact Jaccard instead
-    (:func:`shingle_jaccard`), which is then the third value returned.
+    With ``texts`` (the two texts the fingerprints were made from), the pair is decided by its
+    exact Jaccard instead of the estimate (:func:`shingle_jaccard`, then the third value
+    returned), so that estimation error cannot merge or split it; and two texts in different
+    languages (a translation) need ``TRANSLATION_MIN_JACCARD`` at least.
 
     >>> base = " ".join(f"w{i}" for i in range(300))
     >>> near_match(fingerprint(base), fingerprint(base.replace("w150", "changed")))
@@ -371,9 +372,11 @@ def near_match(
     estimate = jaccard_estimate(a.minhash, b.minhash)
     if a.tokens < min_tokens or b.tokens < min_tokens:
         return False, distance, estimate
-    if texts is not None and abs(estimate - min_jaccard) < VERIFY_MARGIN:
+    if texts is not None:
         exact = shingle_jaccard(*texts)
-        return exact >= min_jaccard, distance, exact
+        if exact >= TRANSLATION_MIN_JACCARD or exact < min_jaccard:
+            return exact >= min_jaccard, distance, exact
+        return not translated(*texts), distance, exact
     floor = round(min_jaccard - DISTANCE_JACCARD_SLACK, 9)  # 0.8 - 0.1 is 0.7000000000000001
     close = distance <= max_distance and estimate >= floor
     return (estimate >= min_jaccard or close), distance, estimate

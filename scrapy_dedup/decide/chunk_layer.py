@@ -308,6 +308,7 @@ class ChunkLayer:
         sid = scope_id(scope).hex()
         rows: list[ChunkRecord] = []
         local: list[tuple[str, ChunkPrint, frozenset[str]]] = []  # sources of this document so far
+        texts = _ChunkTexts(self, key, chunks)
         sources: list[tuple[str, ChunkPrint, list[str]]] = []
         for c in chunks:
             row = ChunkRecord(c.chunk_id, c.content_hash, c.start, c.end, c.heading, c.tokens, c.boilerplate, "new")
@@ -326,7 +327,7 @@ class ChunkLayer:
             if p is None:
                 continue  # too short for near matching: exact only
             owners = self._owners(scope, p.minhash)
-            match = self._first_near(key, p, owners, local)
+            match = self._first_near(key, p, owners, local, texts, me)
             if match is not None:
                 row.status = "near_duplicate"
                 row.source_key, row.duplicate_of = split_member(match)
@@ -357,10 +358,18 @@ class ChunkLayer:
         return rows
 
     def _first_near(
-        self, key: str, p: ChunkPrint, owners: list[str], local: list[tuple[str, ChunkPrint, frozenset[str]]]
+        self,
+        key: str,
+        p: ChunkPrint,
+        owners: list[str],
+        local: list[tuple[str, ChunkPrint, frozenset[str]]],
+        texts: _ChunkTexts,
+        me: str,
     ) -> str | None:
         """The earliest source (smallest order, then name) that near-matches ``p``; sources of
-        this document come after the stored ones (they are later in the order)."""
+        this document come after the stored ones (they are later in the order). A candidate is
+        confirmed on the two chunks' texts when both are at hand, as documents are (exact
+        Jaccard, and a translation needs TRANSLATION_MIN_JACCARD)."""
         candidates: dict[str, int] = {}
         for owner in owners:
             for member, order in self._bands(owner).items():
@@ -371,16 +380,19 @@ class ChunkLayer:
             raw = self.store.get(CHUNK_PRINT, member)
             if raw is None:
                 continue
-            if self._near(ChunkPrint.from_bytes(raw).fingerprint(), fp):
+            if self._near(ChunkPrint.from_bytes(raw).fingerprint(), fp, texts.pair(member, me)):
                 return member
         mine = set(owners)
         for member, q, theirs in local:
-            if not mine.isdisjoint(theirs) and self._near(q.fingerprint(), fp):
+            if not mine.isdisjoint(theirs) and self._near(q.fingerprint(), fp, texts.pair(member, me)):
                 return member
         return None
 
-    def _near(self, a, b) -> bool:
-        ok, _, _ = near_match(a, b, max_distance=self.rules.max_distance, min_jaccard=self.rules.min_jaccard, min_tokens=self.rules.min_tokens)
+    def _near(self, a, b, texts: tuple[str, str] | None = None) -> bool:
+        ok, _, _ = near_match(
+            a, b, max_distance=self.rules.max_distance, min_jaccard=self.rules.min_jaccard,
+            min_tokens=self.rules.min_tokens, texts=texts,
+        )  # fmt: skip
         return ok
 
     # -- at the end of the crawl --------------------------------------------------------------
@@ -543,6 +555,40 @@ class ChunkLayer:
             result.groups += 1
             result.boilerplate += len(keys)
         return learned
+
+
+class _ChunkTexts:
+    """The texts of chunks compared while one document's chunks are assigned: its own (given,
+    or cut from its kept text) and those of earlier documents (cut from their kept texts at
+    the spans of their chunk records), each document's read once."""
+
+    def __init__(self, layer: ChunkLayer, key: str, chunks: Sequence[Chunk]) -> None:
+        self.layer, self.key = layer, key
+        self.own = {c.chunk_id: c for c in chunks}
+        self.docs: dict[str, tuple[str | None, dict[str, tuple[int, int]]]] = {}
+
+    def _doc(self, key: str) -> tuple[str | None, dict[str, tuple[int, int]]]:
+        if key not in self.docs:
+            rows = self.layer.get_chunks(key) if key != self.key else None
+            spans = {r.chunk_id: (r.start, r.end) for r in rows or ()}
+            self.docs[key] = (self.layer.store.get_text(key), spans)
+        return self.docs[key]
+
+    def text(self, member: str) -> str | None:
+        key, chunk_id = split_member(member)
+        if key == self.key and chunk_id in self.own:
+            chunk = self.own[chunk_id]
+            if chunk.text:
+                return chunk.text
+            whole = self._doc(key)[0]
+            return None if whole is None else whole[chunk.start : chunk.end]
+        whole, spans = self._doc(key)
+        span = spans.get(chunk_id)
+        return None if whole is None or span is None else whole[span[0] : span[1]]
+
+    def pair(self, member: str, me: str) -> tuple[str, str] | None:
+        theirs, mine = self.text(member), self.text(me)
+        return None if theirs is None or mine is None else (theirs, mine)
 
 
 def _chunked(rows: Iterator[Any] | list[Any], size: int = _BATCH) -> Iterator[list[Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrapy_dedup.core.bands import band_hashes
-from scrapy_dedup.core.fingerprints import VERIFY_MARGIN, Fingerprint, hamming, jaccard_estimate, near_match
+from scrapy_dedup.core.fingerprints import Fingerprint, hamming, near_match
 from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, UrlRecord
 from scrapy_dedup.decide.decision import Document
 from scrapy_dedup.store.base import DedupStore
@@ -76,13 +76,12 @@ class Matching:
         self, fp: Fingerprint, other: Fingerprint, text: str | None = None, other_key: str | None = None
     ) -> tuple[bool, int | None, float | None]:
         texts = None
-        # a borderline estimate is decided by the exact Jaccard of the two texts when both are
-        # kept (DEDUP_KEEP_TEXT); the stored text is read only for such a pair
-        if text is not None and other_key is not None:
-            if abs(jaccard_estimate(fp.minhash, other.minhash) - self.min_jaccard) < VERIFY_MARGIN:
-                other_text = self.store.get_text(other_key)
-                if other_text is not None:
-                    texts = (text, other_text)
+        # a candidate is decided by the exact Jaccard of the two texts, and their languages, when
+        # both are kept (DEDUP_KEEP_TEXT); pages too short for near matching need no read
+        if text is not None and other_key is not None and min(fp.tokens, other.tokens) >= self.min_tokens:
+            other_text = self.store.get_text(other_key)
+            if other_text is not None:
+                texts = (text, other_text)
         return near_match(
             fp,
             other,

@@ -35,7 +35,7 @@ from functools import lru_cache
 import xxhash
 
 from scrapy_dedup.core.bands import band_hashes, simhash_blocks
-from scrapy_dedup.core.fingerprints import VERIFY_MARGIN, Fingerprint, jaccard_estimate, near_match
+from scrapy_dedup.core.fingerprints import Fingerprint, near_match
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
@@ -230,8 +230,8 @@ def settle(
     they are new) are settled again, with every document connected to theirs by a chain of
     duplicates (:func:`affected`); every other cluster is as settling would leave it.
 
-    The near test is the crawl's (:func:`near_match` with its settings; a pair near the
-    threshold is decided by the exact Jaccard of the two texts when the store keeps them).
+    The near test is the crawl's (:func:`near_match` with its settings; a pair is decided by
+    the exact Jaccard of the two texts, and their languages, when the store keeps them).
     """
     docs = [r for r in store.iter_urls() if r.has_content]
     by_content: dict[tuple[str, str | None], list[str]] = defaultdict(list)
@@ -266,7 +266,8 @@ def settle(
     def near(a: UrlRecord, b: UrlRecord) -> tuple[bool, int | None, float | None]:
         fa, fb = fingerprint(a), fingerprint(b)
         texts = None
-        if abs(jaccard_estimate(fa.minhash, fb.minhash) - min_jaccard) < VERIFY_MARGIN:
+        # decided on the two texts (and their languages) when both are kept, as the crawl decides
+        if min(fa.tokens, fb.tokens) >= min_tokens:
             ta, tb = text_of(a.scope, a.content_hash), text_of(b.scope, b.content_hash)
             texts = (ta, tb) if ta is not None and tb is not None else None
         return near_match(

@@ -9,10 +9,13 @@ from __future__ import annotations
 import logging
 import re
 
+from typing import Any
+
 import trafilatura
+from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
-__all__ = ["EXTRACT_PARAMS", "extract_text"]
+__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "extract_text"]
 
 # trafilatura logs every page it finds no main text in at WARNING/ERROR; for a crawler those are
 # expected outcomes (we return ""), not problems, so keep them out of the crawl log unless the
@@ -21,14 +24,35 @@ _TRAFILATURA_LOGGER = logging.getLogger("trafilatura")
 if _TRAFILATURA_LOGGER.level == logging.NOTSET:
     _TRAFILATURA_LOGGER.setLevel(logging.CRITICAL)
 
-#: Options fixed by this wrapper; a change here changes extracted text, hence fingerprints.
+#: Pages with this many paragraphs written as ``<div>`` (text, an inline element, more text: the
+#: ``div.para`` of DocBook and Publican) go to the full mode directly: the fast mode drops the
+#: openings of such paragraphs on most of these pages, and the full mode alone costs less than
+#: both. 3 sends 80% of a Publican book's pages, none of Sphinx's or Doxygen's and a fifth of a
+#: javadoc's (class pages with several described members, whose text is the same either way).
+MIN_OPENINGS = 3
+
+#: What the text of a page is made with; a change here changes extracted text, hence
+#: fingerprints (the store format names the extraction its texts came from).
 EXTRACT_PARAMS: dict[str, object] = {
     "trafilatura": trafilatura.__version__,
-    # fast=True skips the readability/jusText fallback: measured on postgresql-doc-15
-    # (benchmarks/quality.py) it is 1.5-2x faster, and the fallback changed 1 page of 120.
-    "fast": True,
+    # 2: the full mode (readability/jusText fallback) for pages of DocBook-style paragraphs, the
+    # fast mode otherwise
+    "version": 2,
+    # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
+    # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
+    # benchmarks/bench_extraction.py).
+    "fast": f"fast; full with {MIN_OPENINGS}+ div paragraphs",
     "deduplicate": False,
     "output_format": "txt",
+}
+
+_OPTIONS = {
+    "deduplicate": False,
+    "output_format": "txt",
+    "with_metadata": False,
+    "include_images": False,
+    "include_links": False,
+    "include_formatting": False,
 }
 
 # Share of control characters / U+FFFD in the first _SNIFF chars above which a body is binary
@@ -63,6 +87,27 @@ def _decode(html: bytes | bytearray | memoryview) -> str:
     # unlike statistical guessing, which can pick different encodings for two copies of a page.
     _encoding, text = html_to_unicode(None, bytes(html))
     return text
+
+
+def _div_paragraphs(tree: Any) -> int:
+    """How many paragraphs are written as ``<div>`` (up to MIN_OPENINGS): blocks that open with
+    text of their own and go on after an inline element, as DocBook and Publican's ``div.para``.
+
+    >>> from lxml.html import fromstring
+    >>> para = "<div class='para'>Rotation is done by <code>logrotate</code>, once a day.</div>"
+    >>> _div_paragraphs(fromstring(f"<html><body>{para * 4}<div>menu</div></body></html>"))
+    3
+    >>> _div_paragraphs(fromstring("<html><body><div><p>A <code>p</code> paragraph.</p></div></body></html>"))
+    0
+    """
+    found = 0
+    for block in tree.iter("div"):
+        if block.text and not block.text.isspace():
+            if any(isinstance(c.tag, str) and c.tail and not c.tail.isspace() for c in block):
+                found += 1
+                if found == MIN_OPENINGS:
+                    break
+    return found
 
 
 def _looks_binary(text: str) -> bool:
@@ -106,21 +151,19 @@ def extract_text(
         if not isinstance(text, str) or _looks_binary(text):
             return ""
         text = _cut_long_tags(text)
-        result = trafilatura.extract(
-            text,
+        options = dict(
+            _OPTIONS,
             url=url,
-            fast=True,
             favor_precision=favor_precision,
             favor_recall=favor_recall,
             include_tables=include_tables,
             include_comments=include_comments,
-            deduplicate=False,
-            output_format="txt",
-            with_metadata=False,
-            include_images=False,
-            include_links=False,
-            include_formatting=False,
         )
+        # parsed here once for both modes (trafilatura works on copies of it)
+        tree = load_html(text)
+        if tree is None:
+            return ""
+        result = trafilatura.extract(tree, fast=_div_paragraphs(tree) < MIN_OPENINGS, **options)
     except Exception:  # noqa: BLE001 -- a crawl must survive any page; "" means "no text"
         return ""
     return result or ""

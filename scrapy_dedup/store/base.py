@@ -67,7 +67,11 @@ from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
 #: Version of the on-disk layout (keys and values).  A change is a migration.
 #: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
 #: 4: MinHash signatures of one-byte slots (fingerprint version 2; formats 2 and 3 kept 4 bytes).
-STORE_FORMAT = 4
+#: 5: texts and fingerprints of pages from extraction version 2 (EXTRACT_PARAMS: the fast mode's
+#:    text cut short is replaced by the full mode's). The keys are those of format 4: a migration
+#:    keeps every record (past decisions stand); a page fetched again whose text changed is
+#:    decided again as updated.
+STORE_FORMAT = 5
 
 #: Record tables (``get``/``put``/``delete``/``scan``) and what they hold.
 URL = "url"  # url key -> UrlRecord (JSON)

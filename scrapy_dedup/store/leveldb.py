@@ -6,7 +6,7 @@ atomic (see :mod:`scrapy_dedup.store.base`) is, and batches are LevelDB write
 batches.  ``scrapy dedup`` commands read a store that no crawl holds (or a
 copy of one).
 
-Key layout (format 4, :data:`~scrapy_dedup.store.base.STORE_FORMAT`, recorded as ``store_format``
+Key layout (format 5, :data:`~scrapy_dedup.store.base.STORE_FORMAT`, recorded as ``store_format``
 in the store parameters)::
 
     m:params                      JSON parameters (fingerprints, tables, format)

@@ -1,0 +1,127 @@
+"""Translations are not duplicates: a page and its translation share the commands, paths and
+output left untranslated, and no more; an untranslated copy is the same text."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_dedup.core.fingerprints import TRANSLATION_MIN_JACCARD, fingerprint, near_match, raw_hash, shingle_jaccard
+from scrapy_dedup.core.language import same_language, translated
+from scrapy_dedup.decide.index import ContentIndex, Document
+
+# a section whose prose is short beside its commands and output, as in a system administration book
+COMMANDS = """
+# logrotate -d /etc/logrotate.d/nginx
+reading config file /etc/logrotate.d/nginx
+rotating pattern: /var/log/nginx/*.log  after 1 days (14 rotations)
+empty log files are not rotated, old logs are removed
+considering log /var/log/nginx/access.log
+  log needs rotating
+rotating log /var/log/nginx/access.log, log->rotateCount is 14
+renaming /var/log/nginx/access.log.13.gz to /var/log/nginx/access.log.14.gz
+renaming /var/log/nginx/access.log.12.gz to /var/log/nginx/access.log.13.gz
+running postrotate script
+# systemctl reload nginx.service
+# journalctl --unit nginx.service --since today --no-pager
+# ls -l /var/log/nginx/
+-rw-r----- 1 www-data adm 18244 Mar  3 06:25 access.log
+-rw-r----- 1 www-data adm 91827 Mar  2 06:25 access.log.1
+-rw-r----- 1 www-data adm  8841 Mar  1 06:25 access.log.2.gz
+""" + "".join(
+    f"renaming /var/log/nginx/error.log.{n}.gz to /var/log/nginx/error.log.{n + 1}.gz\n"
+    f"-rw-r----- 1 www-data adm {7000 + 37 * n} Feb {28 - n} 06:25 error.log.{n}.gz\n"
+    for n in range(1, 40)
+)
+EN = (
+    "Rotating the logs of a web server. Log files grow without end unless something trims them, and a full "
+    "disk stops most services. The logrotate program renames the current file, starts a new one and deletes "
+    "the oldest copies; the debug option shows what it would do without touching any file:"
+    + COMMANDS
+    + "The reload makes the server open its new files. Check the journal for errors afterwards."
+)
+FR = (
+    "La rotation des journaux d'un serveur web. Les fichiers de journaux grossissent sans fin si rien ne les "
+    "réduit, et un disque plein arrête la plupart des services. Le programme logrotate renomme le fichier "
+    "courant, en crée un nouveau et supprime les copies les plus anciennes ; l'option de débogage montre ce "
+    "qu'il ferait sans toucher à aucun fichier :"
+    + COMMANDS
+    + "Le rechargement fait ouvrir au serveur ses nouveaux fichiers. Vérifiez ensuite le journal."
+)
+
+
+def test_the_translation_looks_like_a_near_duplicate_by_its_words():
+    """The premise: by word shingles alone the pair would be merged."""
+    assert 0.8 <= shingle_jaccard(EN, FR) < TRANSLATION_MIN_JACCARD
+    assert near_match(fingerprint(EN), fingerprint(FR))[0] is True
+    # the whole texts read as one language (the shared output dominates); what each adds does not
+    assert same_language(EN, FR) and translated(EN, FR)
+
+
+def doc(url: str, text: str) -> Document:
+    return Document(key=url, url=url, fingerprint=fingerprint(text), raw_hash=raw_hash(text.encode()), text=text)
+
+
+@pytest.fixture
+def index(backend, store_path):
+    with backend(store_path, {"v": 1}) as store:
+        store.begin_run()
+        yield ContentIndex(store, 1, max_distance=3, min_jaccard=0.8, min_tokens=50)
+
+
+def test_a_translated_page_is_not_merged_with_its_original(index):
+    original = index.ingest(doc("http://book/en/logs.html", EN))
+    translation = index.ingest(doc("http://book/fr/logs.html", FR))
+    assert translation.status == "new" and translation.is_representative
+    assert translation.cluster_id != original.cluster_id
+
+
+def test_an_untranslated_copy_is_merged(index):
+    """A translation that left the section in English, with its navigation translated."""
+    original = index.ingest(doc("http://book/en/logs.html", EN))
+    copy = index.ingest(doc("http://book/fr/logs.html", "Journaux. " + EN + " Précédent Suivant"))
+    assert copy.status == "near_duplicate" and copy.cluster_id == original.cluster_id
+
+
+def test_a_page_edited_in_its_own_language_is_merged(index):
+    original = index.ingest(doc("http://book/en/logs.html", EN))
+    edited = index.ingest(doc("http://book/en/logs2.html", EN.replace("afterwards", "after each rotation")))
+    assert edited.status == "near_duplicate" and edited.cluster_id == original.cluster_id
+
+
+# -- the same rules for chunks --------------------------------------------------------------------
+
+
+def chunk_statuses(store, pages: dict[str, str]) -> dict[str, list[str]]:
+    """Record the pages' chunks as a crawl would (each its own cluster), then settle them."""
+    from scrapy_dedup.core.records import Cluster
+    from scrapy_dedup.decide.chunk_layer import ChunkLayer
+
+    layer = ChunkLayer(store)
+    for n, (url, text) in enumerate(pages.items()):
+        with store.batch() as b:
+            b.put_text(url, text)
+            b.put_cluster(Cluster(f"{n + 1:016x}", url, url, len(text), 1))
+        layer.record(url, url, "", layer.chunk(text, url, url))
+    live = {url: [r.status for r in layer.get_chunks(url)] for url in pages}
+    layer.settle()
+    settled = {url: [r.status for r in layer.get_chunks(url)] for url in pages}
+    assert settled == live  # the same statuses at the end as while the crawl ran
+    return settled
+
+
+@pytest.fixture
+def chunk_store(backend, store_path):
+    with backend(store_path, {"fingerprint": {"version": 1}, "max_distance": 3}) as store:
+        yield store
+
+
+def test_a_translated_chunk_is_not_a_duplicate_of_its_original(chunk_store):
+    statuses = chunk_statuses(chunk_store, {"http://book/en/logs.html": EN, "http://book/fr/logs.html": FR})
+    assert "near_duplicate" not in statuses["http://book/fr/logs.html"]
+    assert set(statuses["http://book/fr/logs.html"]) <= {"new", "exact_duplicate"}
+
+
+def test_an_untranslated_chunk_is_a_duplicate(chunk_store):
+    copy = EN.replace("The reload makes", "Le rechargement: the reload makes")
+    statuses = chunk_statuses(chunk_store, {"http://book/en/logs.html": EN, "http://book/fr/logs.html": copy})
+    assert "near_duplicate" in statuses["http://book/fr/logs.html"]
