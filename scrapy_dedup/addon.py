@@ -1,4 +1,4 @@
-"""``scrapy_dedup.addon.Addon``: the add-on, under the path the README gives.
+"""``scrapy_dedup.addon.Addon``: the add-on, under the path the manual gives.
 
 It lives in :mod:`scrapy_dedup.crawl.addon`; this path stays for settings that name it.
 """

@@ -1,4 +1,4 @@
-"""``scrapy_dedup.downloadermw.DedupDownloaderMiddleware``: the downloader middleware, under the path the README gives.
+"""``scrapy_dedup.downloadermw.DedupDownloaderMiddleware``: the downloader middleware, under the path the manual gives.
 
 It lives in :mod:`scrapy_dedup.crawl.downloadermw`; this path stays for settings that name it.
 """

@@ -1,4 +1,4 @@
-"""``scrapy_dedup.pipeline.DedupPipeline``: the item pipeline, under the path the README gives.
+"""``scrapy_dedup.pipeline.DedupPipeline``: the item pipeline, under the path the manual gives.
 
 It lives in :mod:`scrapy_dedup.crawl.pipeline`; this path stays for settings that name it.
 """

@@ -1,4 +1,4 @@
-"""``scrapy_dedup.spidermw.DedupSpiderMiddleware``: the spider middleware, under the path the README gives.
+"""``scrapy_dedup.spidermw.DedupSpiderMiddleware``: the spider middleware, under the path the manual gives.
 
 It lives in :mod:`scrapy_dedup.crawl.spidermw`; this path stays for settings that name it.
 """

@@ -90,7 +90,7 @@ def unknown_settings(settings: BaseSettings) -> list[str]:
     for name in sorted(settings):
         if name.startswith("DEDUP_") and name not in DEFAULTS:
             close = difflib.get_close_matches(name, DEFAULTS, n=1)
-            hint = f"; did you mean {close[0]}?" if close else " (the README's settings table lists them all)"
+            hint = f"; did you mean {close[0]}?" if close else " (the manual's settings reference lists them all)"
             warnings.append(f"{name} is not a scrapy-dedup setting{hint}")
     return warnings
 

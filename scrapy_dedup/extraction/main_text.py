@@ -27,8 +27,9 @@ if _TRAFILATURA_LOGGER.level == logging.NOTSET:
 #: Pages with this many paragraphs written as ``<div>`` (text, an inline element, more text: the
 #: ``div.para`` of DocBook and Publican) go to the full mode directly: the fast mode drops the
 #: openings of such paragraphs on most of these pages, and the full mode alone costs less than
-#: both. 3 sends 80% of a Publican book's pages, none of Sphinx's or Doxygen's and a fifth of a
-#: javadoc's (class pages with several described members, whose text is the same either way).
+#: both. 3 sends 60-67% of a Publican book's pages, none of Sphinx's or Doxygen's and 2 of 60
+#: javadoc pages (class pages with several described members, whose text is the same either way;
+#: benchmarks/results/extraction.md).
 MIN_OPENINGS = 3
 
 #: What the text of a page is made with; a change here changes extracted text, hence
