@@ -132,14 +132,6 @@ def test_a_store_path_nobody_can_write(project, site, tmp_path, where):
     one_error(crawl(project, site, {"DEDUP_STORE": str(path)}), "DEDUP_STORE", str(path))
 
 
-def test_a_read_only_store_directory(project, site, tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root writes a read-only directory: the other store-path tests cover root")
-    path = tmp_path / "read-only"
-    path.mkdir(mode=0o500)
-    one_error(crawl(project, site, {"DEDUP_STORE": str(path)}), str(path))
-
-
 def test_a_redis_store_without_the_redis_package(project, site):
     url = "redis://crawler:hunter2@127.0.0.1:1/0"
     proc = crawl(project, site, {"DEDUP_STORE": url}, without_redis=True)
