@@ -22,6 +22,7 @@ from scrapy import Request
 
 from scrapy_dedup.core.urls import InvalidURL
 from scrapy_dedup.crawl.canonical import canonical_of, canonical_request
+from scrapy_dedup.crawl.downloadermw import META_LINKS
 from scrapy_dedup.crawl.held import HELD_MAX, held_back, held_back_async
 from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.sources import ItemSource
@@ -164,8 +165,12 @@ class _Page:
             return
         state = self.mw.state
         if self.items:
+            links = self.requests > 0
+            # the downloader middleware read the record: recorded again only when that changed
+            if response.meta.get(META_LINKS) == links:
+                return
             try:
-                state.frontier.mark_links(state.key(response.url), self.requests > 0)
+                state.frontier.mark_links(state.key(response.url), links)
             except Exception:
                 state.failed("links", "could not record the links of %s", response.url)
             return
