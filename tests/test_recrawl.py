@@ -191,3 +191,21 @@ def test_the_links_flag_costs_no_store_read_or_write_on_a_page_that_did_not_chan
     store = StoreView(tmp_path / "store")
     assert store.record(book + "s1.html").links and not store.record(book + "s3.html").links
     assert store.record(book + "part1.html").links
+
+
+def test_a_page_whose_only_links_are_its_own_anchors_is_not_a_page_that_links(tmp_path):
+    write_book(tmp_path / "site")
+    # a table of contents of the page itself, as LinkExtractor yields it: http://h/book/s1.html#top
+    toc = page("Section 1", text("one"), ("#top", "#part-2", "s1.html#part-3", "./s1.html"))
+    (tmp_path / "site/book/s1.html").write_text(toc)
+    with FileSite(tmp_path / "site") as site:
+        first = crawl(site, tmp_path, {})
+        site.log.clear()
+        crawl(site, tmp_path, {})
+        answered = dict(site.log)
+    store = StoreView(tmp_path / "store")
+    assert not store.record(site.url + "/book/s1.html").links
+    assert store.record(site.url + "/book/s3.html").links  # its link leads up to part1.html
+    assert statuses(first)["s1.html"] == "new"
+    # not due, and no links to follow: s1 is not fetched again; s3, which links, is
+    assert "/book/s1.html" not in answered and answered["/book/s3.html"] == 200
