@@ -20,6 +20,8 @@ from crawl_helpers import StoreView, dedup
 from local_site import FileSite
 from testing import run_crawl
 
+from scrapy_dedup.core.urls import url_key
+
 SPIDERS_DIR = Path(__file__).parent / "spiders"
 YEAR = 365 * 24 * 3600
 CACHE = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_POLICY": "scrapy.extensions.httpcache.RFC2616Policy"}
@@ -156,3 +158,54 @@ def test_a_recrawl_on_a_redis_store_sees_the_same_changes(tmp_path, redis_single
     assert statuses(second) == expected
     assert second.stat("dedup/doc/deleted") == (1 if settings else 0)
     assert answered["/book/part1.html"] == 200  # the unchanged page that links, asked for in full
+
+
+def mark_links_calls(store: Path) -> list[tuple[list[str], int]]:
+    """Per crawl run of a CountingLevelDBStore: the URL keys whose record ``mark_links`` read,
+    and how many batches it wrote."""
+    runs = [json.loads(line) for line in Path(f"{store}.calls.jsonl").read_text().splitlines()]
+    return [(sorted(run["get_url"].get("mark_links", [])), run["batch"].get("mark_links", 0)) for run in runs]
+
+
+def test_the_links_flag_costs_no_store_read_or_write_on_a_page_that_did_not_change_it(tmp_path):
+    settings = {"DEDUP_STORE_BACKEND": "counting_store.CountingLevelDBStore", "DEDUP_REVISIT_AFTER": 0}
+    write_book(tmp_path / "site")
+    with FileSite(tmp_path / "site") as site:
+        book = site.url + "/book/"
+        crawl(site, tmp_path, settings)
+        site.log.clear()
+        crawl(site, tmp_path, settings)  # nothing changed
+        unchanged = dict(site.log)
+        # s1 gains a link, s3 loses its own
+        (tmp_path / "site/book/s1.html").write_text(page("Section 1", text("one"), ("s2.html",)))
+        (tmp_path / "site/book/s3.html").write_text(page("Section 3", text("three")))
+        crawl(site, tmp_path, settings)
+    first, second, third = mark_links_calls(tmp_path / "store")
+    # the pages that link, new in the first run, are recorded so: one read and one write each
+    assert first == ([url_key(book), url_key(book + "part1.html"), url_key(book + "s3.html")], 3)
+    # fetched again in full, the pages that link still link: their flag is neither read nor written
+    assert unchanged["/book/part1.html"] == unchanged["/book/s3.html"] == 200
+    assert second == ([], 0)
+    # what changed is written
+    assert third == ([url_key(book + "s1.html"), url_key(book + "s3.html")], 2)
+    store = StoreView(tmp_path / "store")
+    assert store.record(book + "s1.html").links and not store.record(book + "s3.html").links
+    assert store.record(book + "part1.html").links
+
+
+def test_a_page_whose_only_links_are_its_own_anchors_is_not_a_page_that_links(tmp_path):
+    write_book(tmp_path / "site")
+    # a table of contents of the page itself, as LinkExtractor yields it: http://h/book/s1.html#top
+    toc = page("Section 1", text("one"), ("#top", "#part-2", "s1.html#part-3", "./s1.html"))
+    (tmp_path / "site/book/s1.html").write_text(toc)
+    with FileSite(tmp_path / "site") as site:
+        first = crawl(site, tmp_path, {})
+        site.log.clear()
+        crawl(site, tmp_path, {})
+        answered = dict(site.log)
+    store = StoreView(tmp_path / "store")
+    assert not store.record(site.url + "/book/s1.html").links
+    assert store.record(site.url + "/book/s3.html").links  # its link leads up to part1.html
+    assert statuses(first)["s1.html"] == "new"
+    # not due, and no links to follow: s1 is not fetched again; s3, which links, is
+    assert "/book/s1.html" not in answered and answered["/book/s3.html"] == 200

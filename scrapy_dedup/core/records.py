@@ -93,8 +93,9 @@ class UrlRecord:
     #: crawl run in which the URL was first seen (representative tie-break); a run that
     #: resumes an interrupted one counts as the run it resumes
     first_run: int = 0
-    #: its page yielded requests at its last full fetch: a link source, fetched again on every
-    #: run like a hub (a document that links is where new pages appear)
+    #: its page yielded requests for other pages (not its own #anchors) at its last full fetch:
+    #: a link source, fetched again on every run like a hub (a document that links is where new
+    #: pages appear)
     links: bool = False
 
     def to_json(self) -> bytes:

@@ -6,7 +6,9 @@
 - with Scrapy's HTTP cache on, every request asks the cache to validate its copy
   (``Cache-Control: max-age=0``), so that the cache's RFC 2616 policy answers a 304 with
   the body it keeps;
-- every response is recorded (status, validators, fetch count);
+- every response is recorded (status, validators, fetch count); its record's ``links``
+  goes to the spider middleware (``dedup_links``), which then writes the flag only when the
+  page's links change it (no second read per page);
 - a 404 or 410 takes the URL out of its cluster; when it represented the
   cluster, the next member is fetched again and emitted with ``supersedes``.
   On a shared store, while another process holds that URL key's decision, the
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 GONE_STATUSES = (404, 410)
+#: the response's URL record linked at its last fetch (its ``links``, read by the spider middleware)
+META_LINKS = "dedup_links"
 
 
 class DedupDownloaderMiddleware:
@@ -89,6 +93,8 @@ class DedupDownloaderMiddleware:
     async def process_response(self, request: Request, response: Response, spider=None) -> Response:
         if request.meta.get("dont_dedup"):
             return response
+        # a copy of another page's meta (a redirect, a spider passing meta on) says nothing of this one
+        request.meta.pop(META_LINKS, None)
         try:
             key = self.state.key(response.url)
             record = self.state.frontier.record_fetch(
@@ -98,6 +104,7 @@ class DedupDownloaderMiddleware:
                 _header(response, b"ETag"),
                 _header(response, b"Last-Modified"),
             )
+            request.meta[META_LINKS] = record.links
             if response.status == 304 and request.meta.get("dedup_conditional"):
                 self.state.index.mark_unchanged(key)
                 self.state.inc("url/not_modified")

@@ -8,8 +8,9 @@
   pipeline can verify the page against it (:mod:`scrapy_dedup.crawl.canonical`);
 - each item is linked to the response that produced it, so the pipeline can
   extract text from a spider that yields plain items;
-- a page that produced no item is a hub, and one that produced items and requests links:
-  both are fetched again on every run, as new pages appear among their links.
+- a page that produced no item is a hub, and one that produced items and requests for other
+  pages (not its own #anchors) links: both are fetched again on every run, as new pages appear
+  among their links.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scrapy import Request
 
 from scrapy_dedup.core.urls import InvalidURL
 from scrapy_dedup.crawl.canonical import canonical_of, canonical_request
+from scrapy_dedup.crawl.downloadermw import META_LINKS
 from scrapy_dedup.crawl.held import HELD_MAX, held_back, held_back_async
 from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.sources import ItemSource
@@ -112,7 +114,8 @@ class _Page:
         self.mw = mw
         self.response = response
         self.items = 0
-        self.requests = 0
+        #: the page yielded a request for another page (not one of its own #anchors)
+        self.links = False
         canonical = canonical_of(mw.state, response)
         self.source = ItemSource(response, *(canonical or ()))
 
@@ -149,12 +152,23 @@ class _Page:
 
     def element(self, element: Any) -> Any:
         if isinstance(element, Request):
-            self.requests += 1
-            return self.mw._request(element)
+            request = self.mw._request(element)
+            if not self.links:
+                self.links = self._elsewhere(request.url)
+            return request
         if element is not None:
             self.items += 1
             self.mw.state.sources.link(element, self.source)
         return element
+
+    def _elsewhere(self, url: str) -> bool:
+        """``url`` is another page than this one: a link to one of its own #anchors (a table
+        of contents) or another spelling of its URL has the same url key."""
+        key = self.mw.state.key
+        try:
+            return key(url) != key(self.response.url)
+        except Exception:  # noqa: BLE001 -- a link all the same (the dupefilter reports it)
+            return True
 
     def epilogue(self) -> None:
         response = self.response
@@ -164,8 +178,11 @@ class _Page:
             return
         state = self.mw.state
         if self.items:
+            # the downloader middleware read the record: recorded again only when that changed
+            if response.meta.get(META_LINKS) == self.links:
+                return
             try:
-                state.frontier.mark_links(state.key(response.url), self.requests > 0)
+                state.frontier.mark_links(state.key(response.url), self.links)
             except Exception:
                 state.failed("links", "could not record the links of %s", response.url)
             return

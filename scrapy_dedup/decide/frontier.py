@@ -278,7 +278,11 @@ class Frontier:
 
     def mark_links(self, key: str, links: bool) -> None:
         """A fetched page that produced an item did (``links``) or did not yield requests:
-        recorded when that changed, as a page that links is fetched again on every run."""
+        recorded when that changed, as a page that links is fetched again on every run.
+
+        The caller knows the flag its fetch record had (``record_fetch``) and calls this only
+        when the page changed it: the record is read again here, as the pipeline may have
+        written it since."""
         record = self.store.get_url(key)
         if record is None or record.links == links:
             return
