@@ -235,3 +235,29 @@ def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
     # the same documents, clusters and export (the fresh store never knew A's URL)
     del incremental["places"][url("a")]
     assert incremental == fresh
+
+
+def places(store) -> dict:
+    return {r.key: (r.cluster_id, r.status, r.reason, r.duplicate_of, r.distance, r.jaccard) for r in store.iter_urls()}
+
+
+def test_settling_keeps_what_a_recrawl_found(backend, tmp_path):
+    """A re-crawl finds its pages unchanged and one new copy: settling places the copy and
+    leaves every member's ``unchanged`` as the crawl counted it; it says how many URL records
+    it wrote again."""
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        first = ["a", "b", "b2", "d", "x"]
+        ingest(store, first)
+        settle(store, **SETTINGS)
+        store.begin_run()
+        ingest(store, first)
+        assert {r.status for r in store.iter_urls()} == {"unchanged"}
+        ingest(store, ["b3"], texts={"b3": TEXTS["b"]})
+        before = places(store)
+        result = settle(store, **SETTINGS)
+        after = places(store)
+        statuses = {key.rsplit("/", 1)[1]: place[1] for key, place in after.items()}
+        assert statuses == {**dict.fromkeys(first, "unchanged"), "b3": "near_duplicate"}  # near A, which represents B
+        assert result.records == sum(before[key] != after[key] for key in after)
+        assert f"{result.records} URL record(s) written again" in str(result)

@@ -75,13 +75,16 @@ class SettleResult:
     revised: int = 0
     #: clusters written again (new, renamed, or with members that came or went)
     rewritten: int = 0
+    #: URL records written again (placed in another cluster, or with another status or match)
+    records: int = 0
     #: documents settled again (all of them, or those an incremental settle reached)
     affected: int = 0
 
     def __str__(self) -> str:
         return (
             f"{self.documents} documents in {self.clusters} clusters ({self.affected} settled again): "
-            f"{self.revised} provisional decision(s) revised, {self.rewritten} cluster(s) written again"
+            f"{self.revised} provisional decision(s) revised; {self.rewritten} cluster(s) and "
+            f"{self.records} URL record(s) written again"
         )
 
 
@@ -352,9 +355,9 @@ def _write(
             for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
                 if content is not None:
                     batch.index_exact(rep.scope, content, cid)
-        _place(batch, rep, cid, None, None, None)
+        result.records += _place(batch, rep, cid, None, None, None)
         for member, gap, jaccard in s.members:
-            _place(batch, member, cid, rep, gap, jaccard)
+            result.records += _place(batch, member, cid, rep, gap, jaccard)
 
 
 def _place(
@@ -364,8 +367,11 @@ def _place(
     rep: UrlRecord | None,
     gap: int | None,
     jaccard: float | None,
-) -> None:
-    """Write ``record`` where settling put it (only when that moved it)."""
+) -> bool:
+    """Write ``record`` where settling put it (only when that moved it); True when written.
+
+    A lifecycle status (``unchanged``, ``updated``) stays: it says what the last fetch found,
+    which settling does not change."""
     before = (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard)
     record.cluster_id = cid
     if rep is None:
@@ -375,7 +381,10 @@ def _place(
     else:
         same = duplicate_reason(record.content_hash, rep.content_hash)
         record.reason = "rel_canonical" if record.canonical_alias else same
-        record.status = duplicate_status(same)
+        if record.status in ("new", "exact_duplicate", "near_duplicate"):
+            record.status = duplicate_status(same)
         record.duplicate_of, record.distance, record.jaccard = rep.key, gap, jaccard
-    if before != (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard):
-        batch.put_url(record)
+    if before == (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard):
+        return False
+    batch.put_url(record)
+    return True
