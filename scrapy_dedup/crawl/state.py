@@ -269,6 +269,8 @@ class DedupState:
             return False
         self.inc("settle/revised", result.revised)
         self.inc("settle/documents", result.documents)
+        self.inc("settle/exact_duplicate", result.exact_duplicate)
+        self.inc("settle/near_duplicate", result.near_duplicate)
         logger.info("dedup settled: %s", result)
         return bool(result.rewritten)
 

@@ -79,12 +79,17 @@ class SettleResult:
     records: int = 0
     #: documents settled again (all of them, or those an incremental settle reached)
     affected: int = 0
+    #: the settled store's duplicates: the same text as their representative (exact), or
+    #: another (near), as :func:`~scrapy_dedup.core.records.duplicate_reason` says
+    exact_duplicate: int = 0
+    near_duplicate: int = 0
 
     def __str__(self) -> str:
         return (
             f"{self.documents} documents in {self.clusters} clusters ({self.affected} settled again): "
             f"{self.revised} provisional decision(s) revised; {self.rewritten} cluster(s) and "
-            f"{self.records} URL record(s) written again"
+            f"{self.records} URL record(s) written again; "
+            f"{self.exact_duplicate} exact and {self.near_duplicate} near duplicate(s)"
         )
 
 
@@ -296,9 +301,25 @@ def settle(
         docs_in = docs
     keys_in = {r.key for r in docs_in}
     # whole clusters: a cluster with a member to settle again has every member among them
+    every = old
     old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
     settled = settle_clusters(docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority)
     result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
+    # the split of the whole store: the clusters settled now, and those kept as they were
+    content = {r.key: r.content_hash for r in docs}
+    pairs = [(m.content_hash, s.representative.content_hash) for s in settled for m, _, _ in s.members]
+    pairs += [
+        (content.get(key), content.get(c.representative))
+        for cid, c in every.items()
+        if cid not in old
+        for key in old_members[cid]
+        if key != c.representative
+    ]
+    for member, rep in pairs:
+        if duplicate_reason(member, rep) == "exact_content":
+            result.exact_duplicate += 1
+        else:
+            result.near_duplicate += 1
     if docs_in:
         with store.batch() as batch:
             _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
