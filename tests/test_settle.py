@@ -261,3 +261,26 @@ def test_settling_keeps_what_a_recrawl_found(backend, tmp_path):
         assert statuses == {**dict.fromkeys(first, "unchanged"), "b3": "near_duplicate"}  # near A, which represents B
         assert result.records == sum(before[key] != after[key] for key in after)
         assert f"{result.records} URL record(s) written again" in str(result)
+
+
+def test_an_honoured_canonical_stays_with_its_target(backend, tmp_path):
+    """C declares B its canonical and is near B, not A (the chain A~B~C): the crawl honours it
+    and C joins B's cluster, which A represents. Settling keeps it there, pointing to B, in
+    every order in which B comes before C (the crawl decides a page once its canonical target
+    is known)."""
+    states = []
+    for n, order in enumerate(o for o in permutations(["a", "b", "c", "x"]) if o.index("b") < o.index("c")):
+        with backend(str(tmp_path / f"s{n}"), PARAMS) as store:
+            store.begin_run()
+            index = ContentIndex(store, store.run, **SETTINGS)
+            for name in order:
+                text, target = TEXTS[name], url("b") if name == "c" else None
+                index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text,
+                                      canonical_key=target, canonical_url=target))
+            settle(store, **SETTINGS)
+            c = store.get_url(url("c"))
+            assert c.canonical_alias and c.reason == "rel_canonical" and c.duplicate_of == url("b"), order
+            assert c.cluster_id == store.get_url(url("b")).cluster_id, order
+            assert {d["url"] for d in export.documents(store)} == {url("a"), url("x")}, order
+            states.append(settled_state(store))
+    assert len(states) == 12 and all(state == states[0] for state in states[1:])

@@ -12,6 +12,9 @@ export, ``lookup`` and the cluster reports read one corpus per set of pages:
 2. in that order, a document joins the first representative already chosen that it
    duplicates (the same text, or near by the crawl's own test,
    :func:`~scrapy_dedup.core.fingerprints.near_match`), else it becomes a representative.
+   A page whose rel=canonical the crawl honoured (``canonical_alias``) comes after every other
+   page of its scope in that order and joins the cluster its target was settled in, as the
+   crawl placed it: the declaration is kept (its ``duplicate_of`` still names the target).
 
 No member is ever compared with another member, only with its representative, so a chain
 A~B~C with A and C apart is never glued into one cluster. Candidates come from the same
@@ -161,6 +164,12 @@ def affected(
     return reached
 
 
+def _follows_canonical(record: UrlRecord) -> bool:
+    """A page whose declared rel=canonical the crawl honoured: it goes where its target
+    (``duplicate_of``) is settled, and never represents (it sorts after every other page)."""
+    return record.canonical_alias and record.duplicate_of is not None
+
+
 def _is_indexable(record: UrlRecord, min_tokens: int, minhash: bytes | None) -> bool:
     return record.simhash is not None and (record.tokens or 0) >= min_tokens and bool(minhash)
 
@@ -188,6 +197,8 @@ def settle_clusters(
     """
     ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
     settled: list[Settled] = []
+    #: each document's settled cluster
+    placed: dict[str, Settled] = {}
     scope: str | None = None
     for record in ordered:
         if record.scope != scope:
@@ -196,10 +207,17 @@ def settle_clusters(
             exact: dict[str | None, Settled] = {}
             # the representatives by SimHash block and by MinHash band: the store's key math, in memory
             near_index: dict[int, int | list[int]] = {}
+        target = placed.get(record.duplicate_of) if _follows_canonical(record) else None
+        if target is not None and target.representative.scope == record.scope:
+            # an honoured rel=canonical: where its target is (aliases come last in the order)
+            target.members.append((record, distance(record, target.representative), record.jaccard))
+            placed[record.key] = target
+            continue
         same = exact.get(record.content_hash)
         if same is not None:
             rep = same.representative
             same.members.append((record, distance(record, rep), 1.0))
+            placed[record.key] = same
             continue
         keys = _near_keys(record, minhash_of(record.key), min_tokens)
         if keys:
@@ -210,6 +228,7 @@ def settle_clusters(
                 if ok:
                     settled[n].members.append((record, gap, jaccard))
                     exact.setdefault(record.content_hash, settled[n])
+                    placed[record.key] = settled[n]
                     joined = True
                     break
             if joined:
@@ -217,6 +236,7 @@ def settle_clusters(
         cluster = Settled(record)
         exact[record.content_hash] = cluster
         settled.append(cluster)
+        placed[record.key] = cluster
         for k in keys:
             _add(near_index, k, len(settled) - 1)
     return settled
@@ -377,8 +397,11 @@ def _write(
                 if content is not None:
                     batch.index_exact(rep.scope, content, cid)
         result.records += _place(batch, rep, cid, None, None, None)
+        keys = set(s.keys())
         for member, gap, jaccard in s.members:
-            result.records += _place(batch, member, cid, rep, gap, jaccard)
+            # an alias that joined its canonical target keeps it as what it duplicates
+            target = member.duplicate_of if _follows_canonical(member) and member.duplicate_of in keys else rep.key
+            result.records += _place(batch, member, cid, rep, gap, jaccard, target)
 
 
 def _place(
@@ -388,6 +411,7 @@ def _place(
     rep: UrlRecord | None,
     gap: int | None,
     jaccard: float | None,
+    duplicate_of: str | None = None,
 ) -> bool:
     """Write ``record`` where settling put it (only when that moved it); True when written.
 
@@ -404,7 +428,7 @@ def _place(
         record.reason = "rel_canonical" if record.canonical_alias else same
         if record.status in ("new", "exact_duplicate", "near_duplicate"):
             record.status = duplicate_status(same)
-        record.duplicate_of, record.distance, record.jaccard = rep.key, gap, jaccard
+        record.duplicate_of, record.distance, record.jaccard = duplicate_of, gap, jaccard
     if before == (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard):
         return False
     batch.put_url(record)
