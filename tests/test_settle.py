@@ -284,3 +284,28 @@ def test_an_honoured_canonical_stays_with_its_target(backend, tmp_path):
             assert {d["url"] for d in export.documents(store)} == {url("a"), url("x")}, order
             states.append(settled_state(store))
     assert len(states) == 12 and all(state == states[0] for state in states[1:])
+
+
+def test_one_entry_point_settles_the_clusters_then_the_chunks(backend, tmp_path):
+    """settle_store, which a crawl's close, ``ingest`` and ``scrapy dedup settle`` call: the
+    chunk statuses follow when settling moved a representative, with DEDUP_CHUNKS or in a store
+    that keeps chunks; not when nothing moved and none are owed."""
+    from types import SimpleNamespace
+
+    from scrapy_dedup.decide.settle import settle_store
+
+    config = SimpleNamespace(**SETTINGS, authority=(), chunks=True, chunk_rules=None)
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, ["c", "b", "a", "x"])  # online, C is chained to A through B
+        done = settle_store(store, config)
+        assert done.clusters.revised > 0 and done.clusters.rewritten > 0
+        assert done.chunks is not None and done.chunks.documents == done.clusters.clusters == 3
+        again = settle_store(store, config)
+        assert again.clusters.rewritten == 0 and again.chunks is None
+        # a store that keeps chunks has them follow its clusters, DEDUP_CHUNKS or not
+        ingest(store, ["a+"], texts={"a+": TEXTS["a"] + " and one more line"})  # takes A's place
+        later = settle_store(store, SimpleNamespace(**vars(config) | {"chunks": False}))
+        assert later.clusters.rewritten > 0 and later.chunks is not None
+        # the chunk statuses alone (a shared store's crawl): none owed, nothing moved
+        assert settle_store(store, config, clusters=False) == type(done)()

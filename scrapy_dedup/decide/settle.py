@@ -34,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import xxhash
 
@@ -42,9 +43,9 @@ from scrapy_dedup.core.fingerprints import Fingerprint, near_match
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
-from scrapy_dedup.store.base import DedupStore, StoreBatch
+from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreBatch
 
-__all__ = ["Settled", "SettleResult", "affected", "settle", "settle_clusters"]
+__all__ = ["Settled", "SettleResult", "StoreSettled", "affected", "settle", "settle_clusters", "settle_store"]
 
 #: the settings of the last settle (an incremental settle needs the same ones)
 SETTLED_META = "settled"
@@ -240,6 +241,51 @@ def settle_clusters(
         for k in keys:
             _add(near_index, k, len(settled) - 1)
     return settled
+
+
+@dataclass(slots=True)
+class StoreSettled:
+    """What :func:`settle_store` did."""
+
+    #: the clusters settled (None: not settled, a store shared by crawl processes)
+    clusters: SettleResult | None = None
+    #: the chunk statuses settled (a ``chunk_layer.SettleResult``), or None
+    chunks: Any = None
+    #: the chunk statuses were owed, and another process of a shared store was settling them
+    chunks_busy: bool = False
+
+
+def settle_store(
+    store: DedupStore, config: Any, *, incremental: bool = True, clusters: bool = True, moved: bool = False
+) -> StoreSettled:
+    """Settle ``store`` under ``config`` (the crawl's settings): the clusters, then the chunk
+    statuses, which follow the representatives. The one way a crawl, ``ingest`` and
+    ``scrapy dedup settle`` settle a store.
+
+    ``clusters=False``: the chunk statuses only (a store several crawl processes share, whose
+    clusters ``scrapy dedup settle`` settles once they are all done). ``moved``: documents
+    changed place meanwhile without a cluster settled again (gone, redirected, taken over,
+    added). The chunk statuses are settled when they are owed (a crawl recorded chunks since
+    they were last settled), or when the store keeps chunks (or ``DEDUP_CHUNKS`` is on) and
+    representatives may have changed."""
+    from scrapy_dedup.decide.chunk_layer import OWED, ChunkLayer
+
+    done = StoreSettled()
+    if clusters:
+        done.clusters = settle(
+            store,
+            max_distance=config.max_distance,
+            min_jaccard=config.min_jaccard,
+            min_tokens=config.min_tokens,
+            authority=config.authority,
+            incremental=incremental,
+        )
+        moved = moved or bool(done.clusters.rewritten)
+    chunked = config.chunks or next(iter(store.scan(CHUNKS)), None) is not None
+    if store.get_meta(OWED) or (moved and chunked):
+        done.chunks = ChunkLayer(store, config.chunk_rules).settle()
+        done.chunks_busy = done.chunks is None
+    return done
 
 
 def settle(
