@@ -309,3 +309,23 @@ def test_one_entry_point_settles_the_clusters_then_the_chunks(backend, tmp_path)
         assert later.clusters.rewritten > 0 and later.chunks is not None
         # the chunk statuses alone (a shared store's crawl): none owed, nothing moved
         assert settle_store(store, config, clusters=False) == type(done)()
+
+
+def test_the_feed_id_is_provisional_and_the_settled_one_named_after_the_representative(backend, tmp_path):
+    """What the docs say of ``document_id``: B founds a cluster, A (longer, near B) takes it over;
+    A's item carries the founding id, B's, and the export, once settled, names the document after
+    A's URL key."""
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        index = ContentIndex(store, store.run, **SETTINGS)
+        items = {}
+        for name in ("b", "a"):
+            text = TEXTS[name]
+            decision = index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text))
+            items[name] = decision.as_item_field()
+        scope = store.get_url(url("a")).scope
+        assert items["a"]["supersedes"] == [url("b")]
+        assert items["a"]["document_id"] == items["b"]["document_id"] == cluster_id_for(scope, url("b"))
+        settle(store, **SETTINGS)
+        (document,) = export.documents(store)
+        assert document["url"] == url("a") and document["document_id"] == cluster_id_for(scope, url("a"))

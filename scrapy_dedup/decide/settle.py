@@ -24,8 +24,9 @@ representatives only.
 A settled cluster is named after its scope and its representative's URL key
 (:func:`~scrapy_dedup.decide.clusters.cluster_id_for`), as a crawl names the cluster a
 page founds: the ``document_id`` of the export stays while its representative does, across
-re-crawls and settles, and is the id the crawl's item gave it whenever the provisional
-decision stood.
+re-crawls and settles. The crawl's items carry the provisional id: a page that takes a
+cluster over keeps the id of the page that founded it, so the settled id is the item's only
+while the founder still represents the cluster.
 """
 
 from __future__ import annotations
