@@ -90,6 +90,14 @@ def settled_state(store) -> dict:
     return {"places": places, "clusters": clusters, "export": sorted(documents, key=lambda d: d["document_id"])}
 
 
+def reported_split(store) -> tuple[int, int]:
+    """The exact/near split ``scrapy dedup summary`` reads from the store."""
+    from scrapy_dedup.reports import summary
+
+    copies = summary.collect(store).copies
+    return copies.get("exact_duplicate", 0), copies.get("near_duplicate", 0)
+
+
 def test_the_settled_clusters_do_not_depend_on_the_order(backend, tmp_path):
     provisional, settled, revised = set(), [], 0
     for n, order in enumerate(orders()):
@@ -104,6 +112,8 @@ def test_the_settled_clusters_do_not_depend_on_the_order(backend, tmp_path):
             after = representatives(store)
             assert result.revised == sum(before[key] != after[key] for key in after)
             assert result.documents == len(TEXTS)
+            # dedup/settle/exact_duplicate and near_duplicate: the split summary reads
+            assert (result.exact_duplicate, result.near_duplicate) == reported_split(store)
             settled.append(settled_state(store))
             # settling again changes nothing
             again = settle(store, **SETTINGS)
@@ -224,6 +234,8 @@ def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
         ingest(store, ["y"], texts=LATER)
         result = settle(store, **SETTINGS)
         assert result.affected == 6  # B, B2, D; C and E, reached from them; Y (not X)
+        # the split counts the clusters kept as they were too (X's)
+        assert (result.exact_duplicate, result.near_duplicate) == reported_split(store)
         incremental = settled_state(store)
         assert settle(store, **SETTINGS, incremental=False).rewritten == 0
         assert settled_state(store) == incremental
@@ -244,16 +256,18 @@ def places(store) -> dict:
 def test_settling_keeps_what_a_recrawl_found(backend, tmp_path):
     """A re-crawl finds its pages unchanged and one new copy: settling places the copy and
     leaves every member's ``unchanged`` as the crawl counted it; it says how many URL records
-    it wrote again."""
+    it wrote again, and counts the split of the whole store (X and its copy X2, a cluster it
+    kept as it was, too)."""
+    texts = {**TEXTS, "x2": TEXTS["x"], "b3": TEXTS["b"]}
     with backend(str(tmp_path / "s"), PARAMS) as store:
         store.begin_run()
-        first = ["a", "b", "b2", "d", "x"]
-        ingest(store, first)
+        first = ["a", "b", "b2", "d", "x", "x2"]
+        ingest(store, first, texts=texts)
         settle(store, **SETTINGS)
         store.begin_run()
-        ingest(store, first)
+        ingest(store, first, texts=texts)
         assert {r.status for r in store.iter_urls()} == {"unchanged"}
-        ingest(store, ["b3"], texts={"b3": TEXTS["b"]})
+        ingest(store, ["b3"], texts=texts)
         before = places(store)
         result = settle(store, **SETTINGS)
         after = places(store)
@@ -261,6 +275,8 @@ def test_settling_keeps_what_a_recrawl_found(backend, tmp_path):
         assert statuses == {**dict.fromkeys(first, "unchanged"), "b3": "near_duplicate"}  # near A, which represents B
         assert result.records == sum(before[key] != after[key] for key in after)
         assert f"{result.records} URL record(s) written again" in str(result)
+        assert result.affected == 5  # A, B, B2, B3, D: not X nor X2
+        assert (result.exact_duplicate, result.near_duplicate) == reported_split(store) == (1, 4)
 
 
 def test_an_honoured_canonical_stays_with_its_target(backend, tmp_path):
