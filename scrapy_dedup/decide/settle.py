@@ -282,8 +282,7 @@ def settle_store(
             incremental=incremental,
         )
         moved = moved or bool(done.clusters.rewritten)
-    chunked = config.chunks or next(iter(store.scan(CHUNKS)), None) is not None
-    if store.get_meta(OWED) or (moved and chunked):
+    if store.get_meta(OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
         done.chunks = ChunkLayer(store, config.chunk_rules).settle()
         done.chunks_busy = done.chunks is None
     return done
