@@ -166,6 +166,42 @@ def affected(
     return reached
 
 
+def _settle_one(
+    record: UrlRecord,
+    placed: dict[str, Settled],
+    exact: dict[str | None, Settled],
+    near_index: dict[int, int | list[int]],
+    settled: list[Settled],
+    near: NearTest,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+) -> Settled:
+    """Put ``record`` in the cluster it settles in (a new one when it represents); returns it."""
+    target = placed.get(record.duplicate_of) if _follows_canonical(record) else None
+    if target is not None and target.representative.scope == record.scope:
+        # an honoured rel=canonical: where its target is (aliases come last in the order)
+        target.members.append((record, distance(record, target.representative), record.jaccard))
+        return target
+    same = exact.get(record.content_hash)
+    if same is not None:
+        same.members.append((record, distance(record, same.representative), 1.0))
+        return same
+    keys = _near_keys(record, minhash_of(record.key), min_tokens)
+    for n in sorted({n for k in keys for n in _entries(near_index, k)}):
+        # in representative order: the first it is near takes it
+        ok, gap, jaccard = near(record, settled[n].representative)
+        if ok:
+            settled[n].members.append((record, gap, jaccard))
+            exact.setdefault(record.content_hash, settled[n])
+            return settled[n]
+    cluster = Settled(record)
+    exact[record.content_hash] = cluster
+    settled.append(cluster)
+    for k in keys:
+        _add(near_index, k, len(settled) - 1)
+    return cluster
+
+
 def _follows_canonical(record: UrlRecord) -> bool:
     """A page whose declared rel=canonical the crawl honoured: it goes where its target
     (``duplicate_of``) is settled, and never represents (it sorts after every other page)."""
@@ -199,7 +235,8 @@ def settle_clusters(
     """
     ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
     settled: list[Settled] = []
-    #: each document's settled cluster
+    # the settled cluster of each page an honoured rel=canonical names (only those: memory)
+    targets = {r.duplicate_of for r in ordered if _follows_canonical(r)}
     placed: dict[str, Settled] = {}
     scope: str | None = None
     for record in ordered:
@@ -209,38 +246,9 @@ def settle_clusters(
             exact: dict[str | None, Settled] = {}
             # the representatives by SimHash block and by MinHash band: the store's key math, in memory
             near_index: dict[int, int | list[int]] = {}
-        target = placed.get(record.duplicate_of) if _follows_canonical(record) else None
-        if target is not None and target.representative.scope == record.scope:
-            # an honoured rel=canonical: where its target is (aliases come last in the order)
-            target.members.append((record, distance(record, target.representative), record.jaccard))
-            placed[record.key] = target
-            continue
-        same = exact.get(record.content_hash)
-        if same is not None:
-            rep = same.representative
-            same.members.append((record, distance(record, rep), 1.0))
-            placed[record.key] = same
-            continue
-        keys = _near_keys(record, minhash_of(record.key), min_tokens)
-        if keys:
-            joined = False
-            for n in sorted({n for k in keys for n in _entries(near_index, k)}):
-                # in representative order: the first it is near takes it
-                ok, gap, jaccard = near(record, settled[n].representative)
-                if ok:
-                    settled[n].members.append((record, gap, jaccard))
-                    exact.setdefault(record.content_hash, settled[n])
-                    placed[record.key] = settled[n]
-                    joined = True
-                    break
-            if joined:
-                continue
-        cluster = Settled(record)
-        exact[record.content_hash] = cluster
-        settled.append(cluster)
-        placed[record.key] = cluster
-        for k in keys:
-            _add(near_index, k, len(settled) - 1)
+        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens)
+        if record.key in targets:
+            placed[record.key] = home
     return settled
 
 
