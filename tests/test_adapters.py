@@ -122,7 +122,7 @@ def test_dupefilter_drops_repeats_in_a_run_and_fresh_documents_of_earlier_runs(m
     state = dupefilter.state
     state.frontier.record_fetch("http://h/doc", state.key("http://h/doc"), 200, None, None)
     for request in (first, old, redirected):  # their outcomes are recorded: none is owed any more
-        state.pending.settle(request)
+        state.pending.close_request(request)
     # the repeat is answered from what the frontier knows: it marked that key itself
     assert stats(crawler) == {"url/dropped/seen": 1, "url/seen_known": 1, "url/redirect": 1}
     state.close()
@@ -193,7 +193,7 @@ def test_pipeline_drops_an_unchanged_page_and_emits_a_take_over(make_crawler):
     pipeline = open_pipeline(crawler)
     first = run(pipeline.process_item({"url": "http://h/a", "text": TEXT}))
     # it left the pipelines: the crawl records that on item_scraped (else a repeat is re-emitted)
-    pipeline.state.pending.settle(None, [pipeline.state.pending.emission(first)])
+    pipeline.state.pending.close_request(None, [pipeline.state.pending.emission(first)])
     with pytest.raises(DropItem, match="unchanged since the last crawl"):
         run(pipeline.process_item({"url": "http://h/a", "text": TEXT}))
     # fetched again because it now represents its cluster: emitted, superseding the gone copy

@@ -1,14 +1,19 @@
-"""The exact/near split is one definition: the crawl's stats, ``summary`` and the HTML report agree.
+"""The exact/near split is one definition: the settle stats, ``summary`` and the HTML report agree.
 
 A duplicate is exact when its text is its document's representative's, near otherwise
-(records.duplicate_reason). The site is a chain of pages, so that they are decided in order:
+(records.duplicate_reason). The crawl's ``dedup/doc/*`` count its online decisions, made as the
+pages arrive; ``dedup/settle/*`` count the settled store's split, which is what the reports read.
+The site is a chain of pages, so that they are decided in order:
 
 - ``a``, then ``a-copy`` (its exact copy), then ``a-longer`` (``a`` and one more paragraph): the
   longer text takes over as representative, and ``a-copy``, counted exact when it was decided,
   is a near duplicate of the new representative;
 - ``b`` (the longest), ``b-short`` (near), then ``b-short-copy``: an exact copy of a member, not
   of the representative, so a near duplicate;
-- ``c`` and ``c-copy``: plain exact copies.
+- ``c`` and ``c-copy``: plain exact copies;
+- ``chain-c``, ``chain-b``, ``chain-a``: a chain A~B~C with A and C apart (test_settle's), each
+  longer than the one before: online, B takes C's cluster over and A takes B's, C a member near B
+  only; settled, C is a document of its own, so the online and settled splits differ.
 
 Every page also links to its own ``#anchors``: another anchor of the same page is neither a
 URL variant nor a duplicate.
@@ -24,6 +29,7 @@ import subprocess
 import sys
 
 from local_site import LocalSite
+from test_settle import chain_texts
 from testing import run_crawl
 
 from scrapy_dedup.core.urls import url_key
@@ -46,6 +52,7 @@ TEXTS = {
     "a": A, "a-copy": A, "a-longer": A + " " + EXTRA,
     "b": B, "b-short": B_SHORT, "b-short-copy": B_SHORT,
     "c": C, "c-copy": C,
+    **{f"chain-{name}": chain_texts()[name] for name in ("c", "b", "a")},
 }
 CHAIN = list(TEXTS)
 
@@ -80,17 +87,24 @@ def test_stats_summary_and_report_give_one_split(tmp_path):
         result = run_crawl(site.url + "/", tmp_path, {"CONCURRENT_REQUESTS": 1, "DEDUP_WORKERS": 0})
     store = str(tmp_path / "store")
     assert len(result.stats_with_prefix("dedup/doc/")) and result.stat("dedup/doc/extracted") == len(TEXTS) + 1
-    stats = (result.stat("dedup/doc/exact_duplicate"), result.stat("dedup/doc/near_duplicate"))
+    online = (result.stat("dedup/doc/exact_duplicate"), result.stat("dedup/doc/near_duplicate"))
+    stats = (result.stat("dedup/settle/exact_duplicate"), result.stat("dedup/settle/near_duplicate"))
     summary = json.loads(dedup("summary", "--store", store, "--format", "jsonl").stdout)
     dedup("report", "--store", store, "--html", str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text("utf-8")
     report = (card(html, "exact duplicates"), card(html, "near duplicates"))
-    # a-copy and a against a-longer, b-short and b-short-copy against b: near; c-copy: exact
-    assert stats == (summary["exact_duplicates"], summary["near_duplicates"]) == report == (1, 4)
-    # the duplicate rate counts URLs with content: 5 duplicates of the 9 (8 pages and the start page)
+    # a-copy and a against a-longer, b-short and b-short-copy against b, chain-b against chain-a:
+    # near; c-copy: exact
+    assert stats == (summary["exact_duplicates"], summary["near_duplicates"]) == report == (1, 5)
+    # online each page was counted when it arrived: a-copy an exact copy of a, a-longer and
+    # chain-a near duplicates of what they took over; settling then took chain-c out of chain-a's
+    # cluster
+    assert online == (2, 5)
+    assert online != stats and result.stat("dedup/settle/revised") > 0
+    # the duplicate rate counts URLs with content: 6 duplicates of the 12 (11 pages and the start page)
     host = site.url.split("://")[1]
-    assert summary[f"host/{host}/duplicates"] == 5
-    assert summary[f"host/{host}/duplicate_rate"] == round(5 / 9, 4)
+    assert summary[f"host/{host}/duplicates"] == 6
+    assert summary[f"host/{host}/duplicate_rate"] == round(6 / 12, 4)
     # links to anchors are not variants, nor in a store where an earlier version recorded them
     assert summary["aliases/url_variant"] == 0
     with LevelDBStore.open_existing(store) as opened:

@@ -231,3 +231,6 @@ def test_owed_requests_a_resumed_run_drops_are_settled(site, tmp_path, backend, 
     assert second.stat("dedup/frontier/resumed") > 0 and second.stat("offsite/filtered") > 0
     assert closing_states(second) == ["complete"]
     assert second.stat("dedup/frontier/left") >= int(re.sub(r"\D", "", owed[0]))
+    # "closed", not "settled": settling is what the clusters and chunk statuses do at the end
+    closed = re.findall(r"closed (\d+) owed requests that left the crawl", second.log)
+    assert closed and sum(map(int, closed)) == second.stat("dedup/frontier/left")

@@ -90,6 +90,14 @@ def settled_state(store) -> dict:
     return {"places": places, "clusters": clusters, "export": sorted(documents, key=lambda d: d["document_id"])}
 
 
+def reported_split(store) -> tuple[int, int]:
+    """The exact/near split ``scrapy dedup summary`` reads from the store."""
+    from scrapy_dedup.reports import summary
+
+    copies = summary.collect(store).copies
+    return copies.get("exact_duplicate", 0), copies.get("near_duplicate", 0)
+
+
 def test_the_settled_clusters_do_not_depend_on_the_order(backend, tmp_path):
     provisional, settled, revised = set(), [], 0
     for n, order in enumerate(orders()):
@@ -104,6 +112,8 @@ def test_the_settled_clusters_do_not_depend_on_the_order(backend, tmp_path):
             after = representatives(store)
             assert result.revised == sum(before[key] != after[key] for key in after)
             assert result.documents == len(TEXTS)
+            # dedup/settle/exact_duplicate and near_duplicate: the split summary reads
+            assert (result.exact_duplicate, result.near_duplicate) == reported_split(store)
             settled.append(settled_state(store))
             # settling again changes nothing
             again = settle(store, **SETTINGS)
@@ -224,6 +234,8 @@ def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
         ingest(store, ["y"], texts=LATER)
         result = settle(store, **SETTINGS)
         assert result.affected == 6  # B, B2, D; C and E, reached from them; Y (not X)
+        # the split counts the clusters kept as they were too (X's)
+        assert (result.exact_duplicate, result.near_duplicate) == reported_split(store)
         incremental = settled_state(store)
         assert settle(store, **SETTINGS, incremental=False).rewritten == 0
         assert settled_state(store) == incremental
@@ -235,3 +247,101 @@ def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
     # the same documents, clusters and export (the fresh store never knew A's URL)
     del incremental["places"][url("a")]
     assert incremental == fresh
+
+
+def places(store) -> dict:
+    return {r.key: (r.cluster_id, r.status, r.reason, r.duplicate_of, r.distance, r.jaccard) for r in store.iter_urls()}
+
+
+def test_settling_keeps_what_a_recrawl_found(backend, tmp_path):
+    """A re-crawl finds its pages unchanged and one new copy: settling places the copy and
+    leaves every member's ``unchanged`` as the crawl counted it; it says how many URL records
+    it wrote again, and counts the split of the whole store (X and its copy X2, a cluster it
+    kept as it was, too)."""
+    texts = {**TEXTS, "x2": TEXTS["x"], "b3": TEXTS["b"]}
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        first = ["a", "b", "b2", "d", "x", "x2"]
+        ingest(store, first, texts=texts)
+        settle(store, **SETTINGS)
+        store.begin_run()
+        ingest(store, first, texts=texts)
+        assert {r.status for r in store.iter_urls()} == {"unchanged"}
+        ingest(store, ["b3"], texts=texts)
+        before = places(store)
+        result = settle(store, **SETTINGS)
+        after = places(store)
+        statuses = {key.rsplit("/", 1)[1]: place[1] for key, place in after.items()}
+        assert statuses == {**dict.fromkeys(first, "unchanged"), "b3": "near_duplicate"}  # near A, which represents B
+        assert result.records == sum(before[key] != after[key] for key in after)
+        assert f"{result.records} URL record(s) written again" in str(result)
+        assert result.affected == 5  # A, B, B2, B3, D: not X nor X2
+        assert (result.exact_duplicate, result.near_duplicate) == reported_split(store) == (1, 4)
+
+
+def test_an_honoured_canonical_stays_with_its_target(backend, tmp_path):
+    """C declares B its canonical and is near B, not A (the chain A~B~C): the crawl honours it
+    and C joins B's cluster, which A represents. Settling keeps it there, pointing to B, in
+    every order in which B comes before C (the crawl decides a page once its canonical target
+    is known)."""
+    states = []
+    for n, order in enumerate(o for o in permutations(["a", "b", "c", "x"]) if o.index("b") < o.index("c")):
+        with backend(str(tmp_path / f"s{n}"), PARAMS) as store:
+            store.begin_run()
+            index = ContentIndex(store, store.run, **SETTINGS)
+            for name in order:
+                text, target = TEXTS[name], url("b") if name == "c" else None
+                index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text,
+                                      canonical_key=target, canonical_url=target))
+            settle(store, **SETTINGS)
+            c = store.get_url(url("c"))
+            assert c.canonical_alias and c.reason == "rel_canonical" and c.duplicate_of == url("b"), order
+            assert c.cluster_id == store.get_url(url("b")).cluster_id, order
+            assert {d["url"] for d in export.documents(store)} == {url("a"), url("x")}, order
+            states.append(settled_state(store))
+    assert len(states) == 12 and all(state == states[0] for state in states[1:])
+
+
+def test_one_entry_point_settles_the_clusters_then_the_chunks(backend, tmp_path):
+    """settle_store, which a crawl's close, ``ingest`` and ``scrapy dedup settle`` call: the
+    chunk statuses follow when settling moved a representative, with DEDUP_CHUNKS or in a store
+    that keeps chunks; not when nothing moved and none are owed."""
+    from types import SimpleNamespace
+
+    from scrapy_dedup.decide.settle import settle_store
+
+    config = SimpleNamespace(**SETTINGS, authority=(), chunks=True, chunk_rules=None)
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, ["c", "b", "a", "x"])  # online, C is chained to A through B
+        done = settle_store(store, config)
+        assert done.clusters.revised > 0 and done.clusters.rewritten > 0
+        assert done.chunks is not None and done.chunks.documents == done.clusters.clusters == 3
+        again = settle_store(store, config)
+        assert again.clusters.rewritten == 0 and again.chunks is None
+        # a store that keeps chunks has them follow its clusters, DEDUP_CHUNKS or not
+        ingest(store, ["a+"], texts={"a+": TEXTS["a"] + " and one more line"})  # takes A's place
+        later = settle_store(store, SimpleNamespace(**vars(config) | {"chunks": False}))
+        assert later.clusters.rewritten > 0 and later.chunks is not None
+        # the chunk statuses alone (a shared store's crawl): none owed, nothing moved
+        assert settle_store(store, config, clusters=False) == type(done)()
+
+
+def test_the_feed_id_is_provisional_and_the_settled_one_named_after_the_representative(backend, tmp_path):
+    """What the docs say of ``document_id``: B founds a cluster, A (longer, near B) takes it over;
+    A's item carries the founding id, B's, and the export, once settled, names the document after
+    A's URL key."""
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        index = ContentIndex(store, store.run, **SETTINGS)
+        items = {}
+        for name in ("b", "a"):
+            text = TEXTS[name]
+            decision = index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text))
+            items[name] = decision.as_item_field()
+        scope = store.get_url(url("a")).scope
+        assert items["a"]["supersedes"] == [url("b")]
+        assert items["a"]["document_id"] == items["b"]["document_id"] == cluster_id_for(scope, url("b"))
+        settle(store, **SETTINGS)
+        (document,) = export.documents(store)
+        assert document["url"] == url("a") and document["document_id"] == cluster_id_for(scope, url("a"))

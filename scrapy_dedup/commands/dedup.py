@@ -19,7 +19,7 @@ from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.exceptions import NotConfigured, UsageError
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 
 SUBCOMMANDS = {
     "summary": "counts by kind and the duplicate rate per host",
@@ -412,14 +412,11 @@ class Command(ScrapyCommand):
             print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
 
     def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
-        config = self._config(opts)
-        result = self._settle_clusters(store, config, incremental=not opts.full)
-        print(f"settled {result}")
-        # the chunk statuses follow the representatives
-        from scrapy_dedup.decide.chunk_layer import OWED
+        from scrapy_dedup.decide.settle import settle_store
 
-        if (result.rewritten or store.get_meta(OWED)) and next(iter(store.scan(CHUNKS)), None) is not None:
-            self._settle_chunks(store, config)
+        done = settle_store(store, self._config(opts), incremental=not opts.full)
+        print(f"settled {done.clusters}")
+        self._print_chunks(done)
 
     def _chunks(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import chunks
@@ -468,13 +465,14 @@ class Command(ScrapyCommand):
     def _ingest(self, opts: argparse.Namespace) -> None:
         from scrapy_dedup.crawl.state import open_store
         from scrapy_dedup.decide import ingest
+        from scrapy_dedup.decide.settle import settle_store
 
         if opts.store:
             self.settings.set("DEDUP_STORE", opts.store, priority="cmdline")
         if opts.redis_prefix:
             self.settings.set("DEDUP_REDIS_PREFIX", opts.redis_prefix, priority="cmdline")
         config = self._config(opts)
-        settled = clusters = None
+        done = None
         if not config.store:
             raise UsageError("ingest writes to a store: --store PATH or -s DEDUP_STORE=PATH")
         fields = ingest.Fields(opts.url_field or "url", opts.text_field or "text", opts.html_field or "html")
@@ -509,10 +507,9 @@ class Command(ScrapyCommand):
                     workers=config.workers,
                     progress=sys.stderr,
                 )
-                # an ingest ends as a crawl does: settled (a shared store once its writers are done)
-                clusters = None if store.shared else self._settle_clusters(store, config)
-                if config.chunks:
-                    settled = self._settle_chunks(store, config)
+                # an ingest ends as a crawl does: settled (a shared store's clusters once its
+                # writers are done); its documents came without chunks
+                done = settle_store(store, config, clusters=not store.shared, moved=True)
         except StoreError as exc:
             return self._fail(" ".join(str(exc).split()))
         for number, why in counts.malformed:
@@ -523,33 +520,17 @@ class Command(ScrapyCommand):
             f" ({statuses or 'nothing decided'}); {len(counts.malformed)} malformed line(s) skipped",
             file=sys.stderr,
         )
-        if clusters is not None:
-            print(f"settled: {clusters}", file=sys.stderr)
-        if config.chunks and settled is not None:
+        if done is not None and done.clusters is not None:
+            print(f"settled: {done.clusters}", file=sys.stderr)
+        if done is not None:
+            self._print_chunks(done)
+
+    @staticmethod
+    def _print_chunks(done: Any) -> None:
+        if done.chunks is not None:
             print(
-                f"chunked {settled.documents} documents into {settled.chunks} chunks; "
-                f"{settled.boilerplate} boilerplate line(s) learned in {settled.groups} group(s)",
+                f"chunked {done.chunks.documents} documents into {done.chunks.chunks} chunks; "
+                f"{done.chunks.boilerplate} boilerplate line(s) learned in {done.chunks.groups} group(s)",
                 file=sys.stderr,
             )
 
-    @staticmethod
-    def _settle_clusters(store: DedupStore, config: Any, incremental: bool = True) -> Any:
-        from scrapy_dedup.decide.settle import settle
-
-        return settle(
-            store,
-            max_distance=config.max_distance,
-            min_jaccard=config.min_jaccard,
-            min_tokens=config.min_tokens,
-            authority=config.authority,
-            incremental=incremental,
-        )
-
-    @staticmethod
-    def _settle_chunks(store: DedupStore, config: Any) -> Any:
-        """With DEDUP_CHUNKS, an ingest ends as a crawl does: every document chunked from its kept
-        text and the statuses settled in representative order (headings: Markdown '#' lines)."""
-        from scrapy_dedup.decide.chunk_layer import ChunkLayer
-
-        layer = ChunkLayer(store, config.chunk_rules)
-        return layer.settle()

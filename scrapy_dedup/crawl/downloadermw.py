@@ -109,7 +109,7 @@ class DedupDownloaderMiddleware:
                 self.state.index.mark_unchanged(key)
                 self.state.inc("url/not_modified")
                 self.state.inc("doc/unchanged")
-                self.state.pending.settle(request)  # the outcome (unchanged) is recorded
+                self.state.pending.close_request(request)  # the outcome (unchanged) is recorded
                 raise IgnoreRequest(f"not modified since the last run: {response.url}")
             if response.status in GONE_STATUSES:
                 await self._gone(request, response, key, record)

@@ -98,13 +98,13 @@ class DedupDupeFilter(BaseDupeFilter):
                 reason = None  # marked in this run by a process that died before owing it
             source = _redirect_source(state, request)
             if reason is None:
-                # owed until its outcome is durable; a redirect's source is settled with it
-                state.pending.owe(request, key, settles=source, offer=offer)
+                # owed until its outcome is durable; a redirect's source is closed with it
+                state.pending.owe(request, key, closes=source, offer=offer)
                 return False
             if offer is not None:
                 state.pending.withdraw(request)
             if source is not None:
-                state.pending.settle_ids([source])  # redirected to a URL already known: recorded
+                state.pending.close_ids([source])  # redirected to a URL already known: recorded
         except StoreWriteError as exc:
             state.store_failed(exc)
             return True  # the crawl is stopping: fetch nothing more

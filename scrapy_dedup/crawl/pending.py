@@ -4,22 +4,22 @@ A request that passes the frontier is *owed* (stored with what it takes to issue
 again, as JOBDIR does: Scrapy's request dict, callbacks by name) until its outcome is
 durable: its response went through the spider, every request the callback yielded was
 recorded (owed in turn, or dropped as known), and every item it yielded was decided.
-A request that fails for good, a redirect whose target is recorded and a 304 settle too.
-One that leaves the crawl any other way (dropped by a middleware: off-site, robots.txt, any
-``IgnoreRequest``; swallowed by one; lost with a callback's exception) is settled when the
-process is next idle, with nothing in flight (``dedup/frontier/left``).
+A request that fails for good, a redirect whose target is recorded and a 304 are closed too
+(no longer owed). One that leaves the crawl any other way (dropped by a middleware: off-site,
+robots.txt, any ``IgnoreRequest``; swallowed by one; lost with a callback's exception) is closed
+when the process is next idle, with nothing in flight (``dedup/frontier/left``).
 A run that starts on a store with requests still owed issues them again, next to the
 start requests: a crawl killed at any moment loses nothing.
 
 Two components of the add-on carry the hooks:
 
 - :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
-  owed requests after the start requests, settles at idle moments those that left the crawl, counts the items of each response and settles
+  owed requests after the start requests, closes at idle moments those that left the crawl, counts the items of each response and closes
   the response's request once its output is exhausted and every item has left the
   pipelines (``item_scraped``, ``item_dropped``, ``item_error``); on a shared store it
   marks a page's new links in the frontier and owes them in one round trip, ahead of the
   dupefilter's checks, when nothing lies between it and the scheduler;
-- :class:`PendingDownloaderMiddleware`, innermost of the engine side: it settles a
+- :class:`PendingDownloaderMiddleware`, innermost of the engine side: it closes a
   request whose download failed for good (retries exhausted), and drops a request that
   a persisted queue (JOBDIR) issued again although the store resumes it itself.
 """
@@ -68,7 +68,7 @@ _PICKLE_PROTOCOL = 4
 class LeftOwed(IgnoreRequest):
     """A request not fetched, whose owed request stays owed: the crawl stops before it could
     go on, or the store issues or recorded the owed one (:class:`PendingDownloaderMiddleware`
-    does not settle it)."""
+    does not close it)."""
 
 
 class _StaleRequest(LeftOwed):
@@ -110,11 +110,11 @@ class PendingRequests:
 
     # -- owing and settling -------------------------------------------------
     def owe(
-        self, request: Request, pending_id: str, settles: str | None = None, offer: OweOffer | None = None
+        self, request: Request, pending_id: str, closes: str | None = None, offer: OweOffer | None = None
     ) -> None:
         """``request`` passed the frontier: keep it until its outcome is durable.
 
-        ``settles``: the id of a request this one replaces (a redirect's source), settled
+        ``closes``: the id of a request this one replaces (a redirect's source), closed
         in the same batch.  ``offer``: what :meth:`offer` made of it for the frontier's
         mark, which may have owed it already.
         """
@@ -122,13 +122,13 @@ class PendingRequests:
             blob = None if offer.owed else offer.blob
         else:
             blob = self._blob(request, pending_id)
-        if blob is None and (settles is None or settles == pending_id):
+        if blob is None and (closes is None or closes == pending_id):
             return
         with self.store.batch() as batch:
             if blob is not None:
                 batch.put_pending(pending_id, blob)
-            if settles is not None and settles != pending_id:
-                batch.settle_pending(settles)
+            if closes is not None and closes != pending_id:
+                batch.settle_pending(closes)
 
     def offer(self, request: Request, pending_id: str) -> OweOffer | None:
         """``request`` serialized to be owed under ``pending_id`` with its URL key's mark in
@@ -160,8 +160,9 @@ class PendingRequests:
             del meta[META_PENDING], meta[META_RUN]
         return blob
 
-    def settle(self, request: Request | None, emitted: Iterable[tuple[str, str]] = ()) -> None:
-        """``request`` is done; ``emitted``: (url key, content hash) of the items it emitted."""
+    def close_request(self, request: Request | None, emitted: Iterable[tuple[str, str]] = ()) -> None:
+        """``request`` is done, no longer owed; ``emitted``: (url key, content hash) of the items
+        it emitted."""
         pending_id = request.meta.get(META_PENDING) if request is not None else None
         emitted = list(emitted)
         if pending_id is None and not emitted:
@@ -174,7 +175,7 @@ class PendingRequests:
             if pending_id is not None:
                 batch.settle_pending(pending_id)
 
-    def settle_ids(self, pending_ids: Iterable[str]) -> None:
+    def close_ids(self, pending_ids: Iterable[str]) -> None:
         with self.store.batch() as batch:
             for pending_id in pending_ids:
                 batch.settle_pending(pending_id)
@@ -303,7 +304,7 @@ class PendingRequests:
                         type(exc).__name__,
                         exc,
                     )
-                self.settle_ids([pending_id])
+                self.close_ids([pending_id])
                 continue
             owed_in = request.meta.get(META_RUN)
             request.meta[META_PENDING] = pending_id
@@ -321,7 +322,7 @@ class PendingRequests:
 
 
 class PendingSpiderMiddleware:
-    """Issues owed requests after the start requests; settles a response's request."""
+    """Issues owed requests after the start requests; closes a response's request."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.state = DedupState.of(crawler)
@@ -369,7 +370,7 @@ class PendingSpiderMiddleware:
         if store is None or state.store_broken or crawl_closing(state.crawler):
             return
         try:
-            waiting = self._settle_left(store)
+            waiting = self._close_left(store)
             elsewhere = 0
             if store.shared:
                 self._take_over_abandoned()
@@ -382,7 +383,7 @@ class PendingSpiderMiddleware:
             # to fetch once its leases run out
             raise DontCloseSpider(f"{waiting} requests owed here, {elsewhere} by other processes")
 
-    def _settle_left(self, store: Any) -> int:
+    def _close_left(self, store: Any) -> int:
         """Settle the owed requests that left the crawl without an outcome; returns how many
         this process still holds, to look at again at its next idle moment.
 
@@ -392,7 +393,7 @@ class PendingSpiderMiddleware:
         queue (scrapy-redis) is the exception: it hands a request to whichever process pops it,
         which holds it a moment later.  So on a shared store a request left only when this
         process held it at two idle moments in a row; it is issued once more first, in case the
-        process that popped it died before holding it, and settled when held again after that.
+        process that popped it died before holding it, and closed when held again after that.
         """
         if not self.state.crawler.engine.spider_is_idle():
             return 0  # another handler of this idle moment issued requests: not idle any more
@@ -406,10 +407,10 @@ class PendingSpiderMiddleware:
         else:
             left, again = held, set()
         if left:
-            self.pending.settle_ids(sorted(left))
+            self.pending.close_ids(sorted(left))
             self.state.inc("frontier/left", len(left))
             logger.info(
-                "settled %d pending requests that left the crawl without a response "
+                "closed %d owed requests that left the crawl without a response "
                 "(dropped by a middleware, or lost by the spider); see dedup/frontier/left",
                 len(left),
             )
@@ -510,12 +511,12 @@ class PendingSpiderMiddleware:
             if resumed is not None and store is not None and store.shared and resumed == store.run:
                 element.meta[META_RECHECK] = True
         elif element is not None:
-            state[2] += 1  # an item: its request settles only once the item left the pipelines
+            state[2] += 1  # an item: its request closes only once the item left the pipelines
         return element
 
     def _end(self, response: Response, state: list) -> None:
         state[1] -= 1
-        self._maybe_settle(response, state)
+        self._maybe_close(response, state)
 
     def _begin(self, response: Response) -> list:
         state = self._open.get(id(response))
@@ -526,7 +527,7 @@ class PendingSpiderMiddleware:
 
     def _item_scraped(self, item: Any, response: Any = None, spider=None) -> None:
         # Remember what was emitted, so that a resumed run re-emits only what was cut off;
-        # written with the settlement when this is the response's last item.
+        # written with the closing when this is the response's last item.
         try:
             emitted = self.pending.emission(item)
         except Exception:
@@ -544,30 +545,30 @@ class PendingSpiderMiddleware:
         state = self._open.get(id(response)) if response is not None else None
         if state is None or state[0] is not response:
             if emitted is not None:  # an item of no tracked response (an errback's)
-                self._settle(None, [emitted], getattr(response, "url", "an item"))
+                self._close(None, [emitted], getattr(response, "url", "an item"))
             return
         state[2] -= 1
         if emitted is not None:
             if state[1] > 0 or state[2] > 0:
-                self._settle(None, [emitted], response.url)  # now: the request is not done yet
+                self._close(None, [emitted], response.url)  # now: the request is not done yet
             else:
-                state[4].append(emitted)  # with the settlement, in one batch
+                state[4].append(emitted)  # with the closing, in one batch
         state[3] = state[3] or keep
-        self._maybe_settle(response, state)
+        self._maybe_close(response, state)
 
-    def _maybe_settle(self, response: Response, state: list) -> None:
+    def _maybe_close(self, response: Response, state: list) -> None:
         if state[1] > 0 or state[2] > 0:
             return
         self._open.pop(id(response), None)
         # an item left undecided by a stop keeps the request owed: the next run decides it
-        self._settle(None if state[3] else response.request, state[4], response.url)
+        self._close(None if state[3] else response.request, state[4], response.url)
 
-    def _settle(self, request: Request | None, emitted: list, url: str) -> None:
+    def _close(self, request: Request | None, emitted: list, url: str) -> None:
         try:
-            self.pending.settle(request, emitted)
+            self.pending.close_request(request, emitted)
         except Exception:
             # a store that cannot be written stops the crawl once; the request stays owed
-            self.state.failed("settle", "could not settle the request of %s", url)
+            self.state.failed("settle", "could not close the request of %s", url)
 
 
 class PendingDownloaderMiddleware:
@@ -609,7 +610,7 @@ class PendingDownloaderMiddleware:
         if isinstance(exception, LeftOwed):
             return None  # still owed (a stale copy: the one the store issued is)
         try:
-            self.pending.settle(request)
+            self.pending.close_request(request)
         except Exception:
-            self.state.failed("settle", "could not settle the failed request %s", request.url)
+            self.state.failed("settle", "could not close the failed request %s", request.url)
         return None

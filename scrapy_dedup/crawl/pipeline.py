@@ -269,9 +269,6 @@ class DedupPipeline:
     # -- the outcome --------------------------------------------------------
     def _count(self, decision: Decision) -> None:
         self.state.inc(f"doc/{decision.status}")
-        if decision.relabeled:  # the split stays the one the reports read (records.duplicate_reason)
-            self.state.inc("doc/exact_duplicate", decision.relabeled)
-            self.state.inc("doc/near_duplicate", -decision.relabeled)
         if decision.canonical is not None:
             self.state.inc(f"canonical/{decision.canonical}")
         if decision.supersedes:

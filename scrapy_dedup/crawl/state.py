@@ -236,79 +236,57 @@ class DedupState:
         return self._pending
 
     def spider_closed(self) -> None:
-        """The end of the crawl: settle the clusters, then the chunk statuses."""
-        rewritten = self.settle()
-        self.settle_chunks(moved=rewritten)
+        """The end of the crawl: settle the clusters, then the chunk statuses
+        (:func:`~scrapy_dedup.decide.settle.settle_store`).
 
-    def settle(self) -> bool:
-        """Settle the clusters (:mod:`scrapy_dedup.decide.settle`); True when that rewrote some.
-
-        A store several processes share is settled by ``scrapy dedup settle`` once they are
-        done: a process that closes cannot know that another one has stopped writing."""
+        A store several processes share has its clusters settled by ``scrapy dedup settle``
+        once they are done: a process that closes cannot know that another one has stopped
+        writing. A crawl cut short before this leaves the chunk statuses to the next one."""
         store = self.store
-        if store is None or self._store_error is not None or store.shared:
-            if store is not None and store.shared:
-                logger.info("dedup: run `scrapy dedup settle` once every crawl process of this store is done")
-            return False
-        from scrapy_dedup.decide.settle import settle
-
-        config = self.config
-        try:
-            result = settle(
-                store,
-                max_distance=config.max_distance,
-                min_jaccard=config.min_jaccard,
-                min_tokens=config.min_tokens,
-                authority=config.authority,
-            )
-        except StoreWriteError as exc:
-            self.store_failed(exc)
-            return False
-        except Exception:
-            self.failed("settle", "could not settle the clusters; `scrapy dedup settle` settles them")
-            return False
-        self.inc("settle/revised", result.revised)
-        self.inc("settle/documents", result.documents)
-        logger.info("dedup settled: %s", result)
-        return bool(result.rewritten)
-
-    def settle_chunks(self, moved: bool = False) -> None:
-        """The end of the crawl: revise every chunk status from the final boilerplate counts, in
-        representative order (a crawl cut short before this leaves it to the next one)."""
-        layer = self.chunks
-        if layer is None or self.store is None or self._store_error is not None:
+        if store is None or self._store_error is not None:
             return
-        # documents gone or taken over change who represents what, without a chunk written
-        moved = moved or any(
+        if store.shared:
+            logger.info("dedup: run `scrapy dedup settle` once every crawl process of this store is done")
+        from scrapy_dedup.decide.settle import settle_store
+
+        # documents gone or taken over change who represents what, without a cluster settled
+        moved = any(
             self.stats.get_value(f"dedup/doc/{k}", 0) for k in ("deleted", "redirected", "promoted", "superseded")
         )
-        if not (layer.owed or (moved and self.config.chunks)):
-            return
         try:
-            result = layer.settle()
+            done = settle_store(store, self.config, clusters=not store.shared, moved=moved)
         except StoreWriteError as exc:
             self.store_failed(exc)
             return
         except Exception:
-            self.failed("chunks", "could not settle the chunk statuses; the next crawl settles them")
+            self.failed("settle", "could not settle the store; `scrapy dedup settle` settles it")
             return
-        if result is None:
+        result = done.clusters
+        if result is not None:
+            self.inc("settle/revised", result.revised)
+            self.inc("settle/documents", result.documents)
+            self.inc("settle/exact_duplicate", result.exact_duplicate)
+            self.inc("settle/near_duplicate", result.near_duplicate)
+            logger.info("dedup settled: %s", result)
+        if done.chunks_busy:
             logger.info("dedup chunks: another crawl process is settling the chunk statuses of this store")
+        chunks = done.chunks
+        if chunks is None:
             return
-        self.inc("chunks/revised", result.revised)
-        self.inc("chunks/settled", result.chunks)
-        self.inc("chunks/boilerplate_learned", result.boilerplate)
+        self.inc("chunks/revised", chunks.revised)
+        self.inc("chunks/settled", chunks.chunks)
+        self.inc("chunks/boilerplate_learned", chunks.boilerplate)
         logger.info(
             "dedup chunks settled: %d chunks of %d documents in representative order, %d status(es) revised; "
             "%d boilerplate line(s) learned in %d group(s)%s",
-            result.chunks,
-            result.documents,
-            result.revised,
-            result.boilerplate,
-            result.groups,
-            f"; {result.without_text} document(s) without a kept text were left out" if result.without_text else "",
+            chunks.chunks,
+            chunks.documents,
+            chunks.revised,
+            chunks.boilerplate,
+            chunks.groups,
+            f"; {chunks.without_text} document(s) without a kept text were left out" if chunks.without_text else "",
         )
-        if result.left_owed:
+        if chunks.left_owed:
             logger.info("dedup chunks: pages were recorded while settling; the next crawl to close settles them")
 
     def close(self) -> None:

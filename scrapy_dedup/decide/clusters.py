@@ -152,7 +152,6 @@ class Clusters:
             batch.add_member(match.cluster_id, record.key)
             batch.index_exact(doc.scope, record.content_hash, match.cluster_id)
             if wins and old_rep is not None:
-                decision.relabeled = self._relabel(batch, cluster, old_rep, record)
                 gap = distance(record, old_rep)
                 old_rep.reason = duplicate_reason(old_rep.content_hash, record.content_hash)
                 old_rep.duplicate_of, old_rep.distance = record.key, gap
@@ -191,27 +190,6 @@ class Clusters:
             self._write_content(batch, record, doc)
             batch.put_cluster(cluster)
         return decision
-
-    def _relabel(self, batch: StoreBatch, cluster: Cluster, old_rep: UrlRecord, new_rep: UrlRecord) -> int:
-        """``new_rep`` takes over from ``old_rep`` with another text: the other members are exact
-        or near duplicates of it now (exact is said against the representative). Returns how
-        many turned from near to exact (negative: from exact to near), so that the split the
-        crawl counts stays the split the reports read."""
-        if old_rep.content_hash == new_rep.content_hash:
-            return 0
-        turned = 0
-        for key in self.store.members_of(cluster):
-            member = self.store.get_url(key) if key not in (old_rep.key, new_rep.key) else None
-            if member is None or member.content_hash not in (old_rep.content_hash, new_rep.content_hash):
-                continue
-            now = duplicate_reason(member.content_hash, new_rep.content_hash)
-            turned += 1 if now == "exact_content" else -1
-            member.status = duplicate_status(now)
-            if member.reason != "rel_canonical":
-                member.reason = now
-            member.duplicate_of, member.distance = new_rep.key, distance(member, new_rep)
-            batch.put_url(member)
-        return turned
 
     def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:
         """The best of the remaining ``members`` now represents ``cluster``; the others point to it."""

@@ -50,9 +50,6 @@ class Decision:
     canonical: str | None = None
     #: the item should go on to the next pipeline (representative or flagged)
     is_representative: bool = False
-    #: other members of the cluster that turned from near to exact duplicates (negative: from
-    #: exact to near) because this document now represents it
-    relabeled: int = 0
     #: a member that now represents the cluster this URL's old content left
     #: (to be fetched again and emitted, or its content is lost downstream)
     promoted: str | None = None

@@ -12,6 +12,9 @@ export, ``lookup`` and the cluster reports read one corpus per set of pages:
 2. in that order, a document joins the first representative already chosen that it
    duplicates (the same text, or near by the crawl's own test,
    :func:`~scrapy_dedup.core.fingerprints.near_match`), else it becomes a representative.
+   A page whose rel=canonical the crawl honoured (``canonical_alias``) comes after every other
+   page of its scope in that order and joins the cluster its target was settled in, as the
+   crawl placed it: the declaration is kept (its ``duplicate_of`` still names the target).
 
 No member is ever compared with another member, only with its representative, so a chain
 A~B~C with A and C apart is never glued into one cluster. Candidates come from the same
@@ -21,8 +24,9 @@ representatives only.
 A settled cluster is named after its scope and its representative's URL key
 (:func:`~scrapy_dedup.decide.clusters.cluster_id_for`), as a crawl names the cluster a
 page founds: the ``document_id`` of the export stays while its representative does, across
-re-crawls and settles, and is the id the crawl's item gave it whenever the provisional
-decision stood.
+re-crawls and settles. The crawl's items carry the provisional id: a page that takes a
+cluster over keeps the id of the page that founded it, so the settled id is the item's only
+while the founder still represents the cluster.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import xxhash
 
@@ -39,9 +44,9 @@ from scrapy_dedup.core.fingerprints import Fingerprint, near_match
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
-from scrapy_dedup.store.base import DedupStore, StoreBatch
+from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreBatch
 
-__all__ = ["Settled", "SettleResult", "affected", "settle", "settle_clusters"]
+__all__ = ["Settled", "SettleResult", "StoreSettled", "affected", "settle", "settle_clusters", "settle_store"]
 
 #: the settings of the last settle (an incremental settle needs the same ones)
 SETTLED_META = "settled"
@@ -75,13 +80,21 @@ class SettleResult:
     revised: int = 0
     #: clusters written again (new, renamed, or with members that came or went)
     rewritten: int = 0
+    #: URL records written again (placed in another cluster, or with another status or match)
+    records: int = 0
     #: documents settled again (all of them, or those an incremental settle reached)
     affected: int = 0
+    #: the settled store's duplicates: the same text as their representative (exact), or
+    #: another (near), as :func:`~scrapy_dedup.core.records.duplicate_reason` says
+    exact_duplicate: int = 0
+    near_duplicate: int = 0
 
     def __str__(self) -> str:
         return (
             f"{self.documents} documents in {self.clusters} clusters ({self.affected} settled again): "
-            f"{self.revised} provisional decision(s) revised, {self.rewritten} cluster(s) written again"
+            f"{self.revised} provisional decision(s) revised; {self.rewritten} cluster(s) and "
+            f"{self.records} URL record(s) written again; "
+            f"{self.exact_duplicate} exact and {self.near_duplicate} near duplicate(s)"
         )
 
 
@@ -153,6 +166,48 @@ def affected(
     return reached
 
 
+def _settle_one(
+    record: UrlRecord,
+    placed: dict[str, Settled],
+    exact: dict[str | None, Settled],
+    near_index: dict[int, int | list[int]],
+    settled: list[Settled],
+    near: NearTest,
+    minhash_of: Callable[[str], bytes | None],
+    min_tokens: int,
+) -> Settled:
+    """Put ``record`` in the cluster it settles in (a new one when it represents); returns it."""
+    target = placed.get(record.duplicate_of) if _follows_canonical(record) else None
+    if target is not None and target.representative.scope == record.scope:
+        # an honoured rel=canonical: where its target is (aliases come last in the order)
+        target.members.append((record, distance(record, target.representative), record.jaccard))
+        return target
+    same = exact.get(record.content_hash)
+    if same is not None:
+        same.members.append((record, distance(record, same.representative), 1.0))
+        return same
+    keys = _near_keys(record, minhash_of(record.key), min_tokens)
+    for n in sorted({n for k in keys for n in _entries(near_index, k)}):
+        # in representative order: the first it is near takes it
+        ok, gap, jaccard = near(record, settled[n].representative)
+        if ok:
+            settled[n].members.append((record, gap, jaccard))
+            exact.setdefault(record.content_hash, settled[n])
+            return settled[n]
+    cluster = Settled(record)
+    exact[record.content_hash] = cluster
+    settled.append(cluster)
+    for k in keys:
+        _add(near_index, k, len(settled) - 1)
+    return cluster
+
+
+def _follows_canonical(record: UrlRecord) -> bool:
+    """A page whose declared rel=canonical the crawl honoured: it goes where its target
+    (``duplicate_of``) is settled, and never represents (it sorts after every other page)."""
+    return record.canonical_alias and record.duplicate_of is not None
+
+
 def _is_indexable(record: UrlRecord, min_tokens: int, minhash: bytes | None) -> bool:
     return record.simhash is not None and (record.tokens or 0) >= min_tokens and bool(minhash)
 
@@ -180,6 +235,9 @@ def settle_clusters(
     """
     ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
     settled: list[Settled] = []
+    # the settled cluster of each page an honoured rel=canonical names (only those: memory)
+    targets = {r.duplicate_of for r in ordered if _follows_canonical(r)}
+    placed: dict[str, Settled] = {}
     scope: str | None = None
     for record in ordered:
         if record.scope != scope:
@@ -188,30 +246,54 @@ def settle_clusters(
             exact: dict[str | None, Settled] = {}
             # the representatives by SimHash block and by MinHash band: the store's key math, in memory
             near_index: dict[int, int | list[int]] = {}
-        same = exact.get(record.content_hash)
-        if same is not None:
-            rep = same.representative
-            same.members.append((record, distance(record, rep), 1.0))
-            continue
-        keys = _near_keys(record, minhash_of(record.key), min_tokens)
-        if keys:
-            joined = False
-            for n in sorted({n for k in keys for n in _entries(near_index, k)}):
-                # in representative order: the first it is near takes it
-                ok, gap, jaccard = near(record, settled[n].representative)
-                if ok:
-                    settled[n].members.append((record, gap, jaccard))
-                    exact.setdefault(record.content_hash, settled[n])
-                    joined = True
-                    break
-            if joined:
-                continue
-        cluster = Settled(record)
-        exact[record.content_hash] = cluster
-        settled.append(cluster)
-        for k in keys:
-            _add(near_index, k, len(settled) - 1)
+        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens)
+        if record.key in targets:
+            placed[record.key] = home
     return settled
+
+
+@dataclass(slots=True)
+class StoreSettled:
+    """What :func:`settle_store` did."""
+
+    #: the clusters settled (None: not settled, a store shared by crawl processes)
+    clusters: SettleResult | None = None
+    #: the chunk statuses settled (a ``chunk_layer.SettleResult``), or None
+    chunks: Any = None
+    #: the chunk statuses were owed, and another process of a shared store was settling them
+    chunks_busy: bool = False
+
+
+def settle_store(
+    store: DedupStore, config: Any, *, incremental: bool = True, clusters: bool = True, moved: bool = False
+) -> StoreSettled:
+    """Settle ``store`` under ``config`` (the crawl's settings): the clusters, then the chunk
+    statuses, which follow the representatives. The one way a crawl, ``ingest`` and
+    ``scrapy dedup settle`` settle a store.
+
+    ``clusters=False``: the chunk statuses only (a store several crawl processes share, whose
+    clusters ``scrapy dedup settle`` settles once they are all done). ``moved``: documents
+    changed place meanwhile without a cluster settled again (gone, redirected, taken over,
+    added). The chunk statuses are settled when they are owed (a crawl recorded chunks since
+    they were last settled), or when the store keeps chunks (or ``DEDUP_CHUNKS`` is on) and
+    representatives may have changed."""
+    from scrapy_dedup.decide.chunk_layer import OWED, ChunkLayer
+
+    done = StoreSettled()
+    if clusters:
+        done.clusters = settle(
+            store,
+            max_distance=config.max_distance,
+            min_jaccard=config.min_jaccard,
+            min_tokens=config.min_tokens,
+            authority=config.authority,
+            incremental=incremental,
+        )
+        moved = moved or bool(done.clusters.rewritten)
+    if store.get_meta(OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
+        done.chunks = ChunkLayer(store, config.chunk_rules).settle()
+        done.chunks_busy = done.chunks is None
+    return done
 
 
 def settle(
@@ -293,9 +375,25 @@ def settle(
         docs_in = docs
     keys_in = {r.key for r in docs_in}
     # whole clusters: a cluster with a member to settle again has every member among them
+    every = old
     old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
     settled = settle_clusters(docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority)
     result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
+    # the split of the whole store: the clusters settled now, and those kept as they were
+    content = {r.key: r.content_hash for r in docs}
+    pairs = [(m.content_hash, s.representative.content_hash) for s in settled for m, _, _ in s.members]
+    pairs += [
+        (content.get(key), content.get(c.representative))
+        for cid, c in every.items()
+        if cid not in old
+        for key in old_members[cid]
+        if key != c.representative
+    ]
+    for member, rep in pairs:
+        if duplicate_reason(member, rep) == "exact_content":
+            result.exact_duplicate += 1
+        else:
+            result.near_duplicate += 1
     if docs_in:
         with store.batch() as batch:
             _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
@@ -352,9 +450,12 @@ def _write(
             for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
                 if content is not None:
                     batch.index_exact(rep.scope, content, cid)
-        _place(batch, rep, cid, None, None, None)
+        result.records += _place(batch, rep, cid, None, None, None)
+        keys = set(s.keys())
         for member, gap, jaccard in s.members:
-            _place(batch, member, cid, rep, gap, jaccard)
+            # an alias that joined its canonical target keeps it as what it duplicates
+            target = member.duplicate_of if _follows_canonical(member) and member.duplicate_of in keys else rep.key
+            result.records += _place(batch, member, cid, rep, gap, jaccard, target)
 
 
 def _place(
@@ -364,8 +465,12 @@ def _place(
     rep: UrlRecord | None,
     gap: int | None,
     jaccard: float | None,
-) -> None:
-    """Write ``record`` where settling put it (only when that moved it)."""
+    duplicate_of: str | None = None,
+) -> bool:
+    """Write ``record`` where settling put it (only when that moved it); True when written.
+
+    A lifecycle status (``unchanged``, ``updated``) stays: it says what the last fetch found,
+    which settling does not change."""
     before = (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard)
     record.cluster_id = cid
     if rep is None:
@@ -375,7 +480,10 @@ def _place(
     else:
         same = duplicate_reason(record.content_hash, rep.content_hash)
         record.reason = "rel_canonical" if record.canonical_alias else same
-        record.status = duplicate_status(same)
-        record.duplicate_of, record.distance, record.jaccard = rep.key, gap, jaccard
-    if before != (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard):
-        batch.put_url(record)
+        if record.status in ("new", "exact_duplicate", "near_duplicate"):
+            record.status = duplicate_status(same)
+        record.duplicate_of, record.distance, record.jaccard = duplicate_of, gap, jaccard
+    if before == (record.cluster_id, record.status, record.reason, record.duplicate_of, record.distance, record.jaccard):
+        return False
+    batch.put_url(record)
+    return True
