@@ -26,14 +26,26 @@ class _Server(ThreadingHTTPServer):
 
 
 class LocalSite:
+    #: sent before the reply's own headers (``None``: the reply's headers only)
+    content_type: str | None = "text/html; charset=utf-8"
+
     def __init__(self, reply: Callable[[str], Reply]) -> None:
-        site_reply = reply
+        self._reply = reply
+        self._serve()
+
+    def answer(self, path: str, request_headers) -> Reply:
+        """The reply to a GET of ``path`` (the raw request path, query included)."""
+        return self._reply(path)
+
+    def _serve(self) -> None:
+        site = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                status, headers, body = site_reply(self.path)
+                status, headers, body = site.answer(self.path, self.headers)
                 self.send_response(status)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
+                if site.content_type is not None:
+                    self.send_header("Content-Type", site.content_type)
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
@@ -52,14 +64,14 @@ class LocalSite:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> LocalSite:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class FileSite:
+class FileSite(LocalSite):
     """A directory served on 127.0.0.1 (port 0) like a static web server: ``ETag`` and
     ``Last-Modified`` from each file's size and mtime, a 304 to a request whose
     ``If-None-Match`` or ``If-Modified-Since`` still holds, a listing for a directory without
@@ -68,33 +80,22 @@ class FileSite:
     ``log`` keeps (path, status) of every request answered, ``bytes_sent`` the bodies' bytes.
     """
 
+    content_type = None
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.log: list[tuple[str, int]] = []
         #: bytes of the bodies sent
         self.bytes_sent = 0
-        site = self
-        lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._serve()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                status, headers, body = site._answer(unquote(urlsplit(self.path).path), self.headers)
-                with lock:
-                    site.log.append((self.path, status))
-                    site.bytes_sent += len(body)
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+    def answer(self, path: str, request_headers) -> Reply:
+        status, headers, body = self._answer(unquote(urlsplit(path).path), request_headers)
+        with self._lock:
+            self.log.append((path, status))
+            self.bytes_sent += len(body)
+        return status, headers, body
 
     def _answer(self, path: str, request_headers) -> Reply:
         target = (self.root / path.lstrip("/")).resolve()
@@ -121,16 +122,6 @@ class FileSite:
     def requests(self, status: int | None = None) -> list[str]:
         """The paths requested (answered with ``status``), in order."""
         return [path for path, answered in self.log if status is None or answered == status]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> FileSite:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _not_modified(headers, etag: str, mtime: int) -> bool:
