@@ -41,7 +41,7 @@ from scrapy_dedup.core.text import canonical_text
 from scrapy_dedup.store.base import BOILERPLATE, BOILERPLATE_GROUP, CHUNK_BANDS, CHUNK_EXACT, CHUNK_PRINT, CHUNKS
 from scrapy_dedup.store.base import DedupStore, scope_id
 
-__all__ = ["ChunkLayer", "ChunkRecord", "ChunkRules", "SettleResult", "chunk_member", "split_member"]
+__all__ = ["ChunkLayer", "ChunkRecord", "ChunkRules", "ChunkSettleResult", "chunk_member", "split_member"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class ChunkRecord:
 
 
 @dataclass
-class SettleResult:
+class ChunkSettleResult:
     """What one settling did, for its log line and stats."""
 
     documents: int = 0
@@ -400,7 +400,7 @@ class ChunkLayer:
     def owed(self) -> bool:
         return bool(self.store.get_meta(OWED))
 
-    def settle(self) -> SettleResult | None:
+    def settle(self) -> ChunkSettleResult | None:
         """Learn boilerplate from the current documents and give every chunk its status again,
         in representative order; keep the revised statuses. Streams the store (one document's
         text at a time); holds the representatives' keys and one group's paragraph counts.
@@ -421,9 +421,9 @@ class ChunkLayer:
             if shared:
                 store.put_meta(LEASE_META, {"since": None})
 
-    def _settle(self) -> SettleResult:
+    def _settle(self) -> ChunkSettleResult:
         store = self.store
-        result = SettleResult()
+        result = ChunkSettleResult()
         writes = store.get_meta(WRITES_META) or 0
         store.put_meta(OWED, True)
         reps = sorted(
@@ -457,7 +457,7 @@ class ChunkLayer:
             result.left_owed = True
         return result
 
-    def _page_for(self, key, url, previous, learned: frozenset[str], result: SettleResult) -> PageChunks | None:
+    def _page_for(self, key, url, previous, learned: frozenset[str], result: ChunkSettleResult) -> PageChunks | None:
         """The document's chunks under the final boilerplate: the stored ones when the lines taken
         out are the same, else chunked again from its text."""
         if previous is not None and not self.params_changed:
@@ -510,7 +510,7 @@ class ChunkLayer:
                     if key not in rep_keys:
                         b.delete(CHUNKS, key)
 
-    def _learn(self, reps, result: SettleResult) -> dict[str, frozenset[str]]:
+    def _learn(self, reps, result: ChunkSettleResult) -> dict[str, frozenset[str]]:
         """Document frequency of every paragraph, per group, over the current documents."""
         by_group: dict[str, list[tuple[str, str]]] = {}
         for _, key, _, url in reps:

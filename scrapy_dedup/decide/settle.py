@@ -258,7 +258,7 @@ class StoreSettled:
 
     #: the clusters settled (None: not settled, a store shared by crawl processes)
     clusters: SettleResult | None = None
-    #: the chunk statuses settled (a ``chunk_layer.SettleResult``), or None
+    #: the chunk statuses settled (a ``chunk_layer.ChunkSettleResult``), or None
     chunks: Any = None
     #: the chunk statuses were owed, and another process of a shared store was settling them
     chunks_busy: bool = False
