@@ -69,7 +69,7 @@ def test_one_record_per_document_with_its_fields(exported, provenance):
     assert sorted(r["url"] for r in records) == sorted(documents)
     assert len({r["document_id"] for r in records}) == len(records) == 36  # 37 documents, one a PDF
     for record in records:
-        assert list(record) == ["document_id", "url", "title", "text", "sources", "first_seen", "last_seen"]
+        assert list(record) == ["document_id", "url", "title", "text", "sources", "first_seen", "last_seen", "merged_passages"]
         assert record["text"].strip() and re.fullmatch(r"[0-9a-f]{16}", record["document_id"])
         assert ISO.match(record["first_seen"]) and ISO.match(record["last_seen"])
         assert record["first_seen"] <= record["last_seen"]
@@ -130,7 +130,7 @@ def test_chunks_one_record_per_distinct_chunk_with_every_document(crawled, expor
         assert list(chunk) == ["content_hash", "text", "tokens", "documents", "urls"]
         for occ in chunk["documents"]:
             doc = by_id[occ["document_id"]]
-            assert doc["text"][occ["start"] : occ["end"]] == chunk["text"]
+            assert _text_at(doc, occ["source_url"], occ["start"], occ["end"]) == chunk["text"]
             assert doc["url"] in chunk["urls"]
             occurrences += 1
         assert set(chunk["urls"]) >= {by_id[o["document_id"]]["url"] for o in chunk["documents"]}
@@ -138,6 +138,17 @@ def test_chunks_one_record_per_distinct_chunk_with_every_document(crawled, expor
     assert occurrences == sum(1 for c in chunks for _ in c["documents"])
     assert {o["document_id"] for c in chunks for o in c["documents"]} == set(by_id)
     assert re.search(r"exported \d+ unique chunks of 36 documents", proc.stderr)
+
+
+def _text_at(doc: dict, url: str, start: int, end: int) -> str | None:
+    """The text at ``start:end`` of the page at ``url``, as the export carries it: the
+    representative's whole text, or a merged passage of another member of the document."""
+    if url == doc["url"]:
+        return doc["text"][start:end]
+    for p in doc["merged_passages"]:
+        if p["source_url"] == url and p["start"] <= start < end <= p["end"]:
+            return p["text"][start - p["start"] : end - p["start"]]
+    return None
 
 
 def test_a_store_without_texts_says_so(crawled):

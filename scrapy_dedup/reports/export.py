@@ -5,7 +5,14 @@ the store, read after the crawl, holds the settled answer. One record per cluste
 ``document_id`` (the cluster id), ``url`` (its canonical URL), ``title`` (when the store knows
 it), ``text`` (the representative's, kept with ``DEDUP_KEEP_TEXT``), ``sources`` (every URL of
 the document with the reason it is an alias, ``null`` for the canonical one), ``first_seen`` and
-``last_seen`` (over all its URLs).
+``last_seen`` (over all its URLs), ``merged_passages`` (what its other members add, below).
+
+Merge without loss: a page folded into a document (a near duplicate) may have paragraphs its
+representative lacks. They are kept with the document as ``merged_passages``: runs of the
+members' lines that neither the representative nor an earlier member has
+(:func:`~scrapy_dedup.core.merged.merged_passages`), each with its ``source_url`` and its span in
+that page's kept text, members taken in URL-key order, so the export stays a function of the
+pages. ``--chunks`` chunks them too, each occurrence with the URL its offsets point into.
 
 It streams: clusters are read in store order and written one at a time. ``--chunks`` groups
 the chunks of every document by content: the occurrences go to a temporary LevelDB on disk,
@@ -14,19 +21,21 @@ sorted by content hash, and are read back one group at a time, so memory stays f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, Chunk, chunk_text
+from scrapy_dedup.core.merged import MergedPassage, merged_passages
 from scrapy_dedup.reports.formats import Progress, iso
 from scrapy_dedup.reports.resolve import Resolver, anchor_link
 from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError
 
-FIELDS = ("document_id", "url", "title", "text", "sources", "first_seen", "last_seen")
+FIELDS = ("document_id", "url", "title", "text", "sources", "first_seen", "last_seen", "merged_passages")
 CHUNK_FIELDS = ("content_hash", "text", "tokens", "documents", "urls")
 
 
@@ -41,6 +50,8 @@ class ExportCounts:
     examples_without_text: list[str] = field(default_factory=list)
     chunks: int = 0
     shared_chunks: int = 0
+    #: passages of merged pages carried with their documents
+    merged_passages: int = 0
 
     def note(self) -> str | None:
         """What the reader should know about documents left out, or None."""
@@ -75,20 +86,38 @@ def _sources(store: DedupStore, resolver: Resolver, members: list[Any]) -> tuple
 
 
 def _text(store: DedupStore, resolver: Resolver, cluster: Any, members: list[Any]) -> str | None:
-    """The representative's text; a page whose bytes were seen before skipped extraction, so
-    its text is kept under the member with the same content."""
-    text = store.get_text(cluster.representative)
-    if text is not None:
-        return text
+    """The representative's kept text."""
     rep = resolver.record(cluster.representative)
-    if rep is None or rep.content_hash is None:
-        return None
-    for member in members:
-        if member.key != rep.key and member.content_hash == rep.content_hash:
-            text = store.get_text(member.key)
-            if text is not None:
-                return text
-    return None
+    return store.get_text(cluster.representative) if rep is None else _kept_text(store, rep, members)
+
+
+def _kept_text(store: DedupStore, record: Any, members: list[Any]) -> str | None:
+    """A member's kept text: its own, or (its bytes were seen before, so extraction was skipped)
+    that of a member with the same content."""
+    text = store.get_text(record.key)
+    for other in members:
+        if text is not None or record.content_hash is None:
+            break
+        if other.key != record.key and other.content_hash == record.content_hash:
+            text = store.get_text(other.key)
+    return text
+
+
+def _merged(store: DedupStore, cluster: Any, members: list[Any], text: str) -> list[tuple[str, MergedPassage]]:
+    """(member URL key, passage) of every passage the members whose text is not the
+    representative's add to ``text`` (the representative's), members in URL-key order."""
+    seen = {next((m.content_hash for m in members if m.key == cluster.representative), None)}
+    texts: list[tuple[str, str]] = []
+    keys: dict[str, str] = {}
+    for member in sorted(members, key=lambda m: m.key):
+        if member.content_hash is None or member.content_hash in seen:
+            continue  # the representative, or a copy of a text already taken
+        seen.add(member.content_hash)
+        kept = _kept_text(store, member, members)
+        if kept is not None:
+            texts.append((member.url, kept))
+            keys[member.url] = member.key
+    return [(keys[p.source_url], p) for p in merged_passages(text, texts)]
 
 
 def documents(
@@ -107,7 +136,9 @@ def documents(
                 counts.examples_without_text.append(cluster.rep_url)
             continue
         sources, first, last = _sources(store, resolver, members)
+        merged = _merged(store, cluster, members, text)
         counts.documents += 1
+        counts.merged_passages += len(merged)
         yield {
             "document_id": cluster.cluster_id,
             "url": cluster.rep_url,
@@ -116,7 +147,9 @@ def documents(
             "sources": sources,
             "first_seen": iso(first),
             "last_seen": iso(last),
+            "merged_passages": [p.as_dict() for _, p in merged],
             "_key": cluster.representative,  # not exported: where the stored chunks are
+            "_merged": merged,  # not exported: the passages with their members' URL keys
         }
     progress.done()
 
@@ -168,10 +201,13 @@ def unique_chunks(
                 kept = stored(doc.get("_key", ""), doc["text"], doc_id) if stored is not None else None
                 if kept is None:
                     kept = [(c, {}) for c in chunk_text(doc["text"], max_words=max_words, scope=doc_id)]
-                for c, status in kept:
-                    # the position in the document keeps occurrences of one content in document order
-                    key = f"c{c.content_hash}\0{doc_id}\0{c.start:012d}".encode()
-                    value = {"chunk_id": c.chunk_id, "start": c.start, "end": c.end, "heading": list(c.heading), **status}
+                occurrences = [(c, doc["url"], status) for c, status in kept]
+                occurrences += _merged_chunks(doc.get("_merged", ()), max_words)
+                for seq, (c, source_url, status) in enumerate(occurrences):
+                    # the sequence keeps occurrences of one content in document order
+                    key = f"c{c.content_hash}\0{doc_id}\0{seq:012d}".encode()
+                    value = {"chunk_id": c.chunk_id, "source_url": source_url, "start": c.start, "end": c.end,
+                             "heading": list(c.heading), **status}
                     batch.put(b"t" + c.content_hash.encode(), json.dumps([c.text, c.tokens]).encode())
                     batch.put(key, json.dumps(value).encode())
                 if n % 1000 == 999:  # keep the batch bounded
@@ -191,6 +227,18 @@ def unique_chunks(
     finally:
         db.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _merged_chunks(
+    merged: Iterable[tuple[str, MergedPassage]], max_words: int
+) -> list[tuple[Chunk, str, dict[str, Any]]]:
+    """The chunks of a document's merged passages, with the URL their offsets point into (ids
+    scoped by the member's URL key; offsets into the member's kept text)."""
+    out = []
+    for key, p in merged:
+        for c in chunk_text(p.text, max_words=max_words, scope=key):
+            out.append((dataclasses.replace(c, start=p.start + c.start, end=p.start + c.end), p.source_url, {}))
+    return out
 
 
 def _chunk_record(db: Any, digest: str | None, group: list[dict[str, Any]], counts: ExportCounts) -> dict[str, Any]:
