@@ -127,9 +127,9 @@ def test_the_export_does_not_depend_on_the_order(crawls):
 
 def test_merged_passages_keep_runs_and_skip_what_is_known():
     rep = "title\nshared one\nshared two"
-    member = "title\nnew one\n---\nnew two\nshared one\nnew three\nshared two\nNEW ONE"
+    member = "title\nnew one\n---\nnew two\nmore two\nshared one\nnew three\nshared two\nNEW ONE"
     passages = merged_passages(rep, [("u1", member), ("u2", "new three\nnew four")])
     assert [(p.source_url, p.text) for p in passages] == [
-        ("u1", "new one\n---\nnew two"), ("u1", "new three"), ("u2", "new four")
+        ("u1", "new one"), ("u1", "new two\nmore two"), ("u1", "new three"), ("u2", "new four")
     ]
     assert all(member[p.start : p.end] == p.text for p in passages if p.source_url == "u1")

@@ -38,7 +38,8 @@ class MergedPassage:
 def merged_passages(representative_text: str, members: Iterable[tuple[str, str]]) -> list[MergedPassage]:
     """The passages ``members`` ((URL, text) pairs, in the order given) add to a document whose
     representative has ``representative_text``: runs of their lines whose key neither the
-    representative nor an earlier passage has. Lines without a word neither start nor end a run.
+    representative nor an earlier passage has. A line without a word (a table rule, a lone
+    bracket) is never carried and ends a run.
 
     >>> rep = "Usage: tool [options]\\n-v  verbose\\n-q  quiet"
     >>> member = "Usage: tool [options]\\n-v  verbose\\n-n  dry run\\n-f  force\\n-q  QUIET"
@@ -51,9 +52,7 @@ def merged_passages(representative_text: str, members: Iterable[tuple[str, str]]
         run: tuple[int, int] | None = None
         for a, b in paragraphs(text):
             key = paragraph_key(text[a:b])
-            if not key:
-                continue
-            if key in known:
+            if not key or key in known:
                 if run is not None:
                     out.append(MergedPassage(url, text[run[0] : run[1]], *run))
                     run = None
