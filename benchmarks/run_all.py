@@ -50,6 +50,7 @@ BENCHMARKS = {
     "settle": "settling a store's clusters: documents/s and memory against the online decisions",
     "rag": "shared chunks after page dedup, boilerplate vs trafilatura deduplicate=True, heading spans, CJK pages",
     "extraction": "text kept against trafilatura's full mode, CPU, and merges by J, on Publican (en, ja, ar), Sphinx, javadoc, Doxygen",
+    "merge": "merge without loss: the unique text of merged pages retrievable from the export, on git-doc and debian-handbook",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own

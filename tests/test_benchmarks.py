@@ -392,3 +392,12 @@ def test_extraction(tmp_path):
     assert site["pairs"]["classes"]["J>=0.9"]["pairs"] > 0
     assert [r["benchmark"] for r in data["rows"]] == ["extraction"] * 3
     assert (tmp_path / "extraction.md").read_text(encoding="utf-8").startswith("# Extraction")
+
+
+def test_merge(tmp_path):
+    """Merge without loss on the demo site's pages: every line a merged page has and its
+    representative lacks is in export --chunks, and nothing the representative has twice."""
+    data = run("bench_merge.py", tmp_path)
+    (site,) = data["sites"].values()
+    assert site["merged_documents"] > 0 and site["unique_chars"] > site["retrievable_before"]
+    assert site["retrievable_after"] == site["unique_chars"] and site["counted_twice_chars"] == 0
