@@ -50,8 +50,6 @@ class ExportCounts:
     examples_without_text: list[str] = field(default_factory=list)
     chunks: int = 0
     shared_chunks: int = 0
-    #: passages of merged pages carried with their documents
-    merged_passages: int = 0
 
     def note(self) -> str | None:
         """What the reader should know about documents left out, or None."""
@@ -138,7 +136,6 @@ def documents(
         sources, first, last = _sources(store, resolver, members)
         merged = _merged(store, cluster, members, text)
         counts.documents += 1
-        counts.merged_passages += len(merged)
         yield {
             "document_id": cluster.cluster_id,
             "url": cluster.rep_url,
