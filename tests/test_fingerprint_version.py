@@ -16,3 +16,13 @@ def test_a_store_of_the_punctuation_attached_tokenizer_is_refused(tmp_path):
     LevelDBStore(str(tmp_path / "s"), {"fingerprint": old}).close()
     with pytest.raises(IncompatibleStore, match=r"'tokenizer_version': 1\b.*'tokenizer_version': 2\b"):
         LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
+
+
+def test_a_store_of_the_token_minhash_is_refused(tmp_path):
+    """Fingerprint version 2 took the MinHash over tokens (one per kana or kanji); version 3
+    over words."""
+    old = {**FINGERPRINT_PARAMS, "version": 2}
+    old.pop("minhash_words")
+    LevelDBStore(str(tmp_path / "s"), {"fingerprint": old}).close()
+    with pytest.raises(IncompatibleStore, match=r"'version': 2\b.*'version': 3\b"):
+        LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
