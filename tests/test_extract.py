@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import gzip
 import random
+import re
 from pathlib import Path
 
+import lxml.html
 import pytest
 import trafilatura
 
-from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS, extract_text
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS, MIN_VISIBLE_SHARE, extract_text
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>Vacuuming | Example Docs</title></head>
 <body>
@@ -120,6 +122,22 @@ def test_a_docbook_page_cut_by_the_fast_mode_keeps_its_opening_prose():
     for opening in OPENINGS:
         assert opening in text
     assert "Download the ebook" not in text and "Prev" not in text
+
+
+def test_paragraphs_that_open_with_a_command_keep_their_text():
+    """The same section with every paragraph opening with ``<code>`` (as Japanese sentences
+    that start with the command do): no paragraph opens with text of its own, so none counts
+    as a ``<div>`` paragraph; the fast mode keeps under half of the page's text, and the full
+    mode's text is taken."""
+    body = re.sub(r'(<div class="para">\s*)', r'\1<code class="command">logrotate</code> ', PUBLICAN.read_text())
+    fast = trafilatura.extract(body, fast=True, deduplicate=False, output_format="txt")
+    visible = "".join(lxml.html.fromstring(body.encode()).find("body").itertext())
+    assert "logrotate program, which renames" not in fast  # the page reproduces the cut
+    assert len("".join(fast.split())) < MIN_VISIBLE_SHARE * len("".join(visible.split()))
+    text = extract_text(body)
+    for opening in OPENINGS:
+        assert opening in text
+    assert "logrotate program, which renames" in text and "Download the ebook" not in text
 
 
 def test_a_page_of_p_paragraphs_is_extracted_in_fast_mode():

@@ -16,3 +16,39 @@ def test_a_store_of_the_punctuation_attached_tokenizer_is_refused(tmp_path):
     LevelDBStore(str(tmp_path / "s"), {"fingerprint": old}).close()
     with pytest.raises(IncompatibleStore, match=r"'tokenizer_version': 1\b.*'tokenizer_version': 2\b"):
         LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
+
+
+def test_a_store_of_the_token_minhash_is_refused(tmp_path):
+    """Fingerprint version 2 took the MinHash over tokens (one per kana or kanji); version 3
+    over words."""
+    old = {**FINGERPRINT_PARAMS, "version": 2}
+    old.pop("minhash_words")
+    LevelDBStore(str(tmp_path / "s"), {"fingerprint": old}).close()
+    with pytest.raises(IncompatibleStore, match=r"'version': 2\b.*'version': 3\b"):
+        LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
+
+
+def test_a_store_of_the_token_minhash_is_migrated_from_its_kept_texts(tmp_path):
+    """``scrapy dedup migrate`` fingerprints the kept texts again, in a store of this format."""
+    from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
+    from scrapy_dedup.decide.index import ContentIndex, Document
+    from scrapy_dedup.store.migrate import migrate_store
+
+    text = "設定ファイルはサービスの起動時に読み込まれ、そのファイルには開くポートが書かれています。" * 8
+    path = str(tmp_path / "s")
+    old = {**FINGERPRINT_PARAMS, "version": 2}
+    old.pop("minhash_words")
+    with LevelDBStore(path, {"fingerprint": old}) as store:
+        store.begin_run()
+        index = ContentIndex(store, 1, max_distance=3, min_jaccard=0.8, min_tokens=50)
+        fp = fingerprint(text)
+        stale = Document(key="http://h/a", url="http://h/a", fingerprint=fp, raw_hash=raw_hash(b"a"), text=text)
+        stale.fingerprint = type(fp)(fp.content_hash, fp.simhash, bytes(len(fp.minhash)), fp.tokens, fp.length)
+        index.ingest(stale)
+        with store.batch() as batch:
+            batch.put_text("http://h/a", text)
+    migration = migrate_store(path)
+    assert migration.rebuilt
+    with LevelDBStore(path, {"fingerprint": dict(FINGERPRINT_PARAMS)}) as store:
+        assert store.get_minhash("http://h/a") == fingerprint(text).minhash
+    assert not migrate_store(path).rebuilt  # done once

@@ -3,6 +3,8 @@ invariants the fast paths in scrapy_dedup.core.text rely on."""
 
 from __future__ import annotations
 
+import re
+
 import sys
 import unicodedata
 
@@ -159,7 +161,17 @@ def test_internal_tokens_match_public_tokenize(s):
     canonical = canonical_text(s)
     tokens = [t.encode() for t in tokenize(canonical)]
     assert T._token_bytes(s) == tokens
-    assert T._canonical_token_bytes(s) == (canonical.encode(), tokens, len(canonical))
+    words = [w.encode() for w in re.findall(r"\w+", canonical)]
+    assert T._canonical_token_bytes(s) == (canonical.encode(), tokens, len(canonical), words)
+    assert T._word_bytes(s) == words
+
+
+def test_words_are_runs_of_word_characters():
+    """The MinHash's words (the definition of a near duplicate), unlike the tokens: a run of Han
+    or kana between punctuation is one word, and a combining mark ends a word."""
+    assert T._word_bytes("去重是RAG管线 v2 の必須。") == ["去重是rag管线".encode(), b"v2", "の必須".encode()]
+    assert T._word_bytes("हिन्दी") == [w.encode() for w in re.findall(r"\w+", "हिन्दी")]
+    assert T._word_bytes("The disk was FULL, again!") == T._token_bytes("The disk was FULL, again!")
 
 
 @pytest.mark.parametrize("text", ["plain ascii\x1ctext", "caf\u00e9 \u2028 na\u00efve", "Stra\u00dfe \u0130stanbul", "x\u0085y"])

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_dedup.core.fingerprints import TRANSLATION_MIN_JACCARD, fingerprint, near_match, raw_hash, shingle_jaccard
+from scrapy_dedup.core.fingerprints import (
+    TRANSLATION_MIN_JACCARD, fingerprint, jaccard_estimate, near_match, raw_hash, shingle_jaccard,
+)  # fmt: skip
 from scrapy_dedup.core.language import same_language, translated
 from scrapy_dedup.decide.index import ContentIndex, Document
 
@@ -125,3 +127,41 @@ def test_an_untranslated_chunk_is_a_duplicate(chunk_store):
     copy = EN.replace("The reload makes", "Le rechargement: the reload makes")
     statuses = chunk_statuses(chunk_store, {"http://book/en/logs.html": EN, "http://book/fr/logs.html": copy})
     assert "near_duplicate" in statuses["http://book/fr/logs.html"]
+
+
+# -- Japanese: a run of kana and kanji between punctuation is one word ----------------------------
+
+HEAD_EN = (
+    "Rotating the logs of a web server. Log files grow without end unless something trims them, and a full "
+    "disk stops most services. The logrotate program renames the current file, starts a new one and deletes "
+    "the oldest copies; the debug option shows what it would do without touching any file:\n"
+)
+HEAD_JA = (
+    "ウェブサーバのログのローテーション。ログファイルは何かが削減しない限り際限なく大きくなり、ディスクがいっぱいに"
+    "なるとほとんどのサービスが停止します。logrotate プログラムは現在のファイルの名前を変更し、新しいファイルを開始し、"
+    "最も古いコピーを削除します。デバッグオプションは、ファイルに触れることなく何をするかを示します：\n"
+)
+TAIL_EN = "\nThe reload makes the server open its new files. Check the journal for errors afterwards."
+TAIL_JA = "\n再読み込みによってサーバは新しいファイルを開きます。その後、ジャーナルにエラーがないか確認してください。"
+SHORT = "\n".join(COMMANDS.strip().splitlines()[:40])
+
+
+def test_a_page_whose_opening_alone_is_in_japanese_is_merged(index):
+    """An untranslated copy but for its opening: by words (\\w+ runs, the definition of a near
+    duplicate) it is a near duplicate, although one token per kana or kanji would put it under
+    0.7. Its MinHash estimate follows the word Jaccard, so the index finds it as a candidate."""
+    original, partial = HEAD_EN + SHORT + TAIL_EN, HEAD_JA + SHORT + TAIL_EN
+    exact = shingle_jaccard(original, partial)
+    assert 0.8 <= exact < 0.9 and not translated(original, partial)
+    assert abs(jaccard_estimate(fingerprint(original).minhash, fingerprint(partial).minhash) - exact) < 0.05
+    first = index.ingest(doc("http://book/en-US/logs.html", original))
+    second = index.ingest(doc("http://book/ja-JP/logs.html", partial))
+    assert second.status == "near_duplicate" and second.cluster_id == first.cluster_id
+
+
+def test_a_page_translated_into_japanese_is_not_merged(index):
+    original, translation = HEAD_EN + SHORT + TAIL_EN, HEAD_JA + SHORT + TAIL_JA
+    assert 0.8 <= shingle_jaccard(original, translation) < TRANSLATION_MIN_JACCARD
+    first = index.ingest(doc("http://book/en-US/logs.html", original))
+    second = index.ingest(doc("http://book/ja-JP/logs.html", translation))
+    assert second.status == "new" and second.cluster_id != first.cluster_id

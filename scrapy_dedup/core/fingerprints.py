@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import re
+import unicodedata
+
 import numpy as np
 import xxhash
 
 from .language import translated
-from .text import TOKENIZER_VERSION, _canonical_token_bytes, _token_bytes, canonical_text
+from .text import TOKENIZER_VERSION, _canonical_token_bytes, _token_bytes, _word_bytes, canonical_text
 
 __all__ = [
     "DEFAULT_MAX_DISTANCE",
@@ -73,7 +76,9 @@ TRANSLATION_MIN_JACCARD = 0.9
 #: 5-shingles, so below ~50 tokens a single edit already takes Jaccard under 0.8.
 DEFAULT_MIN_TOKENS = 50
 
-_VERSION = 2  # 2: SLOT_BITS = 8 (version 1 kept the whole 32-bit minima)
+# 2: SLOT_BITS = 8 (version 1 kept the whole 32-bit minima); 3: the MinHash over words (\w+
+# runs), not tokens: a run of Han or kana is one word, as in the Jaccard it estimates
+_VERSION = 3
 # Odd 64-bit constants for combining token hashes into shingle hashes (golden ratio, and the
 # two multipliers of the murmur3 finaliser, which also serves as the mixing step).
 _COMBINE = np.uint64(0x9E3779B97F4A7C15)
@@ -110,6 +115,7 @@ FINGERPRINT_PARAMS: dict[str, object] = {
     "simhash_shingle": SIMHASH_SHINGLE,
     "simhash_weight": "tf",
     "minhash_shingle": MINHASH_SHINGLE,
+    "minhash_words": "\\w+ runs of the canonical text",
     "num_perm": NUM_PERM,
     "minhash_perm": "((a*x+b) mod 2**64) >> 32",
     "minhash_slot_bits": SLOT_BITS,
@@ -268,6 +274,9 @@ def hamming(a: int, b: int) -> int:
 def minhash(text: str) -> bytes:
     """MinHash signature of the set of word ``MINHASH_SHINGLE``-shingles: ``NUM_PERM`` slots of
     one byte, the low ``SLOT_BITS`` of each permutation's minimum (the form the store keeps).
+    Words are ``\\w+`` runs of the canonical text, as in :func:`shingle_jaccard`: a run of Han
+    or kana between punctuation is one word (the SimHash and the token counts take one token
+    per character of such scripts).
 
     >>> sig = minhash("VACUUM reclaims storage occupied by dead tuples")
     >>> len(sig) == NUM_PERM
@@ -275,7 +284,7 @@ def minhash(text: str) -> bytes:
     >>> jaccard_estimate(sig, minhash("vacuum  RECLAIMS storage occupied by dead tuples"))
     1.0
     """
-    shingles = _shingle_hashes(_token_hashes(_token_bytes(text)), MINHASH_SHINGLE)
+    shingles = _shingle_hashes(_token_hashes(_word_bytes(text)), MINHASH_SHINGLE)
     return _stored(_minhash_signature(shingles, _PERM_A, _PERM_B))
 
 
@@ -315,26 +324,39 @@ def fingerprint(text: str) -> Fingerprint:
     >>> fp.tokens, fp.length
     (2, 11)
     """
-    canonical, tokens, length = _canonical_token_bytes(text)
+    canonical, tokens, length, words = _canonical_token_bytes(text)
     token_hashes = _token_hashes(tokens)
+    word_hashes = token_hashes if words is tokens else _token_hashes(words)
     return Fingerprint(
         content_hash=xxhash.xxh3_128_hexdigest(canonical),
         simhash=_simhash_features(_shingle_hashes(token_hashes, SIMHASH_SHINGLE)),
-        minhash=_stored(_minhash_signature(_shingle_hashes(token_hashes, MINHASH_SHINGLE), _PERM_A, _PERM_B)),
+        minhash=_stored(_minhash_signature(_shingle_hashes(word_hashes, MINHASH_SHINGLE), _PERM_A, _PERM_B)),
         tokens=len(token_hashes),
         length=length,
     )
 
 
+#: A word of the Jaccard that defines a near duplicate.
+_WORD = re.compile(r"\w+")
+
+
+def _shingle_set(text: str) -> np.ndarray:
+    words = [w.encode("utf-8") for w in _WORD.findall(unicodedata.normalize("NFKC", text).casefold())]
+    return np.unique(_shingle_hashes(_token_hashes(words), MINHASH_SHINGLE))
+
+
 def shingle_jaccard(a: str, b: str) -> float:
-    """Exact Jaccard similarity of the ``MINHASH_SHINGLE``-token shingle sets of two texts
-    (what :func:`jaccard_estimate` estimates); two empty texts give 1.0.
+    """Exact Jaccard similarity of the word ``MINHASH_SHINGLE``-shingle sets of two texts, words
+    being ``\\w+`` runs after NFKC and casefold: the similarity a near duplicate is defined by
+    (what :func:`jaccard_estimate` estimates). A text of fewer words is one shingle; two empty
+    texts give 1.0.
 
     >>> shingle_jaccard("a b c d e f", "a b c d e g")
     0.3333333333333333
+    >>> shingle_jaccard("std::iter::Chain<A, B>", "STD :: iter :: chain < a , b >")
+    1.0
     """
-    sa = np.unique(_shingle_hashes(_token_hashes(_token_bytes(a)), MINHASH_SHINGLE))
-    sb = np.unique(_shingle_hashes(_token_hashes(_token_bytes(b)), MINHASH_SHINGLE))
+    sa, sb = _shingle_set(a), _shingle_set(b)
     if not len(sa) and not len(sb):
         return 1.0
     inter = len(np.intersect1d(sa, sb, assume_unique=True))
@@ -358,9 +380,9 @@ def near_match(
     shorter than ``min_tokens`` never match: they are exact-only.
 
     With ``texts`` (the two texts the fingerprints were made from), the pair is decided by its
-    exact Jaccard instead of the estimate (:func:`shingle_jaccard`, then the third value
-    returned), so that estimation error cannot merge or split it; and two texts in different
-    languages (a translation) need ``TRANSLATION_MIN_JACCARD`` at least.
+    exact word 5-shingle Jaccard instead of the estimate (:func:`shingle_jaccard`, then the
+    third value returned), so that estimation error cannot merge or split it; and two texts in
+    different languages (a translation) need ``TRANSLATION_MIN_JACCARD`` at least.
 
     >>> base = " ".join(f"w{i}" for i in range(300))
     >>> near_match(fingerprint(base), fingerprint(base.replace("w150", "changed")))

@@ -65,6 +65,11 @@ _TOKEN_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]|(?:[^\W{_NO_SPACE_SCRIPTS}]|[{_M
 _ASCII_WORD = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 _NON_WORD_TO_SPACE = bytes(b if (b in _ASCII_WORD or b >= 0x80) else 0x20 for b in range(256))
 _NO_SPACE_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]")  # the fast path's premise, checked in tests
+# The words of the word-shingle Jaccard that defines a near duplicate (the MinHash estimates it):
+# runs of word characters, as written: a run of a script without spaces is one word, and a
+# combining mark ends one. On text with neither they are the tokens.
+_WORD_RE = re.compile(r"\w+")
+_MARK_RE = re.compile(rf"[{_MARKS}]")
 _INVISIBLE_RE = re.compile(rf"[{_INVISIBLE}]")
 _INVISIBLE_CHARS = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
@@ -168,15 +173,31 @@ def _tokens_of(folded: str, encoded: bytes, simple: bool) -> list[bytes]:
     return [token.encode("utf-8") for token in _TOKEN_RE.findall(folded)]
 
 
-def _canonical_token_bytes(text: str) -> tuple[bytes, list[bytes], int]:
-    """``(utf8 of canonical_text(text), _token_bytes(text), len(canonical_text(text)))``."""
+def _words_of(folded: str, tokens: list[bytes], simple: bool) -> list[bytes]:
+    """The ``\\w+`` runs of folded text (see _WORD_RE), given its tokens."""
+    if simple and (folded.isascii() or _MARK_RE.search(folded) is None):
+        return tokens  # no script without spaces and no combining mark: the same runs
+    return [word.encode("utf-8") for word in _WORD_RE.findall(folded)]
+
+
+def _word_bytes(text: str) -> list[bytes]:
+    """The UTF-8 of the words of ``text``: ``\\w+`` runs of its canonical form (unlike
+    :func:`tokenize`, a run of Han or kana is one word)."""
+    folded, encoded, simple = _fold(text)
+    return _words_of(folded, _tokens_of(folded, encoded, simple), simple)
+
+
+def _canonical_token_bytes(text: str) -> tuple[bytes, list[bytes], int, list[bytes]]:
+    """``(utf8 of canonical_text(text), _token_bytes(text), len(canonical_text(text)),
+    _word_bytes(text))``."""
     folded, encoded, simple = _fold(text)
     tokens = _tokens_of(folded, encoded, simple)
+    words = _words_of(folded, tokens, simple)
     if simple:
         canonical = b" ".join(encoded.split())
-        return canonical, tokens, len(canonical) if folded.isascii() else len(canonical.decode("utf-8"))
+        return canonical, tokens, len(canonical) if folded.isascii() else len(canonical.decode("utf-8")), words
     canonical_str = " ".join(folded.split())
-    return canonical_str.encode("utf-8"), tokens, len(canonical_str)
+    return canonical_str.encode("utf-8"), tokens, len(canonical_str), words
 
 
 # -- many texts at once -----------------------------------------------------------------------

@@ -15,7 +15,7 @@ import trafilatura
 from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
-__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "extract_text"]
+__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "MIN_VISIBLE_SHARE", "extract_text"]
 
 # trafilatura logs every page it finds no main text in at WARNING/ERROR; for a crawler those are
 # expected outcomes (we return ""), not problems, so keep them out of the crawl log unless the
@@ -32,17 +32,25 @@ if _TRAFILATURA_LOGGER.level == logging.NOTSET:
 #: benchmarks/results/extraction.md).
 MIN_OPENINGS = 3
 
+#: A fast-mode text shorter than this share of the page's visible text (the ``<body>`` without
+#: scripts and styles, whitespace left out) is taken as cut, and the full mode runs too. It
+#: catches what counting ``<div>`` paragraphs misses: a Doxygen member list that kept its
+#: one-line heading (3% of the page), a Japanese DocBook section whose paragraphs open with a
+#: command, ``<code>``, not with text (20%). On 202 measured pages without ``<div>`` paragraphs
+#: it sends 19 to the second pass (benchmarks/results/extraction.md).
+MIN_VISIBLE_SHARE = 0.5
+
 #: What the text of a page is made with; a change here changes extracted text, hence
 #: fingerprints (the store format names the extraction its texts came from).
 EXTRACT_PARAMS: dict[str, object] = {
     "trafilatura": trafilatura.__version__,
     # 2: the full mode (readability/jusText fallback) for pages of DocBook-style paragraphs, the
-    # fast mode otherwise
-    "version": 2,
+    # fast mode otherwise; 3: also when the fast text is under MIN_VISIBLE_SHARE of the page
+    "version": 3,
     # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
     # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
     # benchmarks/bench_extraction.py).
-    "fast": f"fast; full with {MIN_OPENINGS}+ div paragraphs",
+    "fast": f"fast; full with {MIN_OPENINGS}+ div paragraphs or under {MIN_VISIBLE_SHARE} of the visible text",
     "deduplicate": False,
     "output_format": "txt",
 }
@@ -111,6 +119,27 @@ def _div_paragraphs(tree: Any) -> int:
     return found
 
 
+def _letters(text: str) -> int:
+    """Characters of ``text`` other than spaces, tabs and line breaks: a length that means the
+    same in every script (a Japanese sentence is one whitespace-separated "word")."""
+    return len(text) - text.count(" ") - text.count("\n") - text.count("\t") - text.count("\r")
+
+
+def _visible_letters(tree: Any) -> int:
+    """:func:`_letters` of the page's ``<body>`` as a browser shows it, near enough: its text
+    without that of scripts and styles (the boilerplate counts, as it is visible).
+
+    >>> from lxml.html import fromstring
+    >>> _visible_letters(fromstring("<html><body><p>two words</p><script>var a = 1;</script></body></html>"))
+    8
+    """
+    body = tree.find("body")
+    if body is None:
+        body = tree
+    hidden = sum(_letters(e.text or "") for e in body.iter("script", "style", "noscript", "template"))
+    return _letters(body.text_content()) - hidden
+
+
 def _looks_binary(text: str) -> bool:
     head = text[:_SNIFF]
     if not head.strip():
@@ -164,7 +193,15 @@ def extract_text(
         tree = load_html(text)
         if tree is None:
             return ""
-        result = trafilatura.extract(tree, fast=_div_paragraphs(tree) < MIN_OPENINGS, **options)
+        # The fast mode cuts the paragraph openings of pages written in DocBook's <div>
+        # paragraphs: those go to the full mode directly (cheaper than both). Any other page
+        # whose fast text holds little of what the page shows gets the full mode's text too
+        # (a page the fast mode finds no text in at all is no document: plain text, a frame).
+        if _div_paragraphs(tree) >= MIN_OPENINGS:
+            return trafilatura.extract(tree, fast=False, **options) or ""
+        result = trafilatura.extract(tree, fast=True, **options) or ""
+        if result and _letters(result) < MIN_VISIBLE_SHARE * _visible_letters(tree):
+            result = trafilatura.extract(tree, fast=False, **options) or result
     except Exception:  # noqa: BLE001 -- a crawl must survive any page; "" means "no text"
         return ""
     return result or ""

@@ -99,17 +99,17 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
         if not isinstance(found, int) or not OLDEST_MIGRATABLE <= found <= STORE_FORMAT:
             raise StoreError(format_problem(path, found) or f"{path!r} has no store parameters")
         interrupted = db.get(b"m:migrating")
-        if found == STORE_FORMAT and interrupted is None:
+        # fingerprints of another definition (a new tokenizer, the MinHash over words) are
+        # computed again from the texts, in a store of this format too
+        refingerprint = params.get("fingerprint") != json.loads(json.dumps(dict(FINGERPRINT_PARAMS)))
+        if found == STORE_FORMAT and interrupted is None and not refingerprint:
             return Migration(path, found, found)
-        refingerprint = False
         if interrupted is not None:
             marker = json.loads(interrupted)
-            found, refingerprint = marker["from"], marker.get("refingerprint", False)
+            found, refingerprint = marker["from"], marker.get("refingerprint", False) or refingerprint
         for version in range(found, STORE_FORMAT):
             if version in CONVERSIONS:
                 CONVERSIONS[version](db)
-        # fingerprints of another definition (a new tokenizer) are computed again from the texts
-        refingerprint = params.get("fingerprint") != json.loads(json.dumps(dict(FINGERPRINT_PARAMS)))
         updated = {**params, **LAYOUT, "fingerprint": dict(FINGERPRINT_PARAMS)}
         new_params = json.dumps(updated, sort_keys=True).encode()
     finally:
