@@ -8,8 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import scrapy_dedup
 from scrapy_dedup import diversify

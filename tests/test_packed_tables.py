@@ -4,11 +4,10 @@ import random
 
 import plyvel
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
-from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.core.bands import BANDS
+from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.store.packed_tables import PackedBands, PackedSimhashTables
 
 SCOPES = [bytes(8), b"tenant-b"]
@@ -62,7 +61,7 @@ def test_answers_like_a_brute_force_model(tmp_path_factory, seed, ops, l0, l1):
     model = Model(str(tmp_path_factory.mktemp("tables")), l0, l1)
     base = [rng.getrandbits(64) for _ in range(6)]
     try:
-        for i in range(ops):
+        for _ in range(ops):
             sid = rng.choice(SCOPES)
             fp = near(rng.choice(base), rng, rng.randint(0, 5))
             cid = rng.getrandbits(64).to_bytes(8, "big")

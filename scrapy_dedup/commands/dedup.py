@@ -258,8 +258,8 @@ class Command(ScrapyCommand):
 
     # -- settings the reports need ------------------------------------------
     def _config(self, opts: argparse.Namespace) -> Any:
-        from scrapy_dedup.reports.store import spider_settings
         from scrapy_dedup.crawl.settings import DedupConfig
+        from scrapy_dedup.reports.store import spider_settings
 
         settings = spider_settings(self.settings, opts.spider) if opts.spider else self.settings
         settings = settings.copy()

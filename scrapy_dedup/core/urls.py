@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any
 
 from .hostrules import HostRule, HostRules
 
@@ -39,7 +39,7 @@ DEFAULT_SESSION_PARAMS: tuple[str, ...] = (
 )
 DEFAULT_DIRECTORY_INDEXES: tuple[str, ...] = ("index.html", "index.htm", "index.php", "default.aspx")
 
-HostRulesLike = Union[HostRules, Mapping[str, Any], str, bytes, None]
+HostRulesLike = HostRules | Mapping[str, Any] | str | bytes | None
 # (exact lowercased names, lowercased prefixes) built from a pattern list
 _Matcher = tuple[frozenset[str], tuple[str, ...]]
 _DEFAULT_RULE = HostRule()

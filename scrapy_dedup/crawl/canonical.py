@@ -20,9 +20,8 @@ rather than kept unverified when their wait runs out.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from scrapy import Request
 from scrapy.http import TextResponse

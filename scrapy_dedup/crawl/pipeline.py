@@ -18,18 +18,22 @@ from scrapy import signals
 from scrapy.exceptions import DropItem
 from twisted.internet import task
 
-from scrapy_dedup.extraction.analysis import (
-    ExtractOptions, analyse_chunks, analyse_html, analyse_text, analysed_and_packed,
-)  # fmt: skip
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
-from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.busy import WaitStopped, when_free
 from scrapy_dedup.crawl.canonical import CanonicalWaitStopped, await_canonical
-from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.pending import META_RESUMED, LeftPending
+from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.workers import ExtractionPool, PoolClosed
+from scrapy_dedup.decide.index import Decision, Document
+from scrapy_dedup.extraction.analysis import (
+    ExtractOptions,
+    analyse_chunks,
+    analyse_html,
+    analyse_text,
+    analysed_and_packed,
+)
 from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
@@ -126,12 +130,12 @@ class DedupPipeline:
         except (PoolClosed, CanonicalWaitStopped, WaitStopped):
             # the crawl is stopping: the item is not passed on, its request stays owed
             self.state.inc("doc/left_pending")
-            raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it")
+            raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it") from None
         except StoreWriteError as exc:
             # no record was written: the item is not emitted, its request stays owed
             self.state.store_failed(exc)
             self.state.inc("doc/left_pending")
-            raise LeftPending(f"the store could not record {url}; the next run decides it")
+            raise LeftPending(f"the store could not record {url}; the next run decides it") from exc
         except Exception as exc:
             self.state.failed("pipeline", "could not decide the item of %s; passing it on as undecided", url)
             return self._undecided(item, adapter, exc)

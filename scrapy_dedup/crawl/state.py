@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +27,12 @@ from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.crawl.canonical import CanonicalWaits, crawl_closing
 from scrapy_dedup.crawl.settings import DedupConfig, SettingError, unknown_settings
-from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.crawl.sources import ItemSources
-from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED
-from scrapy_dedup.decide.chunk_layer import ChunkLayer
+from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED, ChunkLayer
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
+from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 
 if TYPE_CHECKING:

@@ -20,7 +20,14 @@ import plyvel
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, fingerprint, narrow_signature
 from scrapy_dedup.core.page_chunks import ChunkPrint
 from scrapy_dedup.store.base import (
-    CHUNK_BANDS, CHUNK_PRINT, MINHASH, OLDEST_MIGRATABLE, STORE_FORMAT, StoreError, StoreLocked, format_problem,
+    CHUNK_BANDS,
+    CHUNK_PRINT,
+    MINHASH,
+    OLDEST_MIGRATABLE,
+    STORE_FORMAT,
+    StoreError,
+    StoreLocked,
+    format_problem,
 )  # fmt: skip
 from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore, _record_key
 from scrapy_dedup.store.maintenance import _rebuild
