@@ -14,7 +14,7 @@ thing; the retrieved set is small, so checking it is cheap. In this order:
    near-identical embeddings are flagged (``semantic_duplicate_of``), or dropped if asked.
 
 Pure: numpy, xxhash and the core; no Scrapy, no framework import (hits are duck typed, see
-:mod:`scrapy_dedup.hits`). Deterministic: ties are broken by the canonical text's hash, never by
+:mod:`scrapy_dedup.query.hits`). Deterministic: ties are broken by the canonical text's hash, never by
 input order.
 """
 
@@ -30,7 +30,7 @@ import xxhash
 
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, Fingerprint, fingerprint, near_match
 from scrapy_dedup.core.text import _canonical_batch, canonical_text, tokenize
-from scrapy_dedup.hits import HitKind, kind_of, resolve
+from scrapy_dedup.query.hits import HitKind, kind_of, resolve
 
 __all__ = ["ALSO_IN", "REASONS", "SEMANTIC_DUPLICATE_OF", "SEMANTIC_SIMILARITY",
            "Diversified", "Explanation", "diversify"]
