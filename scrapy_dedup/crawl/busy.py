@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task
 
-from scrapy_dedup.crawl.canonical import crawl_closing
+from scrapy_dedup.crawl.waits import crawl_closing
 from scrapy_dedup.store.base import DecisionBusy, StoreError
 
 if TYPE_CHECKING:

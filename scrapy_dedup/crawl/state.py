@@ -25,9 +25,10 @@ from scrapy.utils.project import data_path
 
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
-from scrapy_dedup.crawl.canonical import CanonicalWaits, crawl_closing
+from scrapy_dedup.crawl.owed import PendingRequests, promoted_id
 from scrapy_dedup.crawl.settings import DedupConfig, SettingError, unknown_settings
 from scrapy_dedup.crawl.sources import ItemSources
+from scrapy_dedup.crawl.waits import CanonicalWaits, crawl_closing
 from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED, ChunkLayer
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
@@ -160,7 +161,8 @@ class DedupState:
         self.index: ContentIndex | None = None
         #: the chunk layer (DEDUP_CHUNKS, or chunk statuses an earlier crawl left to settle)
         self.chunks: ChunkLayer | None = None
-        self._pending: Any = None
+        #: the requests the store owes, seen from the crawl
+        self.pending = PendingRequests(self)
         #: requests an interrupted run left owed, counted when the store opened
         self.pending_at_start = 0
         #: the run the current crawl started in: a run that resumes an interrupted one
@@ -224,15 +226,6 @@ class DedupState:
         if config.chunks or store.get_meta(CHUNKS_OWED):
             self.chunks = ChunkLayer(store, config.chunk_rules)
 
-    @property
-    def pending(self) -> Any:
-        """The requests the store owes (:mod:`scrapy_dedup.crawl.pending`)."""
-        if self._pending is None:
-            from scrapy_dedup.crawl.pending import PendingRequests
-
-            self._pending = PendingRequests(self)
-        return self._pending
-
     def spider_closed(self) -> None:
         """The end of the crawl: settle the clusters, then the chunk statuses
         (:func:`~scrapy_dedup.decide.settle.settle_store`).
@@ -292,7 +285,7 @@ class DedupState:
         if self.store is None:
             return
         store = self.store
-        self.store = self.frontier = self.index = self._pending = self.chunks = None
+        self.store = self.frontier = self.index = self.chunks = None
         try:
             owed = store.pending_count()
             elsewhere = store.pending_held_elsewhere() if owed else 0
@@ -385,8 +378,6 @@ class DedupState:
         """
         if not promoted:
             return
-        from scrapy_dedup.crawl.pending import promoted_id
-
         self.inc("doc/promoted")
         request = Request(
             promoted,
