@@ -162,3 +162,18 @@ def test_readme_is_the_pitch_and_links_to_the_manual():
     assert 'ADDONS = {"scrapy_dedup.Addon": 500}' in readme and "make demo" in readme and "make test" in readme
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).exists(), link
+
+
+#: the words the code uses that must each mean one thing (docs/glossary.md)
+GLOSSARY_TERMS = ("page", "document", "URL record", "alias", "representative", "cluster", "member",
+                  "provisional", "settled", "owed request", "hold", "canonical URL", "rel=canonical target",
+                  "canonical text", "near duplicate", "exact duplicate", "fingerprint", "chunk", "scope",
+                  "authority", "frontier")
+
+
+def test_glossary_defines_each_word_once():
+    text = (DOCS / "glossary.md").read_text(encoding="utf-8")
+    block = text[text.index("```{glossary}") :]
+    terms = re.findall(r"^(\S.*)$", block[block.index("\n") + 1 : block.rindex("```")], re.M)
+    assert len(terms) == len(set(terms))
+    assert set(GLOSSARY_TERMS) <= set(terms), sorted(set(GLOSSARY_TERMS) - set(terms))
