@@ -447,10 +447,11 @@ class UrlRules:
             host_rules = host_rules.decode("utf-8", "replace")
         self.host_rules = HostRules.from_mapping(host_rules, setting=setting)
         #: the host rules as given, in JSON form: what the store records
-        self._source: dict[str, Any] = (
-            json.loads(host_rules) if isinstance(host_rules, str) and host_rules.strip()
-            else json.loads(json.dumps(dict(host_rules or {})))
-        )
+        self._source: dict[str, Any]
+        if isinstance(host_rules, str):
+            self._source = json.loads(host_rules) if host_rules.strip() else {}
+        else:
+            self._source = json.loads(json.dumps(dict(host_rules or {})))
         self.tracking_params = _as_patterns(tracking_params)
         self.session_params = _as_patterns(session_params)
         # a page's URL is keyed by several components: remember the last few thousand

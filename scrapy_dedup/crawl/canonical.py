@@ -87,6 +87,7 @@ def canonical_request(state: DedupState, response: Response, url: str) -> Reques
 async def await_canonical(state: DedupState, key: str, target: str) -> None:
     """Wait until the canonical ``target`` (through recorded redirects) has been decided."""
     index, waits = state.index, state.canonical_waits
+    assert index is not None  # the pipeline waits only while the store is open
     for _ in range(state.config.canonical_max_depth):
         resolved = index.resolve(target)
         if index.known_content(resolved) is not None:

@@ -82,8 +82,12 @@ class PendingRequests:
         self._method_names: dict[Any, str] = {}
 
     @property
-    def store(self):
-        return self.state.store
+    def store(self) -> DedupStore:
+        """The crawl's store: the book is used only while it is open."""
+        store = self.state.store
+        if store is None:
+            raise RuntimeError("the dedup store is not open")
+        return store
 
     # -- owing and settling -------------------------------------------------
     def owe(
@@ -127,7 +131,7 @@ class PendingRequests:
         """What the store keeps of ``request``, its meta naming ``pending_id`` and this run;
         None when the store has it already (issued again by this run) or it cannot be kept."""
         meta = request.meta
-        run = self.state.store.run
+        run = self.store.run
         if meta.get(META_RESUMED) == run and meta.get(META_PENDING) == pending_id:
             meta[META_RUN] = run  # already in the store
             return None
@@ -285,11 +289,11 @@ class PendingRequests:
                 continue
             owed_in = request.meta.get(META_RUN)
             request.meta[META_PENDING] = pending_id
-            request.meta[META_RESUMED] = request.meta[META_RUN] = state.store.run
+            request.meta[META_RESUMED] = request.meta[META_RUN] = self.store.run
             if self.store.shared:
                 # this copy is the one owed: the dupefilter lets it through (is_owed_copy), and
                 # checks the requests a redirect of it makes, as it would any other
-                if owed_in != state.store.run:
+                if owed_in != self.store.run and state.frontier is not None:
                     # owed by a process of an earlier run: marked in this one, so that a page
                     # of this run that links to it does not fetch it a second time (a process
                     # of this run that died marked it already)

@@ -201,7 +201,7 @@ class PendingSpiderMiddleware:
         async for element in start:
             if isinstance(element, Request):
                 # tagged with the run: a copy a persisted queue issues in a later run is stale
-                element.meta.setdefault(META_RUN, self.state.store.run)
+                element.meta.setdefault(META_RUN, self.pending.store.run)
             yield element
         try:
             resumed = self.pending.resume()
@@ -245,6 +245,7 @@ class PendingSpiderMiddleware:
     def _mark_ahead(self, elements: list[Any]) -> list[Any]:
         """Mark the new links among ``elements`` ahead of their checks; returns ``elements``."""
         state, frontier = self.state, self.state.frontier
+        assert frontier is not None  # _marks_ahead: the store is open
         offers: dict[str, tuple[Request, OweOffer]] = {}
         for element in elements:
             if not isinstance(element, Request) or element.dont_filter or element.meta.get("dont_dedup"):
@@ -353,12 +354,13 @@ class PendingDownloaderMiddleware:
 
     def process_request(self, request: Request, spider=None) -> None:
         meta = request.meta
-        owed_in, run = meta.get(META_RUN), self.state.store.run
+        store = self.pending.store
+        owed_in, run = meta.get(META_RUN), store.run
         if owed_in is None or owed_in == run:
-            if self.state.store.shared and META_PENDING in meta:
+            if store.shared and META_PENDING in meta:
                 try:
                     # fetched here, whoever owed it: if this process dies, others take it over
-                    owed = self.state.store.hold_pending(meta[META_PENDING])
+                    owed = store.hold_pending(meta[META_PENDING])
                 except Exception:
                     self.state.failed("settle", "could not hold the request of %s", request.url)
                     return None

@@ -343,7 +343,9 @@ class DedupState:
 
             deferred_from_coro(engine.close_spider_async(reason="dedup_store_error"))
         else:  # Scrapy 2.13
-            engine.close_spider(self.crawler.spider, "dedup_store_error")
+            spider = self.crawler.spider
+            if spider is not None:
+                engine.close_spider(spider, "dedup_store_error")
 
     def inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:
@@ -361,6 +363,7 @@ class DedupState:
         ``wait=False``: DecisionBusy, having done nothing, while another process of a shared
         store holds ``key`` (:meth:`ContentIndex.forget`). Returns whether ``key`` held a document.
         """
+        assert self.index is not None  # documents retire only while the store is open
         if record is None:
             record = self.index.known_content(key)
         if record is None or not record.has_content:
@@ -406,6 +409,7 @@ class DedupState:
             if key != target_key:
                 # a document that now redirects: its content moves to the target, not kept twice
                 self.retire(key, url, 301, "doc/redirected", like=request, wait=wait)
+        assert self.frontier is not None  # redirects are recorded only while the store is open
         recorded = self.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
         self.inc("url/redirect", recorded)
         for _, key in keyed:

@@ -78,7 +78,8 @@ class CanonicalWaits:
         d: Deferred = Deferred()
         self._waiters.setdefault(target, []).append(d)
         self._waits_for[key] = target
-        timer = reactor.callLater(self.timeout, _fire, d, TIMED_OUT)
+        # twisted types its reactor with zope interfaces, which mypy reads without their plugin
+        timer = reactor.callLater(self.timeout, _fire, d, TIMED_OUT)  # type: ignore[arg-type]
         if self._watch is None:
             self._watch = task.LoopingCall(self._look)
             self._watch.start(STOP_CHECK_S, now=False)
@@ -86,8 +87,8 @@ class CanonicalWaits:
             return await maybe_deferred_to_future(d)
         finally:
             self._waits_for.pop(key, None)
-            if timer.active():
-                timer.cancel()
+            if timer.active():  # type: ignore[misc]  # a zope-typed IDelayedCall
+                timer.cancel()  # type: ignore[misc]
             if not self._waiters and self._watch is not None:
                 watch, self._watch = self._watch, None
                 if watch.running:
