@@ -28,13 +28,13 @@ class Model:
     def add(self, sid: bytes, fp: int, cid: bytes) -> None:
         pending: list = []
         with self.db.write_batch(transaction=True) as wb:
-            self.tables.stage_add(wb, sid, fp, cid, pending, set())
+            self.tables.stage_add(wb, sid, (fp,), cid, pending, set())
         self.tables.apply(pending)
         self.live.add((sid, fp, cid))
 
     def remove(self, sid: bytes, fp: int, cid: bytes) -> None:
         with self.db.write_batch(transaction=True) as wb:
-            self.tables.stage_remove(wb, sid, fp, cid, set())
+            self.tables.stage_remove(wb, sid, (fp,), cid, set())
         self.live.discard((sid, fp, cid))
 
     def restart(self) -> None:
@@ -102,8 +102,9 @@ def test_remove_then_add_in_one_batch_keeps_the_entry(tmp_path):
     pending: list = []
     removed: set = set()
     with model.db.write_batch(transaction=True) as wb:
-        model.tables.stage_remove(wb, *entry, removed)
-        model.tables.stage_add(wb, *entry, pending, removed)
+        sid, fp, cid = entry
+        model.tables.stage_remove(wb, sid, (fp,), cid, removed)
+        model.tables.stage_add(wb, sid, (fp,), cid, pending, removed)
     model.tables.apply(pending)
     model.check(bytes(8), entry[1], 0)
     model.db.close()

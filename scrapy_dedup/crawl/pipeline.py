@@ -79,7 +79,7 @@ class DedupPipeline:
 
         # a forced stop (a second Ctrl-C) stops the reactor without closing the spider:
         # terminate the workers then, so that the process never waits on them at exit
-        reactor.addSystemEventTrigger("before", "shutdown", self.pool.close, False)
+        reactor.addSystemEventTrigger("before", "shutdown", self.pool.close, False)  # type: ignore[arg-type]  # zope-typed reactor
         interval = self.state.config.logstats_interval
         if interval > 0:
             self._logstats = task.LoopingCall(self.log_stats)
@@ -123,7 +123,7 @@ class DedupPipeline:
             chunking = self.state.chunks is not None and config.chunks
             if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
-                text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
+                text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)  # type: ignore[union-attr]  # html: a response
             chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
         except DropItem:
             raise
@@ -175,6 +175,7 @@ class DedupPipeline:
     ) -> list[dict[str, Any]]:
         """The item's chunks with their statuses; a representative's are kept in the store."""
         layer, config = self.state.chunks, self.state.config
+        assert layer is not None  # called only when chunking
         for gone in decision.supersedes:
             layer.forget(self.state.key(gone))
         if text is None:
@@ -225,8 +226,9 @@ class DedupPipeline:
         """Decide ``doc``. While another process of a shared store decides the same URL key
         (most often one that died holding it, until its lease runs out), wait without blocking
         the reactor: the crawl fetches and decides other pages meanwhile."""
-        state = self.state
-        return await when_free(state, lambda wait: state.index.ingest(doc, wait=wait), doc.key)
+        state, index = self.state, self.state.index
+        assert index is not None  # the store is open
+        return await when_free(state, lambda wait: index.ingest(doc, wait=wait), doc.key)
 
     async def _content(
         self, adapter: ItemAdapter, url: str, response: Any
@@ -251,6 +253,7 @@ class DedupPipeline:
         if kind == "binary":
             self.state.inc("doc/binary")
             return None, None, body_hash, None
+        assert self.state.index is not None  # the store is open
         known = self.state.index.recall(body_hash)
         if known is not None:
             self.state.inc("doc/extraction_skipped")

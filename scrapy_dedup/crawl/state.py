@@ -83,14 +83,14 @@ def default_store_path(spider_name: str) -> str:
     return data_path(f"dedup/{spider_name}", createdir=True)
 
 
-def store_path(config: DedupConfig, crawler: Crawler) -> str:
+def store_path(config: DedupConfig, crawler: Crawler | None) -> str:
     if config.store:
         return config.store
     spider = getattr(crawler, "spider", None)
     return default_store_path(spider.name if spider else "default")
 
 
-def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
+def redis_options(config: DedupConfig, crawler: Crawler | None) -> dict[str, Any]:
     """The key prefix and retries of a Redis store (nothing for other backends)."""
     if not config.store or not is_redis_url(config.store):
         return {}
@@ -105,7 +105,7 @@ def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
     }
 
 
-def open_store(config: DedupConfig, crawler: Crawler) -> DedupStore:
+def open_store(config: DedupConfig, crawler: Crawler | None) -> DedupStore:
     """Build the configured backend, start a crawl run, record what keys and text were made with.
 
     Raises StoreError, in words that name the setting or the path, when the backend cannot be

@@ -151,7 +151,7 @@ def extract_text(
         if not isinstance(text, str) or _looks_binary(text):
             return ""
         text = _cut_long_tags(text)
-        options = dict(
+        options: dict[str, Any] = dict(
             _OPTIONS,
             url=url,
             favor_precision=favor_precision,

@@ -101,8 +101,8 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
         raise StoreError(f"no dedup store at {path!r} ({exc})") from exc
     try:
         raw = db.get(b"m:params")
-        params = json.loads(raw) if raw else None
-        found = params.get("store_format") if params else None
+        params = json.loads(raw) if raw else {}
+        found = params.get("store_format")
         if not isinstance(found, int) or not OLDEST_MIGRATABLE <= found <= STORE_FORMAT:
             raise StoreError(format_problem(path, found) or f"{path!r} has no store parameters")
         interrupted = db.get(b"m:migrating")
