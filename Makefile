@@ -1,12 +1,12 @@
 # Two commands on a fresh machine with python3 and make: `make demo`, `make test`.
-# `make docs` builds the manual in docs/_build/html; `make test` builds it too (a broken page fails CI)
+# `make docs` builds the manual in docs/_build/html; `make test` lints (`make lint`: ruff, mypy) and builds it too (a broken page fails CI)
 # and runs a smoke subset against the oldest supported versions (`make test-oldest`).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-oldest docs bench clean redis-server
+.PHONY: demo test test-oldest lint docs bench clean redis-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(BIN)/python:
 # Reinstall when the project's metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,integrations,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[test,integrations,docs,lint]"
 	touch $@
 
 demo: $(STAMP)
@@ -44,7 +44,12 @@ redis-server:
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -n -W --keep-going -q -b html docs docs/_build/html
 
-test: $(STAMP) redis-server docs test-oldest
+# ruff and mypy, configured in pyproject.toml; both must pass
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: $(STAMP) redis-server lint docs test-oldest
 	$(BIN)/python -m pytest
 
 # The oldest supported versions (tests/oldest.txt: Scrapy 2.13 and the lower bounds of the other

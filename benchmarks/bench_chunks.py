@@ -20,7 +20,6 @@ Writes benchmarks/results/chunks.json (rows for run_all.py) and results/chunks.m
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import Counter

@@ -139,7 +139,7 @@ def phases(hits: list[dict]) -> dict[str, float]:
     """CPU milliseconds of diversify's stages on these hits: reading them (canonical text and
     exact hash included), the sampled features and candidate pairs, fingerprints and
     near_match of the candidates, the rest."""
-    div = sys.modules["scrapy_dedup.diversify"]
+    from scrapy_dedup.query import diversifier as div
     clock = time.thread_time
     t0 = clock()
     records = div._read(hits, None, None, None, None, None)

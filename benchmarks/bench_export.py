@@ -14,7 +14,6 @@ over the clusters printing each representative's text with no sources (``json.du
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys

@@ -41,10 +41,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-import trafilatura  # noqa: E402
-
 import _corpus  # noqa: E402
+import trafilatura  # noqa: E402
 from run_all import row, write_result  # noqa: E402
+
 from scrapy_dedup.core import fingerprints as F  # noqa: E402
 from scrapy_dedup.core.bands import band_hashes  # noqa: E402
 from scrapy_dedup.core.language import translated  # noqa: E402
@@ -172,10 +172,10 @@ def pair_figures(full: list[str], before: list[str], after: list[str], names: li
             missed.append({"a": names[i], "b": names[j], "J": round(jac, 3), "candidate": found,
                            "J_shipped_text": round(F.shingle_jaccard(after[i], after[j]), 3),
                            "translated": translated(after[i], after[j])})
-    for row in rows.values():
-        n = row["pairs"]
-        row["before_rate"] = round(row["before"] / n, 4) if n else None
-        row["after_rate"] = round(row["after"] / n, 4) if n else None
+    for counts in rows.values():
+        n = counts["pairs"]
+        counts["before_rate"] = round(counts["before"] / n, 4) if n else None
+        counts["after_rate"] = round(counts["after"] / n, 4) if n else None
     n = timed["candidates"]
     return {
         "classes": rows,
@@ -196,7 +196,6 @@ def edited_figures(texts: list[str]) -> dict[str, object]:
     sample holds few near pairs of its own. J is taken on the shipped texts; each pair is
     decided, when it is a candidate, by the MinHash estimate alone and with the texts compared."""
     import numpy as np
-
     from quality import _edit
 
     rng = np.random.default_rng(SEED)

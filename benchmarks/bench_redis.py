@@ -52,7 +52,6 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent / "example_project"))
 
 import numpy as np  # noqa: E402
-
 from crawl_helpers import process_count_outcome  # noqa: E402
 from run_all import RESULTS, SIZES, fmt, log, row, write_result  # noqa: E402
 
@@ -418,12 +417,11 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
     import uuid
 
     from bench_crawl import postgres_site
+    from redis_time import QUEUE_CLIENT
 
     from scrapy_dedup.store.leveldb import LevelDBStore
     from scrapy_dedup.store.redis_functions import connect
     from scrapy_dedup.store.redis_store import RedisStore
-
-    from redis_time import QUEUE_CLIENT
 
     site, chosen = postgres_site(pages)
     # the crawl processes time their round trips (redis_time.py, from this folder)

@@ -33,9 +33,9 @@ Writes benchmarks/results/quality.json and benchmarks/results/quality.md.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import hashlib
 import json
+import multiprocessing
 import platform
 import re
 import sys
@@ -55,8 +55,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import _corpus  # noqa: E402
 
-from scrapy_dedup.core import bands as B  # noqa: E402
-from scrapy_dedup.core import fingerprints as F  # noqa: E402
+from scrapy_dedup.core import bands as B, fingerprints as F  # noqa: E402
 from scrapy_dedup.core.text import _token_bytes, canonical_text, tokenize  # noqa: E402
 
 RESULTS = HERE / "results"

@@ -44,8 +44,7 @@ sys.path.insert(0, str(HERE.parent))
 import _corpus  # noqa: E402
 import quality as Q  # noqa: E402
 
-from scrapy_dedup.core import bands as B  # noqa: E402
-from scrapy_dedup.core import fingerprints as F  # noqa: E402
+from scrapy_dedup.core import bands as B, fingerprints as F  # noqa: E402
 from scrapy_dedup.core.text import canonical_text  # noqa: E402
 
 RESULTS = HERE / "results"

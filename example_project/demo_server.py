@@ -156,7 +156,7 @@ class DemoServer:
             content_type += "; charset=" + m["charsets"].get(path, "utf-8")
         headers = {
             "Content-Type": content_type,
-            "ETag": '"%s"' % hashlib.sha1(body).hexdigest()[:20],
+            "ETag": f'"{hashlib.sha1(body).hexdigest()[:20]}"',
             "Last-Modified": m["last_modified"]["v2" if overlay else "v1"],
         }
         if path in m["link_headers"]:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from demo_server import DEMO_SITE, DemoServer, fill, load_manifest  # noqa: F401 - re-exported
 
 EXAMPLE_PROJECT = Path(__file__).resolve().parent

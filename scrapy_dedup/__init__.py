@@ -7,21 +7,29 @@ Enable it in a Scrapy project with one line::
 The pure functions of the core are importable from here without loading
 Scrapy: ``normalize_url``, ``url_key``, ``canonical_text``, ``content_hash``,
 ``simhash``, ``hamming``; and, at query time, ``diversify`` (remove copies from retrieved hits
-before they reach a model).
+before they reach a model; the query side lives in :mod:`scrapy_dedup.query`).
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from scrapy_dedup._moved import moved
 from scrapy_dedup.core.fingerprints import content_hash, hamming, simhash
 from scrapy_dedup.core.text import canonical_text
 from scrapy_dedup.core.urls import normalize_url, url_key
+from scrapy_dedup.query.diversifier import diversify
 
-# Bound after the submodule is imported, so that ``scrapy_dedup.diversify`` is the function
-# while ``import scrapy_dedup.diversify`` still finds the module (in sys.modules).
-from scrapy_dedup.diversify import diversify
+# ``scrapy_dedup.diversify`` is the function. Its module, once of the same name, is now
+# scrapy_dedup.query.diversifier; the old module path still works, with a DeprecationWarning,
+# through a stand-in registered here. A file of that name could not be one: importing it would
+# rebind the package's attribute to the module.
+_old_diversify = types.ModuleType(__name__ + ".diversify", "Deprecated: moved to scrapy_dedup.query.diversifier.")
+vars(_old_diversify)["__getattr__"] = moved(_old_diversify.__name__, "scrapy_dedup.query.diversifier")
+sys.modules.setdefault(_old_diversify.__name__, _old_diversify)
 
 try:
     # one version number, pyproject.toml's, as the installed metadata says

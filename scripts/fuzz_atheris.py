@@ -24,8 +24,6 @@ def main() -> int:
         print("atheris is not installed: pip install atheris")
         return 1
     with atheris.instrument_imports():
-        from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
-        from scrapy_dedup.extraction.headings import heading_spans
         from scrapy_dedup.core import (
             canonical_from_html,
             canonical_from_link_header,
@@ -35,6 +33,8 @@ def main() -> int:
             resolve_canonical,
             url_key,
         )
+        from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
+        from scrapy_dedup.extraction.headings import heading_spans
 
     options = ExtractOptions()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from redis_servers import RedisCluster, RedisServer
 
 REDIS_KINDS = ("single", "cluster")

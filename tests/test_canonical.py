@@ -6,8 +6,7 @@ import dataclasses
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from scrapy_dedup.core.canonical import (
     SCOPES,

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from scrapy_dedup.core.chunks import (
     CHUNK_PARAMS,

@@ -508,9 +508,9 @@ def test_help_lists_the_command_inside_and_outside_a_project(outside):
 def test_help_renders_every_option_as_written(outside):
     """Scrapy's formatter made a heading of any help line that wrapping ended in ':'; every
     option's help must read as the parser has it, at any terminal width and for every subcommand."""
-    from scrapy_dedup.commands.dedup import SUBCOMMANDS, Command
-
     from scrapy.settings import Settings
+
+    from scrapy_dedup.commands.dedup import SUBCOMMANDS, Command
 
     parser, command = argparse.ArgumentParser(), Command()
     command.settings = Settings()

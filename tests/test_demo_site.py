@@ -291,9 +291,8 @@ def test_host_port():
 
 
 def test_spider_follows_only_a_and_area_links_on_the_same_host_and_port():
-    from scrapy.http import HtmlResponse, Request, Response
-
     from demo_project.spiders.site import SiteSpider
+    from scrapy.http import HtmlResponse, Request, Response
 
     spider = SiteSpider(start_url="http://127.0.0.1:8000/")
     html = b"""<html><head><title> Hello

@@ -8,16 +8,14 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import scrapy_dedup
 from scrapy_dedup import diversify
 from scrapy_dedup.core.fingerprints import content_hash, fingerprint, near_match
 from scrapy_dedup.core.text import _canonical_batch
-from scrapy_dedup.diversify import Diversified, Explanation, _features, _is_candidate, _key
-
-_div = sys.modules["scrapy_dedup.diversify"]
+from scrapy_dedup.query import diversifier as _div
+from scrapy_dedup.query.diversifier import Diversified, Explanation, _features, _is_candidate, _key
 
 WORDS = [f"w{i}" for i in range(2000)]
 
@@ -45,7 +43,7 @@ def run_python(code: str) -> str:
 
 def test_importing_the_module_loads_no_scrapy_and_no_framework():
     out = run_python(
-        "import sys, scrapy_dedup.diversify, scrapy_dedup.integrations\n"
+        "import sys, scrapy_dedup.query, scrapy_dedup.query.integrations, scrapy_dedup.integrations\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in "
         "('scrapy', 'twisted', 'langchain_core', 'llama_index', 'haystack')]\n"
         "print(bad)"
@@ -53,19 +51,63 @@ def test_importing_the_module_loads_no_scrapy_and_no_framework():
     assert out.strip() == "[]"
 
 
-def test_package_attribute_is_the_function_and_the_module_stays_importable():
+def test_package_attribute_is_the_function_and_the_new_paths_do_not_warn():
     out = run_python(
-        "import sys, types\n"
-        "import scrapy_dedup.diversify\n"
+        "import warnings\n"
+        "warnings.simplefilter('error')\n"
         "import scrapy_dedup\n"
-        "from scrapy_dedup.diversify import diversify, Explanation\n"
-        "assert isinstance(sys.modules['scrapy_dedup.diversify'], types.ModuleType)\n"
-        "assert scrapy_dedup.diversify is diversify\n"
+        "from scrapy_dedup import diversify\n"
+        "from scrapy_dedup.query import Explanation, diversify as d2\n"
+        "from scrapy_dedup.query.diversifier import Diversified, diversify as d3\n"
+        "from scrapy_dedup.query.hits import resolve\n"
+        "from scrapy_dedup.query.integrations.haystack import DiversifyRanker\n"
+        "from scrapy_dedup.query.integrations.langchain import DiversifyCompressor\n"
+        "from scrapy_dedup.query.integrations.llama_index import DiversifyPostprocessor\n"
+        "assert scrapy_dedup.diversify is diversify is d2 is d3\n"
         "print(scrapy_dedup.diversify(['x', 'X']))"
     )
     assert out.strip() == "['x']"
     assert scrapy_dedup.diversify is diversify and callable(scrapy_dedup.diversify)
     assert "diversify" in scrapy_dedup.__all__
+
+
+#: old path -> (a name read from it, its new module)
+OLD_PATHS = {
+    "scrapy_dedup.diversify": ("Explanation", "scrapy_dedup.query.diversifier"),
+    "scrapy_dedup.hits": ("resolve", "scrapy_dedup.query.hits"),
+    "scrapy_dedup.integrations.haystack": ("DiversifyRanker", "scrapy_dedup.query.integrations.haystack"),
+    "scrapy_dedup.integrations.langchain": ("DiversifyCompressor", "scrapy_dedup.query.integrations.langchain"),
+    "scrapy_dedup.integrations.llama_index": ("DiversifyPostprocessor",
+                                              "scrapy_dedup.query.integrations.llama_index"),
+    "scrapy_dedup.integrations.options": ("DiversifyOptions", "scrapy_dedup.query.integrations.options"),
+}
+
+
+@pytest.mark.parametrize("old", sorted(OLD_PATHS))
+def test_old_import_paths_work_and_warn_with_the_new_place(old):
+    import importlib
+
+    name, new = OLD_PATHS[old]
+    module = importlib.import_module(old)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import {name} from {new}$") as caught:
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(new), name)
+    assert caught[0].filename == __file__  # the warning points at the line that read the name
+
+
+def test_old_module_path_of_diversify_keeps_the_package_attribute_the_function():
+    out = run_python(
+        "import warnings\n"
+        "import scrapy_dedup.diversify\n"
+        "import scrapy_dedup\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from scrapy_dedup.diversify import diversify, Explanation\n"
+        "assert [w.category for w in caught] == [DeprecationWarning] * 2, caught\n"
+        "assert scrapy_dedup.diversify is diversify\n"
+        "print(scrapy_dedup.diversify(['x', 'X']))"
+    )
+    assert out.strip() == "['x']"
 
 
 @settings(max_examples=200, deadline=None)
@@ -431,7 +473,7 @@ def test_doctests():
     import doctest
     import importlib
 
-    for name in ("scrapy_dedup.diversify", "scrapy_dedup.hits"):
-        module = importlib.import_module(name)  # the module, though the package attribute is the function
+    for name in ("scrapy_dedup.query.diversifier", "scrapy_dedup.query.hits"):
+        module = importlib.import_module(name)
         failures, tried = doctest.testmod(module)
         assert tried > 0 and failures == 0, name

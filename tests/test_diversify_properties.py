@@ -4,8 +4,7 @@ input order, never returns a pair it was asked to collapse, never loses a source
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from scrapy_dedup import canonical_text, diversify
 from scrapy_dedup.core.fingerprints import fingerprint, near_match

@@ -73,7 +73,8 @@ STAT_GROUPS = ("url", "doc", "canonical", "frontier", "chunks", "settle", "error
 
 def code_stat_patterns() -> set[str]:
     """Every stat key the crawl counts, as regular expressions (an f-string's field matches any part)."""
-    literal = re.compile(r"""(?:\bf)?["'](?:dedup/)?((?:%s)/[a-z_/{}.\[\]]+)["']""" % "|".join(STAT_GROUPS))
+    groups = "|".join(STAT_GROUPS)
+    literal = re.compile(r"""(?:\bf)?["'](?:dedup/)?((?:""" + groups + r""")/[a-z_/{}.\[\]]+)["']""")
     keys = set()
     for path, text in package_sources().items():
         if "crawl" in path.parts:
@@ -138,7 +139,8 @@ def test_changelog_has_this_version_and_its_store_format():
 def test_store_format_table_names_this_version_and_format():
     page = (DOCS / "how-it-works.md").read_text(encoding="utf-8")
     table = page[page.index("## Store format and versions") :]
-    row = re.search(r"^\| %s \| (\d+) \| .* \| `([^`]+)` \|$" % re.escape(scrapy_dedup.__version__), table, re.M)
+    version = re.escape(scrapy_dedup.__version__)
+    row = re.search(rf"^\| {version} \| (\d+) \| .* \| `([^`]+)` \|$", table, re.M)
     assert row, "no row for this version in the store format table"
     assert (int(row[1]), row[2]) == (STORE_FORMAT, LAYOUT)
 
@@ -160,3 +162,18 @@ def test_readme_is_the_pitch_and_links_to_the_manual():
     assert 'ADDONS = {"scrapy_dedup.Addon": 500}' in readme and "make demo" in readme and "make test" in readme
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).exists(), link
+
+
+#: the words the code uses that must each mean one thing (docs/glossary.md)
+GLOSSARY_TERMS = ("page", "document", "URL record", "alias", "representative", "cluster", "member",
+                  "provisional", "settled", "owed request", "hold", "canonical URL", "rel=canonical target",
+                  "canonical text", "near duplicate", "exact duplicate", "fingerprint", "chunk", "scope",
+                  "authority", "frontier")
+
+
+def test_glossary_defines_each_word_once():
+    text = (DOCS / "glossary.md").read_text(encoding="utf-8")
+    block = text[text.index("```{glossary}") :]
+    terms = re.findall(r"^(\S.*)$", block[block.index("\n") + 1 : block.rindex("```")], re.M)
+    assert len(terms) == len(set(terms))
+    assert set(GLOSSARY_TERMS) <= set(terms), sorted(set(GLOSSARY_TERMS) - set(terms))

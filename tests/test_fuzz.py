@@ -20,10 +20,8 @@ import os
 import string
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
 from scrapy_dedup.core import (
     InvalidURL,
     canonical_from_html,
@@ -43,6 +41,7 @@ from scrapy_dedup.core import (
     url_key,
 )
 from scrapy_dedup.core.canonical import SCOPES
+from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text
 from scrapy_dedup.extraction.headings import heading_spans
 from scrapy_dedup.extraction.main_text import extract_text
 

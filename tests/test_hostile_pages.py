@@ -30,7 +30,7 @@ def _page(title: str, paragraphs: list[str]) -> bytes:
     body = "".join(f"<p>{p}</p>" for p in paragraphs)
     return (
         f"<html><head><title>{title}</title></head><body><article><h1>{title}</h1>{body}</article></body></html>"
-    ).encode("utf-8")
+    ).encode()
 
 
 HOSTILE_TITLE = _escape_markup(HOSTILE)

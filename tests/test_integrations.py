@@ -1,4 +1,4 @@
-"""The adapters in scrapy_dedup.integrations, against the real LangChain, LlamaIndex and Haystack
+"""The adapters in scrapy_dedup.query.integrations, against the real LangChain, LlamaIndex and Haystack
 classes (installed by the ``integrations`` extra that ``make test`` installs)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def edited(text: str, position: int) -> str:
 def test_langchain_compressor():
     from langchain_core.documents import BaseDocumentCompressor, Document
 
-    from scrapy_dedup.integrations.langchain import DiversifyCompressor
+    from scrapy_dedup.query.integrations.langchain import DiversifyCompressor
 
     a, b = passage(1), passage(2)
     docs = [
@@ -56,13 +56,13 @@ def test_langchain_compressor():
 def test_langchain_documents_with_start_index_are_merged(caplog):
     from langchain_core.documents import Document
 
-    from scrapy_dedup.integrations.langchain import DiversifyCompressor
+    from scrapy_dedup.query.integrations.langchain import DiversifyCompressor
 
     doc = passage(3, 200)
     # what a text splitter with add_start_index=True and an overlap produces
     chunks = [Document(page_content=doc[i : i + 500], metadata={"source": "guide.html", "start_index": i})
               for i in (0, 400, 800)]
-    caplog.set_level("INFO", logger="scrapy_dedup.integrations.langchain")
+    caplog.set_level("INFO", logger="scrapy_dedup.query.integrations.langchain")
     out = DiversifyCompressor(explain=True).compress_documents([chunks[1], chunks[0], chunks[2]], "q")
     assert len(out) == 1 and out[0].page_content == doc[:1300] and out[0].metadata["start_index"] == 0
     assert sum("overlapping span" in r.getMessage() for r in caplog.records) == 2
@@ -75,7 +75,7 @@ def test_llama_index_postprocessor_in_a_query_pipeline():
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
     from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-    from scrapy_dedup.integrations.llama_index import DiversifyPostprocessor
+    from scrapy_dedup.query.integrations.llama_index import DiversifyPostprocessor
 
     a, b = passage(4), passage(5)
     e1 = np.eye(8)[0]
@@ -111,7 +111,7 @@ def test_llama_index_overlapping_nodes_of_a_real_splitter_are_merged():
     from llama_index.core.node_parser import SentenceSplitter
     from llama_index.core.schema import NodeWithScore
 
-    from scrapy_dedup.integrations.llama_index import DiversifyPostprocessor
+    from scrapy_dedup.query.integrations.llama_index import DiversifyPostprocessor
 
     text = ". ".join(passage(7 + i, 12) for i in range(40)) + "."
     document = Document(text=text, id_="guide")
@@ -134,7 +134,7 @@ def test_haystack_component_after_a_real_bm25_retriever():
     from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
     from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-    from scrapy_dedup.integrations.haystack import DiversifyRanker
+    from scrapy_dedup.query.integrations.haystack import DiversifyRanker
 
     a, b = passage(20), passage(21)
     store = InMemoryDocumentStore()
@@ -157,16 +157,30 @@ def test_haystack_component_after_a_real_bm25_retriever():
     assert out[0].score >= out[1].score
     # the component serialises like any other (loading it back is the user's allowlist decision)
     data = pipeline.to_dict()["components"]["diversify"]
-    assert data["type"] == "scrapy_dedup.integrations.haystack.DiversifyRanker"
+    assert data["type"] == "scrapy_dedup.query.integrations.haystack.DiversifyRanker"
     restored = DiversifyRanker.from_dict(data)
     assert restored.k == 3 and restored.options == DiversifyRanker(k=3).options
+
+
+def test_haystack_pipeline_saved_under_the_old_path_still_loads():
+    from haystack import Pipeline
+
+    from scrapy_dedup.query.integrations.haystack import DiversifyRanker
+
+    pipeline = Pipeline()
+    pipeline.add_component("diversify", DiversifyRanker(k=3))
+    data = pipeline.to_dict()
+    old = "scrapy_dedup.integrations.haystack"
+    data["components"]["diversify"]["type"] = f"{old}.DiversifyRanker"
+    restored = Pipeline.from_dict(data, allowed_modules=[old]).get_component("diversify")
+    assert type(restored) is DiversifyRanker and restored.k == 3
 
 
 def test_haystack_splits_of_one_document_are_merged():
     from haystack import Document
     from haystack.components.preprocessors import DocumentSplitter
 
-    from scrapy_dedup.integrations.haystack import DiversifyRanker
+    from scrapy_dedup.query.integrations.haystack import DiversifyRanker
 
     text = passage(22, 90)
     splits = DocumentSplitter(split_by="word", split_length=40, split_overlap=10).run(
@@ -182,9 +196,9 @@ def test_all_adapters_agree_with_the_function():
     from langchain_core.documents import Document
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from scrapy_dedup.integrations.haystack import DiversifyRanker
-    from scrapy_dedup.integrations.langchain import DiversifyCompressor
-    from scrapy_dedup.integrations.llama_index import DiversifyPostprocessor
+    from scrapy_dedup.query.integrations.haystack import DiversifyRanker
+    from scrapy_dedup.query.integrations.langchain import DiversifyCompressor
+    from scrapy_dedup.query.integrations.llama_index import DiversifyPostprocessor
 
     texts = [passage(30), passage(30).upper(), edited(passage(30), 9), passage(31), passage(32)]
     scores = [0.5, 0.9, 0.7, 0.7, 0.1]

@@ -21,9 +21,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from testing import run_crawl
-
 from local_site import LocalSite
+from testing import run_crawl
 
 SPIDERS_DIR = Path(__file__).parent / "spiders"
 PAGES = 12

@@ -4,11 +4,10 @@ import random
 
 import plyvel
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
-from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.core.bands import BANDS
+from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.store.packed_tables import PackedBands, PackedSimhashTables
 
 SCOPES = [bytes(8), b"tenant-b"]
@@ -29,13 +28,13 @@ class Model:
     def add(self, sid: bytes, fp: int, cid: bytes) -> None:
         pending: list = []
         with self.db.write_batch(transaction=True) as wb:
-            self.tables.stage_add(wb, sid, fp, cid, pending, set())
+            self.tables.stage_add(wb, sid, (fp,), cid, pending, set())
         self.tables.apply(pending)
         self.live.add((sid, fp, cid))
 
     def remove(self, sid: bytes, fp: int, cid: bytes) -> None:
         with self.db.write_batch(transaction=True) as wb:
-            self.tables.stage_remove(wb, sid, fp, cid, set())
+            self.tables.stage_remove(wb, sid, (fp,), cid, set())
         self.live.discard((sid, fp, cid))
 
     def restart(self) -> None:
@@ -62,7 +61,7 @@ def test_answers_like_a_brute_force_model(tmp_path_factory, seed, ops, l0, l1):
     model = Model(str(tmp_path_factory.mktemp("tables")), l0, l1)
     base = [rng.getrandbits(64) for _ in range(6)]
     try:
-        for i in range(ops):
+        for _ in range(ops):
             sid = rng.choice(SCOPES)
             fp = near(rng.choice(base), rng, rng.randint(0, 5))
             cid = rng.getrandbits(64).to_bytes(8, "big")
@@ -103,8 +102,9 @@ def test_remove_then_add_in_one_batch_keeps_the_entry(tmp_path):
     pending: list = []
     removed: set = set()
     with model.db.write_batch(transaction=True) as wb:
-        model.tables.stage_remove(wb, *entry, removed)
-        model.tables.stage_add(wb, *entry, pending, removed)
+        sid, fp, cid = entry
+        model.tables.stage_remove(wb, sid, (fp,), cid, removed)
+        model.tables.stage_add(wb, sid, (fp,), cid, pending, removed)
     model.tables.apply(pending)
     model.check(bytes(8), entry[1], 0)
     model.db.close()

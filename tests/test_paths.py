@@ -17,9 +17,9 @@ from scrapy_dedup.crawl.settings import DEFAULTS
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
 from scrapy_dedup.store.base import STORE_FORMAT, DedupStore
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_keys import LAYOUT
 from scrapy_dedup.store.redis_store import RedisStore
-from scrapy_dedup.store.memory import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -176,7 +176,7 @@ def test_a_process_killed_mid_batch_is_reaped_after_its_lease(redis_url, redis_p
     assert all(o.kept for o in outcomes)
     assert sum(o.reaped for o in outcomes) == len(doomed)
     assert outcomes[-1].scans == 1  # not near any dead entry: decided at once
-    for (fp, token), (dead_fp, dead_token) in zip(survivors, doomed):
+    for (fp, token), (dead_fp, _dead_token) in zip(survivors, doomed):
         settled, pending = decisions.fn.near_scan("", dead_fp, 3)
         assert settled == {(fp, token)} and pending == set()
     assert decisions.fn.order_get([t for _, t in doomed]) == [None] * len(doomed)

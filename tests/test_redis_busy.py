@@ -16,14 +16,13 @@ import time
 import uuid
 
 import pytest
+from scrapy.settings import Settings
 from test_resume import Crawl, Site, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
-from scrapy.settings import Settings
-
 from scrapy_dedup.core.bands import band_hashes
+from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.crawl.settings import DedupConfig
 from scrapy_dedup.crawl.state import store_params
-from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.redis_functions import connect

@@ -78,7 +78,7 @@ def test_concurrent_processes_never_keep_two_near_duplicates(redis_url, redis_pr
             assert family not in kept, f"family {family} kept twice"
             kept[family] = token
     assert len(kept) == 100
-    for family, token, duplicate_of, _ in results:
+    for family, _token, duplicate_of, _ in results:
         if duplicate_of is not None:
             assert duplicate_of == kept[family]
 

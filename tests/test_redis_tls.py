@@ -16,8 +16,8 @@ from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  
 
 from scrapy_dedup.store.base import StoreError
 from scrapy_dedup.store.redis_functions import connect
-from scrapy_dedup.store.redis_wire import HiredisPacker
 from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis_wire import HiredisPacker
 
 PASSWORD = "tls-s3cret"
 

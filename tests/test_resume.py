@@ -175,7 +175,7 @@ class Crawl:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            raise AssertionError(f"run {self.runs} did not exit by itself within {timeout} s:\n{self.tail()}")
+            raise AssertionError(f"run {self.runs} did not exit by itself within {timeout} s:\n{self.tail()}") from None
         self._log.seek(0)
         self.logs.append(self._log.read())
         self._log.close()

@@ -9,8 +9,7 @@ import sys
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from scrapy_dedup.core import text as T
 from scrapy_dedup.core.fingerprints import content_hash

@@ -5,8 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from w3lib.url import safe_url_string
 
 from scrapy_dedup.core.hostrules import HostRules

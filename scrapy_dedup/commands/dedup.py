@@ -17,6 +17,7 @@ from typing import Any
 
 from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.settings import Settings
 
 from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
@@ -103,6 +104,8 @@ class Command(ScrapyCommand):
     requires_project = False
     requires_crawler_process = False
     default_settings = {"LOG_ENABLED": False}
+    #: set by Scrapy's command line before the command runs
+    settings: Settings
 
     def syntax(self) -> str:
         return "<subcommand> [URL] [options]"
@@ -258,8 +261,8 @@ class Command(ScrapyCommand):
 
     # -- settings the reports need ------------------------------------------
     def _config(self, opts: argparse.Namespace) -> Any:
-        from scrapy_dedup.reports.store import spider_settings
         from scrapy_dedup.crawl.settings import DedupConfig
+        from scrapy_dedup.reports.store import spider_settings
 
         settings = spider_settings(self.settings, opts.spider) if opts.spider else self.settings
         settings = settings.copy()

@@ -219,7 +219,8 @@ def strip_boilerplate(text: str, is_boilerplate: Callable[[str], bool] | Iterabl
     if not callable(is_boilerplate):
         keys = frozenset(is_boilerplate)
         is_boilerplate = lambda paragraph: paragraph_key(paragraph) in keys  # noqa: E731
-    kept, removed = [], []
+    kept: list[tuple[int, int]] = []
+    removed: list[tuple[int, int]] = []
     for start, end in paragraphs(text):
         (removed if is_boilerplate(text[start:end]) else kept).append((start, end))
     if not kept:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
@@ -122,11 +122,13 @@ _ATTR_BYTES = re.compile(_ATTR.encode("ascii"))
 def _attributes(raw: str | bytes, encoding: str) -> dict[str, str]:
     """Parse a tag's attributes; the first occurrence of a name wins (HTML)."""
     attrs: dict[str, str] = {}
-    pattern: re.Pattern = _ATTR_BYTES if isinstance(raw, bytes) else _ATTR_STR
-    for match in pattern.finditer(raw):
-        name, value = match.group(1), match.group(2) or match.group(3) or match.group(4) or raw[:0]
-        if isinstance(name, bytes):
-            name, value = name.decode("latin-1"), _decode(value, encoding)
+    pairs: Iterator[tuple[str, str]]
+    if isinstance(raw, bytes):
+        pairs = ((m.group(1).decode("latin-1"), _decode(m.group(2) or m.group(3) or m.group(4) or b"", encoding))
+                 for m in _ATTR_BYTES.finditer(raw))
+    else:
+        pairs = ((m.group(1), m.group(2) or m.group(3) or m.group(4) or "") for m in _ATTR_STR.finditer(raw))
+    for name, value in pairs:
         name = name.lower()
         if name not in attrs:
             attrs[name] = value
@@ -172,9 +174,11 @@ def canonical_from_html(body: bytes | str, encoding: str = "utf-8") -> tuple[str
         return None, None
     # Scanning bytes directly avoids decoding the whole head; hrefs are decoded
     # one by one.  UTF-16/32 bodies are decoded first since "<" is not one byte.
-    tokens = _HEAD_BYTES if isinstance(data, bytes) else _HEAD_STR
+    matches: Iterator[re.Match[bytes]] | Iterator[re.Match[str]] = (
+        _HEAD_BYTES.finditer(data) if isinstance(data, bytes) else _HEAD_STR.finditer(data)
+    )
     canonical = base = None
-    for match in tokens.finditer(data):
+    for match in matches:
         if match.group("end") is not None:
             break  # </head> or <body: the head is over
         tag = match.group("tag")

@@ -277,13 +277,14 @@ def _collapse(joined: bytes) -> list[bytes]:
     run one space, no space at either end of a text; split at the NULs."""
     folded = joined.translate(_ASCII_FOLD)
     data = np.frombuffer(folded, dtype=np.uint8)
+    changed = False  # NBSPs replaced in a copy of data, which folded does not have
     lead = np.flatnonzero(data[:-1] == 0xC2)  # C2 only ever leads a character: C2 A0 is NBSP
     if len(lead):
         nbsp = lead[data[lead + 1] == 0xA0]
         if len(nbsp):  # only texts of stable characters still hold NBSP: two spaces, collapsed below
             data = data.copy()
             data[nbsp] = data[nbsp + 1] = 0x20
-            folded = None
+            changed = True
     space = data == 0x20
     runs = space[1:] & space[:-1]
     if runs.any():  # a boolean compress costs ~3 ns a byte: only when there is a run to shorten
@@ -291,7 +292,7 @@ def _collapse(joined: bytes) -> list[bytes]:
         keep[0] = True
         np.logical_not(runs, out=keep[1:])
         folded = data[keep].tobytes()
-    elif folded is None:
+    elif changed:
         folded = data.tobytes()
     return [piece.strip(b" ") for piece in folded.split(b"\x00")]
 
@@ -324,11 +325,10 @@ def _canonical_group(texts: Sequence[str]) -> list[bytes]:
     if len(pieces) == len(parts):
         return pieces
     # A text holds NUL, the separator: those are canonicalized one by one.
-    out = [canonical_text(text).encode("utf-8") if b"\x00" in part else None for text, part in zip(texts, parts)]
-    clean = [i for i, piece in enumerate(out) if piece is None]
-    for i, piece in zip(clean, _collapse(b"\x00".join(parts[i] for i in clean)) if clean else ()):
-        out[i] = piece
-    return out
+    alone = {i: canonical_text(texts[i]).encode("utf-8") for i, part in enumerate(parts) if b"\x00" in part}
+    clean = [i for i in range(len(parts)) if i not in alone]
+    collapsed = dict(zip(clean, _collapse(b"\x00".join(parts[i] for i in clean)) if clean else ()))
+    return [alone[i] if i in alone else collapsed[i] for i in range(len(parts))]
 
 
 def canonical_text(text: str) -> str:

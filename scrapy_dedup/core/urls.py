@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any
 
 from .hostrules import HostRule, HostRules
 
@@ -39,7 +39,7 @@ DEFAULT_SESSION_PARAMS: tuple[str, ...] = (
 )
 DEFAULT_DIRECTORY_INDEXES: tuple[str, ...] = ("index.html", "index.htm", "index.php", "default.aspx")
 
-HostRulesLike = Union[HostRules, Mapping[str, Any], str, bytes, None]
+HostRulesLike = HostRules | Mapping[str, Any] | str | bytes | None
 # (exact lowercased names, lowercased prefixes) built from a pattern list
 _Matcher = tuple[frozenset[str], tuple[str, ...]]
 _DEFAULT_RULE = HostRule()
@@ -447,10 +447,11 @@ class UrlRules:
             host_rules = host_rules.decode("utf-8", "replace")
         self.host_rules = HostRules.from_mapping(host_rules, setting=setting)
         #: the host rules as given, in JSON form: what the store records
-        self._source: dict[str, Any] = (
-            json.loads(host_rules) if isinstance(host_rules, str) and host_rules.strip()
-            else json.loads(json.dumps(dict(host_rules or {})))
-        )
+        self._source: dict[str, Any]
+        if isinstance(host_rules, str):
+            self._source = json.loads(host_rules) if host_rules.strip() else {}
+        else:
+            self._source = json.loads(json.dumps(dict(host_rules or {})))
         self.tracking_params = _as_patterns(tracking_params)
         self.session_params = _as_patterns(session_params)
         # a page's URL is keyed by several components: remember the last few thousand

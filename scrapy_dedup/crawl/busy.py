@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task
 
-from scrapy_dedup.crawl.canonical import crawl_closing
+from scrapy_dedup.crawl.waits import crawl_closing
 from scrapy_dedup.store.base import DecisionBusy, StoreError
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ async def when_free(state: DedupState, attempt: Callable[[bool], T], what: str) 
     raises WaitStopped when the crawl stops meanwhile, StoreError after BUSY_MAX_WAIT_S."""
     from twisted.internet import reactor
 
+    assert state.store is not None  # decisions are made only while the store is open
     if not state.store.shared:
         return attempt(True)
     delay, waited = BUSY_FIRST_POLL_S, 0.0

@@ -8,8 +8,8 @@ what the content index does with a verified canonical is in
   and requests an in-scope target at a higher priority (:func:`canonical_request`);
 - the pipeline waits, boundedly, until that target has been decided
   (:func:`await_canonical`), so that the page is verified against it;
-- :class:`CanonicalWaits` holds the waiting pages; a target is released when it
-  is decided, turns out to be a hub, redirects, or fails.
+- :class:`~scrapy_dedup.crawl.waits.CanonicalWaits` holds the waiting pages; a target is
+  released when it is decided, turns out to be a hub, redirects, or fails.
 
 A crawl that stops (Ctrl-C, a CLOSESPIDER limit) fetches no more requests, so a
 target still queued will not come: its waiting pages are left owed at once
@@ -22,15 +22,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from collections.abc import Callable
-
 from scrapy import Request
 from scrapy.http import TextResponse
-from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import task
-from twisted.internet.defer import Deferred
 
 from scrapy_dedup.core.canonical import canonical_scope_check, resolve_canonical
+from scrapy_dedup.crawl.waits import RELEASED, STOPPING, TIMED_OUT
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -42,32 +38,9 @@ logger = logging.getLogger(__name__)
 #: priority boost of a canonical target over the page that declared it
 CANONICAL_PRIORITY = 10
 
-#: seconds between two looks at whether the crawl is stopping, while pages wait
-STOP_CHECK_S = 0.2
-
-#: what a wait ends with
-RELEASED, TIMED_OUT, STOPPING = "released", "timed_out", "stopping"
-
-
 class CanonicalWaitStopped(RuntimeError):
     """The crawl is stopping while the page waits for its canonical target: the page stays
     owed, and the next run decides it against the target."""
-
-
-def crawl_closing(crawler) -> bool:
-    """Whether the crawl stops fetching: stopped (Ctrl-C, SIGTERM) or its spider closing
-    (a CLOSESPIDER limit, an error); False before the engine runs."""
-    try:
-        engine = crawler.engine
-    except RuntimeError:  # not set before the crawl starts
-        return False
-    if engine is None or getattr(engine, "spider", None) is None:
-        return False
-    if not engine.running:
-        return True
-    # the engine's slot has no public flag for a spider being closed
-    slot = getattr(engine, "_slot", None)
-    return getattr(slot, "closing", None) is not None
 
 
 def canonical_of(state: DedupState, response: Response) -> tuple[str, str] | None:
@@ -114,6 +87,7 @@ def canonical_request(state: DedupState, response: Response, url: str) -> Reques
 async def await_canonical(state: DedupState, key: str, target: str) -> None:
     """Wait until the canonical ``target`` (through recorded redirects) has been decided."""
     index, waits = state.index, state.canonical_waits
+    assert index is not None  # the pipeline waits only while the store is open
     for _ in range(state.config.canonical_max_depth):
         resolved = index.resolve(target)
         if index.known_content(resolved) is not None:
@@ -133,76 +107,3 @@ async def await_canonical(state: DedupState, key: str, target: str) -> None:
             return
         if index.resolve(target) == resolved:
             return  # decided (or a hub, or failed): no redirect to follow
-
-
-class CanonicalWaits:
-    """Pages waiting for their rel=canonical target to be processed.
-
-    A page that names a canonical the store does not know yet waits (at most
-    ``timeout`` seconds) until the target has been ingested, has turned out to
-    be a hub, or failed.  A page never waits on a chain longer than
-    ``max_depth`` or on a cycle (A names B, B names A).
-    """
-
-    def __init__(self, timeout: float, max_depth: int, closing: Callable[[], bool] = lambda: False) -> None:
-        self.timeout = timeout
-        self.max_depth = max_depth
-        #: whether the crawl is stopping (then no waited-for target will come)
-        self.closing = closing
-        self._waiters: dict[str, list[Deferred]] = {}
-        self._waits_for: dict[str, str] = {}
-        self._watch: task.LoopingCall | None = None
-
-    def blocked(self, key: str, target: str) -> str | None:
-        """Why ``key`` must not wait for ``target`` (``loop``, ``depth``), or None."""
-        depth, current = 0, target
-        while current in self._waits_for:
-            current = self._waits_for[current]
-            depth += 1
-            if current == key:
-                return "loop"
-            if depth >= self.max_depth:
-                return "depth"
-        return None
-
-    async def wait(self, key: str, target: str) -> str:
-        """Wait for ``target``: RELEASED, TIMED_OUT, or STOPPING (the crawl is stopping)."""
-        from twisted.internet import reactor
-
-        if self.closing():
-            return STOPPING
-        d: Deferred = Deferred()
-        self._waiters.setdefault(target, []).append(d)
-        self._waits_for[key] = target
-        timer = reactor.callLater(self.timeout, _fire, d, TIMED_OUT)
-        if self._watch is None:
-            self._watch = task.LoopingCall(self._look)
-            self._watch.start(STOP_CHECK_S, now=False)
-        try:
-            return await maybe_deferred_to_future(d)
-        finally:
-            self._waits_for.pop(key, None)
-            if timer.active():
-                timer.cancel()
-            if not self._waiters and self._watch is not None:
-                watch, self._watch = self._watch, None
-                if watch.running:
-                    watch.stop()
-
-    def _look(self) -> None:
-        if self.closing():
-            self.release_all(STOPPING)
-
-    def release(self, target: str, outcome: str = RELEASED) -> None:
-        for d in self._waiters.pop(target, ()):
-            _fire(d, outcome)
-
-    def release_all(self, outcome: str = STOPPING) -> None:
-        """End every wait: the crawl is closing (no target comes any more)."""
-        for target in list(self._waiters):
-            self.release(target, outcome)
-
-
-def _fire(d: Deferred, value: str) -> None:
-    if not d.called:
-        d.callback(value)

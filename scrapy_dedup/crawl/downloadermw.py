@@ -67,6 +67,7 @@ class DedupDownloaderMiddleware:
         try:
             if request.dont_filter:
                 # the dupefilter never saw it: mark it seen so that links back to it are dropped
+                assert self.state.frontier is not None  # open while the crawl runs
                 self.state.frontier.mark(request.url, self.state.key(request.url))
                 if request.meta.get("redirect_urls"):
                     await self._record_redirect(request)
@@ -78,6 +79,7 @@ class DedupDownloaderMiddleware:
                 request.headers.setdefault("Cache-Control", "max-age=0")
             if meta.get("dedup_start") or meta.get("dedup_promoted") or "If-None-Match" in request.headers:
                 return None
+            assert self.state.frontier is not None  # open while the crawl runs
             headers = self.state.frontier.conditional_headers(self.state.key(request.url))
             for name, value in headers.items():
                 request.headers.setdefault(name, value)
@@ -97,6 +99,7 @@ class DedupDownloaderMiddleware:
         request.meta.pop(META_LINKS, None)
         try:
             key = self.state.key(response.url)
+            assert self.state.frontier is not None  # open while the crawl runs
             record = self.state.frontier.record_fetch(
                 response.url,
                 key,
@@ -106,6 +109,7 @@ class DedupDownloaderMiddleware:
             )
             request.meta[META_LINKS] = record.links
             if response.status == 304 and request.meta.get("dedup_conditional"):
+                assert self.state.index is not None  # open while the crawl runs
                 self.state.index.mark_unchanged(key)
                 self.state.inc("url/not_modified")
                 self.state.inc("doc/unchanged")

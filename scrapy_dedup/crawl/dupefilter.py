@@ -72,6 +72,7 @@ class DedupDupeFilter(BaseDupeFilter):
         if request.meta.get("dont_dedup"):
             return False
         state = self.state
+        assert state.store is not None and state.frontier is not None  # opened with the scheduler
         if state.store.shared and is_owed_copy(request, state.store.run):
             return False  # owed, and marked in this run when the store issued it
         key = state.key(request.url)
@@ -93,7 +94,7 @@ class DedupDupeFilter(BaseDupeFilter):
                 from twisted.internet import reactor
 
                 self._send_due = True
-                reactor.callLater(0, self._send_waiting)
+                reactor.callLater(0, self._send_waiting)  # type: ignore[arg-type]  # zope-typed reactor
             if reason == DROP_SEEN and request.meta.get(META_RECHECK) and state.frontier.abandoned(key):
                 reason = None  # marked in this run by a process that died before owing it
             source = _redirect_source(state, request)
@@ -121,7 +122,7 @@ class DedupDupeFilter(BaseDupeFilter):
             return True
         state = self.state
         try:
-            state.record_redirect(request, wait=not state.store.shared)
+            state.record_redirect(request, wait=state.store is None or not state.store.shared)
         except DecisionBusy:
             request.meta[META_REDIRECT_WAITS] = True
             return False

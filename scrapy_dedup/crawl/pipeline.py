@@ -18,18 +18,22 @@ from scrapy import signals
 from scrapy.exceptions import DropItem
 from twisted.internet import task
 
-from scrapy_dedup.extraction.analysis import (
-    ExtractOptions, analyse_chunks, analyse_html, analyse_text, analysed_and_packed,
-)  # fmt: skip
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
-from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.crawl.busy import WaitStopped, when_free
 from scrapy_dedup.crawl.canonical import CanonicalWaitStopped, await_canonical
-from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.pending import META_RESUMED, LeftPending
+from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.workers import ExtractionPool, PoolClosed
+from scrapy_dedup.decide.index import Decision, Document
+from scrapy_dedup.extraction.analysis import (
+    ExtractOptions,
+    analyse_chunks,
+    analyse_html,
+    analyse_text,
+    analysed_and_packed,
+)
 from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
@@ -75,7 +79,7 @@ class DedupPipeline:
 
         # a forced stop (a second Ctrl-C) stops the reactor without closing the spider:
         # terminate the workers then, so that the process never waits on them at exit
-        reactor.addSystemEventTrigger("before", "shutdown", self.pool.close, False)
+        reactor.addSystemEventTrigger("before", "shutdown", self.pool.close, False)  # type: ignore[arg-type]  # zope-typed reactor
         interval = self.state.config.logstats_interval
         if interval > 0:
             self._logstats = task.LoopingCall(self.log_stats)
@@ -119,19 +123,19 @@ class DedupPipeline:
             chunking = self.state.chunks is not None and config.chunks
             if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
-                text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)
+                text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)  # type: ignore[union-attr]  # html: a response
             chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
         except DropItem:
             raise
         except (PoolClosed, CanonicalWaitStopped, WaitStopped):
             # the crawl is stopping: the item is not passed on, its request stays owed
             self.state.inc("doc/left_pending")
-            raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it")
+            raise LeftPending(f"the crawl stopped before {url} was decided; the next run decides it") from None
         except StoreWriteError as exc:
             # no record was written: the item is not emitted, its request stays owed
             self.state.store_failed(exc)
             self.state.inc("doc/left_pending")
-            raise LeftPending(f"the store could not record {url}; the next run decides it")
+            raise LeftPending(f"the store could not record {url}; the next run decides it") from exc
         except Exception as exc:
             self.state.failed("pipeline", "could not decide the item of %s; passing it on as undecided", url)
             return self._undecided(item, adapter, exc)
@@ -171,6 +175,7 @@ class DedupPipeline:
     ) -> list[dict[str, Any]]:
         """The item's chunks with their statuses; a representative's are kept in the store."""
         layer, config = self.state.chunks, self.state.config
+        assert layer is not None  # called only when chunking
         for gone in decision.supersedes:
             layer.forget(self.state.key(gone))
         if text is None:
@@ -221,8 +226,9 @@ class DedupPipeline:
         """Decide ``doc``. While another process of a shared store decides the same URL key
         (most often one that died holding it, until its lease runs out), wait without blocking
         the reactor: the crawl fetches and decides other pages meanwhile."""
-        state = self.state
-        return await when_free(state, lambda wait: state.index.ingest(doc, wait=wait), doc.key)
+        state, index = self.state, self.state.index
+        assert index is not None  # the store is open
+        return await when_free(state, lambda wait: index.ingest(doc, wait=wait), doc.key)
 
     async def _content(
         self, adapter: ItemAdapter, url: str, response: Any
@@ -247,6 +253,7 @@ class DedupPipeline:
         if kind == "binary":
             self.state.inc("doc/binary")
             return None, None, body_hash, None
+        assert self.state.index is not None  # the store is open
         known = self.state.index.recall(body_hash)
         if known is not None:
             self.state.inc("doc/extraction_skipped")

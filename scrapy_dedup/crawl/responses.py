@@ -13,7 +13,7 @@ MARKUP_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/xml
 
 def content_kind(response: Response) -> str:
     """``html`` (extract the main text), ``text`` (use as is) or ``binary`` (raw bytes only)."""
-    declared = response.headers.get(b"Content-Type", b"").split(b";")[0].strip().lower().decode("latin-1")
+    declared = (response.headers.get(b"Content-Type") or b"").split(b";")[0].strip().lower().decode("latin-1")
     if declared:
         if declared in MARKUP_TYPES or declared.endswith("+xml"):
             return "html" if isinstance(response, TextResponse) else "binary"

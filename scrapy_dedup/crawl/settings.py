@@ -122,10 +122,13 @@ def _bool(settings: dict[str, Any], name: str) -> bool:
     return bool(value)
 
 
-def _number(settings: dict[str, Any], name: str, *, minimum: float = 0, optional: bool = False) -> float | None:
+def _optional_number(settings: dict[str, Any], name: str, *, minimum: float = 0) -> float | None:
+    """``_number``, where None means "off"."""
+    return None if settings[name] is None else _number(settings, name, minimum=minimum)
+
+
+def _number(settings: dict[str, Any], name: str, *, minimum: float = 0) -> float:
     value = settings[name]
-    if value is None and optional:
-        return None
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -196,73 +199,73 @@ class DedupConfig:
             REDIS_BACKEND if is_redis_url(settings.get("DEDUP_STORE")) else DEFAULTS["DEDUP_STORE_BACKEND"]
         )
         # explicit None keeps its meaning only where None is the default
-        settings = {
+        values = {
             name: default if settings.get(name) is None else settings.get(name) for name, default in DEFAULTS.items()
         }
-        max_distance = int(_number(settings, "DEDUP_MAX_DISTANCE"))
+        max_distance = int(_number(values, "DEDUP_MAX_DISTANCE"))
         if max_distance > 3:
             raise ValueError(
                 f"DEDUP_MAX_DISTANCE must be 0..3 (the 16-bit-block tables find every fingerprint "
                 f"within distance 3); got {max_distance}. Larger edits are caught by DEDUP_MIN_JACCARD."
             )
-        min_jaccard = _number(settings, "DEDUP_MIN_JACCARD")
+        min_jaccard = _number(values, "DEDUP_MIN_JACCARD")
         if min_jaccard > 1:
             raise ValueError(f"DEDUP_MIN_JACCARD must be between 0 and 1, got {min_jaccard}")
-        workers = settings["DEDUP_WORKERS"]
-        chunks = _bool(settings, "DEDUP_CHUNKS")
-        keep_text = _bool(settings, "DEDUP_KEEP_TEXT")
+        workers = values["DEDUP_WORKERS"]
+        chunks = _bool(values, "DEDUP_CHUNKS")
+        keep_text = _bool(values, "DEDUP_KEEP_TEXT")
         if chunks and not keep_text:
             raise ValueError(
                 "DEDUP_CHUNKS needs DEDUP_KEEP_TEXT = True: the chunk statuses are settled at the end "
                 "of the crawl from the documents' kept texts"
             )
-        min_pages = int(_number(settings, "DEDUP_BOILERPLATE_MIN_PAGES", minimum=2))
-        share = _number(settings, "DEDUP_BOILERPLATE_SHARE")
+        min_pages = int(_number(values, "DEDUP_BOILERPLATE_MIN_PAGES", minimum=2))
+        share = _number(values, "DEDUP_BOILERPLATE_SHARE")
         if not 0 < share <= 1:
             raise ValueError(f"DEDUP_BOILERPLATE_SHARE must be in (0, 1], got {share}")
         return cls(
-            store=settings["DEDUP_STORE"] or None,
+            store=values["DEDUP_STORE"] or None,
             store_backend=backend,
-            store_cache_mb=int(_number(settings, "DEDUP_STORE_CACHE_MB", minimum=1)),
+            store_cache_mb=int(_number(values, "DEDUP_STORE_CACHE_MB", minimum=1)),
             url_rules=UrlRules(
-                settings["DEDUP_HOST_RULES"] or {},
-                _list(settings, "DEDUP_TRACKING_PARAMS"),
-                _list(settings, "DEDUP_SESSION_PARAMS"),
+                values["DEDUP_HOST_RULES"] or {},
+                _list(values, "DEDUP_TRACKING_PARAMS"),
+                _list(values, "DEDUP_SESSION_PARAMS"),
                 setting="DEDUP_HOST_RULES",
             ),
-            revisit_after=_number(settings, "DEDUP_REVISIT_AFTER", optional=True),
-            canonical_scope=_choice(settings, "DEDUP_CANONICAL_SCOPE", SCOPES),
-            canonical_timeout=_number(settings, "DEDUP_CANONICAL_TIMEOUT"),
-            canonical_max_depth=int(_number(settings, "DEDUP_CANONICAL_MAX_DEPTH")),
-            url_field=settings["DEDUP_URL_FIELD"],
-            text_field=settings["DEDUP_TEXT_FIELD"],
-            html_field=settings["DEDUP_HTML_FIELD"],
-            drop_html=_bool(settings, "DEDUP_DROP_HTML"),
-            scope_field=settings["DEDUP_SCOPE_FIELD"] or None,
-            drop_duplicates=_bool(settings, "DEDUP_DROP_DUPLICATES"),
-            workers=_default_workers() if workers is None else int(_number(settings, "DEDUP_WORKERS")),
+            revisit_after=_optional_number(values, "DEDUP_REVISIT_AFTER"),
+            canonical_scope=_choice(values, "DEDUP_CANONICAL_SCOPE", SCOPES),
+            canonical_timeout=_number(values, "DEDUP_CANONICAL_TIMEOUT"),
+            canonical_max_depth=int(_number(values, "DEDUP_CANONICAL_MAX_DEPTH")),
+            url_field=values["DEDUP_URL_FIELD"],
+            text_field=values["DEDUP_TEXT_FIELD"],
+            html_field=values["DEDUP_HTML_FIELD"],
+            drop_html=_bool(values, "DEDUP_DROP_HTML"),
+            scope_field=values["DEDUP_SCOPE_FIELD"] or None,
+            drop_duplicates=_bool(values, "DEDUP_DROP_DUPLICATES"),
+            workers=_default_workers() if workers is None else int(_number(values, "DEDUP_WORKERS")),
             max_distance=max_distance,
             min_jaccard=min_jaccard,
-            min_tokens=int(_number(settings, "DEDUP_MIN_TOKENS")),
-            authority=tuple(_list(settings, "DEDUP_AUTHORITY")),
-            max_body_bytes=int(_number(settings, "DEDUP_MAX_BODY_BYTES", minimum=1)),
-            max_text_chars=int(_number(settings, "DEDUP_MAX_TEXT_CHARS", minimum=1)),
-            extract_mode=_choice(settings, "DEDUP_EXTRACT_MODE", EXTRACT_MODES),
-            extract_tables=_bool(settings, "DEDUP_EXTRACT_TABLES"),
-            extract_comments=_bool(settings, "DEDUP_EXTRACT_COMMENTS"),
+            min_tokens=int(_number(values, "DEDUP_MIN_TOKENS")),
+            authority=tuple(_list(values, "DEDUP_AUTHORITY")),
+            max_body_bytes=int(_number(values, "DEDUP_MAX_BODY_BYTES", minimum=1)),
+            max_text_chars=int(_number(values, "DEDUP_MAX_TEXT_CHARS", minimum=1)),
+            extract_mode=_choice(values, "DEDUP_EXTRACT_MODE", EXTRACT_MODES),
+            extract_tables=_bool(values, "DEDUP_EXTRACT_TABLES"),
+            extract_comments=_bool(values, "DEDUP_EXTRACT_COMMENTS"),
             keep_text=keep_text,
             debug=debug,
-            logstats_interval=_number(settings, "DEDUP_LOGSTATS_INTERVAL"),
-            redis_prefix=settings["DEDUP_REDIS_PREFIX"] or None,
-            redis_retries=int(_number(settings, "DEDUP_REDIS_RETRIES")),
-            redis_lease=_number(settings, "DEDUP_REDIS_LEASE", minimum=1),
+            logstats_interval=_number(values, "DEDUP_LOGSTATS_INTERVAL"),
+            redis_prefix=values["DEDUP_REDIS_PREFIX"] or None,
+            redis_retries=int(_number(values, "DEDUP_REDIS_RETRIES")),
+            redis_lease=_number(values, "DEDUP_REDIS_LEASE", minimum=1),
             chunks=chunks,
             chunk_rules=ChunkRules(
-                int(_number(settings, "DEDUP_CHUNK_WORDS", minimum=1)),
+                int(_number(values, "DEDUP_CHUNK_WORDS", minimum=1)),
                 min_pages,
                 share,
-                _bool(settings, "DEDUP_BOILERPLATE_BY_PATH"),
-                int(_number(settings, "DEDUP_MIN_TOKENS")),
+                _bool(values, "DEDUP_BOILERPLATE_BY_PATH"),
+                int(_number(values, "DEDUP_MIN_TOKENS")),
                 min_jaccard,
                 max_distance,
             ),

@@ -138,6 +138,7 @@ class _Page:
                     continue
         if entries:
             try:
+                assert state.frontier is not None  # open while the crawl runs
                 state.frontier.read_ahead(entries)
             except StoreError as exc:
                 # the checks read the store themselves, and meet (and report) this error there
@@ -182,6 +183,7 @@ class _Page:
             if response.meta.get(META_LINKS) == self.links:
                 return
             try:
+                assert state.frontier is not None  # open while the crawl runs
                 state.frontier.mark_links(state.key(response.url), self.links)
             except Exception:
                 state.failed("links", "could not record the links of %s", response.url)
@@ -190,6 +192,7 @@ class _Page:
             key = state.key(self.response.url)
             # an HTML page without items is a hub (links); anything else is an asset
             kind = "hub" if content_kind(self.response) == "html" else "asset"
+            assert state.frontier is not None  # open while the crawl runs
             state.frontier.mark_without_document(self.response.url, key, kind)
             state.canonical_waits.release(key)
         except Exception:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -26,15 +25,15 @@ from scrapy.utils.project import data_path
 
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
-from scrapy_dedup.crawl.canonical import CanonicalWaits, crawl_closing
+from scrapy_dedup.crawl.owed import PendingRequests, promoted_id
 from scrapy_dedup.crawl.settings import DedupConfig, SettingError, unknown_settings
-from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.crawl.sources import ItemSources
-from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED
-from scrapy_dedup.decide.chunk_layer import ChunkLayer
+from scrapy_dedup.crawl.waits import CanonicalWaits, crawl_closing
+from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED, ChunkLayer
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
+from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 
 if TYPE_CHECKING:
@@ -84,14 +83,14 @@ def default_store_path(spider_name: str) -> str:
     return data_path(f"dedup/{spider_name}", createdir=True)
 
 
-def store_path(config: DedupConfig, crawler: Crawler) -> str:
+def store_path(config: DedupConfig, crawler: Crawler | None) -> str:
     if config.store:
         return config.store
     spider = getattr(crawler, "spider", None)
     return default_store_path(spider.name if spider else "default")
 
 
-def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
+def redis_options(config: DedupConfig, crawler: Crawler | None) -> dict[str, Any]:
     """The key prefix and retries of a Redis store (nothing for other backends)."""
     if not config.store or not is_redis_url(config.store):
         return {}
@@ -106,7 +105,7 @@ def redis_options(config: DedupConfig, crawler: Crawler) -> dict[str, Any]:
     }
 
 
-def open_store(config: DedupConfig, crawler: Crawler) -> DedupStore:
+def open_store(config: DedupConfig, crawler: Crawler | None) -> DedupStore:
     """Build the configured backend, start a crawl run, record what keys and text were made with.
 
     Raises StoreError, in words that name the setting or the path, when the backend cannot be
@@ -162,7 +161,8 @@ class DedupState:
         self.index: ContentIndex | None = None
         #: the chunk layer (DEDUP_CHUNKS, or chunk statuses an earlier crawl left to settle)
         self.chunks: ChunkLayer | None = None
-        self._pending: Any = None
+        #: the requests the store owes, seen from the crawl
+        self.pending = PendingRequests(self)
         #: requests an interrupted run left owed, counted when the store opened
         self.pending_at_start = 0
         #: the run the current crawl started in: a run that resumes an interrupted one
@@ -226,15 +226,6 @@ class DedupState:
         if config.chunks or store.get_meta(CHUNKS_OWED):
             self.chunks = ChunkLayer(store, config.chunk_rules)
 
-    @property
-    def pending(self) -> Any:
-        """The requests the store owes (:mod:`scrapy_dedup.crawl.pending`)."""
-        if self._pending is None:
-            from scrapy_dedup.crawl.pending import PendingRequests
-
-            self._pending = PendingRequests(self)
-        return self._pending
-
     def spider_closed(self) -> None:
         """The end of the crawl: settle the clusters, then the chunk statuses
         (:func:`~scrapy_dedup.decide.settle.settle_store`).
@@ -294,7 +285,7 @@ class DedupState:
         if self.store is None:
             return
         store = self.store
-        self.store = self.frontier = self.index = self._pending = self.chunks = None
+        self.store = self.frontier = self.index = self.chunks = None
         try:
             owed = store.pending_count()
             elsewhere = store.pending_held_elsewhere() if owed else 0
@@ -352,7 +343,9 @@ class DedupState:
 
             deferred_from_coro(engine.close_spider_async(reason="dedup_store_error"))
         else:  # Scrapy 2.13
-            engine.close_spider(self.crawler.spider, "dedup_store_error")
+            spider = self.crawler.spider
+            if spider is not None:
+                engine.close_spider(spider, "dedup_store_error")
 
     def inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:
@@ -370,6 +363,7 @@ class DedupState:
         ``wait=False``: DecisionBusy, having done nothing, while another process of a shared
         store holds ``key`` (:meth:`ContentIndex.forget`). Returns whether ``key`` held a document.
         """
+        assert self.index is not None  # documents retire only while the store is open
         if record is None:
             record = self.index.known_content(key)
         if record is None or not record.has_content:
@@ -387,8 +381,6 @@ class DedupState:
         """
         if not promoted:
             return
-        from scrapy_dedup.crawl.pending import promoted_id
-
         self.inc("doc/promoted")
         request = Request(
             promoted,
@@ -417,6 +409,7 @@ class DedupState:
             if key != target_key:
                 # a document that now redirects: its content moves to the target, not kept twice
                 self.retire(key, url, 301, "doc/redirected", like=request, wait=wait)
+        assert self.frontier is not None  # redirects are recorded only while the store is open
         recorded = self.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
         self.inc("url/redirect", recorded)
         for _, key in keyed:

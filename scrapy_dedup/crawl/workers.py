@@ -60,6 +60,7 @@ class ExtractionPool:
             raise PoolClosed("the extraction pool is closed")
         if self._executor is None:
             self.start()
+        assert self._executor is not None  # start() made it
         try:
             future = self._executor.submit(fn, *args)
         except RuntimeError as exc:  # shut down, or broken by a dead worker

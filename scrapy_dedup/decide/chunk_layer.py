@@ -15,12 +15,12 @@ Everything goes through the store interface's primitives, so every backend keeps
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,12 +34,24 @@ from scrapy_dedup.core.boilerplate import (
 )
 from scrapy_dedup.core.chunks import CHUNK_PARAMS, DEFAULT_CHUNK_WORDS, Chunk, Heading
 from scrapy_dedup.core.fingerprints import (
-    DEFAULT_MAX_DISTANCE, DEFAULT_MIN_JACCARD, DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, near_match,
+    DEFAULT_MAX_DISTANCE,
+    DEFAULT_MIN_JACCARD,
+    DEFAULT_MIN_TOKENS,
+    FINGERPRINT_PARAMS,
+    near_match,
 )  # fmt: skip
 from scrapy_dedup.core.page_chunks import ChunkPrint, PageChunks, page_chunks, page_paragraphs
 from scrapy_dedup.core.text import canonical_text
-from scrapy_dedup.store.base import BOILERPLATE, BOILERPLATE_GROUP, CHUNK_BANDS, CHUNK_EXACT, CHUNK_PRINT, CHUNKS
-from scrapy_dedup.store.base import DedupStore, scope_id
+from scrapy_dedup.store.base import (
+    BOILERPLATE,
+    BOILERPLATE_GROUP,
+    CHUNK_BANDS,
+    CHUNK_EXACT,
+    CHUNK_PRINT,
+    CHUNKS,
+    DedupStore,
+    scope_id,
+)
 
 __all__ = ["ChunkLayer", "ChunkRecord", "ChunkRules", "ChunkSettleResult", "chunk_member", "split_member"]
 

@@ -58,7 +58,7 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts) -> Iterat
             continue
         try:
             record = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             counts.malformed.append((number, f"not JSON ({exc.msg})"))
             continue
         if not isinstance(record, dict):

@@ -153,9 +153,9 @@ def heading_spans(html: str | bytes, text: str) -> tuple[Heading, ...]:
         else:
             chosen = _longest_in_order(candidates)
         out = []
-        for (level, _), number in zip(kept, chosen):
-            if number is not None:
-                start, end = spans[number]
+        for (level, _), line in zip(kept, chosen):
+            if line is not None:
+                start, end = spans[line]
                 out.append(Heading(start, end, level, _title(text[start:end])))
         return tuple(out)
     except Exception:  # noqa: BLE001 -- chunks without heading paths, never a failed page

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-
 from typing import Any
 
 import trafilatura
@@ -75,8 +74,8 @@ _JUNK_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
 # text, so a tag's attribute run is cut at _MAX_TAG_CHARS (a real tag is far below; 2,000
 # attributes parse in ~10 ms).  "[^<>]" stops at the next tag, so the scan stays linear.
 _MAX_TAG_CHARS = 16384
-_LONG_RUN_RE = re.compile(r"<[^<>]{%d}" % _MAX_TAG_CHARS)
-_LONG_TAG_RE = re.compile(r"(<[A-Za-z][^\s<>]*)([^<>]{%d,})" % _MAX_TAG_CHARS)
+_LONG_RUN_RE = re.compile(rf"<[^<>]{{{_MAX_TAG_CHARS}}}")
+_LONG_TAG_RE = re.compile(rf"(<[A-Za-z][^\s<>]*)([^<>]{{{_MAX_TAG_CHARS},}})")
 
 
 def _cut_long_tags(text: str) -> str:
@@ -181,7 +180,7 @@ def extract_text(
         if not isinstance(text, str) or _looks_binary(text):
             return ""
         text = _cut_long_tags(text)
-        options = dict(
+        options: dict[str, Any] = dict(
             _OPTIONS,
             url=url,
             favor_precision=favor_precision,

@@ -1,14 +1,6 @@
-"""Thin adapters of :func:`scrapy_dedup.diversify` for retrieval frameworks.
+"""Deprecated: moved to ``scrapy_dedup.query.integrations`` (``langchain``, ``llama_index``,
+``haystack``, each still importable here, with a DeprecationWarning)."""
 
-Each lives in its own module and imports its framework there, so importing this package
-imports none of them:
+from scrapy_dedup._moved import moved
 
-- ``scrapy_dedup.integrations.langchain``: ``DiversifyCompressor``, a LangChain document
-  compressor (use it in a ``ContextualCompressionRetriever``, or call ``compress_documents``);
-- ``scrapy_dedup.integrations.llama_index``: ``DiversifyPostprocessor``, a LlamaIndex node
-  postprocessor (``node_postprocessors=[...]`` of a query engine);
-- ``scrapy_dedup.integrations.haystack``: ``DiversifyRanker``, a Haystack component that takes
-  and returns ``documents``.
-
-Their settings are :func:`~scrapy_dedup.diversify`'s keyword arguments, with the same defaults.
-"""
+__getattr__ = moved(__name__, "scrapy_dedup.query.integrations")

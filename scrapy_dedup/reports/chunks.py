@@ -42,7 +42,7 @@ def shared_chunks(store: DedupStore) -> Iterator[dict[str, Any]]:
     db = plyvel.DB(tmp, create_if_missing=True)
     try:
         with db.write_batch() as batch:
-            for n, (key, raw) in enumerate(store.scan(CHUNKS)):
+            for n, (_key, raw) in enumerate(store.scan(CHUNKS)):
                 record = json.loads(raw)
                 for row in record["chunks"]:
                     chunk = ChunkRecord.from_list(row)

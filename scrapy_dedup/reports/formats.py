@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any, TextIO, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 
 FORMATS = ("table", "jsonl", "csv")
 
@@ -41,10 +41,16 @@ def strip_control(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+class TextOut(Protocol):
+    """Where rows are written: a text stream, or a wrapper of one with its ``write``."""
+
+    def write(self, text: str, /) -> int: ...
+
+
 class ControlFree:
     """A text stream that drops control characters on the way out (``--format table``)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextOut) -> None:
         self._out = out
 
     def write(self, text: str) -> int:
@@ -97,7 +103,7 @@ def write_rows(
     rows: Iterable[dict[str, Any]],
     fields: Sequence[str],
     fmt: str,
-    out: TextIO,
+    out: TextOut,
     *,
     table_fields: Sequence[str] | None = None,
     shrink: Sequence[str] = (),
@@ -118,7 +124,7 @@ def write_rows(
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def _write_jsonl(rows: Iterable[dict[str, Any]], fields: Sequence[str], out: TextIO) -> int:
+def _write_jsonl(rows: Iterable[dict[str, Any]], fields: Sequence[str], out: TextOut) -> int:
     n = 0
     for row in rows:
         out.write(json.dumps({f: row.get(f) for f in fields}, ensure_ascii=False) + "\n")
@@ -126,7 +132,7 @@ def _write_jsonl(rows: Iterable[dict[str, Any]], fields: Sequence[str], out: Tex
     return n
 
 
-def _write_csv(rows: Iterable[dict[str, Any]], fields: Sequence[str], out: TextIO) -> int:
+def _write_csv(rows: Iterable[dict[str, Any]], fields: Sequence[str], out: TextOut) -> int:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(fields)
     n = 0
@@ -147,7 +153,7 @@ def origin(url: str) -> str:
 def write_table(
     rows: Iterable[dict[str, Any]],
     fields: Sequence[str],
-    out: TextIO,
+    out: TextOut,
     *,
     shrink: Sequence[str] = (),
     optional: Sequence[str] = (),
@@ -189,9 +195,10 @@ def write_table(
     def line(values: list[str]) -> str:
         parts = []
         for i, (f, value) in enumerate(zip(fields, values, strict=True)):
-            if limits[i] is not None:
-                value = shorten(value, limits[i])
-            w = limits[i] if limits[i] is not None else widths[f]
+            limit = limits[i]
+            if limit is not None:
+                value = shorten(value, limit)
+            w = limit if limit is not None else widths[f]
             last = i == len(values) - 1
             parts.append(value.rjust(w) if numeric[f] else (value if last else value.ljust(w)))
         return GAP.join(parts).rstrip() + "\n"

@@ -140,7 +140,7 @@ def _snapshot_capable(backend: type) -> bool:
     return isinstance(backend, type) and issubclass(backend, LevelDBStore)
 
 
-def _open_snapshot(backend: type, path: str) -> tuple[str, DedupStore]:
+def _open_snapshot(backend: type[DedupStore], path: str) -> tuple[str, DedupStore]:
     import plyvel
 
     last_error: Exception | None = None

@@ -406,7 +406,7 @@ class DedupStore(abc.ABC):
                 previous = written[url] if url in written else self.get_variant(url)
                 written[url] = batch.put_variant(url, key, seen_at, previous, reason)
 
-    def send_waiting(self) -> None:
+    def send_waiting(self) -> None:  # noqa: B027 -- a no-op unless the store defers writes
         """Send the writes kept for the next round trip (:meth:`record_variants`); an embedded
         store writes at once."""
 

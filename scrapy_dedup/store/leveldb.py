@@ -147,13 +147,13 @@ class LevelDBBatch(StoreBatch):
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
         sid, cid, bands = scope_id(scope), _cid_bytes(cluster_id), band_tuple(bands)
-        self._tables.stage_add(self._wb, sid, simhash, cid, self._pending[0], self._removed)
+        self._tables.stage_add(self._wb, sid, (simhash,), cid, self._pending[0], self._removed)
         if bands:
             self._bands.stage_add(self._wb, sid, bands, cid, self._pending[1], self._removed)
 
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
         sid, cid, bands = scope_id(scope), _cid_bytes(cluster_id), band_tuple(bands)
-        self._tables.stage_remove(self._wb, sid, simhash, cid, self._removed)
+        self._tables.stage_remove(self._wb, sid, (simhash,), cid, self._removed)
         if bands:
             self._bands.stage_remove(self._wb, sid, bands, cid, self._removed)
 

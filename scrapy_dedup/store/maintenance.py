@@ -30,8 +30,8 @@ from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.core.representative import Candidate, choose_representative
 from scrapy_dedup.store.base import (
-    CHUNKS,
     CHUNK_EXACT,
+    CHUNKS,
     EXACT,
     MEMBERS,
     MINHASH,

@@ -20,7 +20,14 @@ import plyvel
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, FINGERPRINT_PARAMS, fingerprint, narrow_signature
 from scrapy_dedup.core.page_chunks import ChunkPrint
 from scrapy_dedup.store.base import (
-    CHUNK_BANDS, CHUNK_PRINT, MINHASH, OLDEST_MIGRATABLE, STORE_FORMAT, StoreError, StoreLocked, format_problem,
+    CHUNK_BANDS,
+    CHUNK_PRINT,
+    MINHASH,
+    OLDEST_MIGRATABLE,
+    STORE_FORMAT,
+    StoreError,
+    StoreLocked,
+    format_problem,
 )  # fmt: skip
 from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore, _record_key
 from scrapy_dedup.store.maintenance import _rebuild
@@ -94,8 +101,8 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
         raise StoreError(f"no dedup store at {path!r} ({exc})") from exc
     try:
         raw = db.get(b"m:params")
-        params = json.loads(raw) if raw else None
-        found = params.get("store_format") if params else None
+        params = json.loads(raw) if raw else {}
+        found = params.get("store_format")
         if not isinstance(found, int) or not OLDEST_MIGRATABLE <= found <= STORE_FORMAT:
             raise StoreError(format_problem(path, found) or f"{path!r} has no store parameters")
         interrupted = db.get(b"m:migrating")

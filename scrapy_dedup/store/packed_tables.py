@@ -218,6 +218,15 @@ class PackedTables:
             self.l1_order[table] = np.insert(self.l1_order[table], at, (order + base).astype(np.uint32))
             self.l1_starts[table][1:] = np.cumsum(np.bincount(self.l1_blocks[table], minlength=1 << self.spec.block_bits))
 
+    # level 1, set by _reset_l1: entries as columns, and per table its block order
+    l1_sid: np.ndarray
+    l1_cid: np.ndarray
+    l1_seq: np.ndarray
+    l1_vals: np.ndarray
+    l1_blocks: list[np.ndarray]
+    l1_order: list[np.ndarray]
+    l1_starts: list[np.ndarray]
+
     def _reset_l1(self) -> None:
         spec = self.spec
         empty = np.empty(0, np.uint64)
@@ -438,12 +447,6 @@ class PackedSimhashTables(PackedTables):
 
     def __init__(self, db: Any, *, l0_max: int | None = None, l1_max: int | None = None) -> None:
         super().__init__(db, SIMHASH_SPEC, l0_max=l0_max, l1_max=l1_max)
-
-    def stage_add(self, wb: Any, sid: bytes, fp: int, cid: bytes, pending: list, removed: set) -> None:
-        super().stage_add(wb, sid, (fp,), cid, pending, removed)
-
-    def stage_remove(self, wb: Any, sid: bytes, fp: int, cid: bytes, removed: set) -> None:
-        super().stage_remove(wb, sid, (fp,), cid, removed)
 
     def near(self, sid: bytes, fp: int, max_distance: int | None) -> Iterator[tuple[int, bytes]]:
         """(simhash, cluster id) of live entries sharing a block with ``fp`` (within ``max_distance``)."""

@@ -23,9 +23,7 @@ from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from scrapy_dedup.core.bands import BLOCKS
-from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store import is_redis_url
+from scrapy_dedup.store import is_redis_url, redis_keys as rk
 from scrapy_dedup.store.base import StoreError, StoreWriteError
 from scrapy_dedup.store.redis_wire import FunctionsMissing, StorePool
 

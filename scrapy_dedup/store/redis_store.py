@@ -45,8 +45,8 @@ from typing import Any
 import redis
 import xxhash
 
-from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import (
     ALIASES,
     EXACT,
@@ -64,10 +64,7 @@ from scrapy_dedup.store.base import (
     StoreWriteError,
     band_tuple,
 )
-from scrapy_dedup.store.redis_near import NearDecisions, NearHold
-from scrapy_dedup.store.redis_wire import FunctionsMissing
 from scrapy_dedup.store.redis_functions import (
-    _CONNECTION_ERRORS,
     _STORE_FAILURES,
     RetryPolicy,
     StoreConnectionLost,
@@ -79,6 +76,8 @@ from scrapy_dedup.store.redis_functions import (
     redact,
     refused_as_full,
 )
+from scrapy_dedup.store.redis_near import NearDecisions, NearHold
+from scrapy_dedup.store.redis_wire import FunctionsMissing
 
 logger = logging.getLogger(__name__)
 
@@ -889,7 +888,7 @@ class RedisStore(DedupStore):
         if not (self._waiting and self.fn.fused):
             return self.client.execute_command(*command)
         pipe = self.client.pipeline(transaction=False)
-        waiting = self._queue_waiting(pipe)
+        self._queue_waiting(pipe)
         pipe.execute_command(*command)
         *carried, reply = pipe.execute(raise_on_error=False)
         failed = [r for r in carried if isinstance(r, Exception)]

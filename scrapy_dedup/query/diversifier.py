@@ -14,7 +14,7 @@ thing; the retrieved set is small, so checking it is cheap. In this order:
    near-identical embeddings are flagged (``semantic_duplicate_of``), or dropped if asked.
 
 Pure: numpy, xxhash and the core; no Scrapy, no framework import (hits are duck typed, see
-:mod:`scrapy_dedup.hits`). Deterministic: ties are broken by the canonical text's hash, never by
+:mod:`scrapy_dedup.query.hits`). Deterministic: ties are broken by the canonical text's hash, never by
 input order.
 """
 
@@ -30,7 +30,7 @@ import xxhash
 
 from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS, Fingerprint, fingerprint, near_match
 from scrapy_dedup.core.text import _canonical_batch, canonical_text, tokenize
-from scrapy_dedup.hits import HitKind, kind_of, resolve
+from scrapy_dedup.query.hits import HitKind, kind_of, resolve
 
 __all__ = ["ALSO_IN", "REASONS", "SEMANTIC_DUPLICATE_OF", "SEMANTIC_SIMILARITY",
            "Diversified", "Explanation", "diversify"]
@@ -105,6 +105,21 @@ class _Hit:
     __slots__ = ("index", "obj", "kind", "text", "canonical", "key", "score", "rank", "source", "label",
                  "ident", "document", "span", "cluster", "embedding", "also_in", "parent", "reason",
                  "detail", "merged", "absorbed")
+
+    # read from the hit by _read, ranked by _rank
+    text: str
+    canonical: bytes  # UTF-8
+    key: str  # the canonical text's hash
+    score: float | None  # None: the hit has no score
+    rank: int
+    source: Any
+    label: Any  # the source, else the hit's id
+    ident: Any
+    document: Any
+    span: tuple[int, int] | None
+    cluster: Any
+    embedding: Sequence[float] | None
+    also_in: list[Any]
 
     def __init__(self, index: int, obj: Any, kind: HitKind) -> None:
         self.index, self.obj, self.kind = index, obj, kind
@@ -390,42 +405,50 @@ def _near_posting(pool: list[_Hit], texts: list[bytes], fp: Callable[[_Hit], Fin
 def _merge_spans(hits: list[_Hit]) -> tuple[list[_Hit], bool]:
     """Merge chunks of one document whose spans overlap and whose texts agree on the overlap."""
     by_doc: dict[Any, list[_Hit]] = {}
-    for hit in hits:
-        if hit.document is not None and hit.span is not None:
-            by_doc.setdefault(hit.document, []).append(hit)
+    for h in hits:
+        if h.document is not None and h.span is not None:
+            by_doc.setdefault(h.document, []).append(h)
     changed = False
     for group in by_doc.values():
         if len(group) < 2:
             continue
-        group.sort(key=lambda h: (h.span[0], h.rank))
+        group.sort(key=lambda h: (_span(h)[0], h.rank))
         block = [group[0]]
-        start, end, text = group[0].span[0], group[0].span[1], group[0].text
-        for hit in group[1:] + [None]:
-            if hit is not None and hit.span[0] < end and _agree(start, end, text, hit):
+        (start, end), text = _span(group[0]), group[0].text
+        ends: list[_Hit | None] = [*group[1:], None]
+        for hit in ends:
+            if hit is not None and _span(hit)[0] < end and _agree(start, end, text, hit):
                 block.append(hit)
-                if hit.span[1] > end:
-                    text = text[: hit.span[0] - start] + hit.text
-                    end = hit.span[1]
+                lo, hi = _span(hit)
+                if hi > end:
+                    text = text[: lo - start] + hit.text
+                    end = hi
                 continue
             if len(block) > 1:
                 best = min(block, key=lambda h: h.rank)
                 for other in block:
                     if other is not best:
-                        _collapse(other, best, "overlapping_span", span=list(other.span))
+                        _collapse(other, best, "overlapping_span", span=list(_span(other)))
                 best.text, best.span, best.merged = text, (start, end), True
                 best.canonical = canonical_text(text).encode("utf-8")
                 best.key = xxhash.xxh3_128_hexdigest(best.canonical)
                 changed = True
             if hit is not None:
-                block, start, end, text = [hit], hit.span[0], hit.span[1], hit.text
+                block, (start, end), text = [hit], _span(hit), hit.text
     return [h for h in hits if h.parent is None], changed
+
+
+def _span(hit: _Hit) -> tuple[int, int]:
+    """The span of a hit grouped by _merge_spans, which groups only hits that have one."""
+    assert hit.span is not None
+    return hit.span
 
 
 def _agree(start: int, end: int, text: str, hit: _Hit) -> bool:
     """Whether ``hit``'s text is what the block (``text``, from ``start`` to ``end``) has where
     they overlap. Both texts must be as long as their spans: otherwise the offsets do not count
     characters of one text, and nothing is merged."""
-    lo, hi = hit.span
+    lo, hi = _span(hit)
     if end - start != len(text) or hi - lo != len(hit.text):
         return False
     if hi <= end:
@@ -535,10 +558,10 @@ def _mmr(hits: list[_Hit], alive: list[int], sims: np.ndarray, k: int, lambda_mu
         j = int(np.argmax(gain))  # ties: the first, i.e. the better-ranked
         picked[j] = True
         np.maximum(closest, sub[j], out=closest)
-    for j in np.flatnonzero(~picked):
-        hit = hits[alive[j]]
+    for left in np.flatnonzero(~picked):
+        hit = hits[alive[left]]
         hit.reason = "not_selected"
-        hit.detail = {"mmr": round(float(lambda_mult * relevance[j] - (1 - lambda_mult) * closest[j]), 4)}
+        hit.detail = {"mmr": round(float(lambda_mult * relevance[left] - (1 - lambda_mult) * closest[left]), 4)}
     return [alive[j] for j in np.flatnonzero(picked)]
 
 
@@ -620,7 +643,7 @@ def _rank(hits: list[_Hit], scored: bool) -> list[_Hit]:
     if not scored:
         ordered = sorted(hits, key=lambda h: h.index)
     else:
-        keyed = sorted(((-h.score, h.key, str(h.label), h.span or (-1, -1)), h.index, h) for h in hits)
+        keyed = sorted(((-_score(h), h.key, str(h.label), h.span or (-1, -1)), h.index, h) for h in hits)
         ordered = [h for _, _, h in keyed]
         # Hits equal on every key so far differ (if at all) in other fields: order those by
         # their content too, so that a permutation of the input cannot change which is kept.
@@ -635,6 +658,12 @@ def _rank(hits: list[_Hit], scored: bool) -> list[_Hit]:
     for rank, hit in enumerate(ordered):
         hit.rank = rank
     return ordered
+
+
+def _score(hit: _Hit) -> float:
+    """The score of a hit among scored ones (_scored: all have one, or none)."""
+    assert hit.score is not None
+    return hit.score
 
 
 def _scored(hits: list[_Hit]) -> bool:
@@ -729,14 +758,15 @@ def _output(records: list[_Hit], kept: list[_Hit], flags: dict[int, tuple[int, f
                 continue
             if id(hit) in position:  # returned, flagged
                 pos = position[id(hit)]
-                other, cosine = flags[pos]
-                explanation.append(Explanation(hit.index, "semantic_duplicate", kept[other].index, pos,
+                like, cosine = flags[pos]
+                explanation.append(Explanation(hit.index, "semantic_duplicate", kept[like].index, pos,
                                                hit.source, {"cosine": cosine}, hit.obj))
                 continue
             root = hit
             while root.parent is not None:
                 root = root.parent
             matched = hit.parent.index if hit.parent is not None else None
+            assert hit.reason is not None  # a hit not returned as given always has one
             explanation.append(Explanation(hit.index, hit.reason, matched, position.get(id(root)),
                                            hit.source, dict(hit.detail), hit.obj))
     out = []
@@ -762,8 +792,8 @@ def _output(records: list[_Hit], kept: list[_Hit], flags: dict[int, tuple[int, f
         if also_in:
             fields[ALSO_IN] = also_in
         if pos in flags:
-            other, cosine = flags[pos]
-            fields[SEMANTIC_DUPLICATE_OF] = other
+            like, cosine = flags[pos]
+            fields[SEMANTIC_DUPLICATE_OF] = like
             fields[SEMANTIC_SIMILARITY] = cosine
         meta = hit.kind.meta(hit.obj)
         stale = tuple(f for f in _FIELDS if f not in fields and meta and f in meta)

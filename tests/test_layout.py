@@ -1,0 +1,140 @@
+"""The package's import graph, read from the source (every import, at module level, in a
+function or under TYPE_CHECKING): no module imports itself back through others, and the
+packages import one another in one direction only (docs/contributing.md, "The house")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "scrapy_dedup"
+
+#: what each package may import besides itself: data flows one way, core <- store <- decide <- crawl;
+#: reports read the store (and decide's readers), the query side needs the core alone
+ALLOWED = {
+    "core": set(),
+    "extraction": {"core"},
+    "store": {"core"},
+    "decide": {"core", "extraction", "store"},
+    "crawl": {"core", "extraction", "store", "decide"},
+    "reports": {"core", "extraction", "store", "decide"},
+    "commands": {"core", "extraction", "store", "decide", "crawl", "reports"},
+    "query": {"core"},
+}
+
+
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    found = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports. ``from pkg import name`` is an edge to the
+    submodule pkg.name when there is one, else to pkg."""
+    mods = modules(root)
+    top = root.name
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.split(".")[0] == top)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the package, up level - 1
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                if module.split(".")[0] != top:
+                    continue
+                for alias in node.names:
+                    sub = f"{module}.{alias.name}"
+                    deps.add(sub if sub in mods else module)
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def package_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
+
+
+def test_the_graph_sees_the_imports():
+    graph = import_graph()
+    assert "scrapy_dedup.core.fingerprints" in graph["scrapy_dedup.query.diversifier"]
+    assert "scrapy_dedup.crawl.state" in graph["scrapy_dedup.crawl.pipeline"]
+    assert "scrapy_dedup.core.urls" in graph["scrapy_dedup.core"]  # relative: from . import urls
+
+
+def test_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_a_cycle_is_found(tmp_path):
+    pkg = tmp_path / "scrapy_dedup"
+    (pkg / "crawl").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "crawl" / "__init__.py").write_text("")
+    (pkg / "crawl" / "a.py").write_text("from scrapy_dedup.crawl import b\n")
+    (pkg / "crawl" / "b.py").write_text("def f():\n    from scrapy_dedup.crawl.c import g\n")
+    (pkg / "crawl" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from scrapy_dedup.crawl.a import x\n")
+    assert cycles(import_graph(pkg)) == [["scrapy_dedup.crawl.a", "scrapy_dedup.crawl.b", "scrapy_dedup.crawl.c"]]
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_packages_import_one_way(package):
+    wrong = sorted(
+        f"{module} imports {dep}"
+        for module, deps in import_graph().items() if package_of(module) == package
+        for dep in deps
+        if package_of(dep) not in (package, *ALLOWED[package])
+    )
+    assert wrong == []
+
+
+def test_only_the_commands_and_the_documented_paths_import_the_crawl():
+    importers = {module for module, deps in import_graph().items()
+                 if any(package_of(d) == "crawl" for d in deps) and package_of(module) != "crawl"}
+    # the root's documented component paths (scrapy_dedup.addon, ...) re-export from crawl/
+    assert {m for m in importers if package_of(m) is not None} == {"scrapy_dedup.commands.dedup"}
