@@ -4,7 +4,6 @@ invariants the fast paths in scrapy_dedup.core.text rely on."""
 from __future__ import annotations
 
 import re
-
 import sys
 import unicodedata
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from scrapy_dedup.core.fingerprints import (
-    TRANSLATION_MIN_JACCARD, fingerprint, jaccard_estimate, near_match, raw_hash, shingle_jaccard,
+    TRANSLATION_MIN_JACCARD,
+    fingerprint,
+    jaccard_estimate,
+    near_match,
+    raw_hash,
+    shingle_jaccard,
 )  # fmt: skip
 from scrapy_dedup.core.language import same_language, translated
 from scrapy_dedup.decide.index import ContentIndex, Document

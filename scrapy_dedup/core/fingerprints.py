@@ -9,10 +9,9 @@ Parameter choices are measured in benchmarks/quality.py (results in benchmarks/r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import re
 import unicodedata
+from dataclasses import dataclass
 
 import numpy as np
 import xxhash

@@ -231,7 +231,7 @@ def _merged_chunks(
 ) -> list[tuple[Chunk, str, dict[str, Any]]]:
     """The chunks of a document's merged passages, with the URL their offsets point into (ids
     scoped by the member's URL key; offsets into the member's kept text)."""
-    out = []
+    out: list[tuple[Chunk, str, dict[str, Any]]] = []
     for key, p in merged:
         for c in chunk_text(p.text, max_words=max_words, scope=key):
             out.append((dataclasses.replace(c, start=p.start + c.start, end=p.start + c.end), p.source_url, {}))
