@@ -102,26 +102,6 @@ def test_a_crawl_s_decisions_and_store_are_those_of_the_per_group_calls(redis_si
         grouped.close()
 
 
-def test_batches_of_near_decisions_are_those_of_the_per_group_calls(redis_single, redis_prefix):
-    rng = random.Random(5)
-    items = []
-    for family in range(40):
-        base = rng.getrandbits(64)
-        for copy in range(3):
-            items.append((base ^ (1 << rng.randrange(64)) if copy else base, f"f{family:03d}c{copy:03d}".encode()))
-    outcomes, dumps = [], []
-    for name, fused in (("a", True), ("b", False)):
-        fn = StoreFunctions(connect(redis_single.url), f"{redis_prefix}:{name}")
-        fn.fused = fused
-        decisions = NearDecisions(fn)
-        got = decisions.decide_many("", items[:60], 3) + [decisions.decide("", fp, t, 3) for fp, t in items[60:]]
-        outcomes.append([(o.duplicate_of, o.distance, o.order, o.scans) for o in got])
-        dumps.append(dump(fn.client, fn.prefix))
-    assert outcomes[0] == outcomes[1]
-    assert sum(o[0] is None for o in outcomes[0]) == 40  # one kept per family
-    assert dumps[0] == dumps[1]
-
-
 class Counting(redis.Connection):
     """A real connection that counts its round trips (one per write to the socket)."""
 

@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 12
+local LIBRARY_VERSION = 13
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -694,23 +694,6 @@ local function order_release_many(keys, args)
   return replies
 end
 
--- ARGV: lease ms, then pairs (token, order).  order_renew for each pair; replies per pair.
-local function order_renew_many(keys, args)
-  local lease = lease_ms(args[1])
-  if not lease then return fail(LEASE_ERROR) end
-  local deadline = now_ms() + lease
-  local replies = {}
-  for i = 2, #args, 2 do
-    if held_by(keys[2], args[i], args[i + 1], order_of) then
-      redis.call('HSET', keys[2], args[i], args[i + 1] .. ':' .. deadline)
-      replies[#replies + 1] = 1
-    else
-      replies[#replies + 1] = 0
-    end
-  end
-  return replies
-end
-
 -- Fused near-duplicate steps, on a standalone server --------------------------------------
 -- A server that is not a cluster has no slots, so one call may name keys of every group: each
 -- step of a decision (enter and order and read, settle and end, index a representative) is
@@ -1129,7 +1112,7 @@ local RELEASERS = {
   {'pending_renew', pending_renew}, {'pending_owner_renew', pending_owner_renew},
   {'lock_release', lock_release}, {'near_abandon', near_abandon},
   {'order_release', order_release}, {'order_renew', order_renew}, {'order_reap', order_reap},
-  {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
+  {'order_release_many', order_release_many},
 }
 local READERS = {
   {'near_pending', near_pending}, {'frontier_peek', frontier_peek},

@@ -639,14 +639,6 @@ class StoreFunctions:
         replies = self._call("sdd_order_release_many", rk.order_keys(self.prefix), *(x for pair in pairs for x in pair))
         return [bool(int(r)) for r in replies]
 
-    def order_renew_many(self, pairs: Sequence[tuple[bytes, int]], lease_ms: int) -> list[bool]:
-        """Extend the leases of decisions in flight (token, order); per pair, False when reaped."""
-        if not pairs:
-            return []
-        replies = self._call("sdd_order_renew_many", rk.order_keys(self.prefix), lease_ms,
-                             *(x for pair in pairs for x in pair))
-        return [bool(int(r)) for r in replies]
-
     # -- requests taken by a process --------------------------------------------------------
     def pending_take(self, request_id: str, owner: str, lease_ms: int, payload: bytes) -> bool:
         return bool(self._call("sdd_pending_take", rk.pending_keys(self.prefix, request_id),

@@ -425,7 +425,7 @@ def key_tag(key: str) -> str:
 
 
 #: below this many (record, SimHash) pairs a plain loop beats numpy's fixed cost per call
-#: (a page's decision reads a few records; decide_many's batches read thousands)
+#: (a page's decision reads a few records; a benchmark's preload thousands)
 _FEW_PAIRS = 512
 
 

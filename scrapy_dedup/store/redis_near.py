@@ -35,22 +35,6 @@ A process that dies mid-decision leaves a pending entry with a lease; when the l
 out, the next decision that waits for it removes it (the page is fetched again through
 the requests it had taken). A decision that waits renews its own lease.
 
-**Batches** (:meth:`NearDecisions.decide_many`) run the same steps for many documents at
-once, so that the client's cost per command (which caps one decision at a time near
-1,300/s) is shared: every entry of the batch is inserted, then the batch takes
-consecutive order numbers in one call, then reads its buckets. Each document of the batch
-is then decided in order-number order in the client, as a single decision with that
-number would be, with one addition: an earlier document of the same batch near it counts
-as settled if it was kept this pass, and as an earlier decision in flight if it is still
-waiting. So the argument above holds document by document: every document of the batch
-inserted before any number of the batch was taken, and every foreign decision that took a
-smaller number had inserted before the batch took its numbers. Documents decided in a
-pass are settled and their numbers released before the next read, including the ones
-with a larger number than a document still waiting: none of them is near a waiting one
-(else it would wait too), and releasing them at once is what keeps two batches that wait
-on each other's earlier documents from waiting forever. A document whose lease ran out is
-decided again with a new number, with the documents of its batch that took it for their
-representative.
 """
 
 from __future__ import annotations
@@ -58,25 +42,15 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.redis_functions import BandGroup, StoreFunctions
 
 logger = logging.getLogger(__name__)
-
-#: ``confirm(simhash, token)``: whether the candidate is a near duplicate of the document
-#: being decided (e.g. MinHash agreement with its representative). Must be symmetric.
-Confirm = Callable[[int, bytes], bool]
-
-#: ``confirm(token, simhash, candidate token)``: :data:`Confirm` for the document of a batch
-#: whose token is ``token``.
-BatchConfirm = Callable[[bytes, int, bytes], bool]
 
 #: how many times a decision whose lease ran out is taken up again
 ATTEMPTS = 3
@@ -84,22 +58,6 @@ ATTEMPTS = 3
 #: gives up (DecisionBusy): a live decision ends within milliseconds, a dead one holds until its
 #: lease runs out, and the caller waits for that without blocking
 BUSY_AFTER_S = 0.05
-
-
-@dataclass(slots=True)
-class NearOutcome:
-    #: the token of the representative this document duplicates; None: it was kept
-    duplicate_of: bytes | None
-    distance: int | None
-    order: int
-    #: how many scans it took (1 when no earlier decision was in flight)
-    scans: int
-    #: abandoned decisions of dead processes removed on the way
-    reaped: int = 0
-
-    @property
-    def kept(self) -> bool:
-        return self.duplicate_of is None
 
 
 class DecisionReaped(Exception):
@@ -149,169 +107,6 @@ class NearDecisions:
         self.max_wait_s = max_wait_s
         self.clock = clock
         self.sleep = sleep
-
-    def decide(
-        self,
-        scope: str,
-        simhash: int,
-        token: bytes,
-        max_distance: int,
-        confirm: Confirm | None = None,
-    ) -> NearOutcome:
-        """Keep ``(simhash, token)`` as a representative, or name the one it duplicates."""
-        batch_confirm = None if confirm is None else (lambda _token, fp, t: confirm(fp, t))
-        return self.decide_many(scope, [(simhash, token)], max_distance, batch_confirm)[0]
-
-    def decide_many(
-        self,
-        scope: str,
-        items: Sequence[tuple[int, bytes]],
-        max_distance: int,
-        confirm: BatchConfirm | None = None,
-    ) -> list[NearOutcome]:
-        """:meth:`decide` for a batch of ``(simhash, token)``, in a fixed number of round trips.
-
-        The outcomes are those of deciding the items one by one in list order (they take
-        consecutive order numbers), with decisions of other processes in between where their
-        numbers fall. Tokens are 8 bytes and distinct within a batch.
-        """
-        items = [(int(simhash), bytes(token)) for simhash, token in items]
-        if any(len(token) != 8 for _, token in items):
-            raise ValueError("a near-duplicate token is 8 bytes")
-        if len({token for _, token in items}) != len(items):
-            raise ValueError("the tokens of a batch of near-duplicate decisions must be distinct")
-        outcomes: list[NearOutcome | None] = [None] * len(items)
-        todo = list(range(len(items)))
-        for _attempt in range(ATTEMPTS):
-            if not todo:
-                break
-            todo = self._decide_batch(scope, items, todo, max_distance, confirm, outcomes)
-        if todo:
-            raise DecisionReaped("a near-duplicate decision was reaped three times: leases are too short")
-        return outcomes  # type: ignore[return-value]
-
-    def _decide_batch(self, scope, items, todo, max_distance, confirm, outcomes) -> list[int]:
-        """Decide ``items[i]`` for ``i`` in ``todo`` into ``outcomes``; returns the ones to decide
-        again (reaped while deciding)."""
-        fn = self.fn
-        batch = [items[i] for i in todo]
-        first, (settled_hits, pending_hits), _, _, _ = fn.near_add_order_read(scope, batch, self.lease_ms, max_distance)
-        order = [first + k for k in range(len(batch))]
-        mine = {token: k for k, (_, token) in enumerate(batch)}
-        decided: dict[int, NearOutcome] = {}
-        again: set[int] = set()
-        scans = [0] * len(batch)
-        reaped = [0] * len(batch)
-        later: set[bytes] = set()  # foreign pending without an order in one read and still pending in the next
-        unordered: set[bytes] = set()
-        waiting = list(range(len(batch)))
-        started = renewed = self.clock()
-        while True:
-            settled_of = dict(zip(waiting, settled_hits))
-            pending_of = dict(zip(waiting, pending_hits))
-            # decisions of other processes in flight near a waiting document: their numbers
-            foreign = {t for k in waiting for _, t in pending_of[k] if t not in mine}
-            later |= foreign & unordered
-            asked: dict[bytes, tuple[int, int] | None] = {}
-            candidates: dict[int, list[tuple[int, bytes]]] = {}
-            for k in waiting:
-                token = batch[k][1]
-                candidates[k] = [
-                    (fp, t) for fp, t in pending_of[k]
-                    if t not in mine and t not in later and (confirm is None or confirm(token, fp, t))
-                ]
-                asked.update((t, None) for _, t in candidates[k])
-            wanted = list(asked)
-            asked = dict(zip(wanted, fn.order_get(wanted)))
-            unordered = {t for t, o in asked.items() if o is None}
-
-            blocked: set[int] = set()
-            blockers: dict[bytes, tuple[int | None, int, int, list[int]]] = {}
-            now_decided: list[int] = []
-            for k in waiting:
-                simhash, token = batch[k]
-                scans[k] += 1
-                waits = False
-                found = []
-                for fp, t in pending_of[k]:
-                    j = mine.get(t)
-                    if j is None or j >= k or j in again:
-                        continue
-                    if confirm is not None and not confirm(token, fp, t):
-                        continue
-                    if j in blocked:
-                        waits = True  # an earlier document of this batch is still waiting
-                    elif j in decided and decided[j].kept:
-                        found.append((fp, t))
-                if waits:
-                    blocked.add(k)
-                    continue
-                for fp, t in settled_of[k]:
-                    if t != token and (confirm is None or confirm(token, fp, t)):
-                        found.append((fp, t))
-                if found:
-                    fp, t = min(found, key=lambda e: (hamming(e[0], simhash), e[1]))
-                    decided[k] = NearOutcome(t, hamming(fp, simhash), order[k], scans[k], reaped[k])
-                    now_decided.append(k)
-                    continue
-                earlier = [(fp, t, asked[t]) for fp, t in candidates[k] if asked[t] is not None and asked[t][0] < order[k]]
-                if earlier or any(asked[t] is None for _, t in candidates[k]):
-                    blocked.add(k)
-                    for fp, t, (their_order, ms_left) in earlier:
-                        blockers.setdefault(t, (fp, their_order, ms_left, []))[3].append(k)
-                    continue
-                decided[k] = NearOutcome(None, None, order[k], scans[k], reaped[k])
-                now_decided.append(k)
-
-            if now_decided:
-                entries = [(batch[k][0], batch[k][1], decided[k].kept, order[k]) for k in now_decided]
-                settled = fn.near_settle_then_release_many(scope, entries)
-                lost = {k for k, ok in zip(now_decided, settled) if not ok}
-                if lost:
-                    self._take_back(scope, batch, lost, decided)
-                    lost_kept = {batch[k][1] for k in lost if decided[k].kept}
-                    # the ones that took a lost document for their representative go with it
-                    lost |= {k for k in now_decided if decided[k].duplicate_of in lost_kept}
-                    for k in lost:
-                        del decided[k]
-                    again |= lost
-            waiting = [k for k in waiting if k in blocked and k not in again]
-            if not waiting:
-                break
-            for t, (fp, their_order, ms_left, waiters) in blockers.items():
-                if ms_left < 0 and fn.order_reap(t, their_order):
-                    # its process died mid-decision: its entries go, the order number first
-                    fn.near_settle(scope, fp, t, keep=False)
-                    for k in waiters:
-                        reaped[k] += 1
-            now = self.clock()
-            if now - started > self.max_wait_s:
-                raise TimeoutError(f"waited {self.max_wait_s:.0f} s for earlier near-duplicate decisions")
-            if blockers:
-                if (now - renewed) * 1000 > self.lease_ms / 3:
-                    alive = fn.order_renew_many([(batch[k][1], order[k]) for k in waiting], self.lease_ms)
-                    gone = {k for k, ok in zip(waiting, alive) if not ok}
-                    for k in gone:
-                        fn.near_settle(scope, batch[k][0], batch[k][1], keep=False)
-                    again |= gone
-                    waiting = [k for k in waiting if k not in gone]
-                    renewed = now
-                    if not waiting:
-                        break
-                self.sleep(self.poll_s)
-            (settled_hits, pending_hits), _ = fn.near_read(scope, [batch[k][0] for k in waiting], max_distance)
-        for k, outcome in decided.items():
-            outcomes[todo[k]] = outcome
-        return [todo[k] for k in sorted(again)]
-
-    def _take_back(self, scope, batch, lost, decided) -> None:
-        """Undo the settling of documents reaped while they were decided."""
-        fn = self.fn
-        for k in lost:
-            simhash, token = batch[k]
-            if decided[k].kept:
-                fn.near_remove(scope, simhash, token)
-            fn.near_settle(scope, simhash, token, keep=False)
 
     def open(
         self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = (), reads: Sequence[tuple] = (),
@@ -393,17 +188,6 @@ class NearDecisions:
     def _outlived(self) -> None:
         # held longer than its lease: a later decision may have gone on without it
         logger.warning("a near-duplicate decision outlived its lease of %d ms", self.lease_ms)
-
-    @contextmanager
-    def hold(
-        self, scope: str, simhash: int, max_distance: int, bands: Sequence[BandGroup] = ()
-    ) -> Iterator[NearHold]:
-        """:meth:`open`, then :meth:`close` when the block exits."""
-        held = self.open(scope, simhash, max_distance, bands)
-        try:
-            yield held
-        finally:
-            self.close(held)
 
     def _await_earlier(
         self, scope, simhash, token, order, max_distance, bands, first_scan, busy_after_s: float | None = None
