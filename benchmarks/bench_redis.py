@@ -176,7 +176,7 @@ def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
         bounds = (np.searchsorted(blocks[order], np.arange(0x10001)) * rk.NEAR_RECORD).tolist()
         pipe = client.pipeline(transaction=False)
         for group_start in range(0, 0x10000, per_group):
-            settled, _ = rk.near_group(prefix, sid, table, rk.near_group_of(table, group_start))
+            settled = rk.near_group(prefix, sid, table, rk.near_group_of(table, group_start))
             for chunk in range(group_start, group_start + per_group, 1024):
                 fields = []
                 for block in range(chunk, chunk + 1024):
@@ -201,7 +201,7 @@ def _decide_worker(server_url, prefix, worker, queries, batch, barrier, out):
     for fp, token in items:
         # a near decision as the store makes it: read the candidates, decide here, write
         t0 = time.perf_counter()
-        settled, _ = fn.near_scan("", fp, 3)
+        settled = fn.near_scan("", fp, 3)
         duplicate = any(hamming(other, fp) <= 3 for other, _ in settled)
         if not duplicate:
             fn.near_put("", fp, token)
