@@ -121,7 +121,7 @@ class DedupDupeFilter(BaseDupeFilter):
             return True
         state = self.state
         try:
-            state.record_redirect(request, wait=not state.store.shared)
+            state.record_redirect(request)
         except DecisionBusy:
             request.meta[META_REDIRECT_WAITS] = True
             return False

@@ -222,7 +222,7 @@ class DedupPipeline:
         (most often one that died holding it, until its lease runs out), wait without blocking
         the reactor: the crawl fetches and decides other pages meanwhile."""
         state = self.state
-        return await when_free(state, lambda wait: state.index.ingest(doc, wait=wait), doc.key)
+        return await when_free(state, lambda: state.index.ingest(doc), doc.key)
 
     async def _content(
         self, adapter: ItemAdapter, url: str, response: Any

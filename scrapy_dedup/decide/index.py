@@ -44,11 +44,11 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         self.authority = tuple(authority)
 
     # -- deciding -----------------------------------------------------------
-    def ingest(self, doc: Document, wait: bool = True) -> Decision:
-        """Decide ``doc`` and record the decision. ``wait=False``: raise
+    def ingest(self, doc: Document) -> Decision:
+        """Decide ``doc`` and record the decision. Raises
         :class:`~scrapy_dedup.store.base.DecisionBusy`, having done nothing, when another
         process of a shared store is deciding the same URL key (see ``hold_document``)."""
-        decision = self._decide(doc, wait)
+        decision = self._decide(doc)
         if doc.promoted:
             # a member fetched again because it now represents its cluster: it is emitted
             if decision.status == "unchanged":
@@ -58,12 +58,12 @@ class ContentIndex(Matching, Clusters, Lifecycle):
                 decision.supersedes = [*decision.supersedes, *doc.supersedes]
         return decision
 
-    def _decide(self, doc: Document, wait: bool = True) -> Decision:
+    def _decide(self, doc: Document) -> Decision:
         # a shared store: another process may decide this page at the same moment; the
         # decision holds its URL key until its writes are in. A near duplicate decided at the
         # same moment elsewhere may be kept too: settling merges them.
         # a body seen before is most often the same page unchanged, which reads nothing more
-        with self.store.hold_document(doc.key, None if doc.recalled else self._first_reads(doc), wait=wait):
+        with self.store.hold_document(doc.key, None if doc.recalled else self._first_reads(doc)):
             return self._decide_held(doc)
 
     def _first_reads(self, doc: Document) -> DecisionReads:

@@ -25,7 +25,7 @@ class Lifecycle:
     _url_of: Callable[[str | None], str | None]
     _promote: Callable[[StoreBatch, Cluster, list[UrlRecord]], UrlRecord]
 
-    def forget(self, key: str, http_status: int, wait: bool = True) -> str | None:
+    def forget(self, key: str, http_status: int) -> str | None:
         """The URL is gone (404/410) or now redirects: take it out of its cluster.
 
         Returns the URL of the member that now represents the cluster when the
@@ -33,11 +33,11 @@ class Lifecycle:
         with ``supersedes``.
 
         On a shared store it holds the URL key as a decision does: another process deciding
-        the same page goes before or after it, never in between. ``wait=False``: raise
+        the same page goes before or after it, never in between. Raises
         :class:`~scrapy_dedup.store.base.DecisionBusy`, having done nothing, while another
         process holds it (see ``hold_document``).
         """
-        with self.store.hold_document(key, wait=wait):
+        with self.store.hold_document(key):
             record = self.store.get_url(key)
             if record is None:
                 return None

@@ -436,16 +436,13 @@ class DedupStore(abc.ABC):
         confirmed by its signature whatever index found it (:func:`near_match`)."""
 
     # -- decisions of several processes ---------------------------------------
-    def hold_document(
-        self, key: str, reads: DecisionReads | None = None, wait: bool = True
-    ) -> AbstractContextManager[None]:
+    def hold_document(self, key: str, reads: DecisionReads | None = None) -> AbstractContextManager[None]:
         """Hold the decision of the document at url key ``key`` for the ``with`` block: no other
         process decides the same key until the block has exited (atomic).
 
         A shared backend never waits: when another process holds it, it raises
         :class:`DecisionBusy` on entering, having read and written nothing, and the crawl tries
-        again a moment later without blocking its reactor. ``wait`` tells what the caller
-        does then (False: the crawl's waiting helper tries again); a backend ignores it.
+        again a moment later without blocking its reactor (``crawl/busy.py``).
 
         ``reads``: what the block reads first (near-duplicate candidates, records); a shared
         backend may read them in the lock's round trip (an embedded one ignores them).

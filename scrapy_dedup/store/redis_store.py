@@ -470,11 +470,11 @@ class RedisStore(DedupStore):
 
     # -- decisions shared by processes ----------------------------------------
     @contextmanager
-    def hold_document(self, key: str, reads: DecisionReads | None = None, wait: bool = True) -> Iterator[None]:
+    def hold_document(self, key: str, reads: DecisionReads | None = None) -> Iterator[None]:
         """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
         ``SET NX PX`` and released only by its holder. The store never waits: when another
         process holds it, :class:`DecisionBusy` (the crawl waits without blocking, and tries
-        again), whatever ``wait`` says.
+        again).
 
         The key's URL record, which a decision reads first, comes in the same round trip: the
         next ``get`` of it inside the block is that answer (read once, before any write). On
