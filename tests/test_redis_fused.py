@@ -23,7 +23,6 @@ from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import EXACT, DecisionBusy, OweOffer
-from scrapy_dedup.store.redis_functions import StoreFunctions, connect
 from scrapy_dedup.store.redis_store import RedisStore
 
 PARAMS = {"test": 1}

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import random
 import signal
-import threading
 import time
-from contextlib import contextmanager
 
 import pytest
 
 from scrapy_dedup.core.bands import BANDS
-from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import Cluster, UrlRecord
-from scrapy_dedup.decide.index import ContentIndex, Document
-from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_store import RedisStore
@@ -123,6 +117,75 @@ def test_a_process_whose_lease_is_not_certain_asks_again(redis_url, redis_prefix
     finally:
         a.close()
         b.close()
+
+
+def test_a_url_key_is_decided_by_one_process_at_a_time(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        with a.hold_document("k"):
+            # the store never waits: the other process is told, having read and written nothing
+            started = time.monotonic()
+            with pytest.raises(DecisionBusy), b.hold_document("k"):
+                pass
+            assert time.monotonic() - started < 1
+            with b.hold_document("other"):  # another key is free
+                pass
+        with b.hold_document("k"):  # released: the other process decides it now
+            pass
+    finally:
+        a.close()
+        b.close()
+
+
+def test_one_process_backends_hold_nothing():
+    store = MemoryStore("mem", PARAMS)
+    with store.hold_document("k"), store.hold_document("k"):
+        pass
+    with store.batch() as batch:
+        batch.put_pending("k", b"owed")
+    assert not store.shared and list(store.claim_pending()) == [("k", b"owed")]
+    # the one process holds every owed request
+    assert store.pending_held_elsewhere() == 0 and store.held_pending() == ["k"]
+
+
+def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_again(redis_url, redis_prefix):
+    """The dupefilter marks a key, then owes its request: a process killed in between leaves a
+    key "seen" in this run that nobody owes. The page that linked to it is still owed, so it is
+    parsed again by the process that takes it over; its links carry ``dedup_recheck``."""
+    from scrapy import Request, Spider
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_dedup.crawl.dupefilter import DedupDupeFilter
+
+    class Site(Spider):
+        name = "site"
+
+    crawler = get_crawler(Site, {
+        "ADDONS": {"scrapy_dedup.Addon": 500},
+        "DEDUP_STORE": redis_url,
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "DEDUP_WORKERS": 0,
+        "DEDUP_LOGSTATS_INTERVAL": 0,
+        "LOG_ENABLED": False,
+    })
+    dupefilter = build_from_crawler(DedupDupeFilter, crawler)
+    dupefilter.open()
+    state = dupefilter.state
+    try:
+        url = "http://h/lost"
+        key = state.key(url)
+        state.frontier.mark(url, key)  # the dead process got this far
+        assert dupefilter.request_seen(Request(url))  # an ordinary link: seen in this run
+        assert not dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
+        assert state.store.has_pending(key)  # owed now, by this process
+        # owed (or recorded) keys stay seen, checked again or not
+        assert dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
+        known = "http://h/known"
+        assert not dupefilter.request_seen(Request(known))
+        assert dupefilter.request_seen(Request(known, meta={"dedup_recheck": True}))
+    finally:
+        state.close()
 
 
 def _fcalls(store: RedisStore) -> int:
