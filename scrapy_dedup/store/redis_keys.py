@@ -41,19 +41,18 @@ belongs to (four slots) and writes a representative's entry in the same four. Tw
 decisions at once may both keep a near duplicate; settling (``scrapy dedup settle``)
 merges them, so no bucket is ever held across calls.
 
-Why slot groups: a batch of decisions touches hundreds of buckets; the buckets of
-one group are fields of one hash (one slot), so the batch adds, reads and settles
-them with one call per group (at most 64) with its records packed in one argument,
-instead of one call per bucket: the client's cost per command and per argument is
-what bounds decisions per second. Each table's 65,536 buckets fall in 16 groups by
+Why slot groups: the buckets of one group are fields of one hash (one slot), so a
+read of many SimHashes' buckets (a benchmark's preload, a settle) takes one call per
+group (at most 64) instead of one per bucket: the client's cost per command and per
+argument is what bounds decisions per second. Each table's 65,536 buckets fall in 16 groups by
 the block's top 4 bits, and each group's tag is chosen (the smallest ``k``) so that
 its slot lies in its own 256-slot window of the 16,384: the 64 slots are evenly
 spaced, so any split of the slot range into contiguous shares (as ``redis-cli
 --cluster create`` makes) gives each master its share of the tables, and no slot
 carries more than 1/64 of the near-duplicate work. The scope is in the key name,
 outside the tag: every scope uses the same 64 balanced slots. Fewer groups would
-mean fewer calls per batch but a coarser spread (16 slots cannot be split evenly
-over 3 masters); more groups, more calls per batch.
+mean fewer calls per read but a coarser spread (16 slots cannot be split evenly
+over 3 masters); more groups, more calls per read.
 """
 
 from __future__ import annotations
