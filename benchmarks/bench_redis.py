@@ -10,10 +10,9 @@ loopback ports, as the tests do, and stops them. Measured, side by side in one r
   keys) and seen-checks per second, one round trip per check as a dupefilter makes them
   and in bulk (pipelined); against scrapy-redis's ``RFPDupeFilter`` (SADD of a 40-character
   SHA1 per request into one set) on the same URLs;
-- near-duplicate decisions (insert, order, check: scrapy_dedup/store/redis_near.py) with
+- near-duplicate decisions (read the candidates, decide in the client, write) with
   the SimHash tables preloaded with D documents (``--docs``, several with commas): decisions
-  per second with 4 client processes deciding in batches (``decide_many``, NEAR_BATCH per
-  call) and one at a time (``decide``), p50/p99 latency per batch and per single decision,
+  per second with 4 client processes, p50/p99 latency per decision,
   the server time (INFO commandstats) and CPU (INFO cpu) per decision and the busiest
   master's share, the clients' own CPU time per decision, and two ceilings: the servers'
   (1 s over the busiest master's CPU per decision) and the machine's (its cores over the
@@ -79,8 +78,8 @@ ONE_BY_ONE = {"tiny": 1_000, "default": 20_000, "large": 20_000}
 #: targets from the project's issue on the shared store
 TARGET_BYTES_PER_URL = 40
 TARGET_DECISIONS = 10_000
-#: near-duplicate decisions per decide_many call in the benchmark
-NEAR_BATCH = 256
+#: a near-duplicate decision is one read and at most one write: no batches
+NEAR_BATCH = 1
 #: near-duplicate decisions per client process, in batches, and one at a time (decide) beside them
 NEAR_PER_CLIENT = {"tiny": 1_024, "default": 20_480, "large": 20_480}
 NEAR_ONE_BY_ONE = {"tiny": 100, "default": 500, "large": 500}
@@ -176,7 +175,7 @@ def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
         bounds = (np.searchsorted(blocks[order], np.arange(0x10001)) * rk.NEAR_RECORD).tolist()
         pipe = client.pipeline(transaction=False)
         for group_start in range(0, 0x10000, per_group):
-            settled, _ = rk.near_group(prefix, sid, table, rk.near_group_of(table, group_start))
+            settled = rk.near_group(prefix, sid, table, rk.near_group_of(table, group_start))
             for chunk in range(group_start, group_start + per_group, 1024):
                 fields = []
                 for block in range(chunk, chunk + 1024):
@@ -189,24 +188,25 @@ def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
 
 
 def _decide_worker(server_url, prefix, worker, queries, batch, barrier, out):
+    from scrapy_dedup.core.fingerprints import hamming
     from scrapy_dedup.store.redis_functions import StoreFunctions, connect
-    from scrapy_dedup.store.redis_near import NearDecisions
 
-    decisions = NearDecisions(StoreFunctions(connect(server_url), prefix))
+    fn = StoreFunctions(connect(server_url), prefix)
     # tokens above the preloaded documents' (their index): worker and query number
     items = [(int(fp), (1 << 63 | worker << 40 | i).to_bytes(8, "big")) for i, fp in enumerate(queries)]
     latencies, kept, scans = [], 0, 0
     barrier.wait()
     started, cpu_started = time.perf_counter(), time.process_time()
-    for lo in range(0, len(items), batch):
+    for fp, token in items:
+        # a near decision as the store makes it: read the candidates, decide here, write
         t0 = time.perf_counter()
-        if batch == 1:
-            outcomes = [decisions.decide("", items[lo][0], items[lo][1], 3)]
-        else:
-            outcomes = decisions.decide_many("", items[lo : lo + batch], 3)
-        latencies.append((time.perf_counter() - t0, len(outcomes)))
-        kept += sum(o.kept for o in outcomes)
-        scans += sum(o.scans for o in outcomes)
+        settled = fn.near_scan("", fp, 3)
+        duplicate = any(hamming(other, fp) <= 3 for other, _ in settled)
+        if not duplicate:
+            fn.near_put("", fp, token)
+        latencies.append((time.perf_counter() - t0, 1))
+        kept += not duplicate
+        scans += 1
     out.put((started, time.perf_counter(), latencies, kept, scans, time.process_time() - cpu_started))
 
 
@@ -305,8 +305,7 @@ def _run_deciders(client, server_url: str, shares: list[list[int]], batch: int) 
 def bench_near(server_url: str, docs: int, per_client: int, seed: int = 11, *, batch: int | None = None,
                one_by_one: int = NEAR_ONE_BY_ONE["default"]) -> dict:
     """Preload ``docs`` documents, then decide ``per_client`` SimHashes in each of CLIENTS
-    processes with ``decide_many`` (batches of ``batch``), and ``one_by_one`` more with
-    ``decide`` one at a time."""
+    processes, and ``one_by_one`` more (a second sample)."""
     from scrapy_dedup.store.redis_functions import StoreFunctions, connect, is_cluster
 
     batch = batch or NEAR_BATCH
@@ -991,7 +990,7 @@ def near_rows(near: list[dict], sketch: dict | None) -> list[dict]:
         for lbl, r in runs.items():
             head = f"near-duplicate decisions at {dlabel} documents, {lbl}"
             three = lbl == "3 masters"
-            rows.append(row(NAME, f"{head}: decisions/s ({CLIENTS} clients, decide_many in batches of {r['batch']}; "
+            rows.append(row(NAME, f"{head}: decisions/s ({CLIENTS} clients, one at a time; "
                             f"load average {r['load_average'][0]:.1f})",
                             fmt(r["decisions_per_s"]), f"one at a time (decide) {fmt(r['one_at_a_time']['decisions_per_s'])}",
                             f"{r['decisions_per_s'] / r['one_at_a_time']['decisions_per_s']:.1f}x",

@@ -191,12 +191,11 @@ def test_redis(tmp_path, corpus):
         assert r["cluster"] == (r["servers"] == "3 masters")
         assert r["decisions"] > 0 and 0 < r["kept"] < r["decisions"]
         assert 0 < r["latency_ms"]["p50"] <= r["latency_ms"]["p99"]
-        # batches: one call per slot group for many decisions on a cluster, two per batch on one
-        # server; one at a time: ~14 calls each on a cluster, two on one server (open, close)
-        assert 0 < r["commands_per_decision"] < 2 and r["busiest_master_us_per_decision"] > 0
+        # a decision reads its buckets with plain HMGETs (not counted) and a kept one enters
+        # itself with one call per table: at most four calls
+        assert 0 < r["commands_per_decision"] <= 4 and r["busiest_master_us_per_decision"] > 0
         single = r["one_at_a_time"]
-        assert single["decisions"] > 0
-        assert single["commands_per_decision"] >= 10 if r["cluster"] else 2 <= single["commands_per_decision"] < 3
+        assert single["decisions"] > 0 and 0 < single["commands_per_decision"] <= 4
         if r["cluster"]:
             assert r["busiest_master_share"] < 0.6  # spread over the three masters
         # the deciding processes' own CPU, and the machine's ceiling it gives with the servers'
@@ -209,8 +208,8 @@ def test_redis(tmp_path, corpus):
     # what the client sends per page, and where the bytes are: one call per band group, not per band
     assert 0 < store_time["round_trips_per_page"] < store_time["client_commands_per_page"] < 120
     assert store_time["bytes_by_family"]["b"]["keys"] > 0 and store_time["bytes_per_document_by_family"]["t:url"] > 0
-    # the band buckets are fields of one hash per band group, and none is left pending
-    assert store_time["bytes_by_family"]["b"]["keys"] <= 8 and "bp" not in store_time["bytes_by_family"]
+    # the band buckets are fields of one hash per band group
+    assert store_time["bytes_by_family"]["b"]["keys"] <= 8
     for count, index in store_time["index_bytes"].items():
         assert index["documents"] == int(count) and index["band_lookup_server_us"] > 0
         assert index["bytes_by_family"]["b"]["bytes"] > 12 * 32 * index["documents"]  # 32 records of 12 bytes each

@@ -1,8 +1,7 @@
 """A page whose decision another process holds waits without holding up the crawl.
 
-The other process is one that died holding the decision of a URL key (its lock), or a
-near-duplicate decision of the same content (its pending entries and order number): either
-stays until its lease runs out. A crawl that fetches that page waits for it, and meanwhile goes
+The other process is one that died holding the decision of a URL key (its lock), which stays
+until its lease runs out; the store never waits for it, it tells the crawl (DecisionBusy). A crawl that fetches that page waits for it, and meanwhile goes
 on fetching and deciding the other pages (before, the wait ran on the reactor thread, and the
 whole process stood still until the lease ran out). So do a 404 of a page that held a
 document, whose removal from its cluster holds the same URL key, and a redirect of such a page.
@@ -16,14 +15,9 @@ import time
 import uuid
 
 import pytest
-from scrapy.settings import Settings
 from test_resume import Crawl, Site, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
-from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.urls import url_key
-from scrapy_dedup.crawl.settings import DedupConfig
-from scrapy_dedup.crawl.state import store_params
-from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html
 from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.redis_functions import connect
 from scrapy_dedup.store.redis_store import RedisStore
@@ -80,28 +74,6 @@ def test_a_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_on(
     # the lock of a decision whose process died: it holds for a minute unless released
     client.set(lock, "4242-deadbeef:1", px=60_000)
     _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix, lambda: client.delete(lock))
-
-
-@pytest.mark.parametrize("kind", ["single", "cluster"])
-def test_a_page_near_a_dead_process_s_decision_waits_while_the_crawl_goes_on(
-    site, uninterrupted, tmp_path, request, kind
-):
-    # one server: the near hold opens with the document lock; a cluster: after the lock
-    server = request.getfixturevalue(f"redis_{kind}")
-    prefix = f"busy:{uuid.uuid4().hex[:10]}"
-    _, _, body = reply(f"/{HELD}")
-    _, fp = analyse_html(body, site.url + HELD, ExtractOptions())
-    config = DedupConfig.from_settings(Settings())
-    other = RedisStore(server.url, store_params(config), prefix=prefix)
-    # a decision of the same content opened and never closed: its process died (30 s lease)
-    hold = other.hold_near("", fp.simhash, band_hashes(fp.minhash), config.max_distance)
-    hold.__enter__()
-
-    def release() -> None:
-        hold.__exit__(None, None, None)
-        other.close()
-
-    _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix, release)
 
 
 #: where a moved page lives now: its old path redirects here (301)

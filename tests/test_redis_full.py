@@ -25,15 +25,11 @@ ROOM = 1_500_000
 
 
 def left_held(client, prefix: str) -> dict[str, int]:
-    """What a stopped process still holds under a lease, by kind: decision locks, order numbers,
-    pending near-duplicate and band entries, and owed requests whose lease still runs."""
+    """What a stopped process still holds under a lease, by kind: decision locks, and owed
+    requests whose lease still runs."""
     now = int(client.time()[0]) * 1000
     held = {
         "locks": sum(1 for _ in client.scan_iter(f"{prefix}:d:*", count=1000)),
-        "orders": client.hlen(rk.order_keys(prefix)[1]),
-        "near entries": sum(client.hlen(k) for k in client.scan_iter(f"{prefix}:np:*", count=1000)),
-        "band entries": sum(client.hlen(k) for k in client.scan_iter(f"{prefix}:bp:*", count=1000))
-        + client.hlen(rk.order_keys(prefix)[2]),  # in the buckets on a cluster, one record each on one server
         "request leases": sum(client.zcount(rk.pending_shard(prefix, shard)[1], now, "+inf")
                               for shard in range(rk.PENDING_SHARDS)),
         "owner leases": sum(client.hlen(rk.pending_owners(prefix, shard)) for shard in range(rk.PENDING_SHARDS)),

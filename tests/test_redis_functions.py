@@ -212,37 +212,21 @@ def test_frontier_mark_is_atomic_across_processes(redis_url, redis_prefix):
 # -- near-duplicate tables --------------------------------------------------------------------
 
 
-def test_near_add_scan_settle(fn):
+def test_near_put_scan_remove(fn):
     fp = 0x0123_4567_89AB_CDEF
     a, b = b"A" * 8, b"B" * 8
-    fn.near_add("", fp, a)
-    settled, pending = fn.near_scan("", fp ^ 0b111, 3)
-    assert settled == set() and pending == {(fp, a)}
-    assert fn.near_scan("", fp ^ 0b1111, 3) == (set(), set())  # distance 4
-    assert fn.near_settle("", fp, a, keep=True)
-    assert fn.near_scan("", fp, 3) == ({(fp, a)}, set())
-    assert not fn.near_settle("", fp, a, keep=True)  # no pending entry any more
-    fn.near_add("", fp, b)
-    assert fn.near_settle("", fp, b, keep=False)
-    assert fn.near_scan("", fp, 0) == ({(fp, a)}, set())
-    assert fn.near_scan("other scope", fp, 3) == (set(), set())
+    fn.near_put("", fp, a)
+    assert fn.near_scan("", fp ^ 0b111, 3) == {(fp, a)}
+    assert fn.near_scan("", fp ^ 0b1111, 3) == set()  # distance 4
+    fn.near_put("", fp, a)  # entered once
+    fn.near_put("", fp ^ 1, b)
+    assert fn.near_scan("", fp, 0) == {(fp, a)}
+    assert fn.near_scan("", fp, 1) == {(fp, a), (fp ^ 1, b)}
+    assert fn.near_scan("other scope", fp, 3) == set()
     fn.near_remove("", fp, a)
-    assert fn.near_scan("", fp, 3) == (set(), set())
-
-
-def test_order_numbers_rise_and_leases_end(fn):
-    a, b = b"a" * 8, b"b" * 8
-    oa, ob = fn.order_take(a, 60_000), fn.order_take(b, 1)
-    assert ob == oa + 1
-    time.sleep(0.01)
-    (got_a, left_a), (got_b, left_b) = fn.order_get([a, b])
-    assert (got_a, got_b) == (oa, ob) and left_a > 0 and left_b < 0
-    assert not fn.order_reap(a, oa)  # lease not run out
-    assert fn.order_reap(b, ob)
-    assert not fn.order_release(b, ob)
-    assert fn.order_renew(a, oa, 60_000)
-    assert fn.order_release(a, oa)
-    assert fn.order_get([a, b]) == [None, None]
+    fn.near_remove("", fp ^ 1, b)
+    assert fn.near_scan("", fp, 3) == set()
+    assert not fn.client.keys(f"{fn.prefix}:n:*")  # emptied buckets go
 
 
 # -- requests taken by a process --------------------------------------------------------------
@@ -297,11 +281,9 @@ def test_every_key_of_one_call_is_in_one_slot_and_the_tables_spread(redis_cluste
     masters = set()
     for _ in range(200):
         fp = rng.getrandbits(64)
-        for settled, pending in rk.near_buckets("crawl", "", fp):
-            assert slot(settled) == slot(pending)
-            masters.add(client.nodes_manager.get_node_from_slot(slot(settled)).name)
+        for key in rk.near_buckets("crawl", "", fp):
+            masters.add(client.nodes_manager.get_node_from_slot(slot(key)).name)
     assert len(masters) == 3
-    assert len({slot(key) for key in rk.order_keys("crawl")}) == 1  # counter, in flight, band records
     q, qz = rk.pending_keys("crawl", "r1")
     assert slot(q) == slot(qz)
     for shard in range(rk.PENDING_SHARDS):
@@ -318,11 +300,12 @@ def test_a_document_s_band_records_take_one_call_per_group(fn):
 
     client = fn.client
     bands = [(band + 1) << 56 | band for band in range(BANDS)]
-    calls = rk.band_calls(fn.prefix, "", bands, ("b", "bp"))
+    calls = rk.band_calls(fn.prefix, "", bands)
     assert len(calls) == rk.BAND_GROUPS
     token, other = b"T" * 8, b"O" * 8
     per_group = BANDS // rk.BAND_GROUPS
-    for g, ((settled, pending), entries) in enumerate(calls):
+    for g, ((settled,), entries) in enumerate(calls):
+        pending = settled.replace(":b:", ":b2:", 1)  # a second hash in the same slot
         assert len(entries) == per_group * rk.BAND_ENTRY
         assert client.fcall("sdd_bands_add", 1, settled, token, entries) == per_group
         assert client.fcall("sdd_bands_add", 1, settled, token, entries) == 0  # once only
@@ -337,7 +320,7 @@ def test_a_document_s_band_records_take_one_call_per_group(fn):
         assert client.fcall("sdd_bands_add", 1, pending, token, first) == 1
         assert client.fcall("sdd_bands_add", 1, pending, other, first) == 1  # two records in one bucket
         found = rk.band_found(client.fcall("sdd_bands_find", 2, settled, pending, entries))
-        # per record found: the position of its hash in the call (0 settled, 1 pending), its token
+        # per record found: the position of its hash in the call, its token
         assert found == [(0, token)] * per_group + [(1, token), (1, other)]
         assert client.fcall("sdd_bands_remove", 1, pending, other, first) == 1
         assert client.fcall("sdd_bands_remove", 1, settled, token, entries[rk.BAND_ENTRY : 2 * rk.BAND_ENTRY]) == 1
@@ -347,7 +330,7 @@ def test_a_document_s_band_records_take_one_call_per_group(fn):
         assert client.hlen(settled) == per_group - 1  # an emptied bucket's field is gone
         assert client.fcall("sdd_bands_remove", 1, pending, token, first) == 1
         assert not client.exists(pending)  # its last field gone: so is the hash
-    (settled, _), entries = calls[0]
+    (settled,), entries = calls[0]
     with pytest.raises(redis.ResponseError, match="a token and entries"):
         client.fcall("sdd_bands_add", 1, settled, token, entries[:-1])
     with pytest.raises(redis.ResponseError, match="a token and entries"):
@@ -383,7 +366,7 @@ def test_band_groups_are_one_slot_each_and_spread_over_the_masters(redis_cluster
     for _ in range(50):
         bands = [rng.getrandbits(64) for _ in range(32)]
         for scope in ("", "intranet"):
-            calls = rk.band_calls("crawl", scope, bands, ("b", "bp"))
+            calls = rk.band_calls("crawl", scope, bands)
             for keys, _ in calls:
                 assert len({client.keyslot(k) for k in keys}) == 1
     for tag in rk.band_tags():

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 import redis
 
 from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
@@ -21,9 +22,7 @@ from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.base import EXACT, OweOffer
-from scrapy_dedup.store.redis_functions import StoreFunctions, connect
-from scrapy_dedup.store.redis_near import NearDecisions
+from scrapy_dedup.store.base import EXACT, DecisionBusy, OweOffer
 from scrapy_dedup.store.redis_store import RedisStore
 
 PARAMS = {"test": 1}
@@ -89,37 +88,12 @@ def test_a_crawl_s_decisions_and_store_are_those_of_the_per_group_calls(redis_si
         assert statuses == ["new", "exact_duplicate", "near_duplicate", "near_duplicate", "new", "new", "updated"]
         assert outcomes[0][6][4] == "http://h/a"  # promoted when the representative changed
         stored, stored_grouped = dump(fused.client, fused.prefix), dump(grouped.client, grouped.prefix)
-        # the order counter counts the near holds opened: on one server the changed page's hold,
-        # opened with its lock, ends unused while its old content leaves its cluster under a
-        # hold of its own, and opens again
-        counter = "P:o:{P:o}"
-        assert int(stored.pop(counter)) == int(stored_grouped.pop(counter)) + 1
         assert stored == stored_grouped
         assert any(name.startswith("P:b:") for name in stored)  # band buckets were written
-        assert not any(name.startswith(("P:np:", "P:bp:", "P:om:", "P:ob:", "P:d:")) for name in stored)  # nothing in flight
+        assert not any(name.startswith("P:d:") for name in stored)  # no lock left
     finally:
         fused.close()
         grouped.close()
-
-
-def test_batches_of_near_decisions_are_those_of_the_per_group_calls(redis_single, redis_prefix):
-    rng = random.Random(5)
-    items = []
-    for family in range(40):
-        base = rng.getrandbits(64)
-        for copy in range(3):
-            items.append((base ^ (1 << rng.randrange(64)) if copy else base, f"f{family:03d}c{copy:03d}".encode()))
-    outcomes, dumps = [], []
-    for name, fused in (("a", True), ("b", False)):
-        fn = StoreFunctions(connect(redis_single.url), f"{redis_prefix}:{name}")
-        fn.fused = fused
-        decisions = NearDecisions(fn)
-        got = decisions.decide_many("", items[:60], 3) + [decisions.decide("", fp, t, 3) for fp, t in items[60:]]
-        outcomes.append([(o.duplicate_of, o.distance, o.order, o.scans) for o in got])
-        dumps.append(dump(fn.client, fn.prefix))
-    assert outcomes[0] == outcomes[1]
-    assert sum(o[0] is None for o in outcomes[0]) == 40  # one kept per family
-    assert dumps[0] == dumps[1]
 
 
 class Counting(redis.Connection):
@@ -148,14 +122,7 @@ def _counted(store: RedisStore) -> None:
     pool.connection_class = Counting
 
 
-def _in_flight(store: RedisStore) -> tuple[int, int]:
-    """Near-duplicate decisions in flight (order numbers held) and pending SimHash entries."""
-    client = store.client
-    pending = sum(client.hlen(k) for k in client.scan_iter(match=f"{store.prefix}:np:*"))
-    return client.hlen(rk.order_keys(store.prefix)[1]), pending
-
-
-def test_a_new_page_is_decided_in_two_round_trips_and_five_calls(redis_single, redis_prefix):
+def test_a_new_page_is_decided_in_two_round_trips(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
@@ -166,17 +133,17 @@ def test_a_new_page_is_decided_in_two_round_trips_and_five_calls(redis_single, r
         decision = index.ingest(doc("http://h/new", prose(11)))
         trips = Counting.round_trips - before
         assert decision.status == "new"
-        # the lock with the URL record, the near hold, the exact entry and the cluster named
-        # after the content; the writes with the exact claim, the settle and the release
+        # the lock with the URL record, the SimHash and band buckets, the exact entry and the
+        # cluster named after the content; the writes with the exact claim and the release
         assert trips == 2
-        # open, index and the MinHash signature's put (in the writes), close, release: one call each
-        assert _fcalls(store.client) - calls == 5
-        assert _in_flight(store) == (0, 0)
+        # a band lookup per band group; index and the MinHash signature's put (in the writes),
+        # release: one call each
+        assert _fcalls(store.client) - calls == rk.BAND_GROUPS + 3
     finally:
         store.close()
 
 
-def test_a_near_hold_opened_with_the_lock_and_not_taken_ends_with_the_release(redis_single, redis_prefix):
+def test_a_page_whose_body_was_seen_before_reads_no_candidates_with_its_lock(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
@@ -185,8 +152,8 @@ def test_a_near_hold_opened_with_the_lock_and_not_taken_ends_with_the_release(re
         _counted(store)
         costs = []
         for recalled in (False, True):
-            # the same page again, unchanged: its decision takes no near hold; one whose body
-            # was seen before (recalled) opens none with the lock
+            # the same page again, unchanged; one whose body was seen before (recalled) is most
+            # often unchanged, and reads no near-duplicate candidates with its lock
             page = doc("http://h/page", text)
             page.recalled = recalled
             calls = _fcalls(store.client)
@@ -194,10 +161,9 @@ def test_a_near_hold_opened_with_the_lock_and_not_taken_ends_with_the_release(re
             assert index.ingest(page).status == "unchanged"
             trips = Counting.round_trips - trips
             costs.append((trips, _fcalls(store.client) - calls))
-            assert _in_flight(store) == (0, 0)
-        (opened_trips, opened_calls), (trips, calls) = costs
-        assert opened_trips == trips  # the hold opened with the lock and ended with the release
-        assert opened_calls == calls + 2
+        (read_trips, read_calls), (trips, calls) = costs
+        assert read_trips == trips  # the candidates came in the lock's round trip
+        assert read_calls == calls + rk.BAND_GROUPS  # its band lookups
     finally:
         store.close()
 
@@ -213,41 +179,26 @@ def _two_processes(url: str, prefix: str) -> Iterator[tuple[RedisStore, RedisSto
         other.close()
 
 
-def test_a_lock_held_elsewhere_ends_the_near_hold_opened_with_it(redis_single, redis_prefix):
+def test_a_lock_held_elsewhere_makes_the_decision_busy_at_once(redis_single, redis_prefix):
     with _two_processes(redis_single.url, redis_prefix) as (store, other):
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
-        entered, leave = threading.Event(), threading.Event()
-
-        def hold_elsewhere():
-            with other.hold_document("http://h/contended"):
-                entered.set()
-                leave.wait(10)
-
-        holder = threading.Thread(target=hold_elsewhere)
-        holder.start()
-        assert entered.wait(10)
-        outcome = []
-        decider = threading.Thread(target=lambda: outcome.append(index.ingest(doc("http://h/contended", prose(13)))))
-        decider.start()
-        time.sleep(0.5)
-        # it waits for the other process's lock, and meanwhile holds no order number another
-        # decision could wait for
-        assert decider.is_alive() and not outcome
-        assert _in_flight(other) == (0, 0)
-        leave.set()
-        holder.join(10)
-        decider.join(10)
-        assert [d.status for d in outcome] == ["new"]
-        assert _in_flight(store) == (0, 0)
+        page = doc("http://h/contended", prose(13))
+        with other.hold_document("http://h/contended"):
+            started = time.monotonic()
+            with pytest.raises(DecisionBusy):  # the store never waits: the crawl tries again
+                index.ingest(page)
+            assert time.monotonic() - started < 1
+            assert store.get_url("http://h/contended") is None  # nothing written
+        assert index.ingest(page).status == "new"
 
 
-def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, redis_prefix):
+def test_a_decision_s_first_reads_come_with_its_lock(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         with store.batch() as batch:
             batch.index_exact("", "c" * 16, "ab" * 8)
         key = f"{rk.scope_digest('').hex()}:{'c' * 16}"
-        with store.hold_near("", 0x0123_4567_89AB_CDEF, (), 3, reads=[(EXACT, key), (EXACT, "absent")]):
+        with store.hold_document("k", ("", 0x0123_4567_89AB_CDEF, (), 3, ((EXACT, key), (EXACT, "absent")))):
             calls = _calls(store.client, "hget")
             assert store.find_exact("", "c" * 16) == "ab" * 8
             assert store.get(EXACT, "absent") is None
@@ -258,13 +209,13 @@ def test_a_hold_s_first_reads_answer_when_it_waited_for_nobody(redis_single, red
         store.close()
 
 
-def test_a_claim_the_hold_answered_goes_with_the_release(redis_single, redis_prefix):
+def test_a_claim_read_absent_with_the_lock_goes_with_the_release(redis_single, redis_prefix):
     with _two_processes(redis_single.url, redis_prefix) as (store, other):
         other.claim_exact("", "d" * 16, "cd" * 8)  # another process's text, claimed before the hold
         keys = [f"{rk.scope_digest('').hex()}:{c * 16}" for c in "ed"]
-        with store.hold_near("", 0x0123_4567_89AB_CDEF, (), 3, reads=[(EXACT, k) for k in keys]):
+        with store.hold_document("k", ("", 0x0123_4567_89AB_CDEF, (), 3, tuple((EXACT, k) for k in keys))):
             claims = _calls(store.client, "fcall")
-            assert store.claim_exact("", "e" * 16, "ef" * 8) is None  # read absent by the hold: no call
+            assert store.claim_exact("", "e" * 16, "ef" * 8) is None  # read absent with the lock: no call
             assert _calls(store.client, "fcall") == claims
             assert other.find_exact("", "e" * 16) is None  # not before the release
             assert store.claim_exact("", "d" * 16, "ef" * 8) == "cd" * 8  # held by another: asked
@@ -273,66 +224,6 @@ def test_a_claim_the_hold_answered_goes_with_the_release(redis_single, redis_pre
         # outside a hold, a claim is the server's answer again
         assert store.claim_exact("", "e" * 16, "00" * 8) == "ef" * 8
 
-
-
-#: the SimHash and band hashes of the decision a killed process leaves in flight
-DEAD_FP = 0x0F0F_0F0F_0F0F_0F0F
-DEAD_BANDS = [(1 << 63) | band << 40 | 3 for band in range(32)]
-
-
-def _open_and_die(url, prefix):
-    fn = StoreFunctions(connect(url), prefix)
-    groups = rk.band_calls(prefix, "", DEAD_BANDS, ("b", "bp"))
-    NearDecisions(fn, lease_ms=300).open("", DEAD_FP, 3, groups)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _killed_inside_a_hold(server, prefix) -> StoreFunctions:
-    """A process opens a near hold (lease 300 ms) and is killed in it; the store's functions."""
-    proc = multiprocessing.get_context("fork").Process(target=_open_and_die, args=(server.url, prefix))
-    proc.start()
-    proc.join(timeout=60)
-    assert proc.exitcode == -signal.SIGKILL
-    fn = StoreFunctions(connect(server.url), prefix)
-    assert fn.fused
-    return fn
-
-
-def test_a_process_killed_inside_a_fused_hold_is_reaped(redis_single, redis_prefix):
-    fp, bands = DEAD_FP, DEAD_BANDS
-    fn = _killed_inside_a_hold(redis_single, redis_prefix)
-    settled, pending = fn.near_scan("", fp, 3)
-    assert len(pending) == 1 and not settled  # the dead decision's entry, in flight
-    band_records = rk.order_keys(redis_prefix)[2]
-    assert fn.client.hlen(band_records) == 1  # and its band record
-    decisions = NearDecisions(fn, lease_ms=300)
-    key = f"{redis_prefix}:t:exact:{{texact000}}"
-    started = time.monotonic()
-    held = decisions.open("", fp ^ 0b11, 3, rk.band_calls(redis_prefix, "", bands, ("b", "bp")), [("HGET", key, "x")])
-    assert time.monotonic() - started < 10
-    assert held.scans > 1 and held.reads is None  # it waited: what it read first is not kept
-    decisions.close(held)
-    assert fn.near_scan("", fp, 3) == (set(), set())
-    assert fn.client.hlen(rk.order_keys(redis_prefix)[1]) == 0  # no decision left in flight
-    assert fn.client.hlen(band_records) == 0  # its band record went with its order number
-
-
-def test_a_dead_decision_s_band_record_is_reaped_by_any_later_decision(redis_single, redis_prefix):
-    # every decision reads the band records of the decisions in flight: one whose process died
-    # goes with the next decision of its scope once its lease ran out, near it or not
-    fn = _killed_inside_a_hold(redis_single, redis_prefix)
-    _, in_flight, band_records = rk.order_keys(redis_prefix)
-    assert fn.client.hlen(band_records) == 1 and fn.client.hlen(in_flight) == 1
-    time.sleep(0.4)  # its lease of 300 ms runs out
-    decisions = NearDecisions(fn, lease_ms=300)
-    far = [(1 << 62) | band << 40 | 5 for band in range(32)]
-    held = decisions.open("", ~DEAD_FP & 0xFFFF_FFFF_FFFF_FFFF, 3, rk.band_calls(redis_prefix, "", far, ("b", "bp")))
-    assert held.scans == 1  # nothing near it was in flight
-    assert fn.client.hkeys(band_records) == [held.token]  # the dead one's record is gone, its own is in
-    assert fn.client.hkeys(in_flight) == [held.token]
-    assert fn.near_scan("", DEAD_FP, 3) == (set(), set())  # and so are the dead one's pending entries
-    decisions.close(held)
-    assert fn.client.hlen(band_records) == fn.client.hlen(in_flight) == 0
 
 
 def test_writes_inside_a_hold_reach_the_server_with_its_release(redis_single, redis_prefix):

@@ -1,23 +1,19 @@
 """What two processes sharing a Redis store hold: owed requests under leases, a URL key's
-decision, a near-duplicate neighbourhood. Each process is a RedisStore of its own on the same
+decision. Each process is a RedisStore of its own on the same
 server and key prefix (a real redis-server and a real 3-master cluster)."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import random
 import signal
-import threading
 import time
-from contextlib import contextmanager
+
+import pytest
 
 from scrapy_dedup.core.bands import BANDS
-from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import Cluster, UrlRecord
-from scrapy_dedup.decide.clusters import copies_hold
-from scrapy_dedup.decide.index import ContentIndex, Document
-from scrapy_dedup.store import redis_keys as rk
+from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.redis_store import RedisStore
 
@@ -123,133 +119,19 @@ def test_a_process_whose_lease_is_not_certain_asks_again(redis_url, redis_prefix
         b.close()
 
 
-def waits_for(first_block, second_block) -> list[str]:
-    """Run ``second_block`` in a thread while ``first_block`` is held; the order they ran in."""
-    events: list[str] = []
-    with first_block:
-        thread = threading.Thread(target=lambda: _enter(second_block, events))
-        thread.start()
-        time.sleep(0.3)
-        events.append("first leaves")
-    thread.join(10)
-    return events
-
-
-def _enter(block, events: list[str]) -> None:
-    with block:
-        events.append("second enters")
-
-
 def test_a_url_key_is_decided_by_one_process_at_a_time(redis_url, redis_prefix):
     a, b = two_processes(redis_url, redis_prefix)
     try:
-        assert waits_for(a.hold_document("k"), b.hold_document("k")) == ["first leaves", "second enters"]
-        # another key does not wait
-        assert waits_for(a.hold_document("k"), b.hold_document("other")) == ["second enters", "first leaves"]
-    finally:
-        a.close()
-        b.close()
-
-
-def test_near_decisions_wait_for_earlier_near_ones_only(redis_url, redis_prefix):
-    a, b = two_processes(redis_url, redis_prefix)
-    bands = list(range(1, BANDS + 1))
-    try:
-        simhash = 0x0123_4567_89AB_CDEF
-        near = simhash ^ 0b101  # distance 2
-        far = simhash ^ 0xFFFF_FFFF_FFFF_FFFF
-        assert waits_for(a.hold_near("", simhash, (), 3), b.hold_near("", near, (), 3)) == [
-            "first leaves", "second enters"]
-        assert waits_for(a.hold_near("", simhash, (), 3), b.hold_near("", far, (), 3)) == [
-            "second enters", "first leaves"]
-        # far in SimHash, but one LSH band hash in common: near too
-        shared = [0] * BANDS
-        shared[5] = bands[5]
-        assert waits_for(a.hold_near("", simhash, bands, 3), b.hold_near("", far, shared, 3)) == [
-            "first leaves", "second enters"]
-        # the same band hash in another scope: not near
-        assert waits_for(a.hold_near("", simhash, bands, 3), b.hold_near("other", far, shared, 3)) == [
-            "second enters", "first leaves"]
-        # nothing is left pending once the decisions are done
-        settled, pending = a.fn.near_scan("", simhash, 64)
-        assert not pending
-        assert not a.client.hlen(rk.order_keys(a.prefix)[2])  # no band record in flight
-    finally:
-        a.close()
-        b.close()
-
-
-@contextmanager
-def _forgetting(index: ContentIndex, key: str, promoted: list):
-    promoted.append(index.forget(key, 404))
-    yield
-
-
-def test_a_page_that_leaves_its_cluster_waits_for_a_decision_near_it(redis_url, redis_prefix):
-    # the cluster's record is read and written again when a member leaves: a page that joins
-    # it in another process at that moment would be lost from it
-    a, b = two_processes(redis_url, redis_prefix)
-    try:
-        index = ContentIndex(a, a.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
-        rng = random.Random(4)
-        text = " ".join(f"w{rng.randrange(5000)}" for _ in range(300))
-        for key in ("http://h/a", "http://h/b"):  # a page and an exact copy: one cluster
-            index.ingest(Document(key=key, url=key, fingerprint=fingerprint(text), raw_hash=raw_hash(key.encode()), text=text))
-        cid = a.get_url("http://h/a").cluster_id
-        rep = a.get_cluster(cid).representative
-        other = ({"http://h/a", "http://h/b"} - {rep}).pop()
-        promoted: list = []
-        near = fingerprint(text).simhash ^ 0b1  # a decision near the content, in the other process
-        assert waits_for(b.hold_near("", near, (), 3), _forgetting(index, rep, promoted)) == [
-            "first leaves", "second enters"]
-        assert promoted == [other]
-        assert a.get_cluster(cid).representative == other and set(a.cluster_members(cid)) == {other}
-        assert a.get_url(rep).status == "deleted"
-        # a page of other content does not wait
-        assert waits_for(b.hold_near("", near ^ 0xFFFF_FFFF_FFFF_FFFF, (), 3),
-                         _forgetting(index, other, promoted)) == ["second enters", "first leaves"]
-        assert a.get_cluster(cid) is None
-    finally:
-        a.close()
-        b.close()
-
-
-@contextmanager
-def _ingesting(index: ContentIndex, doc: Document, decisions: list):
-    decisions.append(index.ingest(doc))
-    yield
-
-
-def test_copies_never_compared_by_distance_are_decided_one_at_a_time(redis_url, redis_prefix):
-    # a PDF, or a text too short for the near-duplicate indexes, is matched by its exact hash
-    # alone: a copy decided while another process founds its cluster would found it again, and
-    # two copies joining at once would each write the cluster's record over the other's
-    a, b = two_processes(redis_url, redis_prefix)
-    try:
-        index = ContentIndex(a, a.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
-        pdf = raw_hash(b"%PDF-1.4 the whitepaper")
-        short = fingerprint("Opening hours: nine to five, closed on Sundays.")
-        assert short.tokens < 50
-        for name, fp, content in (("pdf", None, pdf), ("short", short, short.content_hash)):
-            keys = [f"http://h/{name}/{i}" for i in range(3)]
-            docs = [Document(key=k, url=k, fingerprint=fp, raw_hash=pdf if fp is None else raw_hash(k.encode()))
-                    for k in keys]
-            decisions: list = []
-            # another process holds this content's neighbourhood (as its decision of a copy does)
-            holding = b.hold_near(*copies_hold("", content))
-            assert waits_for(holding, _ingesting(index, docs[0], decisions)) == ["first leaves", "second enters"]
-            index.ingest(docs[1])
-            cid = decisions[0].cluster_id
-            assert set(a.cluster_members(cid)) == set(keys[:2])
-            # leaving the cluster waits too
-            promoted: list = []
-            holding = b.hold_near(*copies_hold("", content))
-            assert waits_for(holding, _forgetting(index, keys[0], promoted)) == ["first leaves", "second enters"]
-            assert promoted == [keys[1]] and a.cluster_members(cid) == [keys[1]]
-            # other content does not wait
-            other = b.hold_near(*copies_hold("", raw_hash(b"other")))
-            assert waits_for(other, _ingesting(index, docs[2], decisions)) == ["second enters", "first leaves"]
-            assert decisions[-1].cluster_id == cid and decisions[-1].status == "exact_duplicate"
+        with a.hold_document("k"):
+            # the store never waits: the other process is told, having read and written nothing
+            started = time.monotonic()
+            with pytest.raises(DecisionBusy), b.hold_document("k"):
+                pass
+            assert time.monotonic() - started < 1
+            with b.hold_document("other"):  # another key is free
+                pass
+        with b.hold_document("k"):  # released: the other process decides it now
+            pass
     finally:
         a.close()
         b.close()
@@ -257,7 +139,7 @@ def test_copies_never_compared_by_distance_are_decided_one_at_a_time(redis_url, 
 
 def test_one_process_backends_hold_nothing():
     store = MemoryStore("mem", PARAMS)
-    with store.hold_document("k"), store.hold_near("", 1, (), 3):
+    with store.hold_document("k"), store.hold_document("k"):
         pass
     with store.batch() as batch:
         batch.put_pending("k", b"owed")
@@ -312,8 +194,14 @@ def _fcalls(store: RedisStore) -> int:
     return sum(int(node.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for node in primaries(store.client))
 
 
-def test_the_band_lookup_of_a_near_hold_answers_the_matching_once(redis_url, redis_prefix):
-    a, b = two_processes(redis_url, redis_prefix)
+def _commands(store: RedisStore) -> int:
+    """Commands the server ran so far, INFO left out."""
+    stats = store.client.info("commandstats")
+    return sum(int(v.get("calls", 0)) for k, v in stats.items() if k != "cmdstat_info")
+
+
+def test_the_band_lookup_read_with_the_lock_answers_the_matching_once(redis_single, redis_prefix):
+    a, b = two_processes(redis_single.url, redis_prefix)
     aa, bb = "aa" * 8, "bb" * 8
     mine = [(1 << 63) | band << 40 | 7 for band in range(BANDS)]
     theirs = [(1 << 63) | band << 40 | 9 for band in range(BANDS)]
@@ -321,12 +209,12 @@ def test_the_band_lookup_of_a_near_hold_answers_the_matching_once(redis_url, red
     try:
         with a.batch() as batch:
             batch.index_near("", 0xFFFF, theirs, aa)
-        with b.hold_near("", 0x0123_4567_89AB_CDEF, mine, 3):
-            before = _fcalls(b)
+        with b.hold_document("k", ("", 0x0123_4567_89AB_CDEF, tuple(mine), 3, ())):
+            before = _commands(b)
             assert b.band_candidates("", mine) == {aa}
-            assert _fcalls(b) == before  # read by the hold's own lookup
+            assert _commands(b) == before  # read with the lock
             assert b.band_candidates("", mine) == {aa}  # read again: from the server
-            assert _fcalls(b) > before
+            assert _commands(b) > before
             with b.batch() as batch:
                 batch.index_near("", 0x0123_4567_89AB_CDEF, mine, bb)
             assert b.band_candidates("", mine) == {aa, bb}
@@ -337,23 +225,23 @@ def test_the_band_lookup_of_a_near_hold_answers_the_matching_once(redis_url, red
         b.close()
 
 
-def test_the_simhash_scan_of_a_near_hold_answers_the_matching_once(redis_url, redis_prefix):
-    a, b = two_processes(redis_url, redis_prefix)
+def test_the_simhash_scan_read_with_the_lock_answers_the_matching_once(redis_single, redis_prefix):
+    a, b = two_processes(redis_single.url, redis_prefix)
     aa, bb = "aa" * 8, "bb" * 8
     mine = 0x0123_4567_89AB_CDEF
     try:
         with a.batch() as batch:
             batch.index_near("", mine ^ 0b101, (), aa)  # distance 2: near
             batch.index_near("", mine ^ 0xFFFF_0000, (), bb)  # distance 16: in a bucket, not near
-        with b.hold_near("", mine, (), 3):
-            before = _fcalls(b)
+        with b.hold_document("k", ("", mine, (), 3, ())):
+            before = _commands(b)
             assert list(b.simhash_candidates("", mine, 3)) == [(mine ^ 0b101, aa)]
-            assert _fcalls(b) == before  # the hold's own last scan
+            assert _commands(b) == before  # read with the lock
             assert list(b.simhash_candidates("", mine, 3)) == [(mine ^ 0b101, aa)]
-            assert _fcalls(b) > before  # read again: from the server
+            assert _commands(b) > before  # read again: from the server
             # another distance is another question: the server answers it
             assert {t for _, t in b.simhash_candidates("", mine, 16)} == {aa, bb}
-        with b.hold_near("", mine, (), 3):
+        with b.hold_document("k", ("", mine, (), 3, ())):
             with b.batch() as batch:  # a write inside the hold: what it read may be stale
                 batch.index_near("", mine ^ 0b1, (), "cc" * 8)
             assert {t for _, t in b.simhash_candidates("", mine, 3)} == {aa, "cc" * 8}

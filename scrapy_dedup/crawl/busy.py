@@ -1,10 +1,10 @@
 """Waiting for another process's decision without blocking the reactor.
 
-On a shared store a decision holds its URL key (and the near-duplicate neighbourhood it
-reads) until its writes are in. Another process that holds it is most often one that died
-holding it, until its lease runs out: a crawl that meets such a key tries again a moment
+On a shared store a decision holds its URL key until its writes are in, and the store never
+waits for it: it raises DecisionBusy. Another process that holds it is most often one that
+died holding it, until its lease runs out: a crawl that meets such a key tries again a moment
 later, polling from BUSY_FIRST_POLL_S doubling up to BUSY_LAST_POLL_S, and fetches and decides
-other pages meanwhile.
+other pages meanwhile. This is the one place where the crawl waits for another process.
 """
 
 from __future__ import annotations
@@ -38,20 +38,17 @@ class WaitStopped(Exception):
     """The crawl began to stop while a decision waited for another process's."""
 
 
-async def when_free(state: DedupState, attempt: Callable[[bool], T], what: str) -> T:
-    """``attempt(wait)``: on a one-process store ``attempt(True)``; on a shared one
-    ``attempt(False)``, again after a pause each time it raises DecisionBusy (having done
-    nothing). Counts ``dedup/doc/waited_for_another_process`` once for a call that waited;
-    raises WaitStopped when the crawl stops meanwhile, StoreError after BUSY_MAX_WAIT_S."""
+async def when_free(state: DedupState, attempt: Callable[[], T], what: str) -> T:
+    """``attempt()``, again after a pause each time it raises DecisionBusy (having done
+    nothing; a one-process store never does). Counts ``dedup/doc/waited_for_another_process``
+    once for a call that waited; raises WaitStopped when the crawl stops meanwhile, StoreError
+    after BUSY_MAX_WAIT_S."""
     from twisted.internet import reactor
 
-    assert state.store is not None  # decisions are made only while the store is open
-    if not state.store.shared:
-        return attempt(True)
     delay, waited = BUSY_FIRST_POLL_S, 0.0
     while True:
         try:
-            return attempt(False)
+            return attempt()
         except DecisionBusy:
             pass
         if waited == 0.0:

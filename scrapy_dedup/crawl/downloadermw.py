@@ -128,7 +128,7 @@ class DedupDownloaderMiddleware:
         process holds the decision of a source that held a document."""
         state = self.state
         try:
-            await when_free(state, lambda wait: state.record_redirect(request, wait=wait), request.url)
+            await when_free(state, lambda: state.record_redirect(request), request.url)
         except WaitStopped:
             # the crawl stops: its source stays owed, and the next run is redirected again
             state.inc("doc/left_pending")
@@ -143,10 +143,9 @@ class DedupDownloaderMiddleware:
     async def _gone(self, request: Request, response: Response, key: str, record: UrlRecord) -> None:
         state = self.state
 
-        def retire(wait: bool) -> bool:
+        def retire() -> bool:
             # the record just written says whether the URL held a document: no second read
-            return state.retire(key, response.url, response.status, "doc/deleted", like=request, record=record,
-                                wait=wait)
+            return state.retire(key, response.url, response.status, "doc/deleted", like=request, record=record)
 
         try:
             retired = await when_free(state, retire, key)

@@ -122,7 +122,7 @@ class DedupDupeFilter(BaseDupeFilter):
             return True
         state = self.state
         try:
-            state.record_redirect(request, wait=state.store is None or not state.store.shared)
+            state.record_redirect(request)
         except DecisionBusy:
             request.meta[META_REDIRECT_WAITS] = True
             return False

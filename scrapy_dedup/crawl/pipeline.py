@@ -228,7 +228,7 @@ class DedupPipeline:
         the reactor: the crawl fetches and decides other pages meanwhile."""
         state, index = self.state, self.state.index
         assert index is not None  # the store is open
-        return await when_free(state, lambda wait: index.ingest(doc, wait=wait), doc.key)
+        return await when_free(state, lambda: index.ingest(doc), doc.key)
 
     async def _content(
         self, adapter: ItemAdapter, url: str, response: Any

@@ -354,21 +354,20 @@ class DedupState:
     # -- gone, moved, taken over --------------------------------------------
     def retire(
         self, key: str, url: str, http_status: int, stat: str, like: Request | None, record: UrlRecord | None = None,
-        wait: bool = True,
     ) -> bool:
         """A document is gone (404/410) or has moved (a redirect): forget it and count it
         (``dedup/<stat>``); when it represented its cluster, :meth:`take_over`.
 
         ``record``: the URL record of ``key`` as the caller just wrote it, read otherwise.
-        ``wait=False``: DecisionBusy, having done nothing, while another process of a shared
-        store holds ``key`` (:meth:`ContentIndex.forget`). Returns whether ``key`` held a document.
+        DecisionBusy, having done nothing, while another process of a shared store holds
+        ``key`` (:meth:`ContentIndex.forget`). Returns whether ``key`` held a document.
         """
         assert self.index is not None  # documents retire only while the store is open
         if record is None:
             record = self.index.known_content(key)
         if record is None or not record.has_content:
             return False
-        promoted = self.index.forget(key, http_status, wait=wait)
+        promoted = self.index.forget(key, http_status)
         self.inc(stat)
         self.take_over(promoted, [url], like)
         return True
@@ -393,10 +392,10 @@ class DedupState:
         self.pending.owe(request, promoted_id(self.key(promoted)))
         self.crawler.engine.crawl(request)
 
-    def record_redirect(self, request: Request, wait: bool = True) -> None:
+    def record_redirect(self, request: Request) -> None:
         """Record the source URLs of a redirected request as aliases of its URL.
 
-        ``wait=False``: DecisionBusy, the aliases not recorded yet, while another process of a
+        DecisionBusy, the aliases not recorded yet, while another process of a
         shared store holds the key of a source that held a document (:meth:`retire`); calling
         it again once that process let go finishes the job (a source retired already is not
         retired twice)."""
@@ -408,7 +407,7 @@ class DedupState:
         for url, key in keyed:
             if key != target_key:
                 # a document that now redirects: its content moves to the target, not kept twice
-                self.retire(key, url, 301, "doc/redirected", like=request, wait=wait)
+                self.retire(key, url, 301, "doc/redirected", like=request)
         assert self.frontier is not None  # redirects are recorded only while the store is open
         recorded = self.frontier.record_redirect(keyed, target_key, request.meta.get("redirect_reasons", ()))
         self.inc("url/redirect", recorded)

@@ -28,27 +28,6 @@ def cluster_id_for(scope: str, key: str) -> str:
     return xxhash.xxh64_hexdigest(f"{scope}\0{key}".encode())
 
 
-def copies_simhash(content_hash: str) -> int:
-    """The SimHash a decision of content never compared by distance (a binary body, a short
-    text) holds its near-duplicate neighbourhood under, at distance 0: every copy of the
-    content has the same one, so on a shared store its decisions, joins and departures go one
-    at a time, as those of near-duplicate texts do under their SimHash. It is never indexed.
-
-    >>> copies_simhash("99aa06d3014798d86001c324468d497f")
-    6776138917284395640
-    >>> copies_simhash("99aa06d3014798d86001c324468d497e")
-    8990352000152162779
-    """
-    return xxhash.xxh64_intdigest(content_hash.encode())
-
-
-def copies_hold(scope: str, content_hash: str) -> tuple[str, int, tuple[int, ...], int]:
-    """:meth:`~scrapy_dedup.store.base.DedupStore.hold_near`'s scope, SimHash, bands and
-    distance for content never compared by distance: its :func:`copies_simhash` alone, no
-    bands, distance 0 (only its own copies are near it)."""
-    return scope, copies_simhash(content_hash), (), 0
-
-
 def distance(a: UrlRecord, b: UrlRecord) -> int | None:
     """SimHash distance of two members (0 for two identical binary bodies)."""
     if a.simhash is None or b.simhash is None:

@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 
 from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.records import UrlRecord, record_time
-from scrapy_dedup.decide.clusters import Clusters, cluster_id_for, copies_hold
+from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
-from scrapy_dedup.store.base import CLUSTER, EXACT, DedupStore, NearHoldArgs, exact_key
+from scrapy_dedup.store.base import CLUSTER, EXACT, DecisionReads, DedupStore, exact_key
 
 __all__ = ["ContentIndex", "Decision", "Document", "cluster_id_for"]
 
@@ -44,11 +44,11 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         self.authority = tuple(authority)
 
     # -- deciding -----------------------------------------------------------
-    def ingest(self, doc: Document, wait: bool = True) -> Decision:
-        """Decide ``doc`` and record the decision. ``wait=False``: raise
+    def ingest(self, doc: Document) -> Decision:
+        """Decide ``doc`` and record the decision. Raises
         :class:`~scrapy_dedup.store.base.DecisionBusy`, having done nothing, when another
         process of a shared store is deciding the same URL key (see ``hold_document``)."""
-        decision = self._decide(doc, wait)
+        decision = self._decide(doc)
         if doc.promoted:
             # a member fetched again because it now represents its cluster: it is emitted
             if decision.status == "unchanged":
@@ -58,23 +58,18 @@ class ContentIndex(Matching, Clusters, Lifecycle):
                 decision.supersedes = [*decision.supersedes, *doc.supersedes]
         return decision
 
-    def _decide(self, doc: Document, wait: bool = True) -> Decision:
-        # a shared store: another process may decide this page, or a near duplicate of it, at
-        # the same moment; each decision holds what it reads until its writes are in
-        # a body seen before is most often the same page unchanged, which needs no near hold;
-        # any other page's near hold may open with the lock
-        near = self._near_args(doc)
-        with self.store.hold_document(doc.key, None if doc.recalled else near, wait=wait):
-            return self._decide_held(doc, near)
+    def _decide(self, doc: Document) -> Decision:
+        # a shared store: another process may decide this page at the same moment; the
+        # decision holds its URL key until its writes are in. A near duplicate decided at the
+        # same moment elsewhere may be kept too: settling merges them.
+        # a body seen before is most often the same page unchanged, which reads nothing more
+        with self.store.hold_document(doc.key, None if doc.recalled else self._first_reads(doc)):
+            return self._decide_held(doc)
 
-    def _near_args(self, doc: Document) -> NearHoldArgs:
-        """The store's hold_near arguments for ``doc``.
-
-        A document never compared by near-duplicate distance (a binary body, a text shorter
-        than DEDUP_MIN_TOKENS) is held on its content alone (:func:`copies_hold`): two
-        copies of it decided at once by two processes go one after the other, so the second
-        joins the cluster the first founded instead of founding it again.
-        """
+    def _first_reads(self, doc: Document) -> DecisionReads:
+        """What the decision of ``doc`` reads first: its near-duplicate candidates (none for a
+        document never compared by distance: a binary body, a text shorter than
+        DEDUP_MIN_TOKENS), the exact index and the cluster it would found."""
         fp = doc.fingerprint
         content_hash = fp.content_hash if fp is not None else doc.raw_hash
         # what the matching and a new cluster read first: the exact index, the cluster this
@@ -84,10 +79,10 @@ class ContentIndex(Matching, Clusters, Lifecycle):
             (CLUSTER, cluster_id_for(doc.scope, doc.key)),
         )
         if fp is None or fp.tokens < self.min_tokens:
-            return (*copies_hold(doc.scope, content_hash), first_reads)
+            return doc.scope, None, (), 0, first_reads
         return doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
 
-    def _decide_held(self, doc: Document, near: NearHoldArgs) -> Decision:
+    def _decide_held(self, doc: Document) -> Decision:
         now = self.clock()
         record = self.store.get_url(doc.key) or UrlRecord(key=doc.key, url=doc.url, first_seen=now, first_run=self.run)
         record.last_seen = now
@@ -107,25 +102,24 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         updated = record.has_content
         promoted = self._forget_content(record) if updated else None
 
-        with self.store.hold_near(*near):
-            canonical_outcome = None
-            match = None
-            if doc.canonical_key is not None:
-                match, canonical_outcome = self._match_canonical(doc, content_hash)
-                if canonical_outcome == "mismatch":
-                    record.canonical_mismatch = doc.canonical_url
-            if match is None:
-                match = self._match_content(doc, content_hash)
+        canonical_outcome = None
+        match = None
+        if doc.canonical_key is not None:
+            match, canonical_outcome = self._match_canonical(doc, content_hash)
+            if canonical_outcome == "mismatch":
+                record.canonical_mismatch = doc.canonical_url
+        if match is None:
+            match = self._match_content(doc, content_hash)
 
-            record.content_hash, record.raw_hash = content_hash, doc.raw_hash
-            record.simhash = fp.simhash if fp is not None else None
-            record.tokens = fp.tokens if fp is not None else None
-            record.text_length = fp.length if fp is not None else None
-            record.canonical_alias = match is not None and match.reason == "rel_canonical"
-            if match is None:
-                decision = self._found_cluster(record, doc, "updated" if updated else "new")
-            else:
-                decision = self._join(record, doc, match)
+        record.content_hash, record.raw_hash = content_hash, doc.raw_hash
+        record.simhash = fp.simhash if fp is not None else None
+        record.tokens = fp.tokens if fp is not None else None
+        record.text_length = fp.length if fp is not None else None
+        record.canonical_alias = match is not None and match.reason == "rel_canonical"
+        if match is None:
+            decision = self._found_cluster(record, doc, "updated" if updated else "new")
+        else:
+            decision = self._join(record, doc, match)
         decision.canonical = canonical_outcome
         decision.promoted = promoted
         return decision

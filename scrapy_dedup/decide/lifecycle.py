@@ -8,10 +8,8 @@ when it was the representative, the URL record stays).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
-from scrapy_dedup.decide.clusters import copies_hold
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.store.base import DedupStore, StoreBatch
 
@@ -27,7 +25,7 @@ class Lifecycle:
     _url_of: Callable[[str | None], str | None]
     _promote: Callable[[StoreBatch, Cluster, list[UrlRecord]], UrlRecord]
 
-    def forget(self, key: str, http_status: int, wait: bool = True) -> str | None:
+    def forget(self, key: str, http_status: int) -> str | None:
         """The URL is gone (404/410) or now redirects: take it out of its cluster.
 
         Returns the URL of the member that now represents the cluster when the
@@ -35,11 +33,11 @@ class Lifecycle:
         with ``supersedes``.
 
         On a shared store it holds the URL key as a decision does: another process deciding
-        the same page goes before or after it, never in between. ``wait=False``: raise
+        the same page goes before or after it, never in between. Raises
         :class:`~scrapy_dedup.store.base.DecisionBusy`, having done nothing, while another
         process holds it (see ``hold_document``).
         """
-        with self.store.hold_document(key, wait=wait):
+        with self.store.hold_document(key):
             record = self.store.get_url(key)
             if record is None:
                 return None
@@ -87,19 +85,10 @@ class Lifecycle:
             return None
         indexable = self._indexable(record)
         bands = self._bands_of(record.key) if indexable else ()
-        # The cluster's record is read and written again. On a shared store this holds the
-        # near-duplicate neighbourhood of the content that leaves, as a decision of it would:
-        # a page that joins the cluster meanwhile (near this content, or by a band in common,
-        # or a copy of content never compared by distance) is decided before or after, never
-        # in between.
-        if indexable:
-            hold = self.store.hold_near(record.scope, record.simhash, bands, self.max_distance)
-        elif record.content_hash is not None:
-            hold = self.store.hold_near(*copies_hold(record.scope, record.content_hash))
-        else:
-            hold = nullcontext()
-        with hold:
-            return self._leave_cluster(record, cid, indexable, bands)
+        # The cluster's record is read and written again. On a shared store a page that joins
+        # the cluster in another process at that moment may be counted wrong or left in a
+        # cluster that goes: settling recomputes the clusters from the documents.
+        return self._leave_cluster(record, cid, indexable, bands)
 
     def _leave_cluster(self, record: UrlRecord, cid: str, indexable: bool, bands: tuple[int, ...]) -> str | None:
         cluster = self.store.get_cluster(cid)

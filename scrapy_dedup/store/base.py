@@ -30,13 +30,17 @@ by one process gets that for free:
 - ``batch()``: every write of one decision is applied, or after a crash none is
   (a shared backend may let readers see part of a batch while it is applied).
   A batch does not read its own writes; reads go straight to the store;
-- ``hold_document`` and ``hold_near``: while a decision holds them, no other
-  process decides the same URL key, or a near-duplicate SimHash, in between its
-  reads and its writes;
+- ``hold_document``: while a decision holds it, no other process decides the
+  same URL key in between its reads and its writes (a shared backend never waits
+  for it: it raises :class:`DecisionBusy`, and the crawl tries again);
 - ``claim_pending``: owed requests that no live process holds, handed to this one;
   ``hold_pending``: a request owed, now held by the process that fetches it.
 
-Everything else is a plain read or a last-writer-wins write.  ``frontier_peek`` is such a
+Everything else is a plain read or a last-writer-wins write.  A near-duplicate
+decision is one too: it reads the candidates, decides, and writes.  Two processes
+deciding near duplicates at the same moment may both keep one; settling
+(:mod:`scrapy_dedup.decide.settle`) merges them, so the settled corpus does not
+depend on that race.  ``frontier_peek`` is such a
 read: it answers what ``frontier_mark`` would, without marking; of its answers, "scheduled in
 this run" stays true, so a crawl may drop on it, while a new key is still marked with
 ``frontier_mark`` before it is fetched.  Read-then-write
@@ -95,8 +99,10 @@ TABLES = (
     CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP,
 )  # fmt: skip
 
-#: What :meth:`DedupStore.hold_near` takes, in order: scope, simhash, bands, max_distance, reads.
-NearHoldArgs = tuple[str, int, tuple[int, ...], int, tuple[tuple[str, str], ...]]
+#: What a decision reads first (:meth:`DedupStore.hold_document`'s ``reads``), in order: scope,
+#: simhash (None: no near-duplicate candidates, only the records), bands, max_distance, and
+#: (table, key) of the records.
+DecisionReads = tuple[str, int | None, tuple[int, ...], int, tuple[tuple[str, str], ...]]
 
 
 @dataclass
@@ -150,8 +156,8 @@ class StoreWriteError(StoreError):
 
 
 class DecisionBusy(Exception):
-    """Another process holds the decision of this document (:meth:`DedupStore.hold_document`
-    with ``wait=False``): nothing was read or written; decide it again a moment later."""
+    """Another process holds the decision of this document (:meth:`DedupStore.hold_document`):
+    nothing was read or written; decide it again a moment later."""
 
 
 class IncompatibleStore(StoreError):
@@ -430,38 +436,18 @@ class DedupStore(abc.ABC):
         confirmed by its signature whatever index found it (:func:`near_match`)."""
 
     # -- decisions of several processes ---------------------------------------
-    def hold_document(
-        self, key: str, near: NearHoldArgs | None = None, wait: bool = True
-    ) -> AbstractContextManager[None]:
-        """Hold the decision of the document at url key ``key`` for the ``with`` block: another
-        process that decides the same key waits until the block has exited (atomic).
+    def hold_document(self, key: str, reads: DecisionReads | None = None) -> AbstractContextManager[None]:
+        """Hold the decision of the document at url key ``key`` for the ``with`` block: no other
+        process decides the same key until the block has exited (atomic).
 
-        ``wait=False``: raise :class:`DecisionBusy` instead of waiting when another process
-        holds it (on entering), or holds a near-duplicate decision this one would wait for (on
-        entering, where the near hold of ``near`` opens with the lock, else from the block's
-        :meth:`hold_near` when the block wrote nothing before it): the lock is released and
-        nothing was written; a crawl then waits without blocking its reactor.
+        A shared backend never waits: when another process holds it, it raises
+        :class:`DecisionBusy` on entering, having read and written nothing, and the crawl tries
+        again a moment later without blocking its reactor (``crawl/busy.py``).
 
-        ``near``: the arguments of the :meth:`hold_near` the block is likely to take (scope,
-        simhash, bands, max_distance, reads); a shared backend may open that hold with the
-        lock, in the same round trip. The block takes it as usual.
+        ``reads``: what the block reads first (near-duplicate candidates, records); a shared
+        backend may read them in the lock's round trip (an embedded one ignores them).
 
         An embedded backend is owned by one process, which decides one document at a time.
-        """
-        return nullcontext()
-
-    def hold_near(
-        self, scope: str, simhash: int, bands: Iterable[int], max_distance: int,
-        reads: Iterable[tuple[str, str]] = (),
-    ) -> AbstractContextManager[None]:
-        """Hold a near-duplicate decision for the ``with`` block (atomic): inside it, every
-        decision near this one (a SimHash within ``max_distance``, or one of the same LSH
-        band hashes) that began earlier in another process has written its outcome, and
-        those that begin later wait until the block has exited. The block's reads and
-        writes are then those of one process deciding in turn.
-
-        ``reads``: (table, key) of records the block reads first; a shared backend may read
-        them as the hold begins, in its own round trip (an embedded one ignores them).
         """
         return nullcontext()
 

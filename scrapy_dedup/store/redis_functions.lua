@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 12
+local LIBRARY_VERSION = 14
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -232,17 +232,13 @@ local function packed_delete(keys, args)
 end
 
 -- Near-duplicate tables -------------------------------------------------------------------
--- One (table, slot group, scope) is two hashes in one slot: KEYS[1] the entries of
--- representatives (settled), KEYS[2] the entries of documents still being decided
--- (pending); a field is one bucket, named by its 16-bit block (2 bytes), the value its
--- records.  Records are 16 bytes: the 64-bit SimHash, then an 8-byte token (cluster or
--- document id).  The table is the digit after '{n' in the key's tag (a prefix holds no
--- braces), so a record's bucket follows from its SimHash.  A decision inserts first, then
--- takes a global order number, then reads the buckets (near_pending, HMGET; the client measures the
--- Hamming distances, which cost Lua ~100 times what they cost numpy) --
--- scrapy_dedup/store/redis_near.py gives the argument why no two near duplicates are both
--- kept.  Every call is atomic on one slot, and a batch of decisions adds, reads and settles
--- all its entries of one group with one call each.
+-- One (table, slot group, scope) is one hash of the representatives' entries: a field is one
+-- bucket, named by its 16-bit block (2 bytes), the value its records.  Records are 16 bytes:
+-- the 64-bit SimHash, then an 8-byte token (cluster id).  The table is the digit after '{n'
+-- in the key's tag (a prefix holds no braces), so a record's bucket follows from its SimHash.
+-- A decision reads the buckets with a plain HMGET and measures the Hamming distances in the
+-- client (they cost Lua ~100 times what they cost numpy); two decisions at once may both keep
+-- a near duplicate, which settling merges.
 local NEAR_WIDTH = 16
 local NEAR_TABLES = 4
 
@@ -256,217 +252,45 @@ local function near_table(key)
   return tonumber(string.match(key, '{n(%d)'))
 end
 
--- The bucket (2-byte field) of a record or SimHash in `table`: its block, big-endian.
-local function near_field(fp, table)
-  return string.sub(fp, 7 - 2 * table, 8 - 2 * table)
-end
-
--- Records of one hash's buckets, read once and written back once: a batch's working copy.
-local function near_buckets(key, table)
-  return {key = key, table = table, blobs = {}, order = {}}
-end
-
-local function bucket_of(b, field)
-  local blob = b.blobs[field]
-  if blob == nil then
-    blob = redis.call('HGET', b.key, field) or ''
-    b.blobs[field] = blob
-  end
-  return blob
-end
-
-local function bucket_set(b, field, blob)
-  if b.order[field] == nil then
-    b.order[field] = true
-    b.order[#b.order + 1] = field  -- first-changed order, so the writes are deterministic
-  end
-  b.blobs[field] = blob
-end
-
--- Reads the buckets of `fields` not read yet with one HMGET (a call from Lua costs about as
--- much as the work on one bucket).
-local function buckets_read(b, fields)
-  local wanted, seen = {}, {}
-  for _, field in ipairs(fields) do
-    if b.blobs[field] == nil and not seen[field] then
-      seen[field] = true
-      wanted[#wanted + 1] = field
-    end
-  end
-  for i = 1, #wanted, 1000 do  -- unpack() is bounded by Lua's stack
-    local chunk = {unpack(wanted, i, math.min(i + 999, #wanted))}
-    local values = redis.call('HMGET', b.key, unpack(chunk))
-    for j, field in ipairs(chunk) do b.blobs[field] = values[j] or '' end
-  end
-end
-
-local function buckets_write(b)
-  local set, gone = {}, {}
-  for _, field in ipairs(b.order) do
-    local blob = b.blobs[field]
-    if blob == '' then
-      gone[#gone + 1] = field
-    else
-      set[#set + 1] = field
-      set[#set + 1] = blob
-    end
-  end
-  for i = 1, #set, 1000 do redis.call('HSET', b.key, unpack(set, i, math.min(i + 999, #set))) end
-  for i = 1, #gone, 1000 do redis.call('HDEL', b.key, unpack(gone, i, math.min(i + 999, #gone))) end
-end
-
--- Adds `record` to its bucket unless it is there; replies 1 if added.
-local function add_record(b, record)
-  local field = near_field(record, b.table)
-  local blob = bucket_of(b, field)
-  if find_record(blob, record, NEAR_WIDTH) ~= nil then return 0 end
-  bucket_set(b, field, blob .. record)
-  return 1
-end
-
--- Takes `record` out of its bucket; replies 1, or 0 when it was not there.
-local function remove_record(b, record)
-  local field = near_field(record, b.table)
-  local blob = bucket_of(b, field)
+-- Adds (enter) or takes out (not enter) `record` in its bucket of `key`; replies 1 if it changed.
+local function near_change(key, record, enter)
+  local table = near_table(key)
+  local field = string.sub(record, 7 - 2 * table, 8 - 2 * table)  -- its block in that table
+  local blob = redis.call('HGET', key, field) or ''
   local pos = find_record(blob, record, NEAR_WIDTH)
-  if pos == nil then return 0 end
-  bucket_set(b, field, without_record(blob, pos, NEAR_WIDTH))
+  if enter then
+    if pos ~= nil then return 0 end
+    redis.call('HSET', key, field, blob .. record)
+  else
+    if pos == nil then return 0 end
+    blob = without_record(blob, pos, NEAR_WIDTH)
+    if blob == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, blob) end
+  end
   return 1
 end
 
--- The (settled, pending) working copies of a call's two keys, or nil and an error.
-local function near_pair(keys)
-  local table = near_table(keys[1])
-  if table == nil or table >= NEAR_TABLES or near_table(keys[2]) ~= table then
-    return nil, 'a near-duplicate call takes a settled and a pending hash of one table'
-  end
-  return near_buckets(keys[1], table), near_buckets(keys[2], table)
+local function check_table(key)
+  local table = near_table(key)
+  if table == nil or table >= NEAR_TABLES then return 'a near-duplicate call takes a hash of a table' end
+  return nil
 end
 
--- A function of (keys, args) that checks the entry's arguments (simhash, token, ...), calls
--- action(settled, pending, record, args) and writes the buckets back.
-local function on_entry(action)
+-- KEYS[1] a table's hash.  ARGV: simhash, token.  Enters (near_put) or removes (near_remove) a
+-- representative's entry; replies 1 if it changed.
+local function near_write(enter)
   return function(keys, args)
-    local err = check_entry(args[1], args[2])
+    local err = check_entry(args[1] or '', args[2] or '') or check_table(keys[1])
     if err then return fail(err) end
-    local settled, pending = near_pair(keys)
-    if settled == nil then return fail(pending) end
-    local reply = action(settled, pending, args[1] .. args[2], args)
-    buckets_write(settled)
-    buckets_write(pending)
-    return reply
+    return near_change(keys[1], args[1] .. args[2], enter)
   end
 end
-
--- The 16-byte records of a blob argument, or nil when its length is not a multiple of 16.
-local function records_of(blob)
-  if #blob % NEAR_WIDTH ~= 0 then return nil end
-  local out = {}
-  for pos = 1, #blob, NEAR_WIDTH do out[#out + 1] = string.sub(blob, pos, pos + NEAR_WIDTH - 1) end
-  return out
-end
-
-local function fields_of(records, table)
-  local fields = {}
-  for i, record in ipairs(records) do fields[i] = near_field(record, table) end
-  return fields
-end
-
--- ARGV: simhash, token.  Adds a pending entry (once).
-local near_add = on_entry(function(_, pending, record)
-  add_record(pending, record)
-  return 1
-end)
-
--- ARGV: simhash, token, keep (1 or 0).  Takes the pending entry out and, with keep, enters it
--- among the settled ones.  Replies 1, or 0 when the pending entry was no longer there (a
--- caller whose lease expired and whose entries were reaped: it must decide again).
-local near_settle = on_entry(function(settled, pending, record, args)
-  if remove_record(pending, record) == 0 then return 0 end
-  if args[3] == '1' then add_record(settled, record) end
-  return 1
-end)
-
--- ARGV: simhash, token.  Removes a settled entry (a representative replaced or gone).
-local near_remove = on_entry(function(settled, _, record)
-  return remove_record(settled, record)
-end)
-
--- ARGV: simhash, token.  Enters a settled entry directly (a representative chosen without a
--- race, e.g. a member promoted when its representative left).
-local near_put = on_entry(function(settled, _, record)
-  add_record(settled, record)
-  return 1
-end)
-
--- ARGV: the records of a batch's entries in this group, concatenated.  Adds each as pending
--- (once); replies how many were added.
-local function near_add_many(keys, args)
-  local settled, pending = near_pair(keys)
-  if settled == nil then return fail(pending) end
-  local records = records_of(args[1] or '')
-  if records == nil then return fail('near_add_many takes 16-byte records') end
-  buckets_read(pending, fields_of(records, pending.table))
-  local added = 0
-  for _, record in ipairs(records) do added = added + add_record(pending, record) end
-  buckets_write(pending)
-  return added
-end
-
--- ARGV: records, concatenated; keep flags, one '1' or '0' per record.  near_settle for each;
--- replies one '1' or '0' per record ('0': its pending entry was gone, reaped).
-local function near_settle_many(keys, args)
-  local settled, pending = near_pair(keys)
-  if settled == nil then return fail(pending) end
-  local records, keep = records_of(args[1] or ''), args[2] or ''
-  if records == nil or #keep ~= #records then
-    return fail('near_settle_many takes 16-byte records and one keep flag per record')
-  end
-  local fields, kept = fields_of(records, pending.table), {}
-  for i, field in ipairs(fields) do
-    if string.sub(keep, i, i) == '1' then kept[#kept + 1] = field end
-  end
-  buckets_read(pending, fields)
-  buckets_read(settled, kept)
-  local replies = {}
-  for i, record in ipairs(records) do
-    if remove_record(pending, record) == 0 then
-      replies[i] = '0'
-    else
-      if string.sub(keep, i, i) == '1' then add_record(settled, record) end
-      replies[i] = '1'
-    end
-  end
-  buckets_write(settled)
-  buckets_write(pending)
-  return table.concat(replies)
-end
-
--- KEYS[1] a pending hash.  ARGV: 2-byte bucket fields, concatenated.  Replies the pending
--- records of those buckets, concatenated: the client tells a record's bucket from its
--- SimHash, and parses one reply per group however many buckets it asked for.  The settled
--- buckets are read with a plain HMGET right after (Lua would copy their bytes three times:
--- at 10^7 documents that was 100 us per decision); pending first, so that a decision that
--- settles between the two reads is seen in one of them.
-local function near_pending(keys, args)
-  local blob = args[1] or ''
-  if #blob % 2 ~= 0 then return fail('near_pending takes 2-byte bucket fields') end
-  local fields = {}
-  for pos = 1, #blob, 2 do fields[#fields + 1] = string.sub(blob, pos, pos + 1) end
-  local pending = near_buckets(keys[1], 0)
-  buckets_read(pending, fields)
-  local out = {}
-  for i, field in ipairs(fields) do out[i] = pending.blobs[field] end
-  return table.concat(out)
-end
+local near_put, near_remove = near_write(true), near_write(false)
 
 -- LSH band buckets --------------------------------------------------------------------------
--- One (band group, scope) is two hashes in one slot: the buckets of representatives (settled)
--- and, on a cluster, of documents still being decided (pending; one server keeps a decision's
--- band entries as one record instead, see near_open).  A field is one bucket: the band (1 byte)
+-- One (band group, scope) is one hash of the representatives' buckets.  A field is one bucket: the band (1 byte)
 -- and the top bits of the band hash (2 bytes), which the client computes; the value is a
--- string of 12-byte records (the band hash's low 4 bytes, its tag, and an 8-byte cluster or
--- decision token).  A document's entries in a group are one argument: per band, its 3-byte
+-- string of 12-byte records (the band hash's low 4 bytes, its tag, and an 8-byte cluster
+-- token).  A document's entries in a group are one argument: per band, its 3-byte
 -- field and its 4-byte tag, concatenated (each field once).  A call reads its buckets with one
 -- HMGET per hash and writes them back with one HSET (and one HDEL of those emptied) per hash;
 -- it replies what it found as one string (a reply element costs the server about as much as a
@@ -552,7 +376,7 @@ local function bands_write(enter)
 end
 local bands_add, bands_remove = bands_write(true), bands_write(false)
 
--- KEYS: hashes of one band group (settled, then pending).  ARGV: entries.  Replies one string:
+-- KEYS: hashes of one band group (the representatives').  ARGV: entries.  Replies one string:
 -- per record under an entry's tag, the hash's position among KEYS (1 byte, from 0) and
 -- the record's token.
 local function bands_find(keys, args)
@@ -564,357 +388,34 @@ local function bands_find(keys, args)
   return table.concat(out)
 end
 
--- Global order of pending decisions ---------------------------------------------------------
--- KEYS[1] the counter, KEYS[2] the hash token -> "order:deadline_ms" of decisions in flight,
--- KEYS[3] the hash token -> scope and band entries of those that have them (one server only,
--- written by near_open): a decision's band record goes when its order entry goes.
--- ARGV: token, lease in ms.  Replies the order number taken.
-local function order_take(keys, args)
-  local lease = lease_ms(args[2])
-  if not lease then return fail(LEASE_ERROR) end
-  local order = redis.call('INCR', keys[1])
-  redis.call('HSET', keys[2], args[1], order .. ':' .. (now_ms() + lease))
-  return order
-end
-
--- ARGV: tokens.  Replies, per token, {order, ms left on its lease} or nil when not in flight.
-local function order_get(keys, args)
-  local now = now_ms()
-  local replies = {}
-  for i = 1, #args do
-    local value = redis.call('HGET', keys[2], args[i])
-    if value then
-      local order, deadline = string.match(value, '^(%d+):(%d+)$')
-      replies[i] = {tonumber(order), tonumber(deadline) - now}
-    else
-      replies[i] = false
-    end
-  end
-  return replies
-end
-
--- The value of ``id`` in ``hash`` while ``holder_of(value)`` is ``holder``, else nil: a decision
--- that still holds its order number, a request its process still owns.
-local function held_by(hash, id, holder, holder_of)
-  local value = redis.call('HGET', hash, id)
-  if value and holder_of(value) == holder then return value end
-  return nil
-end
-
--- Deletes ``id`` from ``hash`` if ``holder`` still holds it; replies 1, or 0 when it did not.
-local function delete_if_held(hash, id, holder, holder_of)
-  if not held_by(hash, id, holder, holder_of) then return 0 end
-  redis.call('HDEL', hash, id)
-  return 1
-end
-
--- Who holds an entry: the order number of a decision's "order:deadline_ms", the owner of a
--- request's "owner\npayload".
-local function order_of(value)
-  return string.match(value, '^(%d+):')
-end
-
-local function owner_of(value)
-  return string.match(value, '^([^\n]*)\n')
-end
-
--- Takes a decision's order entry out and, with it, its band record.
-local function order_drop(keys, token)
-  redis.call('HDEL', keys[2], token)
-  redis.call('HDEL', keys[3], token)
-end
-
--- Ends the decision `token` if it still holds `order`; replies 1, or 0 when it had been reaped.
-local function order_end(keys, token, order)
-  if not held_by(keys[2], token, order, order_of) then return 0 end
-  order_drop(keys, token)
-  return 1
-end
-
--- ARGV: token, order.  Ends a decision in flight; replies 1, or 0 when it had been reaped.
-local function order_release(keys, args)
-  return order_end(keys, args[1], args[2])
-end
-
--- ARGV: token, order, lease ms.  Extends the lease of a decision still in flight (one that
--- waits for an earlier one); replies 1, or 0 when it had been reaped.
-local function order_renew(keys, args)
-  local lease = lease_ms(args[3])
-  if not lease then return fail(LEASE_ERROR) end
-  if not held_by(keys[2], args[1], args[2], order_of) then return 0 end
-  redis.call('HSET', keys[2], args[1], args[2] .. ':' .. (now_ms() + lease))
-  return 1
-end
-
--- ARGV: token, order.  Removes a decision whose lease has run out (its process died);
--- replies 1 if it was removed by this call.
-local function order_reap(keys, args)
-  local value = held_by(keys[2], args[1], args[2], order_of)
-  if not value or tonumber(string.match(value, ':(%d+)$')) >= now_ms() then return 0 end
-  order_drop(keys, args[1])
-  return 1
-end
-
--- ARGV: lease in ms, then the tokens of a batch.  Takes consecutive order numbers, one per
--- token in argument order, with one INCRBY and one HSET; replies the first number.
--- Takes consecutive order numbers for `tokens` (at least one) under a lease of `lease` ms;
--- returns the first.
-local function take_orders(keys, lease, tokens)
-  local n = #tokens
-  local last = redis.call('INCRBY', keys[1], n)
-  local deadline = now_ms() + lease
-  local fields = {}
-  for i = 1, n do
-    fields[#fields + 1] = tokens[i]
-    fields[#fields + 1] = (last - n + i) .. ':' .. deadline
-    if #fields >= 1000 or i == n then  -- unpack() is bounded by Lua's stack
-      redis.call('HSET', keys[2], unpack(fields))
-      fields = {}
-    end
-  end
-  return last - n + 1
-end
-
-local function order_take_many(keys, args)
-  local lease = lease_ms(args[1])
-  if not lease then return fail(LEASE_ERROR) end
-  if #args < 2 then return fail('order_take_many takes at least one token') end
-  local tokens = {}
-  for i = 2, #args do tokens[#tokens + 1] = args[i] end
-  return take_orders(keys, lease, tokens)
-end
-
--- ARGV: pairs (token, order).  Ends decisions in flight; replies per pair 1, or 0 when it
--- had been reaped.
-local function order_release_many(keys, args)
-  local replies = {}
-  for i = 1, #args, 2 do
-    replies[#replies + 1] = order_end(keys, args[i], args[i + 1])
-  end
-  return replies
-end
-
--- ARGV: lease ms, then pairs (token, order).  order_renew for each pair; replies per pair.
-local function order_renew_many(keys, args)
-  local lease = lease_ms(args[1])
-  if not lease then return fail(LEASE_ERROR) end
-  local deadline = now_ms() + lease
-  local replies = {}
-  for i = 2, #args, 2 do
-    if held_by(keys[2], args[i], args[i + 1], order_of) then
-      redis.call('HSET', keys[2], args[i], args[i + 1] .. ':' .. deadline)
-      replies[#replies + 1] = 1
-    else
-      replies[#replies + 1] = 0
-    end
-  end
-  return replies
-end
-
--- Fused near-duplicate steps, on a standalone server --------------------------------------
--- A server that is not a cluster has no slots, so one call may name keys of every group: each
--- step of a decision (enter and order and read, settle and end, index a representative) is
--- one call there instead of one per slot group, band group and counter.  Never sent to a
--- cluster, where they would be CROSSSLOT; there the per-group functions above run.  One call
--- being atomic makes the insert-then-order-then-check argument (redis_near.py) stronger:
--- nothing runs between a decision's inserts, its order numbers and its reads of the pending
--- entries.
-
--- The (settled, pending) working copies of `count` key pairs from keys[first], or nil and an error.
-local function near_pairs(keys, first, count)
-  local pairs_of = {}
-  for g = 1, count do
-    local settled, pending = near_pair({keys[first + 2 * g - 2], keys[first + 2 * g - 1]})
-    if settled == nil then return nil, pending end
-    pairs_of[g] = {settled, pending}
-  end
-  return pairs_of
-end
-
--- The bucket fields of `records` in `table`, each once, in order of first appearance.
-local function unique_fields(records, table)
-  local fields, seen = {}, {}
-  for _, record in ipairs(records) do
-    local field = near_field(record, table)
-    if not seen[field] then
-      seen[field] = true
-      fields[#fields + 1] = field
-    end
-  end
-  return fields
-end
-
--- The count of groups ARGV[at] names, checked against the keys from keys[first]; or nil.
-local function group_count(keys, args, at, first)
-  local count = tonumber(args[at])
-  if count == nil or count < 0 or count % 1 ~= 0 or first - 1 + 2 * count > #keys then return nil end
-  return count
-end
-
--- KEYS: the order keys (counter, decisions in flight, their band records); G (settled,
--- pending) pairs of near-duplicate groups; the settled hash of each of B band groups.  ARGV:
--- lease ms; G; the decisions' 8-byte tokens, concatenated; the 8-byte scope digest ('' without
--- band groups); per group the 16-byte records of its entries, concatenated; per band group its
--- entries (a batch of one decision).
--- Enters the records as pending and the decision's band record (the scope, its 16-byte record,
--- then every band group's entries) in KEYS[3], takes consecutive order numbers for the tokens,
--- then reads.  With
--- no tokens nothing is entered and no number is taken: the records only name the buckets to
--- read (a decision's later scans).  Replies {first order number, or 0; per group the pending
--- records of the entries' buckets, concatenated; per band group the records of its settled
--- buckets under the entries' tags, as bands_find replies for a settled hash; the band records of
--- the decisions in flight in this scope, each its token then its band entries (this decision's
--- among them); the 16-byte records of the decisions in this scope reaped by this call}.  One band record per decision, not one per band bucket as on a cluster: a decision
--- in flight is found by comparing its entries with these, and entering and ending it are one
--- write each instead of one per band group (a cluster keeps the records in the buckets, so
--- that the work spreads over its masters).  As every decision of the scope reads all of them,
--- one whose lease ran out is reaped here (its order number and band record go), near this one
--- or not, so that a process that died leaves no record every later decision would read; the
--- caller takes its pending entries out, as a decision that reaps one does.  The settled near-duplicate buckets are read with a
--- plain HMGET right after, as near_pending's are.
-local function near_open(keys, args)
-  local usage = 'near_open takes a lease, a group count, tokens, a scope, records per group and entries per band group'
-  local groups = group_count(keys, args, 2, 4)
-  if groups == nil then return fail(usage) end
-  local tokens = {}
-  for pos = 1, #(args[3] or ''), 8 do tokens[#tokens + 1] = string.sub(args[3], pos, pos + 7) end
-  local lease = lease_ms(args[1])
-  if #tokens > 0 and not lease then return fail(LEASE_ERROR) end
-  local scope = args[4] or ''
-  local band_key, band_arg = 4 + 2 * groups, 5 + groups
-  local band_groups = #args - band_arg + 1
-  if #(args[3] or '') % 8 ~= 0 or band_groups < 0 or #keys - band_key + 1 ~= band_groups
-      or (band_groups > 0 and (#scope ~= 8 or groups == 0)) then
-    return fail(usage)
-  end
-  if band_groups > 0 and #tokens > 1 then return fail('band buckets go with a batch of one decision') end
-  local pairs_of, err = near_pairs(keys, 4, groups)
-  if pairs_of == nil then return fail(err) end
-  local records = {}
-  for g = 1, groups do
-    records[g] = records_of(args[4 + g])
-    if records[g] == nil then return fail('near_open takes 16-byte records') end
-  end
-  local band_of = {}
-  for g = 1, band_groups do
-    band_of[g] = band_fields(args[band_arg + g - 1])
-    if band_of[g] == nil then return fail(BAND_USAGE) end
-  end
-  local fields = {}
-  for g = 1, groups do
-    local pending = pairs_of[g][2]
-    fields[g] = unique_fields(records[g], pending.table)
-    buckets_read(pending, fields[g])
-    if #tokens > 0 then
-      for _, record in ipairs(records[g]) do add_record(pending, record) end
-      buckets_write(pending)
-    end
-  end
-  if band_groups > 0 and #tokens > 0 then
-    redis.call('HSET', keys[3], tokens[1], scope .. records[1][1] .. table.concat(args, '', band_arg, #args))
-  end
-  local first = 0
-  if #tokens > 0 then first = take_orders(keys, lease, tokens) end
-  local in_flight, reaped = {}, {}
-  if band_groups > 0 then
-    local all, now = redis.call('HGETALL', keys[3]), now_ms()
-    for i = 1, #all, 2 do
-      local record = all[i + 1]
-      if string.sub(record, 1, 8) == scope then
-        local held = redis.call('HGET', keys[2], all[i])
-        if not held or tonumber(string.match(held, ':(%d+)$')) < now then
-          order_drop(keys, all[i])  -- its lease ran out: its process died
-          reaped[#reaped + 1] = string.sub(record, 9, 24)
-        else
-          in_flight[#in_flight + 1] = all[i] .. string.sub(record, 25)
-        end
-      end
-    end
-  end
-  local found = {}
-  for g = 1, band_groups do
-    local out = {}
-    band_matches(redis.call('HMGET', keys[band_key + g - 1], unpack(band_of[g])), args[band_arg + g - 1], '\0', out)
-    found[g] = table.concat(out)
-  end
-  local pending_out = {}
-  for g = 1, groups do
-    local out = {}
-    for i, field in ipairs(fields[g]) do out[i] = pairs_of[g][2].blobs[field] end
-    pending_out[g] = table.concat(out)
-  end
-  return {first, pending_out, found, in_flight, reaped}
-end
-
--- KEYS: the order keys (as near_open's); G (settled, pending) pairs.  ARGV: G; per group the
--- records of its entries, concatenated, and one keep flag ('1' or '0') per record; then pairs
--- (token, order) of the decisions to end.  near_settle_many for each group, then the order
--- numbers released with the decisions' band records (compare-and-delete: the number of a
--- decision reaped meanwhile is gone, and its release does nothing).  Replies {per group '1' or
--- '0' per record, as near_settle_many; per pair 1, or 0 when it had been reaped}.
-local function near_close(keys, args)
-  local usage = 'near_close takes a group count, records and keep flags per group and (token, order) pairs'
-  local groups = group_count(keys, args, 1, 4)
-  if groups == nil then return fail(usage) end
-  local pairs_from = 2 + 2 * groups
-  if #keys ~= 3 + 2 * groups or pairs_from - 1 > #args or (#args - pairs_from + 1) % 2 ~= 0 then return fail(usage) end
-  for g = 1, groups do
-    local records, keep = records_of(args[2 * g] or ''), args[2 * g + 1] or ''
-    if records == nil or #keep ~= #records then return fail(usage) end
-  end
-  local settled = {}
-  for g = 1, groups do
-    settled[g] = near_settle_many({keys[2 + 2 * g], keys[3 + 2 * g]}, {args[2 * g], args[2 * g + 1]})
-    if type(settled[g]) ~= 'string' then return settled[g] end  -- an error reply
-  end
-  local released = {}
-  for i = pairs_from, #args, 2 do
-    released[#released + 1] = order_end(keys, args[i], args[i + 1])
-  end
-  return {settled, released}
-end
-
--- near_close with every keep flag '0', for a decision whose writes a full server refused: its
--- pending entries and band record come out, none is settled, and its order numbers end.  It
--- only frees memory, so a full server runs it (allow-oom): the decisions near this one need not
--- wait out its lease.
-local function near_abandon(keys, args)
-  local groups = group_count(keys, args, 1, 4)
-  if groups == nil then return near_close(keys, args) end  -- near_close names the usage
-  local kept = {}
-  for i = 1, #args do kept[i] = args[i] end
-  for g = 1, groups do kept[2 * g + 1] = string.rep('0', #(args[2 * g + 1] or '')) end
-  return near_close(keys, kept)
-end
-
--- KEYS: the (settled, pending) pairs of one SimHash's groups, one per table, then settled band
--- hashes.  ARGV: '1' to enter, '0' to take out; the 16-byte record (SimHash, token); per band
--- hash the entries of its group.  A representative entered in (near_put, bands_add) or taken
--- out of (near_remove, bands_remove) every table and band in one call.  Replies how many
--- records changed.
+-- One server --------------------------------------------------------------------------------
+-- A server that is not a cluster has no slots, so one call may name keys of every group.
+-- KEYS: the hash of each table holding the SimHash's buckets, then the settled band hashes.
+-- ARGV: '1' to enter, '0' to take out; the 16-byte record (SimHash, token); per band hash the
+-- entries of its group.  A representative entered in (near_put, bands_add) or taken out of
+-- (near_remove, bands_remove) every table and band in one call.  Replies how many records
+-- changed.  Never sent to a cluster, where it would be CROSSSLOT.
 local function near_index(keys, args)
   local enter = args[1] == '1'
   local usage = 'near_index takes 1 or 0, a 16-byte record, and entries per band hash'
-  if (args[1] ~= '1' and args[1] ~= '0') or #(args[2] or '') ~= NEAR_WIDTH or #keys < 2 * NEAR_TABLES
-      or #args - 2 ~= #keys - 2 * NEAR_TABLES then
+  if (args[1] ~= '1' and args[1] ~= '0') or #(args[2] or '') ~= NEAR_WIDTH or #keys < NEAR_TABLES
+      or #args - 2 ~= #keys - NEAR_TABLES then
     return fail(usage)
   end
-  local pairs_of, err = near_pairs(keys, 1, NEAR_TABLES)
-  if pairs_of == nil then return fail(err) end
+  for t = 1, NEAR_TABLES do
+    local err = check_table(keys[t])
+    if err then return fail(err) end
+  end
   local band_of = {}
   for i = 3, #args do
     band_of[i - 2] = band_fields(args[i])
     if band_of[i - 2] == nil then return fail(BAND_USAGE) end
   end
   local changed = 0
-  for g = 1, NEAR_TABLES do
-    local settled = pairs_of[g][1]
-    if enter then changed = changed + add_record(settled, args[2]) else changed = changed + remove_record(settled, args[2]) end
-    buckets_write(settled)
-  end
+  for t = 1, NEAR_TABLES do changed = changed + near_change(keys[t], args[2], enter) end
   local token = string.sub(args[2], 9, 16)
-  for i, band_fields_of in ipairs(band_of) do
-    changed = changed + band_change(keys[2 * NEAR_TABLES + i], args[i + 2], band_fields_of, token, enter)
+  for i, fields in ipairs(band_of) do
+    changed = changed + band_change(keys[NEAR_TABLES + i], args[i + 2], fields, token, enter)
   end
   return changed
 end
@@ -958,6 +459,26 @@ local function run_leave(keys, args)
   redis.call('ZREM', keys[2], args[1])
   redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now_ms())
   return redis.call('ZCARD', keys[2])
+end
+
+-- The value of ``id`` in ``hash`` while ``holder_of(value)`` is ``holder``, else nil: a request
+-- its process still owns.
+local function held_by(hash, id, holder, holder_of)
+  local value = redis.call('HGET', hash, id)
+  if value and holder_of(value) == holder then return value end
+  return nil
+end
+
+-- Deletes ``id`` from ``hash`` if ``holder`` still holds it; replies 1, or 0 when it did not.
+local function delete_if_held(hash, id, holder, holder_of)
+  if not held_by(hash, id, holder, holder_of) then return 0 end
+  redis.call('HDEL', hash, id)
+  return 1
+end
+
+-- The owner of a request's "owner\npayload".
+local function owner_of(value)
+  return string.match(value, '^([^\n]*)\n')
 end
 
 -- Requests taken by a process (crash safety) ----------------------------------------------
@@ -1108,17 +629,14 @@ end
 -- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
 -- A server whose memory is full (maxmemory, noeviction) refuses the writers, and the crawl
 -- stops; the releasers, which only take out or rewrite in place what a process holds (its run,
--- its leases, its decisions' locks and numbers), have the allow-oom flag: a process stopping on
+-- its leases, its decisions' locks), have the allow-oom flag: a process stopping on
 -- a full server still leaves its run and hands its requests over at once.
 local WRITERS = {
-  {'near_open', near_open}, {'near_close', near_close}, {'near_index', near_index},
-  {'near_add_many', near_add_many}, {'near_settle_many', near_settle_many},
-  {'order_take_many', order_take_many},
+  {'near_index', near_index},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
   {'exact_claim', exact_claim}, {'packed_put', packed_put}, {'packed_delete', packed_delete},
-  {'near_add', near_add}, {'near_settle', near_settle}, {'near_remove', near_remove}, {'near_put', near_put},
-  {'order_take', order_take},
+  {'near_remove', near_remove}, {'near_put', near_put},
   {'run_join', run_join},
   {'pending_take', pending_take}, {'pending_settle', pending_settle},
   {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt},
@@ -1127,15 +645,12 @@ local WRITERS = {
 local RELEASERS = {
   {'run_renew', run_renew}, {'run_leave', run_leave},
   {'pending_renew', pending_renew}, {'pending_owner_renew', pending_owner_renew},
-  {'lock_release', lock_release}, {'near_abandon', near_abandon},
-  {'order_release', order_release}, {'order_renew', order_renew}, {'order_reap', order_reap},
-  {'order_release_many', order_release_many}, {'order_renew_many', order_renew_many},
+  {'lock_release', lock_release},
 }
 local READERS = {
-  {'near_pending', near_pending}, {'frontier_peek', frontier_peek},
-  {'version', version}, {'bands_find', bands_find}, {'order_get', order_get}, {'packed_get', packed_get},
+  {'frontier_peek', frontier_peek},
+  {'version', version}, {'bands_find', bands_find}, {'packed_get', packed_get},
 }
-
 for i = 1, #WRITERS do
   redis.register_function('sdd_' .. WRITERS[i][1], WRITERS[i][2])
 end

@@ -66,10 +66,6 @@ def refused_as_full(exc: BaseException) -> bool:
         return True
     return isinstance(exc, redis.exceptions.ExecAbortError) and "OOM" in str(exc)
 
-#: one band group's hashes (settled, then pending) and a document's entries in it (per band,
-#: its bucket's field and its band hash): the arguments of one call to a band function, on one slot
-BandGroup = tuple[tuple[str, ...], bytes]
-
 
 class StoreConnectionLost(StoreWriteError):
     """The Redis store stopped answering and the retries ran out: the crawl stops."""
@@ -303,31 +299,46 @@ class StoreFunctions:
 
     # -- near-duplicate tables --------------------------------------------------------------
     def _near_calls(self, function: str, scope: str, simhash: int, *args: Any) -> Any:
-        """A pipeline with one call of ``function`` per bucket of ``simhash`` (settled, pending)."""
+        """A pipeline with one call of ``function`` per bucket of ``simhash``."""
         fp = rk.simhash_bytes(simhash)
         pipe = self.client.pipeline(transaction=False)
-        for settled, pending in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall(function, 2, settled, pending, fp, *args)
+        for key in rk.near_buckets(self.prefix, scope, simhash):
+            pipe.fcall(function, 1, key, fp, *args)
         return pipe
 
-    def near_add(self, scope: str, simhash: int, token: bytes) -> None:
-        self._near_calls("sdd_near_add", scope, simhash, token).execute()
-
-    def near_scan(
-        self, scope: str, simhash: int, max_distance: int
-    ) -> tuple[set[tuple[int, bytes]], set[tuple[int, bytes]]]:
-        """(settled, pending) entries within ``max_distance`` in the four buckets of ``simhash``.
+    def near_scan(self, scope: str, simhash: int, max_distance: int) -> set[tuple[int, bytes]]:
+        """The entries (representatives) within ``max_distance`` in the four buckets of ``simhash``.
 
         The buckets are read and scanned here: a Hamming pass over a bucket costs numpy a
         microsecond and the server's Lua ~100 times that.
         """
-        (settled, pending), _ = self.near_read(scope, [simhash], max_distance)
-        return settled[0], pending[0]
+        pipe = self.client.pipeline(transaction=False)
+        decode = self.queue_near_read(pipe, scope, [simhash], max_distance)
+        return decode(pipe.execute())[0]
+
+    def queue_near_read(
+        self, pipe: Any, scope: str, simhashes: Sequence[int], max_distance: int
+    ) -> Callable[[list], list[set[tuple[int, bytes]]]]:
+        """Queue the reads of the buckets of ``simhashes`` (one HMGET per slot group); the
+        function returned turns their replies into, per SimHash, the set of (simhash, token)
+        within ``max_distance`` in its buckets."""
+        sid = rk.scope_digest(scope).hex()
+        tables = []
+        for (table, group), members in self._groups(simhashes).items():
+            tables.append(table)
+            blocks = dict.fromkeys(block.to_bytes(2, "big") for _, block in members)
+            pipe.execute_command("HMGET", rk.near_group(self.prefix, sid, table, group), *blocks)
+
+        def decode(replies: list) -> list[set[tuple[int, bytes]]]:
+            found = [(t, b"".join([v for v in values if v])) for t, values in zip(tables, replies)]
+            return rk.records_near(found, simhashes, max_distance)
+
+        return decode
 
     def near_index_command(self, scope: str, simhash: int, token: bytes, bands: Sequence[int], enter: bool) -> tuple:
         """One server: the call that enters a representative in (or takes it out of) its four
         SimHash buckets and its band buckets, for a batch (:func:`sdd_near_index`)."""
-        keys = [key for pair in rk.near_buckets(self.prefix, scope, simhash) for key in pair]
+        keys = rk.near_buckets(self.prefix, scope, simhash)
         entries = []
         for band_keys, group_entries in rk.band_calls(self.prefix, scope, bands):
             keys += band_keys
@@ -335,315 +346,21 @@ class StoreFunctions:
         return ("FCALL", "sdd_near_index", len(keys), *keys, "1" if enter else "0",
                 rk.near_record(simhash, token), *entries)
 
-    # -- LSH band buckets of a decision in flight ----------------------------------------------
-    @staticmethod
-    def _queue_bands(pipe: Any, function: str, bands: Sequence[BandGroup], token: bytes) -> None:
-        """Queue ``function`` (``sdd_bands_add`` or ``sdd_bands_remove``) with a decision's
-        ``token`` on the pending hash of each band group (the last of its hashes): one call
-        per group, on one slot."""
-        for keys, entries in bands:
-            pipe.fcall(function, 1, keys[-1], token, entries)
-
-    # -- batches of near-duplicate decisions --------------------------------------------------
     def _groups(self, simhashes: Sequence[int]) -> dict[tuple[int, int], list[tuple[int, int]]]:
-        """The slot groups a batch touches: (table, group) -> [(item number, block)]."""
+        """The slot groups some SimHashes touch: (table, group) -> [(item number, block)]."""
         groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
         shift = rk.BLOCK_BITS - rk.NEAR_GROUP_BITS
         for i, simhash in enumerate(simhashes):
             for table in range(rk.BLOCKS):
                 block = (simhash >> (rk.BLOCK_BITS * table)) & 0xFFFF
-                key = (table, block >> shift)
-                if key in groups:
-                    groups[key].append((i, block))
-                else:
-                    groups[key] = [(i, block)]
+                groups.setdefault((table, block >> shift), []).append((i, block))
         return groups
-
-    def queue_near_add_many(self, pipe: Any, scope: str, items: Sequence[tuple[int, bytes]]) -> int:
-        """Queue the pending entries of ``items`` (simhash, token): one call per slot group.
-        Returns how many replies were queued."""
-        sid = rk.scope_digest(scope).hex()
-        records = [rk.near_record(simhash, token) for simhash, token in items]
-        groups = self._groups([simhash for simhash, _ in items])
-        for (table, group), members in groups.items():
-            pipe.fcall("sdd_near_add_many", 2, *rk.near_group(self.prefix, sid, table, group),
-                       b"".join([records[i] for i, _ in members]))
-        return len(groups)
-
-    def _decode_buckets(self, tables: list[int], pending: list, settled: list, simhashes, max_distance) -> tuple:
-        """(settled, pending) per SimHash from per-group replies: the pending records of a
-        group concatenated, and the HMGET of its settled buckets."""
-        return (
-            rk.records_near([(t, b"".join([v for v in s if v])) for t, s in zip(tables, settled)], simhashes,
-                            max_distance),
-            rk.records_near([(t, bytes(p)) for t, p in zip(tables, pending)], simhashes, max_distance),
-        )
-
-    def queue_near_read(
-        self, pipe: Any, scope: str, simhashes: Sequence[int], max_distance: int
-    ) -> Callable[[list], tuple[list, list]]:
-        """Queue the reads of the buckets of ``simhashes`` (two calls per slot group); the
-        function returned turns the replies into (settled, pending): per SimHash, the set of
-        (simhash, token) within ``max_distance`` in its buckets."""
-        sid = rk.scope_digest(scope).hex()
-        groups = self._groups(simhashes)
-        tables = []
-        for (table, group), members in groups.items():
-            tables.append(table)
-            blocks = list(dict.fromkeys(block for _, block in members))
-            settled, pending = rk.near_group(self.prefix, sid, table, group)
-            # pending first: a decision that settles between the two reads is in one of them
-            pipe.fcall("sdd_near_pending", 1, pending, b"".join([block.to_bytes(2, "big") for block in blocks]))
-            pipe.execute_command("HMGET", settled, *[block.to_bytes(2, "big") for block in blocks])
-
-        def decode(replies: list) -> tuple[list, list]:
-            return self._decode_buckets(tables, replies[0::2], replies[1::2], simhashes, max_distance)
-
-        return decode
-
-    def _queue_open(
-        self, pipe: Any, scope: str, items: Sequence[tuple[int, bytes]], lease_ms: int, max_distance: int,
-        bands: Sequence[BandGroup] = (), enter: bool = True,
-    ) -> Callable[[list], tuple[int, tuple[list, list], list, list]]:
-        """One server: queue :func:`sdd_near_open` over every group of ``items`` and the HMGETs
-        of their settled buckets right after. ``enter`` False: a look at the same buckets (the
-        tokens are then unused). The function returned turns the replies into (first order
-        number or 0, (settled, pending), band replies per group: the settled records under the
-        entries' tags and the decisions in flight sharing one of the group's band entries, as
-        ``sdd_bands_find`` replies for a group's two hashes on a cluster; the (simhash, token)
-        of the decisions the call reaped, whose pending entries :meth:`_end_reaped` takes out)."""
-        sid = rk.scope_digest(scope).hex()
-        simhashes = [simhash for simhash, _ in items]
-        records = [rk.near_record(simhash, token) for simhash, token in items]
-        groups = self._groups(simhashes)
-        keys: list[str] = list(rk.order_keys(self.prefix))
-        group_records, hmgets, tables = [], [], []
-        for (table, group), members in groups.items():
-            settled, pending = rk.near_group(self.prefix, sid, table, group)
-            keys += (settled, pending)
-            group_records.append(b"".join([records[i] for i, _ in members]))
-            hmgets.append(("HMGET", settled, *dict.fromkeys(block.to_bytes(2, "big") for _, block in members)))
-            tables.append(table)
-        band_args: list[bytes] = []
-        for band_keys, entries in bands:
-            keys.append(band_keys[0])  # the settled hash: the decisions in flight are one record each
-            band_args.append(entries)
-        tokens = b"".join([token for _, token in items]) if enter else b""
-        scope_arg = rk.scope_digest(scope) if bands else b""
-        pipe.execute_command("FCALL", "sdd_near_open", len(keys), *keys, lease_ms, len(groups), tokens, scope_arg,
-                             *group_records, *band_args)
-        for command in hmgets:
-            pipe.execute_command(*command)
-
-        def decode(replies: list) -> tuple[int, tuple[list, list], list, list]:
-            first, pending, settled_bands, in_flight, reaped = replies[0]
-            near = self._decode_buckets(tables, pending, replies[1 : 1 + len(tables)], simhashes, max_distance)
-            found = [bytes(settled) + flight for settled, flight in
-                     zip(settled_bands, rk.bands_in_flight(in_flight, band_args))]
-            return int(first), near, found, [rk.split_near_record(bytes(record)) for record in reaped]
-
-        return decode
-
-    def _end_reaped(self, scope: str, reaped: Sequence[tuple[int, bytes]]) -> None:
-        """Take out the pending entries of decisions whose lease ran out, once their order
-        numbers are gone (as a decision that reaps one it waited for does)."""
-        for simhash, token in reaped:
-            self.near_settle(scope, simhash, token, keep=False)
-
-    def near_read(
-        self, scope: str, simhashes: Sequence[int], max_distance: int, bands: Sequence[BandGroup] = ()
-    ) -> tuple[tuple[list, list], list]:
-        """Read the buckets of ``simhashes`` (settled, pending within ``max_distance``) and
-        look up the band buckets of ``bands`` (settled and pending, per group), in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        if self.fused:
-            decode = self._queue_open(pipe, scope, [(s, bytes(8)) for s in simhashes], 1, max_distance, bands,
-                                      enter=False)
-            _, near, found, reaped = decode(pipe.execute())
-            self._end_reaped(scope, reaped)
-            return near, found
-        decode_near = self.queue_near_read(pipe, scope, simhashes, max_distance)
-        for keys, entries in bands:
-            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
-        replies = pipe.execute()
-        split = len(replies) - len(bands)
-        return decode_near(replies[:split]), replies[split:]
-
-    def near_add_order_read(
-        self,
-        scope: str,
-        items: Sequence[tuple[int, bytes]],
-        lease_ms: int,
-        max_distance: int,
-        bands: Sequence[BandGroup] = (),
-        reads: Sequence[tuple] = (),
-        first: Sequence[tuple] = (),
-    ) -> tuple[int, tuple[list, list], list, list | None, list]:
-        """Enter the pending entries of a batch, then take its order numbers (the first is
-        returned; item ``i`` has ``first + i``), then read its buckets.
-
-        ``bands`` (a batch of one): per band group, its settled and pending hashes and the
-        document's entries; the decision's records go in with the SimHash entries and the lookup
-        (settled and pending) comes with the reads, its replies per group returned third.
-
-        Each step starts after the one before has been applied. On one server that is one
-        call (:func:`sdd_near_open`) and the settled buckets' HMGETs in one round trip, and
-        ``reads`` (plain read commands) follow in it, their replies returned fourth: they are
-        read after the order number was taken and the pending entries were read. On a cluster
-        it is three round trips, as the groups and the counter are on different masters, and
-        ``reads`` are not sent (None).
-
-        ``first`` (one server only): commands sent in the same round trip before everything
-        else, their replies returned fifth.
-        """
-        tokens = [token for _, token in items]
-        simhashes = [simhash for simhash, _ in items]
-        if bands and len(items) != 1:
-            raise ValueError("band buckets go with a batch of one decision")
-        if first and not self.fused:
-            raise ValueError("commands go before a near-duplicate decision's first round trip on one server only")
-        if self.fused:
-            pipe = self.client.pipeline(transaction=False)
-            for command in first:
-                pipe.execute_command(*command)
-            decode = self._queue_open(pipe, scope, items, lease_ms, max_distance, bands)
-            for command in reads:
-                pipe.execute_command(*command)
-            replies = pipe.execute()
-            head, replies = replies[: len(first)], replies[len(first) :]
-            split = len(replies) - len(reads)
-            order, near, found, reaped = decode(replies[:split])
-            self._end_reaped(scope, reaped)
-            return order, near, found, replies[split:], head
-        pipe = self.client.pipeline(transaction=False)
-        self._queue_bands(pipe, "sdd_bands_add", bands, tokens[0])
-        self.queue_near_add_many(pipe, scope, items)
-        pipe.execute()
-        first = int(self._call("sdd_order_take_many", rk.order_keys(self.prefix), lease_ms, *tokens))
-        return (first, *self.near_read(scope, simhashes, max_distance, bands), None, [])
-
-    def queue_near_settle_many(
-        self, pipe: Any, scope: str, entries: Sequence[tuple[int, bytes, bool]]
-    ) -> Callable[[list], list[bool]]:
-        """Queue the settling of ``entries`` (simhash, token, keep); the function returned
-        turns the replies into, per entry, whether every pending entry was still there."""
-        sid = rk.scope_digest(scope).hex()
-        records = [rk.near_record(simhash, token) for simhash, token, _ in entries]
-        groups = self._groups([simhash for simhash, _, _ in entries])
-        members_of = []
-        for (table, group), members in groups.items():
-            members_of.append([i for i, _ in members])
-            pipe.fcall("sdd_near_settle_many", 2, *rk.near_group(self.prefix, sid, table, group),
-                       b"".join([records[i] for i, _ in members]),
-                       "".join(["1" if entries[i][2] else "0" for i, _ in members]))
-        return self._settle_decoder(len(entries), members_of)
-
-    @staticmethod
-    def _settle_decoder(count: int, members_of: list[list[int]]) -> Callable[[list], list[bool]]:
-        def decode(replies: list) -> list[bool]:
-            ok = [True] * count
-            for members, flags in zip(members_of, replies):
-                for i, flag in zip(members, bytes(flags)):
-                    if flag != ord("1"):
-                        ok[i] = False
-            return ok
-
-        return decode
-
-    def near_close_command(
-        self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]]
-    ) -> tuple[tuple, Callable[[Any], list[bool]]]:
-        """One server: the call (:func:`sdd_near_close`) that settles ``entries`` (simhash,
-        token, keep, order) and then ends the order numbers, with them the decisions' band
-        records, and the function that turns its reply into, per entry, whether every pending
-        entry was still there."""
-        sid = rk.scope_digest(scope).hex()
-        records = [rk.near_record(simhash, token) for simhash, token, _, _ in entries]
-        groups = self._groups([simhash for simhash, _, _, _ in entries])
-        keys: list[str] = list(rk.order_keys(self.prefix))
-        args: list[Any] = [len(groups)]
-        members_of = []
-        for (table, group), members in groups.items():
-            keys += rk.near_group(self.prefix, sid, table, group)
-            members_of.append([i for i, _ in members])
-            args += [b"".join([records[i] for i, _ in members]),
-                     "".join(["1" if entries[i][2] else "0" for i, _ in members])]
-        for _, token, _, order in entries:
-            args += [token, order]
-        decode_settled = self._settle_decoder(len(entries), members_of)
-
-        def decode(reply: Any) -> list[bool]:
-            return decode_settled(reply[0])
-
-        return ("FCALL", "sdd_near_close", len(keys), *keys, *args), decode
-
-    def near_settle_then_release_many(
-        self, scope: str, entries: Sequence[tuple[int, bytes, bool, int]], bands: Sequence[BandGroup] = ()
-    ) -> list[bool]:
-        """Settle ``entries`` (simhash, token, keep, order) and take the pending band records
-        of ``bands`` out (a batch of one; on one server they go with the order number), then
-        release the order numbers of those whose pending entries were all still there; per
-        entry, whether they were."""
-        if bands and len(entries) != 1:
-            raise ValueError("band buckets go with a batch of one decision")
-        if self.fused:
-            # one call: the release runs after every settle; a reaped decision's order entry is
-            # gone already, so releasing it does nothing
-            command, decode = self.near_close_command(scope, entries)
-            return decode(self.client.execute_command(*command))
-        settles = [(simhash, token, keep) for simhash, token, keep, _ in entries]
-        pipe = self.client.pipeline(transaction=False)
-        decode = self.queue_near_settle_many(pipe, scope, settles)
-        if bands:
-            self._queue_bands(pipe, "sdd_bands_remove", bands, entries[0][1])
-        ok = decode(pipe.execute()[: -len(bands) or None])
-        self.order_release_many([(e[1], e[3]) for e, good in zip(entries, ok) if good])
-        return ok
-
-    def near_settle(self, scope: str, simhash: int, token: bytes, keep: bool) -> bool:
-        """Take the pending entries out (and with ``keep`` enter them as settled); False if any was gone."""
-        replies = self._near_calls("sdd_near_settle", scope, simhash, token, 1 if keep else 0).execute()
-        return all(int(r) == 1 for r in replies)
 
     def near_put(self, scope: str, simhash: int, token: bytes) -> None:
         self._near_calls("sdd_near_put", scope, simhash, token).execute()
 
     def near_remove(self, scope: str, simhash: int, token: bytes) -> None:
         self._near_calls("sdd_near_remove", scope, simhash, token).execute()
-
-    # -- global order of decisions in flight ------------------------------------------------
-    def order_take(self, token: bytes, lease_ms: int) -> int:
-        return int(self._call("sdd_order_take", rk.order_keys(self.prefix), token, lease_ms))
-
-    def order_get(self, tokens: Sequence[bytes]) -> list[tuple[int, int] | None]:
-        """Per token, (order, ms left on its lease) while its decision is in flight, else None."""
-        if not tokens:
-            return []
-        replies = self._call("sdd_order_get", rk.order_keys(self.prefix), *tokens)
-        return [None if r is None else (int(r[0]), int(r[1])) for r in replies]
-
-    def order_release(self, token: bytes, order: int) -> bool:
-        return bool(self._call("sdd_order_release", rk.order_keys(self.prefix), token, order))
-
-    def order_renew(self, token: bytes, order: int, lease_ms: int) -> bool:
-        return bool(self._call("sdd_order_renew", rk.order_keys(self.prefix), token, order, lease_ms))
-
-    def order_reap(self, token: bytes, order: int) -> bool:
-        return bool(self._call("sdd_order_reap", rk.order_keys(self.prefix), token, order))
-
-    def order_release_many(self, pairs: Sequence[tuple[bytes, int]]) -> list[bool]:
-        if not pairs:
-            return []
-        replies = self._call("sdd_order_release_many", rk.order_keys(self.prefix), *(x for pair in pairs for x in pair))
-        return [bool(int(r)) for r in replies]
-
-    def order_renew_many(self, pairs: Sequence[tuple[bytes, int]], lease_ms: int) -> list[bool]:
-        """Extend the leases of decisions in flight (token, order); per pair, False when reaped."""
-        if not pairs:
-            return []
-        replies = self._call("sdd_order_renew_many", rk.order_keys(self.prefix), lease_ms,
-                             *(x for pair in pairs for x in pair))
-        return [bool(int(r)) for r in replies]
 
     # -- requests taken by a process --------------------------------------------------------
     def pending_take(self, request_id: str, owner: str, lease_ms: int, payload: bytes) -> bool:

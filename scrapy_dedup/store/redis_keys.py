@@ -14,54 +14,45 @@ key                            holds                                  slots
 ``P:f:{f<bucket>}``            frontier bucket: 8-byte records        16,384 buckets, spread
                                (6-byte URL-key digest, uint16 run)
 ``P:n:{n<t><g>-<k>}<scope>``   SimHash table ``t``, slot group ``g``  4 x 16 groups, one
-``P:np:{n<t><g>-<k>}<scope>``  (the block's top 4 bits): settled /    slot each, evenly
-                               pending hash, field = the 16-bit       spaced over the 16,384
-                               block (2 bytes), value its 16-byte     slots; a decision calls
-                               records (SimHash, token)               4 groups, a batch one
-                                                                      call per group
-``P:o:{P:o}``, ``P:om:{P:o}``, order counter, decisions in flight     one slot: one INCRBY and
-``P:ob:{P:o}``                 (token -> order and lease), and on one one HSET per batch
-                               server the band entries of each
-                               decision in flight that has them
-                               (token -> scope, SimHash record,
-                               entries)
+                               (the block's top 4 bits) of the        slot each, evenly
+                               representatives, field = the 16-bit    spaced over the 16,384
+                               block (2 bytes), value its 16-byte     slots; a decision reads
+                               records (SimHash, token)               4 groups
 ``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
 ``P:qz:{q<shard>}``,           holds them (hash), lease deadlines
 ``P:qo:{q<shard>}``            (sorted set), holders' own leases
                                (hash)
 ``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
                                (string with an expiry)                flight, spread
-``P:b:{b<g>-<k>}<scope>``,     LSH band group ``g`` (4 bands):        8 slot groups, evenly
-``P:bp:{b<g>-<k>}<scope>``     settled / pending hash, field = band   spaced; a decision
-                               (1 byte) and bucket (2 bytes: 14 bits  calls each group once
-                               of the band hash), value its 12-byte   per step
+``P:b:{b<g>-<k>}<scope>``      LSH band group ``g`` (4 bands) of the  8 slot groups, evenly
+                               representatives, field = band (1       spaced; a decision
+                               byte) and bucket (2 bytes: 14 bits of  calls each group once
+                               the band hash), value its 12-byte
                                records (the band hash's low 4 bytes,
-                               token); pending on a cluster only
+                               token)
 =============================  =====================================  =====================
 
 The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
 about 8-12 bytes per URL plus a fixed ~1.5 MB for the buckets, against 88 bytes
 per URL for a set of 40-character fingerprints (scrapy-redis's dupefilter).
 
-Why near-duplicate decisions spread: a decision enters its SimHash in the four
-tables it belongs to (four slots), takes one order number (the only shared
-slot, and a cheap call), then reads the same four buckets. No bucket is locked
-while another is read; see :mod:`scrapy_dedup.store.redis_near` for why two
-near duplicates are never both kept.
+Why near-duplicate decisions spread: a decision reads the four buckets its SimHash
+belongs to (four slots) and writes a representative's entry in the same four. Two
+decisions at once may both keep a near duplicate; settling (``scrapy dedup settle``)
+merges them, so no bucket is ever held across calls.
 
-Why slot groups: a batch of decisions touches hundreds of buckets; the buckets of
-one group are fields of one hash (one slot), so the batch adds, reads and settles
-them with one call per group (at most 64) with its records packed in one argument,
-instead of one call per bucket: the client's cost per command and per argument is
-what bounds decisions per second. Each table's 65,536 buckets fall in 16 groups by
+Why slot groups: the buckets of one group are fields of one hash (one slot), so a
+read of many SimHashes' buckets (a benchmark's preload, a settle) takes one call per
+group (at most 64) instead of one per bucket: the client's cost per command and per
+argument is what bounds decisions per second. Each table's 65,536 buckets fall in 16 groups by
 the block's top 4 bits, and each group's tag is chosen (the smallest ``k``) so that
 its slot lies in its own 256-slot window of the 16,384: the 64 slots are evenly
 spaced, so any split of the slot range into contiguous shares (as ``redis-cli
 --cluster create`` makes) gives each master its share of the tables, and no slot
 carries more than 1/64 of the near-duplicate work. The scope is in the key name,
 outside the tag: every scope uses the same 64 balanced slots. Fewer groups would
-mean fewer calls per batch but a coarser spread (16 slots cannot be split evenly
-over 3 masters); more groups, more calls per batch.
+mean fewer calls per read but a coarser spread (16 slots cannot be split evenly
+over 3 masters); more groups, more calls per read.
 """
 
 from __future__ import annotations
@@ -384,14 +375,13 @@ def near_group_of(table: int, block: int) -> int:
     return block >> (BLOCK_BITS - NEAR_GROUP_BITS)
 
 
-def near_group(prefix: str, scope_id: str, table: int, group: int) -> tuple[str, str]:
-    """(settled hash, pending hash) of one slot group: ``scope_id`` is :func:`scope_digest` in hex.
+def near_group(prefix: str, scope_id: str, table: int, group: int) -> str:
+    """The hash of one slot group of a table: ``scope_id`` is :func:`scope_digest` in hex.
 
     >>> near_group("p", "00" * 8, 0, 0xc)
-    ('p:n:{n0c-23}0000000000000000', 'p:np:{n0c-23}0000000000000000')
+    'p:n:{n0c-23}0000000000000000'
     """
-    tag = near_group_tags()[table][group]
-    return f"{prefix}:n:{{{tag}}}{scope_id}", f"{prefix}:np:{{{tag}}}{scope_id}"
+    return f"{prefix}:n:{{{near_group_tags()[table][group]}}}{scope_id}"
 
 
 def near_block(simhash: int, table: int) -> int:
@@ -404,11 +394,11 @@ def near_field(block: int) -> bytes:
     return block.to_bytes(2, "big")
 
 
-def near_buckets(prefix: str, scope: str, simhash: int) -> list[tuple[str, str]]:
-    """(settled hash, pending hash) of the groups holding the BLOCKS buckets of a SimHash,
-    table by table; the server-side functions find the bucket in each from the SimHash.
+def near_buckets(prefix: str, scope: str, simhash: int) -> list[str]:
+    """The hashes of the groups holding the BLOCKS buckets of a SimHash, table by table; the
+    server-side functions find the bucket in each from the SimHash.
 
-    >>> near_buckets("p", "", 0x0123_4567_89AB_CDEF)[0][0].startswith("p:n:{n0c-")
+    >>> near_buckets("p", "", 0x0123_4567_89AB_CDEF)[0].startswith("p:n:{n0c-")
     True
     """
     sid = scope_digest(scope).hex()
@@ -425,7 +415,7 @@ def key_tag(key: str) -> str:
 
 
 #: below this many (record, SimHash) pairs a plain loop beats numpy's fixed cost per call
-#: (a page's decision reads a few records; decide_many's batches read thousands)
+#: (a page's decision reads a few records; a benchmark's preload thousands)
 _FEW_PAIRS = 512
 
 
@@ -522,16 +512,6 @@ def split_near_record(record: bytes) -> tuple[int, bytes]:
     return _U64.unpack(record[:8])[0], record[8:16]
 
 
-def order_keys(prefix: str) -> tuple[str, str, str]:
-    """(counter, decisions in flight, their band entries on one server): one slot.
-
-    >>> order_keys("p")
-    ('p:o:{p:o}', 'p:om:{p:o}', 'p:ob:{p:o}')
-    """
-    tag = f"{{{prefix}:o}}"
-    return f"{prefix}:o:{tag}", f"{prefix}:om:{tag}", f"{prefix}:ob:{tag}"
-
-
 # -- requests taken by a process ------------------------------------------------------------
 
 
@@ -568,10 +548,9 @@ def _glob_escape(text: str) -> str:
 # A document's 32 band hashes go to 32 buckets, one per band, named by (band, top
 # BAND_BUCKET_BITS bits of the band hash). The BAND_GROUPS groups of BANDS // BAND_GROUPS
 # consecutive bands are BAND_GROUPS slots: the buckets of one group are fields of one hash
-# per kind and scope (``P:b:{<tag>}<scope>`` settled, ``P:bp:{<tag>}<scope>`` pending, in the
-# same slot), a field the band (1 byte) and the bucket (2 bytes), so one call per group reads
-# all of a document's buckets in it with one HMGET per hash and writes them with one HSET
-# (8 calls per step instead of 32, and 2 keys per group instead of one per bucket). Each
+# per scope (``P:b:{<tag>}<scope>``), a field the band (1 byte) and the bucket (2 bytes), so one call per group reads
+# all of a document's buckets in it with one HMGET and writes them with one HSET
+# (8 calls per step instead of 32, and one key per group instead of one per bucket). Each
 # group's tag is chosen so that its slot lies near the middle of its own 1/8 of the 16,384
 # slots: a cluster whose masters own equal contiguous slot ranges (as ``redis-cli --cluster
 # create`` makes) shares the band work as evenly as 8 slots can (2 masters: 4 + 4 groups; 3
@@ -654,14 +633,13 @@ def band_tags() -> tuple[str, ...]:
     return tuple(tags)
 
 
-def band_hash_key(prefix: str, scope_id: str, group: int, kind: str = "b") -> str:
+def band_hash_key(prefix: str, scope_id: str, group: int) -> str:
     """The hash of one band group's buckets (``scope_id``: :func:`scope_digest` in hex).
-    ``kind`` ``b`` holds representatives (settled), ``bp`` decisions in flight (same slot).
 
     >>> band_hash_key("p", "00" * 8, 1)
     'p:b:{b1-43}0000000000000000'
     """
-    return f"{prefix}:{kind}:{{{band_tags()[group]}}}{scope_id}"
+    return f"{prefix}:b:{{{band_tags()[group]}}}{scope_id}"
 
 
 def band_field(band: int, band_hash: int) -> bytes:
@@ -688,58 +666,32 @@ def band_entry(band: int, band_hash: int) -> bytes:
 
 
 @functools.lru_cache(maxsize=256)
-def _band_hashes(prefix: str, scope: str, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+def _band_hashes(prefix: str, scope: str) -> tuple[tuple[str], ...]:
     sid = scope_digest(scope).hex()
-    return tuple(tuple(band_hash_key(prefix, sid, group, kind) for kind in kinds) for group in range(BAND_GROUPS))
+    return tuple((band_hash_key(prefix, sid, group),) for group in range(BAND_GROUPS))
 
 
-def band_calls(
-    prefix: str, scope: str, bands: Sequence[int], kinds: Sequence[str] = ("b",)
-) -> list[tuple[tuple[str, ...], bytes]]:
-    """Per band group, (hashes, entries): the group's hash of each of ``kinds``, in that
-    order, and per band of the group its field and its tag (the band hash's low 4 bytes),
-    concatenated (BAND_ENTRY bytes each). One call to a band function per group, on one slot.
+def band_calls(prefix: str, scope: str, bands: Sequence[int]) -> list[tuple[tuple[str], bytes]]:
+    """Per band group, ((its hash,), entries): per band of the group its field and its tag
+    (the band hash's low 4 bytes), concatenated (BAND_ENTRY bytes each). One call to a band
+    function per group, on one slot.
 
-    >>> calls = band_calls("p", "", list(range(32)), ("b", "bp"))
-    >>> len(calls), len(calls[0][0]), calls[0][0][1].startswith("p:bp:"), len(calls[0][1])
-    (8, 2, True, 28)
+    >>> calls = band_calls("p", "", list(range(32)))
+    >>> len(calls), len(calls[0][0]), calls[0][0][0].startswith("p:b:"), len(calls[0][1])
+    (8, 1, True, 28)
     >>> calls[1][1][:BAND_ENTRY] == band_field(4, 4) + (4).to_bytes(4, "big")
     True
     """
-    hashes = _band_hashes(prefix, scope, tuple(kinds))
+    hashes = _band_hashes(prefix, scope)
     entries = b"".join([band_entry(band, band_hash) for band, band_hash in enumerate(bands)])
     width = BAND_ENTRY * (BANDS // BAND_GROUPS)
     return [(hashes[group], entries[at : at + width]) for group, at in enumerate(range(0, len(entries), width))]
 
 
-def bands_in_flight(records: Sequence[bytes], entries_by_group: Sequence[bytes]) -> list[bytes]:
-    """Per band group, the decisions in flight (one server's band records: an 8-byte token, then
-    the entries of every group) that share one of the group's entries in ``entries_by_group``,
-    as :func:`band_found` items of kind 1 (pending).
-
-    >>> mine = [band_entry(0, 5) + band_entry(1, 6), band_entry(2, 7) + band_entry(3, 8)]
-    >>> theirs = b"t" * 8 + band_entry(0, 9) + band_entry(1, 6) + band_entry(2, 1) + band_entry(3, 2)
-    >>> [band_found(found) for found in bands_in_flight([theirs], mine)]
-    [[(1, b'tttttttt')], []]
-    """
-    found = []
-    at = 8
-    for entries in entries_by_group:
-        width = len(entries)
-        group = []
-        for record in records:
-            theirs = record[at : at + width]
-            if any(entries[i : i + BAND_ENTRY] == theirs[i : i + BAND_ENTRY] for i in range(0, width, BAND_ENTRY)):
-                group.append(b"\x01" + record[:8])
-        found.append(b"".join(group))
-        at += width
-    return found
-
-
 def band_found(reply: bytes) -> list[tuple[int, bytes]]:
     """What a band lookup found (``sdd_bands_find``'s reply, one per band group): per record
-    under one of the document's band hashes, (position of its hash in the call: 0 settled, 1
-    pending; its 8-byte token).
+    under one of the document's band hashes, (position of its hash in the call, 0 for one
+    hash; its 8-byte token).
 
     >>> band_found(b"\\x00" + b"a" * 8 + b"\\x01" + b"b" * 8)
     [(0, b'aaaaaaaa'), (1, b'bbbbbbbb')]

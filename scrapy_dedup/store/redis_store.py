@@ -39,7 +39,6 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -55,9 +54,9 @@ from scrapy_dedup.store.base import (
     URL,
     VARIANT,
     DecisionBusy,
+    DecisionReads,
     DedupStore,
     IncompatibleStore,
-    NearHoldArgs,
     OweOffer,
     StoreBatch,
     StoreError,
@@ -76,7 +75,6 @@ from scrapy_dedup.store.redis_functions import (
     redact,
     refused_as_full,
 )
-from scrapy_dedup.store.redis_near import NearDecisions, NearHold
 from scrapy_dedup.store.redis_wire import FunctionsMissing
 
 logger = logging.getLogger(__name__)
@@ -86,12 +84,9 @@ LAYOUT = rk.LAYOUT
 RUN_LEASE_MS = 30_000
 #: a cluster batch journalled longer ago than this was left by a writer that died mid-way
 JOURNAL_REPLAY_AFTER_S = 60.0
-#: a document's decision (its URL key, its near-duplicate order number) is held this long at
-#: most; a process that dies mid-decision frees it when this runs out
+#: a document's decision (its URL key) is held this long at most; a process that dies
+#: mid-decision frees it when this runs out
 DECISION_LEASE_MS = 30_000
-#: how long a decision waits for another process's decision of the same page or a near one
-DECISION_MAX_WAIT_S = 120.0
-DECISION_POLL_S = 0.002
 #: an owed request's lease (``DEDUP_REDIS_LEASE``): renewed every third of it while its holder lives
 PENDING_LEASE_MS = 30_000
 #: variant URLs whose alias this process wrote, remembered so that later counts skip it
@@ -175,22 +170,11 @@ class RedisBatch(StoreBatch):
             self.commands.append(s.fn.near_index_command(scope, simhash, token, bands, table_fn == "sdd_near_put"))
             return
         fp = rk.simhash_bytes(simhash)
-        for settled, pending in rk.near_buckets(s.prefix, scope, simhash):
-            self.commands.append(("FCALL", table_fn, 2, settled, pending, fp, token))
+        for key in rk.near_buckets(s.prefix, scope, simhash):
+            self.commands.append(("FCALL", table_fn, 1, key, fp, token))
         for (key,), entries in rk.band_calls(s.prefix, scope, bands):
             # one call per band group: its buckets are fields of one hash
             self.commands.append(("FCALL", band_fn, 1, key, token, entries))
-
-
-@dataclass(slots=True)
-class _NearAhead:
-    """A near hold opened in the document lock's round trip (RedisStore.hold_document)."""
-
-    #: the hold_near arguments it stands for (scope, simhash, bands, max_distance, reads)
-    args: tuple
-    held: NearHold
-    #: the thread's write count when it read: later writes make its reads stale
-    writes: int
 
 
 class _DecisionState(threading.local):
@@ -198,34 +182,25 @@ class _DecisionState(threading.local):
     run on a thread of its own while the crawl's thread writes through the same store."""
 
     def __init__(self) -> None:
-        #: holds (hold_document, hold_near) entered and not yet left
+        #: document holds entered and not yet left
         self.depth = 0
         #: (table, key) -> value, read with a hold's own round trip: each answers one get, and
         #: any write of this thread drops them
         self.prefetched: dict[tuple[str, str], bytes | None] = {}
-        #: (scope, band hashes, tokens) of the settled band buckets read by the near hold in force
+        #: (scope, band hashes, tokens) of the band buckets read with the hold
         self.settled_bands: tuple[str, tuple[int, ...], set[bytes]] | None = None
-        #: (scope, simhash, max distance, entries) of the settled SimHash buckets it read
+        #: (scope, simhash, max distance, entries) of the SimHash buckets read with the hold
         self.settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
         #: one server, inside a hold: (commands, atomic, function given the replies or None)
         #: to send before the next read or with the outermost hold's release
         self.queued: list[tuple[list[tuple], bool, Callable[[list], None] | None]] = []
-        #: exact-index entries the near hold in force found absent when it waited for nobody:
-        #: a claim of one is sent with the release (see RedisStore.put_if_absent)
+        #: exact-index entries the hold read absent: a claim of one is sent with the release
+        #: (see RedisStore.put_if_absent)
         self.unclaimed: set[str] = set()
-        #: a near hold opened with the document lock and not yet taken by hold_near
-        self.opened_ahead: _NearAhead | None = None
-        #: writes of this thread so far: a hold's reads from before the last one are stale
-        self.writes = 0
-        #: the write count when the outermost hold_document was entered with ``wait=False``
-        #: (else None): a near hold opened after the lock, before any later write, may give up
-        #: (DecisionBusy), the decision having written nothing yet
-        self.may_give_up: int | None = None
 
     def forget_reads(self) -> None:
         self.prefetched.clear()
         self.unclaimed.clear()
-        self.writes += 1
         self.settled_bands = self.settled_near = None
 
 
@@ -308,9 +283,6 @@ class RedisStore(DedupStore):
         self._holds = itertools.count(1)
         #: what a decision in force on a thread read ahead and has yet to send
         self._decision = _DecisionState()
-        self._near = NearDecisions(
-            self.fn, lease_ms=DECISION_LEASE_MS, poll_s=DECISION_POLL_S, max_wait_s=DECISION_MAX_WAIT_S
-        )
         self._heartbeat: threading.Thread | None = None
         self._stopping = threading.Event()
         #: ids of the owed requests this process holds (alive while its own lease is renewed)
@@ -496,177 +468,83 @@ class RedisStore(DedupStore):
 
     # -- decisions shared by processes ----------------------------------------
     @contextmanager
-    def hold_document(self, key: str, near: NearHoldArgs | None = None, wait: bool = True) -> Iterator[None]:
+    def hold_document(self, key: str, reads: DecisionReads | None = None) -> Iterator[None]:
         """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
-        ``SET NX PX`` and released only by its holder.
+        ``SET NX PX`` and released only by its holder. The store never waits: when another
+        process holds it, :class:`DecisionBusy` (the crawl waits without blocking, and tries
+        again).
 
         The key's URL record, which a decision reads first, comes in the same round trip: the
         next ``get`` of it inside the block is that answer (read once, before any write). On
-        one server the release goes with the decision's writes (see :meth:`_flush`), and the
-        near hold of ``near`` is opened in the lock's round trip: the block's
-        :meth:`hold_near` with those arguments takes it (its reads are used if the block
-        wrote nothing before), and one the block does not take ends with the release.
+        one server so do ``reads`` (the SimHash and band buckets the matching scans, and its
+        first records), and the block's writes go with the release.
         """
         lock = rk.decision_key(self.prefix, key)
-        record_key, record_field = self._slot(URL, key)
         holder = f"{self._writer}:{next(self._holds)}"
         d = self._decision
-        try:
-            started = time.monotonic()
-            # on one server a connection runs a pipeline in order: the record is read after the
-            # lock is taken; on a cluster they are on other masters, so it is read afterwards
-            read_ahead = not is_cluster(self.client)
-            taken = False
-            if near is not None and self.fn.fused and d.depth == 0:
-                taken = self._open_near_with_lock(near, lock, holder, key, wait)
-                if not taken and not wait:
-                    raise DecisionBusy(key)
-            while not taken:
-                pipe = self.client.pipeline(transaction=False)
-                # a record this process wrote goes first (one server): the read below sees it
-                waiting = self._queue_waiting(pipe) if self._behind else 0
-                pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
-                if read_ahead:
-                    pipe.hget(record_key, record_field)
-                taken, *record = pipe.execute()[waiting:]
-                if taken:
-                    if read_ahead:
-                        d.prefetched[(URL, key)] = record[0]
-                    break
-                if not wait:
-                    raise DecisionBusy(key)
-                if time.monotonic() - started > DECISION_MAX_WAIT_S:
-                    raise StoreError(
-                        f"waited {DECISION_MAX_WAIT_S:.0f} s for another process's decision of {key!r} "
-                        f"in the Redis store at {self.path}"
-                    )
-                time.sleep(DECISION_POLL_S)
-        except _STORE_FAILURES as exc:
-            raise self._stopped_by(exc) from None
+        # on one server a connection runs a pipeline in order: the reads come after the lock is
+        # taken; on a cluster they are on other masters, so they are read afterwards
+        one_server = not is_cluster(self.client)
         outermost = d.depth == 0
-        if outermost and not wait:
-            d.may_give_up = d.writes
-        d.depth += 1
         try:
-            yield
-        finally:
-            if outermost:
-                d.may_give_up = None
-            ahead, d.opened_ahead = d.opened_ahead, None
-            if ahead is not None:  # not taken: it ends with the release
-                command, check = self._near.close_command(ahead.held)
-                d.queued.append(([command], False, lambda replies: check(replies[0])))
-            self._leave_hold(("FCALL", "sdd_lock_release", 1, lock, holder), None, True)
-
-    def _open_near_with_lock(self, near: NearHoldArgs, lock: str, holder: str, key: str, wait: bool = True) -> bool:
-        """One server: take the document lock, read the URL record and open the near hold of
-        ``near`` in one round trip. False, with the hold ended, when another process holds
-        the lock: a decision never waits for a lock while it holds an order number, so no
-        two decisions wait for each other. ``wait=False``: DecisionBusy, with the hold ended
-        and the lock released, when an earlier near decision stays in flight."""
-        scope, simhash, bands, max_distance, reads = near
-        bands = band_tuple(bands)
-        ahead = tuple((table, k) for table, k in reads if table != PENDING)
-        d = self._decision
-        locked = []
-
-        self._flush()
-        # a record this process wrote goes first, in the same round trip: the reads see it
-        waiting = self._take_waiting() if self._behind else []
-
-        def proceed(replies: list) -> bool:
-            locked.append(bool(replies[len(waiting)]))
-            return locked[0]
-
-        try:
-            held = self._near.open(
-                scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
-                [self._read_command(table, k) for table, k in ahead],
-                first=[*waiting, ("SET", lock, holder, "NX", "PX", DECISION_LEASE_MS),
-                       ("HGET", *self._slot(URL, key))],
-                proceed=proceed, wait=wait,
-            )
-        except BaseException:
-            # the hold failed (its wait timed out or gave up, or the server refused its round
-            # trip after the lock was taken, say when full): the lock goes unless surely not taken
-            # (a release by another holder's name deletes nothing)
-            if not locked or locked[0]:
-                with contextlib.suppress(*_STORE_FAILURES):
-                    self.client.fcall("sdd_lock_release", 1, lock, holder)
-            raise
-        if held is None:
-            return False
-        d.prefetched[(URL, key)] = held.first[len(waiting) + 1]
-        d.opened_ahead = _NearAhead((scope, simhash, bands, max_distance, ahead), held, d.writes)
-        return True
-
-    @contextmanager
-    def hold_near(
-        self, scope: str, simhash: int, bands: Iterable[int], max_distance: int,
-        reads: Iterable[tuple[str, str]] = (),
-    ) -> Iterator[None]:
-        """The decision runs *insert, order, check* (:mod:`~scrapy_dedup.store.redis_near`):
-        each call holds one bucket, so decisions spread over a cluster's masters.
-
-        On one server each step is one call, and ``reads`` (records the decision reads first)
-        ride in the hold's first round trip: a ``get`` of one inside the block is that answer
-        when no earlier decision near this one was in flight (read once, before any write).
-        """
-        bands = band_tuple(bands)
-        d = self._decision
-        ahead = [(table, key) for table, key in reads if table != PENDING] if self.fn.fused else []
-        opened, d.opened_ahead = d.opened_ahead, None
-        try:
-            if opened is not None and opened.args == (scope, simhash, bands, max_distance, tuple(ahead)):
-                held = opened.held
-            else:
-                if opened is not None:  # opened for other arguments: it ends first
-                    self._near.close(opened.held)
-                    opened = None
-                self._flush()  # this decision's writes so far are in before its first scan
-                if self._behind:
-                    self.send_waiting()
-                # a decision entered without waiting that wrote nothing yet gives up rather than
-                # wait for an earlier near decision (DecisionBusy: the lock goes with it)
-                wait = d.may_give_up is None or d.may_give_up != d.writes
-                held = self._near.open(scope, simhash, max_distance, rk.band_calls(self.prefix, scope, bands, ("b", "bp")),
-                                       [self._read_command(table, key) for table, key in ahead], wait=wait)
+            self._flush()
+            pipe = self.client.pipeline(transaction=False)
+            # a record this process wrote goes first (one server): the reads below see it
+            waiting = self._queue_waiting(pipe) if self._behind else 0
+            pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
+            decode = None
+            if one_server:
+                pipe.execute_command(*self._read_command(URL, key))
+                if reads is not None and outermost:
+                    decode = self._queue_first_reads(pipe, reads)
+            taken, *replies = pipe.execute()[waiting:]
         except _STORE_FAILURES as exc:
+            # the server refused a write of the round trip (full) after the lock was taken, say:
+            # the lock goes (a release by this holder's name deletes nothing it did not take)
+            with contextlib.suppress(*_STORE_FAILURES):
+                self.client.fcall("sdd_lock_release", 1, lock, holder)
             raise self._stopped_by(exc) from None
+        if not taken:
+            raise DecisionBusy(key)
+        if one_server:
+            d.prefetched[(URL, key)] = replies[0]
+            if decode is not None:
+                decode(replies[1:])
         d.depth += 1
-        # opened with the lock, and the block wrote since: what it read may be stale, and the
-        # block reads from the server instead
-        if opened is None or opened.writes == d.writes:
-            if bands:
-                # the hold's last band lookup read the settled buckets too: the matching's
-                # band_candidates of these bands is that answer (read once, before any write)
-                d.settled_bands = (scope, bands, held.settled_bands)
-            # so did its last SimHash scan: the answer of the matching's simhash_candidates
-            d.settled_near = held.settled_near
-            if held.reads is not None:
-                d.prefetched.update(zip(ahead, held.reads))
-                d.unclaimed.update(k for (table, k), value in zip(ahead, held.reads) if table == EXACT and value is None)
-        failed = True
         try:
             yield
-            failed = False
         finally:
-            d.settled_bands = d.settled_near = None
-            for read in ahead:
-                d.prefetched.pop(read, None)
-            d.unclaimed.clear()
-            if self.fn.fused:
-                command, check = self._near.close_command(held)
-                self._leave_hold(command, check, not failed)
-            else:
-                d.depth -= 1
-                try:
-                    self._near.close(held)
-                except _STORE_FAILURES as exc:
-                    if not failed:
-                        raise self._stopped_by(exc) from None
+            self._leave_hold(("FCALL", "sdd_lock_release", 1, lock, holder), True)
 
-    def _leave_hold(self, command: tuple, check: Callable[[Any], None] | None, raise_lost: bool) -> None:
+    def _queue_first_reads(self, pipe: Any, first: DecisionReads) -> Callable[[list], None]:
+        """Queue what a decision reads first: its SimHash and band buckets and its first
+        records; the function returned keeps the replies for the matching's reads (each
+        answers once, before any write)."""
+        scope, simhash, bands, max_distance, reads = first
+        bands = band_tuple(bands)
+        d = self._decision
+        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, [simhash], max_distance)
+        groups = rk.band_calls(self.prefix, scope, bands)
+        for keys, entries in groups:
+            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
+        ahead = [(table, k) for table, k in reads if table != PENDING]
+        for table, k in ahead:
+            pipe.execute_command(*self._read_command(table, k))
+
+        def decode(replies: list) -> None:
+            near_at = len(replies) - len(ahead) - len(groups)
+            if decode_near is not None:
+                d.settled_near = (scope, simhash, max_distance, decode_near(replies[:near_at])[0])
+            if bands:
+                found = replies[near_at : near_at + len(groups)]
+                d.settled_bands = (scope, bands, {token for reply in found for _, token in rk.band_found(reply)})
+            values = replies[near_at + len(groups) :]
+            d.prefetched.update(zip(ahead, values))
+            d.unclaimed.update(k for (table, k), value in zip(ahead, values) if table == EXACT and value is None)
+
+        return decode
+
+    def _leave_hold(self, command: tuple, raise_lost: bool) -> None:
         """Leave a hold with ``command`` (its release). On one server it is queued after the
         decision's writes and sent with them when the outermost hold is left."""
         d = self._decision
@@ -678,7 +556,7 @@ class RedisStore(DedupStore):
                 self._flush()
                 self.client.execute_command(*command)
                 return
-            d.queued.append(([command], False, None if check is None else (lambda replies: check(replies[0]))))
+            d.queued.append(([command], False, None))
             if d.depth == 0:
                 self._flush()
         except _STORE_FAILURES as exc:
@@ -689,10 +567,10 @@ class RedisStore(DedupStore):
         """Send what this thread's holds queued, in order, in one round trip.
 
         Inside a hold on one server a batch's writes wait (:meth:`_apply`) until this
-        thread's next read, or until the outermost hold is left: then the writes, the near
-        hold's settle and the lock's release go together, in one MULTI/EXEC when there are
-        writes (a batch stays all or nothing). A connection runs its commands in order, so
-        another process that waited for the release or the settle finds the writes in.
+        thread's next read, or until the outermost hold is left: then the writes and the
+        lock's release go together, in one MULTI/EXEC when there are writes (a batch stays all
+        or nothing). A connection runs its commands in order, so another process that finds
+        the lock free finds the writes in.
         """
         d = self._decision
         queued, d.queued = d.queued, []
@@ -720,18 +598,15 @@ class RedisStore(DedupStore):
             at += len(group)
 
     def _release_refused(self, queued: list[tuple[list[tuple], bool, Any]]) -> None:
-        """A full server refused a decision's writes and, in the same transaction, the releases
-        sent with them (the groups of :meth:`_leave_hold`). The releases go again on their own,
-        as functions a full server runs: the lock, and the near hold ended without keeping
-        anything (``sdd_near_abandon``), so that the decisions of other processes, and of the
-        next run, need not wait out their leases. The crawl stops all the same."""
+        """A full server refused a decision's writes and, in the same transaction, the lock's
+        release sent with them (:meth:`_leave_hold`). The release goes again on its own, as a
+        function a full server runs, so that the decisions of other processes, and of the next
+        run, need not wait out its lease. The crawl stops all the same."""
         releases = [command for group, atomic, _ in queued if not atomic for command in group]
         if not releases:
             return
         pipe = self.client.pipeline(transaction=False)
         for command in releases:
-            if command[:2] == ("FCALL", "sdd_near_close"):
-                command = ("FCALL", "sdd_near_abandon", *command[2:])
             pipe.execute_command(*command)
         with contextlib.suppress(*_STORE_FAILURES):
             pipe.execute(raise_on_error=False)
@@ -944,11 +819,10 @@ class RedisStore(DedupStore):
         shard, field = self._slot(table, key)
         value = layout.stored(bytes(value))
         if answered:
-            # The near hold in force read this entry absent after taking its order number, with
-            # no earlier decision near it in flight, and a text's every copy has its SimHash: a
-            # decision of the same text started later waits for this one's release, and one that
-            # ended earlier wrote the entry with its release. So nobody claims it before this
-            # decision's release, and the claim goes with it (sent as the release's MULTI is).
+            # The hold read this entry absent: the claim goes with the release (in its MULTI),
+            # saving a round trip. Another process that claims the same text in between wins,
+            # and this decision keeps a cluster of its own for it: a provisional extra copy,
+            # which settling merges.
             d.queued.append(([("HSETNX", shard, field, value)], True, None))
             return None
         current = self.client.fcall("sdd_exact_claim", 1, shard, field, value)
@@ -1122,7 +996,7 @@ class RedisStore(DedupStore):
         if held is not None and held[:3] == (scope, simhash, max_distance):
             settled = held[3]
         else:
-            settled, _ = self.fn.near_scan(scope, simhash, max_distance)
+            settled = self.fn.near_scan(scope, simhash, max_distance)
         for fp, token in sorted(settled):
             yield fp, token.hex()
 
