@@ -43,6 +43,7 @@ from scrapy_dedup.core.bands import band_hashes, simhash_blocks
 from scrapy_dedup.core.fingerprints import Fingerprint, near_match
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.core.representative import Candidate, representative_order
+from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreBatch
 
@@ -268,7 +269,8 @@ def settle_store(
     store: DedupStore, config: Any, *, incremental: bool = True, clusters: bool = True, moved: bool = False
 ) -> StoreSettled:
     """Settle ``store`` under ``config`` (the crawl's settings): the clusters, then the chunk
-    statuses, which follow the representatives. The one way a crawl, ``ingest`` and
+    statuses, which follow the representatives; then the documents' change history
+    (:mod:`~scrapy_dedup.decide.changes`). The one way a crawl, ``ingest`` and
     ``scrapy dedup settle`` settle a store.
 
     ``clusters=False``: the chunk statuses only (a store several crawl processes share, whose
@@ -293,6 +295,9 @@ def settle_store(
     if store.get_meta(OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
         done.chunks = ChunkLayer(store, config.chunk_rules).settle()
         done.chunks_busy = done.chunks is None
+    if clusters:
+        # what the settled documents are now, for export --changes-since
+        record_changes(store)
     return done
 
 
