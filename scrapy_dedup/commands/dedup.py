@@ -165,8 +165,8 @@ class Command(ScrapyCommand):
         sub.add_argument(
             "--changes-since",
             metavar="TOKEN",
-            help="export: only what changed since the export that gave TOKEN (each export prints its token on "
-            "stderr): a delete line per document gone, an upsert line per document new, updated or re-represented",
+            help="export: only the documents changed since the export that printed TOKEN, as upsert and "
+            "delete lines by document_id (every export prints its token on stderr)",
         )
         sub.add_argument(
             "--full",
