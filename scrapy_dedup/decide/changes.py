@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import xxhash
 
+from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.clusters import cluster_id_for
 from scrapy_dedup.store.base import CHANGES, DedupStore, StoreError
 
@@ -78,14 +80,14 @@ class Changes:
     token: str = ""
 
 
-def _current(store: DedupStore) -> dict[str, tuple[str, str]]:
+def _current(records: Iterable[UrlRecord]) -> dict[str, tuple[str, str]]:
     """document id -> (digest, representative key), from one pass over the URL records.
 
     The digest is a sum of one hash per page, so it needs neither the members read per
     document nor an order."""
     sums: dict[str, int] = {}
     reps: dict[str, str] = {}
-    for r in store.iter_urls():
+    for r in records:
         cid = r.cluster_id
         if cid is None:
             continue
@@ -96,12 +98,15 @@ def _current(store: DedupStore) -> dict[str, tuple[str, str]]:
     return {cid: (f"{total:016x}", reps.get(cid, "")) for cid, total in sums.items()}
 
 
-def _pending(store: DedupStore) -> tuple[dict, dict[str, History], dict[str, History]]:
-    """(meta, every history, the histories the next generation writes)."""
+def _pending(
+    store: DedupStore, records: Iterable[UrlRecord] | None = None
+) -> tuple[dict, dict[str, History], dict[str, History]]:
+    """(meta, every history, the histories the next generation writes); ``records``: the
+    store's URL records, when the caller has them."""
     meta = store.get_meta(META) or {}
     generation = meta.get("generation", 0) + 1
     old = {cid: History.from_json(raw) for cid, raw in store.scan(CHANGES)}
-    now = _current(store)
+    now = _current(store.iter_urls() if records is None else records)
     written: dict[str, History] = {}
     for cid, (digest, rep) in now.items():
         h = old.get(cid)
@@ -117,9 +122,10 @@ def _pending(store: DedupStore) -> tuple[dict, dict[str, History], dict[str, His
     return meta, old, written
 
 
-def record(store: DedupStore) -> int:
-    """Write what changed since the last generation (settling calls it); the generation now."""
-    meta, _, written = _pending(store)
+def record(store: DedupStore, records: Iterable[UrlRecord] | None = None) -> int:
+    """Write what changed since the last generation (settling calls it, with the URL records
+    it read: every one with content); the generation now."""
+    meta, _, written = _pending(store, records)
     if not meta:
         # the store's id keeps another store's tokens out
         meta = {"store": uuid.uuid4().hex[:8], "generation": 0}

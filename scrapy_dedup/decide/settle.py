@@ -269,8 +269,7 @@ def settle_store(
     store: DedupStore, config: Any, *, incremental: bool = True, clusters: bool = True, moved: bool = False
 ) -> StoreSettled:
     """Settle ``store`` under ``config`` (the crawl's settings): the clusters, then the chunk
-    statuses, which follow the representatives; then the documents' change history
-    (:mod:`~scrapy_dedup.decide.changes`). The one way a crawl, ``ingest`` and
+    statuses, which follow the representatives. The one way a crawl, ``ingest`` and
     ``scrapy dedup settle`` settle a store.
 
     ``clusters=False``: the chunk statuses only (a store several crawl processes share, whose
@@ -295,9 +294,6 @@ def settle_store(
     if store.get_meta(OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
         done.chunks = ChunkLayer(store, config.chunk_rules).settle()
         done.chunks_busy = done.chunks is None
-    if clusters:
-        # what the settled documents are now, for export --changes-since
-        record_changes(store)
     return done
 
 
@@ -403,6 +399,8 @@ def settle(
         with store.batch() as batch:
             _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
     store.put_meta(SETTLED_META, params)
+    # the settled documents' history, for export --changes-since (from the records read here)
+    record_changes(store, docs)
     return result
 
 

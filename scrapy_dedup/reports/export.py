@@ -10,6 +10,11 @@ the document with the reason it is an alias, ``null`` for the canonical one), ``
 It streams: clusters are read in store order and written one at a time. ``--chunks`` groups
 the chunks of every document by content: the occurrences go to a temporary LevelDB on disk,
 sorted by content hash, and are read back one group at a time, so memory stays flat too.
+
+``--changes-since TOKEN`` (:func:`write_changes`) writes the documents to delete and to upsert
+since the export that printed TOKEN, read from the store's change history
+(:mod:`scrapy_dedup.decide.changes`); its documents and chunks are the full export's, by the
+same functions.
 """
 
 from __future__ import annotations
