@@ -271,3 +271,22 @@ def test_a_store_without_history_or_another_stores_token_is_refused(memory):
     for bad in ("0123abcd-1", token + "0", token.replace("-", "-x"), "", "-1"):
         with pytest.raises(changes.ChangeTokenError, match="unknown change token"):
             changes.since(memory, bad)
+
+
+def test_a_repaired_store_refuses_the_tokens_of_before_and_starts_its_history_again(tmp_path):
+    from scrapy_dedup.store.leveldb import LevelDBStore
+    from scrapy_dedup.store.maintenance import repair_store
+
+    path = str(tmp_path / "store")
+    store = LevelDBStore(path, {"test": 1})
+    put(store, page_record("http://h/a"), page_record("http://h/b"))
+    changes.record(store)
+    before = changes.token(store)
+    store.close()
+    repair_store(path)
+    with LevelDBStore.open_existing(path) as store:
+        with pytest.raises(changes.ChangeTokenError, match="no change history yet"):
+            changes.since(store, before)
+        changes.record(store)
+        again = changes.token(store)
+        assert again != before and changes.since(store, again).upserts == []
