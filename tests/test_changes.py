@@ -4,7 +4,8 @@ holds what a full export of the store holds now.
 The book of tests/test_recrawl.py is crawled and exported in full (the export prints its token),
 then edited on disk: ``s1`` changes, ``s2`` is deleted, ``s4`` is added and ``s5`` (a longer copy
 of ``s3``, linked from ``s4``) takes ``s3``'s document over. The re-crawl (every page due again)
-and the changes since the token follow, through the real CLI, on LevelDB and on Redis.
+and the changes since the token follow, through the real CLI, on LevelDB, on Redis and on
+LevelDB with ``DEDUP_CHUNKS``; the history's rules on the memory backend, and after a repair.
 """
 
 from __future__ import annotations
@@ -65,10 +66,10 @@ def doc_id(site_url: str, name: str) -> str:
     return cluster_id_for("", url_key(f"{site_url}/book/{name}"))
 
 
-def apply(index: dict[str, dict], changes: list[dict]) -> dict[str, dict]:
+def apply(index: dict[str, dict], feed: list[dict]) -> dict[str, dict]:
     """An index keyed by document_id following the changes."""
     index = dict(index)
-    for change in changes:
+    for change in feed:
         if change["op"] == "delete":
             del index[change["document_id"]]
         else:
@@ -174,11 +175,11 @@ def chunks_held(records: list[dict]) -> dict[tuple[str, str], str]:
     return {(d["document_id"], d["chunk_id"]): r["text"] for r in records for d in r["documents"]}
 
 
-def apply_chunks(index: dict[tuple[str, str], str], changes: list[dict]) -> dict[tuple[str, str], str]:
+def apply_chunks(index: dict[tuple[str, str], str], feed: list[dict]) -> dict[tuple[str, str], str]:
     """An index of chunks keyed by (document_id, chunk_id) following the changes: a document's
     chunks are replaced by those of its upsert line."""
     index = dict(index)
-    for change in changes:
+    for change in feed:
         for key in [k for k in index if k[0] == change["document_id"]]:
             del index[key]
         for chunk in change.get("chunks") or ():
