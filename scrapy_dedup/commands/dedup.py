@@ -52,6 +52,7 @@ SCOPED = {
     "url": ("lookup", "ingest"),
     "chunks": ("export",),
     "output": ("export",),
+    "changes_since": ("export",),
     "full": ("settle",),
     "url_field": ("ingest",),
     "text_field": ("ingest",),
@@ -164,6 +165,12 @@ class Command(ScrapyCommand):
         sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
         sub.add_argument("--chunks", action="store_true", default=None, help="export: one record per unique chunk")
         sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout")
+        sub.add_argument(
+            "--changes-since",
+            metavar="TOKEN",
+            help="export: only the documents changed since the export that printed TOKEN, as upsert and "
+            "delete lines by document_id (every export prints its token on stderr)",
+        )
         sub.add_argument(
             "--full",
             action="store_true",
@@ -398,21 +405,44 @@ class Command(ScrapyCommand):
         if result.params_lost:
             print("the store's parameters were lost: written again from the current settings")
     def _export(self, store: DedupStore, opts: argparse.Namespace) -> None:
+        from scrapy_dedup.decide import changes
         from scrapy_dedup.reports import export
 
+        # a token the store cannot answer fails before the output is opened
+        since = changes.since(store, opts.changes_since) if opts.changes_since is not None else None
+        token = changes.token(store) if since is None else since.token
         try:
             out = open(opts.output, "w", encoding="utf-8") if opts.output else sys.stdout
         except OSError as exc:
             raise StoreError(f"cannot write {opts.output}: {exc.strerror or exc}") from None
         try:
-            counts = export.write(store, out, chunks=bool(opts.chunks))
+            if since is not None:
+                export.write_changes(store, out, since, chunks=bool(opts.chunks))
+            else:
+                counts = export.write(store, out, chunks=bool(opts.chunks))
         finally:
             if out is not sys.stdout:
                 out.close()
-        what = f"{counts.chunks} unique chunks of {counts.documents} documents" if opts.chunks else f"{counts.documents} documents"
-        print(f"exported {what}" + (f" to {opts.output}" if opts.output else ""), file=sys.stderr)
-        if counts.note():
-            print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
+        where = f" to {opts.output}" if opts.output else ""
+        if since is not None:
+            print(
+                f"exported the changes since {opts.changes_since}{where}: {len(since.upserts)} document(s) to "
+                f"upsert, {len(since.deletes)} to delete",
+                file=sys.stderr,
+            )
+        else:
+            what = f"{counts.chunks} unique chunks of {counts.documents} documents" if opts.chunks else f"{counts.documents} documents"
+            print(f"exported {what}{where}", file=sys.stderr)
+            if counts.note():
+                print(f"scrapy dedup: {counts.note()}", file=sys.stderr)
+        # a store written meanwhile (a crawl on a shared store) gives no token: it may be partial
+        if token is not None and changes.token(store) == token:
+            print(f"change token: {token} (scrapy dedup export --changes-since {token})", file=sys.stderr)
+        else:
+            print(
+                "scrapy dedup: no change token: the store has decisions not settled yet (`scrapy dedup settle`)",
+                file=sys.stderr,
+            )
 
     def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.decide.settle import settle_store

@@ -43,6 +43,7 @@ from scrapy_dedup.core.bands import band_hashes, simhash_blocks
 from scrapy_dedup.core.fingerprints import Fingerprint, near_match
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.core.representative import Candidate, representative_order
+from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreBatch
 
@@ -398,6 +399,8 @@ def settle(
         with store.batch() as batch:
             _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
     store.put_meta(SETTLED_META, params)
+    # the settled documents' history, for export --changes-since (from the records read here)
+    record_changes(store, docs)
     return result
 
 

@@ -17,6 +17,11 @@ pages. ``--chunks`` chunks them too, each occurrence with the URL its offsets po
 It streams: clusters are read in store order and written one at a time. ``--chunks`` groups
 the chunks of every document by content: the occurrences go to a temporary LevelDB on disk,
 sorted by content hash, and are read back one group at a time, so memory stays flat too.
+
+``--changes-since TOKEN`` (:func:`write_changes`) writes the documents to delete and to upsert
+since the export that printed TOKEN, read from the store's change history
+(:mod:`scrapy_dedup.decide.changes`); its documents and chunks are the full export's, by the
+same functions.
 """
 
 from __future__ import annotations
@@ -27,13 +32,16 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, Chunk, chunk_text
 from scrapy_dedup.core.merged import MergedPassage, merged_passages
 from scrapy_dedup.reports.formats import Progress, iso
 from scrapy_dedup.reports.resolve import Resolver, anchor_link
 from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError
+
+if TYPE_CHECKING:
+    from scrapy_dedup.decide.changes import Changes
 
 FIELDS = ("document_id", "url", "title", "text", "sources", "first_seen", "last_seen", "merged_passages")
 CHUNK_FIELDS = ("content_hash", "text", "tokens", "documents", "urls")
@@ -119,13 +127,16 @@ def _merged(store: DedupStore, cluster: Any, members: list[Any], text: str) -> l
 
 
 def documents(
-    store: DedupStore, counts: ExportCounts | None = None, progress: Progress | None = None
+    store: DedupStore,
+    counts: ExportCounts | None = None,
+    progress: Progress | None = None,
+    clusters: Iterable[Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One record per document (cluster) that has a text, in store order."""
+    """One record per document (cluster) that has a text, in store order (or of ``clusters``)."""
     counts = counts if counts is not None else ExportCounts()
     progress = progress or Progress("export", streaming=True)
     resolver = Resolver(store)
-    for cluster in progress(store.iter_clusters(), "documents"):
+    for cluster in progress(store.iter_clusters() if clusters is None else clusters, "documents"):
         members = [r for r in (resolver.record(k) for k in store.members_of(cluster)) if r]
         text = _text(store, resolver, cluster, members)
         if text is None:
@@ -268,3 +279,50 @@ def write(store: DedupStore, out: TextIO, *, chunks: bool = False, progress: Pro
             "needs them; crawl with DEDUP_KEEP_TEXT = True (the default)"
         )
     return counts
+
+
+# -- export --changes-since: what an index holding an earlier export applies ---------------
+
+def write_changes(
+    store: DedupStore, out: TextIO, changes: Changes, *, chunks: bool = False, progress: Progress | None = None
+) -> None:
+    """Write ``changes`` (:func:`scrapy_dedup.decide.changes.since` a token) as JSON Lines: a ``delete`` line per document gone
+    (``reason`` ``gone``, or ``merged`` with the document it went ``into``), then an ``upsert``
+    line per document ``new``, ``updated`` or ``re-represented``, with the fields of the export
+    (``--chunks``: the document's chunks, every one, in place of its text)."""
+    for cid, reason, into in changes.deletes:
+        out.write(json.dumps({"op": "delete", "reason": reason, "document_id": cid, "into": into}) + "\n")
+    reasons = dict(changes.upserts)
+    wanted = (c for c in (store.get_cluster(cid) for cid in reasons) if c is not None)
+    records = documents(store, ExportCounts(), progress, clusters=wanted)
+    if chunks:
+        records = chunked_documents(records, stored=_stored_chunks(store))
+    fields = ("document_id", "url", "title", "sources", "chunks") if chunks else FIELDS
+    for record in records:
+        line = {"op": "upsert", "reason": reasons[record["document_id"]], **{f: record.get(f) for f in fields}}
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def chunked_documents(
+    records: Iterable[dict[str, Any]],
+    *,
+    stored: Callable[[str, str, str], list[tuple[Chunk, dict[str, Any]]] | None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Each document record with ``chunks``: every chunk of it that the chunk export has (its
+    occurrence, with the chunk's text), in document order. Read from :func:`unique_chunks`, so
+    a document has here the chunks it has there."""
+    docs: dict[str, dict[str, Any]] = {}
+
+    def kept() -> Iterator[dict[str, Any]]:
+        for record in records:
+            docs[record["document_id"]] = {k: v for k, v in record.items() if k != "text"}
+            yield record
+
+    found: dict[str, list[dict[str, Any]]] = {}
+    for chunk in unique_chunks(kept(), ExportCounts(), stored=stored):
+        for occurrence in chunk["documents"]:
+            entry = {k: v for k, v in occurrence.items() if k != "document_id"}
+            entry.update(content_hash=chunk["content_hash"], text=chunk["text"], tokens=chunk["tokens"])
+            found.setdefault(occurrence["document_id"], []).append(entry)
+    for doc_id, record in docs.items():
+        yield {**record, "chunks": sorted(found.get(doc_id, []), key=lambda c: (c["start"], c["chunk_id"]))}

@@ -94,9 +94,10 @@ CHUNK_PRINT = "chunk_print"  # "<url key>\0<chunk id>" -> near fingerprint of a 
 CHUNK_BANDS = "chunk_bands"  # "<scope id hex>:<band>:<band hash hex>" -> lines "<order>\t<url key>\0<chunk id>" of its sources
 BOILERPLATE = "boilerplate"  # "<group>\0<paragraph key>" -> {pages, text, example_url}: lines on 2+ pages
 BOILERPLATE_GROUP = "boilerplate_group"  # group -> {pages, threshold, keys}: what counts as boilerplate there
+CHANGES = "changes"  # document id -> its settled history (decide.changes): [born, changed, digest, rep key, gone, into]
 TABLES = (
     URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED,
-    CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP,
+    CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP, CHANGES,
 )  # fmt: skip
 
 #: What a decision reads first (:meth:`DedupStore.hold_document`'s ``reads``), in order: scope,

@@ -59,6 +59,7 @@ from scrapy_dedup.store.base import (
     ALIASES,
     BOILERPLATE,
     BOILERPLATE_GROUP,
+    CHANGES,
     CHUNK_BANDS,
     CHUNK_EXACT,
     CHUNK_PRINT,
@@ -107,6 +108,7 @@ _TABLE_PREFIX = {
     CHUNK_BANDS: b"S:",
     BOILERPLATE: b"B:",
     BOILERPLATE_GROUP: b"G:",
+    CHANGES: b"D:",
 }
 #: owned set -> (key prefix, separator between owner and member)
 _SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}

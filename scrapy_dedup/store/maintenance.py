@@ -276,8 +276,10 @@ def check_store(store: DedupStore) -> CheckResult:
 # -- repair ------------------------------------------------------------------------------
 
 #: derived keys, rebuilt from the URL records: clusters, memberships, exact and raw indexes, the
-#: packed indexes (write-ahead entries, runs, tombstones, counters) and format 2's band keys
+#: packed indexes (write-ahead entries, runs, tombstones, counters) and format 2's band keys; and
+#: the change history (decide.changes), which starts again at the next settle
 DERIVED = (
+    b"D:",
     b"c:",
     b"k:",
     b"h:",
@@ -407,6 +409,9 @@ def _rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -
     if next(db.iterator(prefix=b"C:", include_value=False), None) is not None:
         # representatives may have changed: the next crawl settles the chunk statuses again
         store.put_meta("chunks_owed", True)
+    # what changed before the damage cannot be told: earlier exports' tokens are refused, not
+    # answered in part
+    db.delete(b"m:changes")
     db.put(b"m:repaired", json.dumps({"records": result.records, "clusters": result.clusters}).encode())
     return result
 
