@@ -36,6 +36,28 @@ POSTGRES_RELEASES = {
 }
 POSTGRES_HTML = Path("usr/share/doc/postgresql-doc-15/html")
 
+#: The sites of the crawl cost benchmark (bench_crawl.py --part cost), each a kind the others are
+#: not: {name: (package spec, [(URL prefix, directory in the package)])}.
+COST_SITES = {
+    # a Publican book (div.para paragraphs, which the fast mode cuts), in three languages
+    "harden-doc 3.19+nmu1 (Publican; en, fr, de)": ("harden-doc=3.19+nmu1", [
+        (f"/{lang}/", f"usr/share/doc/harden-doc/html/{lang}") for lang in ("en-US", "fr-FR", "de-DE")]),
+    # two releases of one manual: near-duplicate pages under two prefixes
+    "tomcat10-docs 10.1.55 + 10.1.60 (two releases)": (
+        ["tomcat10-docs=10.1.55-1~deb12u1", "tomcat10-docs=10.1.60-1~deb12u1"],
+        [("/10.1.55/", "usr/share/tomcat10-docs/docs"), ("/10.1.60/", "usr/share/tomcat10-docs/docs")]),
+    # a large site of large pages: the Java 17 API reference (javadoc, 10,141 pages)
+    "openjdk-17-doc 17.0.21.1 (javadoc, 10,141 pages)": ("openjdk-17-doc=17.0.21.1+2-1~deb12u1", [
+        ("/api/", "usr/share/doc/openjdk-17-jre-headless/api")]),
+}
+
+
+def cost_site_trees(name: str) -> list[tuple[str, Path]]:
+    """[(URL prefix, directory)] of one of COST_SITES, downloaded and unpacked when missing."""
+    specs, trees = COST_SITES[name]
+    specs = [specs] * len(trees) if isinstance(specs, str) else specs
+    return [(prefix, package_dir(spec) / sub) for spec, (prefix, sub) in zip(specs, trees)]
+
 
 def _log(message: str) -> None:
     print(f"[corpus] {message}", file=sys.stderr, flush=True)

@@ -1,28 +1,31 @@
-"""Crawl benchmarks: scrapy-dedup's overhead, and the fetches it avoids.
+"""Crawl benchmarks: what scrapy-dedup costs per page, and the fetches it avoids.
 
-    .venv/bin/python benchmarks/bench_crawl.py [--size tiny|default|large] [--part overhead|fetches|all]
+    .venv/bin/python benchmarks/bench_crawl.py [--size tiny|default|large] [--part cost|fetches|all]
 
-Every crawl is a real ``scrapy runspider`` of this file (it also holds the spider, an
-extraction pipeline and a stats extension) in a subprocess, against a server on 127.0.0.1
-(port 0) run by this script. CPU seconds are ``getrusage(RUSAGE_CHILDREN)`` deltas around each
-crawl: they include the extraction worker processes, which the crawl joins before it exits.
-Configurations:
+Every crawl is a real ``scrapy runspider`` of this file (it also holds the spider, the item
+pipeline of the alternative and a stats extension) in a subprocess, against a server on 127.0.0.1
+(port 0) run by this script, with ``CONCURRENT_REQUESTS`` and ``CONCURRENT_REQUESTS_PER_DOMAIN``
+16. CPU seconds are ``getrusage(RUSAGE_CHILDREN)`` deltas around each crawl (user + system): the
+crawl process and its extraction worker processes, which it joins before it exits. Arms:
 
-- ``raw``: plain Scrapy (``ADDONS = {}``) saving each page's raw HTML to a JSON Lines feed;
-- ``extract``: plain Scrapy + an item pipeline calling ``trafilatura.extract`` with the options
-  scrapy-dedup uses on these pages (``fast=True``, tables, no comments), in the crawl process: what a RAG
-  user writes without deduplication;
-- ``dedup``: ``ADDONS = {"scrapy_dedup.Addon": 500}``, ``DEDUP_WORKERS = 0`` (extraction in a
-  thread of the crawl process, like ``extract``) and ``dedup_workers``: ``DEDUP_WORKERS = 2``
-  (extraction in 2 worker processes). ``DEDUP_STORE`` is a fresh temporary directory.
-- ``dedup_chunks``: ``dedup_workers`` with ``DEDUP_CHUNKS = True`` (chunking in the workers, chunk
-  statuses in the store, settled when the spider closes: included in the crawl's elapsed time).
+- ``pool_full``: what a RAG team writes without deduplication: Scrapy and an item pipeline that
+  calls ``trafilatura.extract(html)`` with its defaults (the full mode) in a pool of 2 spawned
+  processes (``response.text`` crosses to the worker);
+- ``pool_project``: the same pipeline calling this project's ``extract_text`` (the fast mode, the
+  full mode on pages of DocBook-style paragraphs): the extension minus it is the extension's own work;
+- ``dedup``: ``ADDONS = {"scrapy_dedup.Addon": 500}`` with its defaults (``DEDUP_WORKERS = 2``,
+  the CPU count here, set so that both sides have 2 workers on any machine), a fresh store;
+- ``dedup_chunks``: the same with ``DEDUP_CHUNKS = True`` (settled at the spider's close,
+  included).
 
-1. Overhead (``--pages``, default 400): the PostgreSQL 15 documentation (Debian's
-   postgresql-doc-15, see _corpus.py), the pages first reached breadth-first from index.html;
-   the spider follows links within that set. Pages per second over the crawl's own elapsed
-   time (start-up excluded); CPU seconds per page above an empty crawl of the same
-   configuration (start-up excluded). Best of ``--rounds`` rounds, configurations interleaved.
+1. Cost (``--part cost``): on three real sites of different kinds (``_corpus.COST_SITES``: a
+   Publican book whose pages the fast mode cuts, two releases of one manual, a large javadoc
+   reference), the first ``--pages`` pages a crawl reaches breadth-first. Every round crawls each
+   site with every arm back to back, the arms' order rotated from round to round, so that the
+   machine's load falls on all of them alike. CPU per fetched page is the crawl's CPU minus that of
+   a crawl of the start page alone with the same arm (start-up, the workers' spawn and warm-up),
+   over the pages fetched beyond it. Medians over ``--rounds`` rounds; the ratios are medians of
+   each round's ratios. ``--baseline DIR`` adds ``dedup_baseline``: another version's ``dedup``.
 
 2. Fetches avoided (``--articles``, default 200): a generated site with the demo site's
    duplicate patterns at scale. Per article: the article, 3 links with tracking parameters,
@@ -33,14 +36,16 @@ Configurations:
    the distinct documents a crawl ends with are the distinct X-Doc values of its items, and
    also the distinct extracted-text hashes. Fetches and bytes are counted by the server.
 
-Writes results/crawl.json.
+Writes results/crawl.json and results/crawl_cost.md (the cost tables).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import html
 import json
+import multiprocessing
 import os
 import posixpath
 import re
@@ -52,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -62,42 +68,48 @@ from scrapy import signals
 HERE = Path(__file__).resolve().parent
 
 NAME = "crawl"
-PAGES = {"tiny": 15, "default": 400, "large": 1169}
+PAGES = {"tiny": 15, "default": 300, "large": 1000}
 ARTICLES = {"tiny": 12, "default": 200, "large": 1000}
-ROUNDS = {"tiny": 1, "default": 2, "large": 3}
+ROUNDS = {"tiny": 1, "default": 5, "large": 7}
+WORKERS = 2
+CONCURRENCY = 16  # CONCURRENT_REQUESTS and CONCURRENT_REQUESTS_PER_DOMAIN (one host here)
 PER_LISTING = 20
 TRACKING = ("utm_source=newsletter&utm_medium=email", "utm_source=social&utm_campaign=launch", "gclid=EAIaIQob{i}")
 SESSIONS = ("?jsessionid=0A1B{i}C3D", ";jsessionid=ABC{i}")
 COLOURS, SORTS = ("red", "blue", "green"), ("price", "newest")
-TARGET_OVERHEAD = 0.9  # dedup pages/s >= 0.9 x extraction-only
 TARGET_FETCHES = 0.5  # at least 50 % fewer fetches
+#: CPU per page against the pool with trafilatura's defaults (defaults, chunks), and the
+#: extension against the pool with its own extraction (its own work)
+TARGET_DEFAULTS, TARGET_CHUNKS, TARGET_OWN = 1.00, 1.10, 1.05
 
-#: options of the extraction pipeline: those of scrapy_dedup.extraction.main_text.extract_text on
-#: pages without paragraphs written as <div> (no PostgreSQL page has them), which take the fast mode
-TRAFILATURA_OPTIONS = dict(fast=True, include_tables=True, include_comments=False, deduplicate=False,
-                           output_format="txt", with_metadata=False, include_images=False, include_links=False,
-                           include_formatting=False)
+#: the arms of the cost comparison, in their order in the tables
+ARMS = {
+    "pool_full": "Scrapy + trafilatura.extract(html), defaults (full mode), 2-process pool",
+    "pool_project": "the same pool with this project's extract_text",
+    "dedup": "scrapy-dedup's defaults",
+    "dedup_chunks": "scrapy-dedup, DEDUP_CHUNKS = True",
+}
+DEDUP_ARMS = ("dedup", "dedup_chunks", "dedup_baseline")
 
 
 # == what runs inside `scrapy runspider` ========================================================
 
 
 class BenchSpider(scrapy.Spider):
-    """Follows in-scope links (same host and port; within ``allow`` when given) and yields
-    one item per response: ``url``, the server's ``doc`` id, and the raw ``html`` unless the
-    scrapy-dedup pipeline is to read the response itself."""
+    """Follows in-scope links (same host and port; within ``allow`` when given; none when
+    ``follow`` is "0") and yields one item per response: ``url``, the server's ``doc`` id, and
+    the raw ``html`` unless the scrapy-dedup pipeline is to read the response itself."""
 
     name = "bench"
 
-    def __init__(self, start_url: str = "", mode: str = "raw", allow: str = "", **kwargs):
+    def __init__(self, start_url: str = "", mode: str = "raw", allow: str = "", follow: str = "1", **kwargs):
         super().__init__(**kwargs)
-        self.start_url, self.mode = start_url, mode
+        self.start_url, self.mode, self.follow = start_url, mode, follow != "0"
         self.origin = urlsplit(start_url).netloc
         self.allow = set(Path(allow).read_text(encoding="utf-8").split()) if allow else None
 
     async def start(self):
-        if self.mode != "empty":
-            yield scrapy.Request(self.start_url, callback=self.parse)
+        yield scrapy.Request(self.start_url, callback=self.parse)
 
     def parse(self, response):
         item = {"url": response.url}
@@ -107,7 +119,7 @@ class BenchSpider(scrapy.Spider):
         if self.mode != "dedup" and hasattr(response, "text"):
             item["html"] = response.text
         yield item
-        if not hasattr(response, "text"):
+        if not self.follow or not hasattr(response, "text"):
             return
         for href in response.css("a::attr(href)").getall():
             url = response.urljoin(href.strip())
@@ -119,15 +131,32 @@ class BenchSpider(scrapy.Spider):
             yield scrapy.Request(url, callback=self.parse)
 
 
-class ExtractPipeline:
-    """The no-dedup alternative: trafilatura on every page, in the crawl process."""
+class PoolPipeline:
+    """The alternative without deduplication: ``BENCH_EXTRACT`` ("full": ``trafilatura.extract``
+    with its defaults, "project": this project's ``extract_text``) on every page, in a pool of
+    spawned processes, each warmed on one page first as scrapy-dedup's are."""
 
-    def process_item(self, item, spider=None):
-        import trafilatura
+    def __init__(self, crawler):
+        if crawler.settings.get("BENCH_EXTRACT") == "full":
+            from trafilatura import extract
+        else:
+            from scrapy_dedup.extraction.main_text import extract_text as extract
+        self.extract = extract
+        self.pool = ProcessPoolExecutor(crawler.settings.getint("BENCH_WORKERS", WORKERS),
+                                        mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=extract, initargs=("<html><body><p>warm up</p></body></html>",))
 
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    async def process_item(self, item, spider=None):
         markup = item.pop("html", "")
-        item["text"] = (trafilatura.extract(markup, url=item["url"], **TRAFILATURA_OPTIONS) or "") if markup else ""
+        item["text"] = (await asyncio.wrap_future(self.pool.submit(self.extract, markup)) or "") if markup else ""
         return item
+
+    def close_spider(self, spider=None):
+        self.pool.shutdown(wait=True)  # joined: their CPU counts in RUSAGE_CHILDREN
 
 
 class StatsDump:
@@ -143,8 +172,6 @@ class StatsDump:
         return ext
 
     def engine_stopped(self):
-        import resource
-
         stats = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in self.crawler.stats.get_stats().items()}
         # the crawl process's own CPU (all its threads) and its reaped children's (the workers)
         me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -212,161 +239,254 @@ class Site:
             self.fetches = self.bytes = 0
 
 
+
 # == running one crawl ==========================================================================
 
 
-def crawl(mode: str, start_url: str, workdir: Path, *, workers: int = 0, allow: Path | None = None,
+def arm_settings(arm: str, run: Path) -> dict[str, str]:
+    """Settings of one arm (``raw``: plain Scrapy keeping the HTML; see the module's docstring)."""
+    if arm in ("pool_full", "pool_project"):
+        return {"ITEM_PIPELINES": json.dumps({"bench_crawl.PoolPipeline": 300}),
+                "BENCH_EXTRACT": arm.removeprefix("pool_"), "BENCH_WORKERS": str(WORKERS)}
+    if arm in DEDUP_ARMS:
+        settings = {
+            "ADDONS": json.dumps({"scrapy_dedup.Addon": 500}),
+            "DEDUP_STORE": str(run / "store"),
+            "DEDUP_WORKERS": str(WORKERS),
+            "DEDUP_LOGSTATS_INTERVAL": "0",
+        }
+        if arm == "dedup_chunks":
+            settings["DEDUP_CHUNKS"] = "True"
+        return settings
+    return {}
+
+
+def crawl(arm: str, start_url: str, workdir: Path, *, allow: Path | None = None, follow: bool = True,
           host_rules: dict | None = None, baseline: Path | None = None) -> dict:
     """One ``scrapy runspider`` of this file; returns stats, items, wall and CPU seconds.
 
-    ``baseline``: a directory holding another version's ``scrapy_dedup`` package, imported
-    instead of this checkout's."""
-    run = Path(tempfile.mkdtemp(prefix=f"{mode.replace(':', '-')}-", dir=workdir))
+    ``follow=False``: the start page alone. ``baseline``: a directory holding another version's
+    ``scrapy_dedup`` package, imported instead of this checkout's."""
+    run = Path(tempfile.mkdtemp(prefix=f"{arm}-", dir=workdir))
     items, stats_file = run / "items.jsonl", run / "stats.json"
-    spider_mode = {"dedup_workers": "dedup", "dedup_baseline": "dedup", "dedup_chunks": "dedup"}.get(mode, mode)
     settings = {
         "LOG_LEVEL": "WARNING",
         "TELNETCONSOLE_ENABLED": "False",
         "ROBOTSTXT_OBEY": "False",
+        "CONCURRENT_REQUESTS": str(CONCURRENCY),
+        "CONCURRENT_REQUESTS_PER_DOMAIN": str(CONCURRENCY),
         "EXTENSIONS": json.dumps({"bench_crawl.StatsDump": 0}),
         "BENCH_STATS": str(stats_file),
         "ADDONS": "{}",
+        **arm_settings(arm, run),
     }
-    if mode == "extract":
-        settings["ITEM_PIPELINES"] = json.dumps({"bench_crawl.ExtractPipeline": 300})
-    if spider_mode == "dedup":
-        settings.update({
-            "ADDONS": json.dumps({"scrapy_dedup.Addon": 500}),
-            "DEDUP_STORE": str(run / "store"),
-            "DEDUP_WORKERS": str(workers),
-            "DEDUP_LOGSTATS_INTERVAL": "0",
-        })
-        if host_rules:
-            settings["DEDUP_HOST_RULES"] = json.dumps(host_rules)
-        if mode.startswith("dedup_chunks"):
-            settings["DEDUP_CHUNKS"] = "True"
+    if host_rules and arm in DEDUP_ARMS:
+        settings["DEDUP_HOST_RULES"] = json.dumps(host_rules)
     cmd = [sys.executable, "-m", "scrapy", "runspider", str(HERE / "bench_crawl.py"), "-O", str(items),
-           "-a", f"start_url={start_url}", "-a", f"mode={'empty' if mode.endswith(':empty') else spider_mode}"]
+           "-a", f"start_url={start_url}", "-a", f"mode={'dedup' if arm in DEDUP_ARMS else 'raw'}",
+           "-a", f"follow={int(follow)}"]
     if allow is not None:
         cmd += ["-a", f"allow={allow}"]
     for k, v in settings.items():
         cmd += ["-s", f"{k}={v}"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
     env = None
     if baseline is not None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(baseline), os.environ.get("PYTHONPATH")])))
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=run, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0 or not stats_file.exists():
-        raise RuntimeError(f"crawl {mode} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"crawl {arm} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     stats = json.loads(stats_file.read_text(encoding="utf-8"))
     rows = [json.loads(line) for line in items.read_text(encoding="utf-8").splitlines() if line.strip()] if items.exists() else []
     errors = [line for line in proc.stderr.splitlines() if " ERROR" in line or "Traceback" in line]
     shutil.rmtree(run, ignore_errors=True)
     return {
-        "mode": mode,
+        "arm": arm,
         "wall_s": wall,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "elapsed_s": float(stats.get("elapsed_time_seconds", 0.0)),
         "cpu_crawl_process_s": float(stats.get("bench/cpu_self_s", 0.0)),
         "responses": int(stats.get("downloader/response_count", 0)),
         "response_bytes": int(stats.get("downloader/response_bytes", 0)),
+        "load_average": load,
         "items": rows,
         "errors": errors[:5],
         "stats": {k: v for k, v in stats.items() if k.startswith(("dedup/", "item_", "dupefilter/", "downloader/response_status"))},
     }
 
 
-# == 1. overhead on the PostgreSQL docs ==========================================================
+# == 1. cost per page against Scrapy + trafilatura in a process pool ===========================
 
 _HREF = re.compile(rb'href="([^"#?:]+\.html)')
+HTML_HEADERS = {"Content-Type": "text/html; charset=utf-8"}
 
 
-def postgres_site(pages: int) -> tuple[Site, list[str]]:
+def tree_site(trees: list[tuple[str, Path]], pages: int) -> tuple[Site, str, list[str]]:
+    """A site of the directories ``trees`` ([(URL prefix, directory)]) under their prefixes,
+    with a start page linking each tree's index.html: (the site, the start path, the paths of
+    the first ``pages`` pages a crawl reaches breadth-first from it, which alone it serves)."""
     import _corpus
 
-    root = _corpus.docs_root()
-    files = {p: (root / p).read_bytes() for p in _corpus.html_pages(root)}
-    # breadth-first from index.html: the first `pages` pages a crawl reaches
-    order, seen = ["index.html"], {"index.html"}
+    files = {prefix + p: root / p for prefix, root in trees for p in _corpus.html_pages(root)}
+    links = "".join(f'<li><a href="{prefix}index.html">{prefix.strip("/")}</a></li>' for prefix, _ in trees)
+    start = "/" if len(trees) > 1 else trees[0][0] + "index.html"
+    bodies = {"/": f"<!DOCTYPE html><html><head><title>Sites</title></head><body><ul>{links}</ul></body></html>".encode()}
+    order, seen = [start], {start}
     for page in order:
         if len(order) >= pages:
             break
-        for href in _HREF.findall(files[page]):
+        body = bodies.get(page)
+        if body is None:
+            body = bodies[page] = files[page].read_bytes()
+        for href in _HREF.findall(body):
             target = posixpath.normpath(posixpath.join(posixpath.dirname(page), href.decode()))
             if target in files and target not in seen:
                 seen.add(target)
                 order.append(target)
     chosen = order[:pages]
-    headers = {"Content-Type": "text/html; charset=utf-8"}
-    return Site({"/" + p: (files[p], headers) for p in chosen}), chosen
+    served = {p: (bodies[p] if p in bodies else files[p].read_bytes(), HTML_HEADERS) for p in chosen}
+    return Site(served), start, chosen
 
 
-def best(runs: list[dict], key: str, lowest: bool = True) -> float:
-    values = [r[key] for r in runs]
-    return min(values) if lowest else max(values)
+def postgres_site(pages: int) -> tuple[Site, list[str]]:
+    """The first ``pages`` pages of the PostgreSQL 15.20 docs (or $SCRAPY_DEDUP_BENCH_PAGES)
+    from index.html, served at the root; (the site, their paths without the leading /)."""
+    import _corpus
+
+    site, _, chosen = tree_site([("/", _corpus.docs_root())], pages)
+    return site, [p.lstrip("/") for p in chosen]
 
 
-def overhead(args, workdir: Path) -> dict:
+def cost_sites(pages: int) -> dict[str, list[tuple[str, Path]]]:
+    """{site name: trees}: ``_corpus.COST_SITES``, or $SCRAPY_DEDUP_BENCH_PAGES alone when set."""
+    import _corpus
+
+    if os.environ.get(_corpus.PAGES_ENV):
+        root = _corpus.docs_root()
+        return {f"{root.name} (${_corpus.PAGES_ENV})": [("/", root)]}
+    return {name: _corpus.cost_site_trees(name) for name in _corpus.COST_SITES}
+
+
+def _median(values) -> float:
+    values = list(values)
+    return statistics.median(values) if values else 0.0
+
+
+def cost(args, workdir: Path) -> dict:
     from run_all import log
 
-    site, chosen = postgres_site(args.pages)
-    allow = workdir / "allow.txt"
-    allow.write_text("\n".join(chosen), encoding="utf-8")
-    server, origin = site.serve()
-    start = origin + "/index.html"
-    modes = [("raw", 0), ("extract", 0), ("dedup", 0), ("dedup_workers", 2), ("dedup_chunks", 2)]
+    arms = [a for a in ARMS if not args.arms or a in args.arms.split(",")]
     if args.baseline is not None:
-        modes.append(("dedup_baseline", 2))  # another version, DEDUP_WORKERS=2, interleaved
-    if args.modes:
-        modes = [(m, w) for m, w in modes if m in args.modes.split(",")]
-    runs: dict[str, list[dict]] = {m: [] for m, _ in modes}
-    empty: dict[str, list[dict]] = {m: [] for m, _ in modes}
+        arms.append("dedup_baseline")
+    sites = {}
+    for name, trees in cost_sites(args.pages).items():
+        site, start, chosen = tree_site(trees, args.pages)
+        allow = workdir / f"allow-{len(sites)}.txt"
+        allow.write_text("\n".join(p.lstrip("/") for p in chosen), encoding="utf-8")
+        server, origin = site.serve()
+        sites[name] = {"server": server, "start": origin + start, "allow": allow, "pages": len(chosen)}
+    runs: dict[str, dict[str, list[dict]]] = {name: {arm: [] for arm in arms} for name in sites}
     try:
         for rnd in range(args.rounds):
-            for mode, workers in modes:
-                if args.empty:
-                    e = crawl(mode + ":empty", start, workdir, workers=workers, allow=allow,
-                              baseline=args.baseline if mode == "dedup_baseline" else None)
-                    e.pop("items")
-                else:  # tiny runs: start-up CPU stays in the per-page figure
-                    e = {"cpu_s": 0.0, "wall_s": 0.0, "cpu_crawl_process_s": 0.0}
-                empty[mode].append(e)
-                r = crawl(mode, start, workdir, workers=workers, allow=allow,
-                          baseline=args.baseline if mode == "dedup_baseline" else None)
-                r["cpu_above_empty_s"] = r["cpu_s"] - e["cpu_s"]
-                r["pages_per_s"] = r["responses"] / r["elapsed_s"] if r["elapsed_s"] else 0.0
-                r["cpu_per_page_s"] = r["cpu_above_empty_s"] / max(r["responses"], 1)
-                r["crawl_process_cpu_per_page_s"] = (r["cpu_crawl_process_s"] - e["cpu_crawl_process_s"]) / max(r["responses"], 1)
-                r["item_count"] = len(r.pop("items"))
-                runs[mode].append(r)
-                log(NAME, f"overhead round {rnd + 1} {mode}: {r['responses']} pages, {r['pages_per_s']:.1f} pages/s, "
-                          f"{1000 * r['cpu_per_page_s']:.1f} ms CPU/page, {r['item_count']} items"
-                          + (f", errors: {r['errors']}" if r["errors"] else ""))
+            for name, site in sites.items():
+                # rotated, so that no arm always runs first (or right after another)
+                for arm in arms[rnd % len(arms):] + arms[: rnd % len(arms)]:
+                    baseline = args.baseline if arm == "dedup_baseline" else None
+                    one = crawl(arm, site["start"], workdir, follow=False, baseline=baseline)
+                    r = crawl(arm, site["start"], workdir, allow=site["allow"], baseline=baseline)
+                    pages = max(r["responses"] - one["responses"], 1)
+                    texts = [i.get("text") for i in r.pop("items")]
+                    one.pop("items")
+                    r.update(
+                        round=rnd + 1,
+                        item_count=len(texts),
+                        text_chars=sum(len(t) for t in texts if isinstance(t, str)),
+                        cpu_one_page_s=one["cpu_s"],
+                        cpu_per_page_ms=1000 * (r["cpu_s"] - one["cpu_s"]) / pages,
+                        crawl_process_cpu_per_page_ms=1000 * (r["cpu_crawl_process_s"] - one["cpu_crawl_process_s"]) / pages,
+                        pages_per_s=r["responses"] / r["elapsed_s"] if r["elapsed_s"] else 0.0,
+                        url_dropped=sum(v for k, v in r["stats"].items() if k.startswith("dedup/url/dropped/")),
+                        extraction_skipped=int(r["stats"].get("dedup/doc/extraction_skipped", 0)),
+                    )
+                    runs[name][arm].append(r)
+                    log(NAME, f"cost round {rnd + 1} {name} {arm}: {r['responses']} pages, {r['pages_per_s']:.1f} pages/s, "
+                              f"{r['cpu_per_page_ms']:.1f} ms CPU/page, {r['item_count']} items, load {r['load_average']:.1f}"
+                              + (f", errors: {r['errors']}" if r["errors"] else ""))
     finally:
-        server.shutdown()
-    summary = {
-        mode: {
-            "pages": runs[mode][0]["responses"],
-            "pages_per_s": best(runs[mode], "pages_per_s", lowest=False),
-            "cpu_per_page_ms": 1000 * best(runs[mode], "cpu_per_page_s"),
-            "crawl_process_cpu_per_page_ms": 1000 * best(runs[mode], "crawl_process_cpu_per_page_s"),
-            "items": runs[mode][0]["item_count"],
+        for site in sites.values():
+            site["server"].shutdown()
+    summary = {}
+    for name, by_arm in runs.items():
+        s = {
+            arm: {
+                "cpu_per_page_ms": _median(r["cpu_per_page_ms"] for r in rs),
+                "cpu_per_page_ms_rounds": [round(r["cpu_per_page_ms"], 2) for r in rs],
+                "crawl_process_cpu_per_page_ms": _median(r["crawl_process_cpu_per_page_ms"] for r in rs),
+                "pages_per_s": _median(r["pages_per_s"] for r in rs),
+                "pages": _median(r["responses"] for r in rs),
+                "items": _median(r["item_count"] for r in rs),
+                "text_chars": _median(r["text_chars"] for r in rs),
+                "url_dropped": _median(r["url_dropped"] for r in rs),
+                "extraction_skipped": _median(r["extraction_skipped"] for r in rs),
+                "doc_statuses": {k.removeprefix("dedup/doc/"): v for k, v in rs[-1]["stats"].items()
+                                 if k.startswith("dedup/doc/")} if rs else {},
+            }
+            for arm, rs in by_arm.items()
         }
-        for mode, _ in modes
-    }
-    out = {"pages": len(chosen), "rounds": args.rounds, "summary": summary, "runs": runs, "empty": empty}
-    if args.baseline is not None:
-        out["baseline_name"] = args.baseline_name or str(args.baseline)
-    if "dedup_workers" in runs and "dedup_baseline" in runs:
-        # The two versions run back to back in every round, so a round's ratio compares them under
-        # the same load; on a shared machine the median of those ratios is steadier than best-of.
-        ratios = sorted(a["pages_per_s"] / b["pages_per_s"] for a, b in zip(runs["dedup_workers"], runs["dedup_baseline"]))
-        out["round_ratios"] = ratios
-        out["median_round_ratio"] = statistics.median(ratios)
-    return out
+        ratios = {}
+        for label, a, b in (("defaults_vs_pool_full", "dedup", "pool_full"),
+                            ("chunks_vs_pool_full", "dedup_chunks", "pool_full"),
+                            ("defaults_vs_pool_project", "dedup", "pool_project"),
+                            ("pool_project_vs_pool_full", "pool_project", "pool_full"),
+                            ("defaults_vs_baseline", "dedup", "dedup_baseline")):
+            if by_arm.get(a) and by_arm.get(b):
+                rounds = [x["cpu_per_page_ms"] / y["cpu_per_page_ms"] for x, y in zip(by_arm[a], by_arm[b])
+                          if y["cpu_per_page_ms"] > 0]
+                ratios[label] = {"median": _median(rounds), "rounds": [round(x, 3) for x in rounds]}
+        loads = [r["load_average"] for rs in by_arm.values() for r in rs]
+        summary[name] = {"arms": s, "ratios": ratios, "served_pages": sites[name]["pages"],
+                         "load_average": {"min": min(loads, default=0), "median": _median(loads), "max": max(loads, default=0)}}
+    return {"pages": args.pages, "rounds": args.rounds, "workers": WORKERS, "concurrency": CONCURRENCY,
+            "arms": {a: ARMS.get(a, "another version's scrapy-dedup defaults") for a in arms},
+            "summary": summary, "runs": runs}
+
+
+def cost_markdown(cost_result: dict) -> str:
+    """The cost tables (docs/benchmarks.md takes them from results/crawl_cost.md)."""
+    arms = [a for a in ARMS if a in cost_result["arms"]]
+    head = ["site", "pages fetched per run; fetches saved against the pool; extractions skipped",
+            *[f"{a} CPU ms/page" for a in arms], "defaults / full pool", "chunks / full pool",
+            "defaults / same-extraction pool (own work)", "load average"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, s in cost_result["summary"].items():
+        a, r = s["arms"], s["ratios"]
+
+        def ratio(label: str, target: float) -> str:
+            if label not in r:
+                return "n/a"
+            value = r[label]["median"]
+            return f"{value:.2f}x" + ("" if value <= target else " **not met**")
+
+        dedup = a.get("dedup", {})
+        saved = a["pool_full"]["pages"] - dedup["pages"] if dedup and "pool_full" in a else 0
+        lines.append("| " + " | ".join([
+            name,
+            f"{dedup.get('pages', 0):.0f}; {saved:.0f}; {dedup.get('extraction_skipped', 0):.0f}",
+            *[f"{a[x]['cpu_per_page_ms']:.1f}" for x in arms],
+            ratio("defaults_vs_pool_full", TARGET_DEFAULTS),
+            ratio("chunks_vs_pool_full", TARGET_CHUNKS),
+            ratio("defaults_vs_pool_project", TARGET_OWN),
+            f"{s['load_average']['min']:.1f}-{s['load_average']['max']:.1f}",
+        ]) + " |")
+    lines += ["", "Wall-clock pages/s (the crawl's elapsed time, medians):", "",
+              "| site | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    for name, s in cost_result["summary"].items():
+        lines.append(f"| {name} | " + " | ".join(f"{s['arms'][x]['pages_per_s']:.1f}" for x in arms) + " |")
+    return "\n".join(lines) + "\n"
 
 
 # == 2. fetches avoided on a duplicate-heavy site ==============================================
@@ -478,9 +598,9 @@ def fetches(args, workdir: Path) -> dict:
     rules = {"127.0.0.1": {"allow_params": ["page"]}}
     out = {}
     try:
-        for mode, workers in (("raw", 0), ("extract", 0), ("dedup_workers", 2)):
+        for mode in ("raw", "pool_full", "dedup"):
             site.reset()
-            r = crawl(mode, origin + "/", workdir, workers=workers, host_rules=rules)
+            r = crawl(mode, origin + "/", workdir, host_rules=rules)
             items = r.pop("items")
             docs = {i.get("doc") for i in items if i.get("doc")}
             texts = {content_hash(i["text"]) for i in items if i.get("text")}
@@ -493,7 +613,7 @@ def fetches(args, workdir: Path) -> dict:
     finally:
         server.shutdown()
     plain_docs = set(out["raw"]["distinct_docs"])
-    lost = sorted(plain_docs - set(out["dedup_workers"]["distinct_docs"]))
+    lost = sorted(plain_docs - set(out["dedup"]["distinct_docs"]))
     return {"layout": info["layout"], "latency_ms": args.latency_ms, "runs": out, "lost_documents": lost}
 
 
@@ -504,48 +624,30 @@ def make_rows(result: dict) -> list[dict]:
     from run_all import fmt, row
 
     rows = []
-    if "overhead" in result and {"raw", "extract", "dedup", "dedup_workers"} <= set(result["overhead"]["summary"]):
-        s = result["overhead"]["summary"]
-        n = result["overhead"]["pages"]
-        ex, d0, d2, raw = s["extract"], s["dedup"], s["dedup_workers"], s["raw"]
-        r0, r2 = d0["pages_per_s"] / ex["pages_per_s"], d2["pages_per_s"] / ex["pages_per_s"]
-        rows += [
-            row(NAME, f"{n} PostgreSQL doc pages: pages/s, dedup (extraction in-process) vs extraction-only",
-                fmt(d0["pages_per_s"]), f"extract {fmt(ex['pages_per_s'])}; raw HTML {fmt(raw['pages_per_s'])}",
-                f"{r0:.2f}x", f">= {TARGET_OVERHEAD}x", r0 >= TARGET_OVERHEAD),
-            row(NAME, f"{n} PostgreSQL doc pages: pages/s, dedup (DEDUP_WORKERS=2) vs extraction-only",
-                fmt(d2["pages_per_s"]), f"extract {fmt(ex['pages_per_s'])}", f"{r2:.2f}x", "> 1x", r2 > 1.0),
-            row(NAME, f"{n} PostgreSQL doc pages: CPU ms per page, all processes (in-process / 2 workers)",
-                f"{d0['cpu_per_page_ms']:.1f} / {d2['cpu_per_page_ms']:.1f}",
-                f"extract {ex['cpu_per_page_ms']:.1f}; raw HTML {raw['cpu_per_page_ms']:.1f}",
-                f"{d0['cpu_per_page_ms'] / ex['cpu_per_page_ms']:.2f}x", "report", None),
-            row(NAME, f"{n} PostgreSQL doc pages: CPU ms per page of the crawl process alone, 2 workers",
-                f"{d2['crawl_process_cpu_per_page_ms']:.1f}",
-                f"raw HTML {raw['crawl_process_cpu_per_page_ms']:.1f} (no extraction)", "", "report", None),
-        ]
-    if "overhead" in result and {"dedup_workers", "dedup_chunks"} <= set(result["overhead"]["summary"]):
-        s = result["overhead"]["summary"]
-        d2, dc = s["dedup_workers"], s["dedup_chunks"]
-        rows.append(row(NAME, f"{result['overhead']['pages']} PostgreSQL doc pages: pages/s, DEDUP_WORKERS=2, "
-                              "DEDUP_CHUNKS on vs off (settling at the spider's close included)",
-                        fmt(dc["pages_per_s"]), f"off {fmt(d2['pages_per_s'])}",
-                        f"{dc['pages_per_s'] / d2['pages_per_s']:.2f}x", "report", None))
-    if "overhead" in result and "dedup_baseline" in result["overhead"]["summary"]:
-        s = result["overhead"]["summary"]
-        d2, base = s["dedup_workers"], s["dedup_baseline"]
-        best_ratio = d2["pages_per_s"] / base["pages_per_s"]
-        ratio = result["overhead"]["median_round_ratio"]
-        rows.append(row(NAME, f"{result['overhead']['pages']} PostgreSQL doc pages: pages/s, DEDUP_WORKERS=2, "
-                              f"this version vs {result['overhead'].get('baseline_name', 'baseline')}, "
-                              "median of the rounds' ratios (best of rounds: "
-                              f"{fmt(d2['pages_per_s'])} vs {fmt(base['pages_per_s'])}, {best_ratio:.2f}x)",
-                        f"median {fmt(statistics.median(r['pages_per_s'] for r in result['overhead']['runs']['dedup_workers']))}",
-                        f"baseline median {fmt(statistics.median(r['pages_per_s'] for r in result['overhead']['runs']['dedup_baseline']))}"
-                        f"; rounds' ratios {', '.join(f'{r:.2f}' for r in result['overhead']['round_ratios'])}",
-                        f"{ratio:.2f}x", ">= 0.95x", ratio >= 0.95))
+    for name, s in result.get("cost", {}).get("summary", {}).items():
+        a, r = s["arms"], s["ratios"]
+        if not {"dedup", "pool_full"} <= set(a):
+            continue
+        alternatives = "; ".join(f"{x} {a[x]['cpu_per_page_ms']:.1f}" for x in ("pool_full", "pool_project") if x in a)
+        checks = [("defaults_vs_pool_full", "dedup", "defaults vs trafilatura's defaults in a 2-process pool", TARGET_DEFAULTS),
+                  ("chunks_vs_pool_full", "dedup_chunks", "DEDUP_CHUNKS vs trafilatura's defaults in a 2-process pool",
+                   TARGET_CHUNKS),
+                  ("defaults_vs_pool_project", "dedup", "defaults vs the same pool with extract_text (own work)", TARGET_OWN)]
+        for label, arm, what, target in checks:
+            if label in r:
+                value = r[label]["median"]
+                rows.append(row(NAME, f"{name}: CPU ms per fetched page, all processes, {what}",
+                                f"{a[arm]['cpu_per_page_ms']:.1f}", alternatives, f"{value:.2f}x", f"<= {target:.2f}x",
+                                value <= target))
+        rows.append(row(NAME, f"{name}: wall-clock pages/s; pages fetched per run; repeats dropped before fetch "
+                              "(Scrapy's own filter drops them too); extractions the raw hash skipped",
+                        f"{fmt(a['dedup']['pages_per_s'])}; {a['dedup']['pages']:.0f}; {a['dedup']['url_dropped']:.0f}; "
+                        f"{a['dedup']['extraction_skipped']:.0f}",
+                        "; ".join(f"{x} {fmt(a[x]['pages_per_s'])}, {a[x]['pages']:.0f} pages" for x in a if x != "dedup"),
+                        "", "report", None))
     if "fetches" in result:
         f = result["fetches"]
-        raw, ex, dd = f["runs"]["raw"], f["runs"]["extract"], f["runs"]["dedup_workers"]
+        raw, ex, dd = f["runs"]["raw"], f["runs"]["pool_full"], f["runs"]["dedup"]
         fewer = 1 - dd["fetches"] / raw["fetches"]
         lay = f["layout"]
         label = f"duplicate-heavy site ({lay['articles']} articles)"
@@ -554,8 +656,8 @@ def make_rows(result: dict) -> list[dict]:
                 f"{100 * fewer:.0f}% fewer", ">= 50% fewer", fewer >= TARGET_FETCHES),
             row(NAME, f"{label}: MB downloaded", f"{dd['bytes'] / 1e6:.1f}", f"plain Scrapy {raw['bytes'] / 1e6:.1f}",
                 f"{100 * (1 - dd['bytes'] / raw['bytes']):.0f}% less", "report", None),
-            row(NAME, f"{label}: wall s (crawl + extraction), dedup vs Scrapy + trafilatura pipeline",
-                f"{dd['wall_s']:.1f}", f"extract {ex['wall_s']:.1f}; raw HTML only {raw['wall_s']:.1f}",
+            row(NAME, f"{label}: wall s (crawl + extraction), dedup vs Scrapy + trafilatura in a 2-process pool",
+                f"{dd['wall_s']:.1f}", f"pool {ex['wall_s']:.1f}; raw HTML only {raw['wall_s']:.1f}",
                 f"{ex['wall_s'] / dd['wall_s']:.2f}x faster", "shorter", dd["wall_s"] < ex["wall_s"]),
             row(NAME, f"{label}: distinct documents at the end (X-Doc / text hashes)",
                 f"{len(dd['distinct_docs'])} / {dd['distinct_text_hashes']} in {dd['item_count']} items",
@@ -572,41 +674,40 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=SIZES, default="default")
-    parser.add_argument("--part", choices=("all", "overhead", "fetches"), default="all")
-    parser.add_argument("--pages", type=int, help="PostgreSQL doc pages in the overhead crawl (default by size)")
+    parser.add_argument("--part", choices=("all", "cost", "fetches"), default="all")
+    parser.add_argument("--pages", type=int, help="pages of each site in the cost crawls (default by size)")
     parser.add_argument("--articles", type=int, help="articles of the duplicate-heavy site (default by size)")
-    parser.add_argument("--rounds", type=int, help="overhead rounds, best kept (default by size)")
-    parser.add_argument("--empty", action=argparse.BooleanOptionalAction, default=None,
-                        help="measure an empty crawl per configuration to subtract start-up CPU (default: not at tiny)")
-    parser.add_argument("--latency-ms", type=float, default=0.0, help="server delay per response (default 0)")
+    parser.add_argument("--rounds", type=int, help="cost rounds, medians kept (default by size)")
+    parser.add_argument("--arms", help=f"cost arms to run, comma-separated (default: all of {', '.join(ARMS)})")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="server delay per response, fetches part (default 0)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--baseline", type=Path, help="directory holding another version's scrapy_dedup package: "
-                        "its DEDUP_WORKERS=2 crawl runs interleaved with this one's (e.g. git archive of a commit)")
-    parser.add_argument("--modes", help="overhead configurations to run, comma-separated (default: all)")
-    parser.add_argument("--baseline-name", help="how the results name the baseline (default: its path)")
+                        "its defaults run as one more cost arm, interleaved (e.g. git archive of a commit)")
     args = parser.parse_args(argv)
     args.pages = args.pages or PAGES[args.size]
     args.articles = args.articles or ARTICLES[args.size]
     args.rounds = args.rounds or ROUNDS[args.size]
-    if args.empty is None:
-        args.empty = args.size != "tiny"
     workdir = Path(tempfile.mkdtemp(prefix="bench-crawl-"))
     result: dict = {}
     try:
-        if args.part in ("all", "overhead"):
-            result["overhead"] = overhead(args, workdir)
+        if args.part in ("all", "cost"):
+            result["cost"] = cost(args, workdir)
         if args.part in ("all", "fetches"):
             result["fetches"] = fetches(args, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     notes = [
         "crawls are `scrapy runspider benchmarks/bench_crawl.py` subprocesses against a server on 127.0.0.1 "
-        f"(latency {args.latency_ms:g} ms); Scrapy's default concurrency; CPU = getrusage(RUSAGE_CHILDREN), "
-        "extraction workers included.",
+        f"(latency 0 ms in the cost crawls); CONCURRENT_REQUESTS = CONCURRENT_REQUESTS_PER_DOMAIN = {CONCURRENCY}; "
+        f"{WORKERS} extraction processes on either side; CPU = getrusage(RUSAGE_CHILDREN) of the crawl and its "
+        "workers (user + system).",
     ]
-    if "overhead" in result:
-        notes.append(f"overhead: best of {args.rounds} rounds; pages/s over the crawl's elapsed time, CPU per page "
-                     "above an empty crawl of the same configuration.")
+    if "cost" in result:
+        notes.append(f"cost: {args.pages} pages a site at most, {args.rounds} interleaved rounds, medians; CPU per "
+                     "fetched page above a crawl of the start page alone with the same arm; ratios are medians of "
+                     "each round's ratios.")
+        (args.out / "crawl_cost.md").parent.mkdir(parents=True, exist_ok=True)
+        (args.out / "crawl_cost.md").write_text(cost_markdown(result["cost"]), encoding="utf-8")
     if "fetches" in result:
         lay = result["fetches"]["layout"]
         notes.append(f"fetches: per article {lay['urls_per_article']} URLs ({lay['url_variants_per_article']} URL "

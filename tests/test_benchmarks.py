@@ -123,17 +123,27 @@ def test_packed_prototype_survives_a_restart(tmp_path):
 
 def test_crawl(tmp_path, corpus):
     data = run("bench_crawl.py", tmp_path, timeout=600)
-    over = data["results"]["overhead"]["summary"]
-    for mode in ("raw", "extract", "dedup", "dedup_workers"):
-        assert over[mode]["pages"] > 0 and over[mode]["pages_per_s"] > 0
-        assert over[mode]["items"] > 0
+    cost = data["results"]["cost"]
+    assert set(cost["arms"]) == {"pool_full", "pool_project", "dedup", "dedup_chunks"}
+    (site,) = cost["summary"].values()
+    for arm, s in site["arms"].items():
+        assert s["pages"] > 1 and s["pages_per_s"] > 0 and s["items"] > 0, arm
+        assert s["cpu_per_page_ms"] > 0, arm
+        assert not cost["runs"][next(iter(cost["runs"]))][arm][0]["errors"], arm
+    # the same pages on either side of each comparison (the extension may fetch a rel=canonical
+    # target the spider never linked: the demo site has some)
+    arms = site["arms"]
+    assert arms["pool_full"]["pages"] == arms["pool_project"]["pages"] <= arms["dedup"]["pages"]
+    assert arms["dedup"]["pages"] == arms["dedup_chunks"]["pages"]
+    assert {"defaults_vs_pool_full", "chunks_vs_pool_full", "defaults_vs_pool_project"} <= set(site["ratios"])
+    assert "| site |" in (tmp_path / "crawl_cost.md").read_text(encoding="utf-8")
     fetches = data["results"]["fetches"]
     runs = fetches["runs"]
-    assert 0 < runs["dedup_workers"]["fetches"] < runs["raw"]["fetches"]
-    assert runs["raw"]["fetches"] == runs["extract"]["fetches"]
+    assert 0 < runs["dedup"]["fetches"] < runs["raw"]["fetches"]
+    assert runs["raw"]["fetches"] == runs["pool_full"]["fetches"]
     assert len(runs["raw"]["distinct_docs"]) == fetches["layout"]["distinct_documents"]
     assert fetches["lost_documents"] == []
-    for mode in ("raw", "extract", "dedup_workers"):
+    for mode in ("raw", "pool_full", "dedup"):
         assert not runs[mode]["errors"], runs[mode]["errors"]
 
 
