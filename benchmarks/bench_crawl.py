@@ -465,7 +465,7 @@ def cost_markdown(cost_result: dict) -> str:
     for name, s in cost_result["summary"].items():
         a, r = s["arms"], s["ratios"]
 
-        def ratio(label: str, target: float) -> str:
+        def ratio(label: str, target: float, r: dict = r) -> str:
             if label not in r:
                 return "n/a"
             value = r[label]["median"]
