@@ -158,10 +158,63 @@ class RssProbe:
         self.out.write_text(json.dumps(payload) + "\n", encoding="utf-8")
 
 
+# -- the store alone ------------------------------------------------------------------------------
+
+
+def store_child(n: int, every: int) -> dict:
+    """The store's part of a crawl without the crawl: ``n`` distinct documents indexed as the
+    content layer indexes a new cluster (``index_near`` with a SimHash and 32 band hashes, in
+    batches), each batch followed by a SimHash and a band lookup; RSS sampled every ``every``."""
+    from scrapy_dedup.store.leveldb import LevelDBStore
+
+    rng = random.Random(39)
+    path = tempfile.mkdtemp(prefix="soak-store-")
+    samples = []
+    t0 = time.monotonic()
+    try:
+        store = LevelDBStore(path, {"benchmark": "soak"})
+        for start in range(0, n, 16):
+            with store.batch() as batch:
+                for i in range(start, min(start + 16, n)):
+                    batch.index_near("", rng.getrandbits(64), [rng.getrandbits(64) for _ in range(32)], f"{i:016x}")
+            store.simhash_candidates("", rng.getrandbits(64), 3)
+            store.band_candidates("", [rng.getrandbits(64) for _ in range(32)])
+            done = min(start + 16, n)
+            if done % every < 16 or done == n:
+                st = _status()
+                samples.append({"responses": done, "rss": st["VmRSS"], "anon": st["RssAnon"],
+                                "seconds": time.monotonic() - t0})
+        store.close()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    return {"samples": samples, "responses": n}
+
+
 # -- the runs -----------------------------------------------------------------------------------
 
 
+def _growth(result: dict, pages: int) -> dict:
+    samples = result["samples"]
+    warm = min(samples, key=lambda s: abs(s["responses"] - WARM * pages))
+    end = samples[-1]
+    span = end["responses"] - warm["responses"]
+    return {
+        "warm": warm,
+        "end": end,
+        "growth_bytes": end["rss"] - warm["rss"],
+        "growth_anon_bytes": end["anon"] - warm["anon"],
+        "growth_mb_per_1e5": (end["rss"] - warm["rss"]) / 2**20 / span * 1e5 if span else None,
+        "peak_anon_after_warm": max(s["anon"] for s in samples if s["responses"] >= warm["responses"]),
+    }
+
+
 def crawl(mode: str, url: str, pages: int, work: Path, trace: bool) -> dict:
+    if mode == "store":
+        from run_all import run_child
+
+        t0 = time.perf_counter()
+        result = run_child([str(Path(__file__)), "--store-child", str(pages)])
+        return {**result, **_growth(result, pages), "mode": mode, "wall_s": time.perf_counter() - t0, "errors": []}
     run = Path(tempfile.mkdtemp(prefix=f"soak-{mode}-", dir=work))
     out = run / "probe.json"
     settings = {
@@ -188,18 +241,10 @@ def crawl(mode: str, url: str, pages: int, work: Path, trace: bool) -> dict:
         raise RuntimeError(f"soak crawl {mode} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(out.read_text(encoding="utf-8"))
     shutil.rmtree(run, ignore_errors=True)
-    samples = result["samples"]
-    warm = min(samples, key=lambda s: abs(s["responses"] - WARM * pages))
-    end = samples[-1]
-    span = end["responses"] - warm["responses"]
     result.update({
         "mode": mode,
         "wall_s": wall,
-        "warm": warm,
-        "end": end,
-        "growth_bytes": end["rss"] - warm["rss"],
-        "growth_anon_bytes": end["anon"] - warm["anon"],
-        "growth_mb_per_1e5": (end["rss"] - warm["rss"]) / 2**20 / span * 1e5 if span else None,
+        **_growth(result, pages),
         "errors": [line for line in proc.stderr.splitlines() if " ERROR" in line or "Traceback" in line][:5],
     })
     return result
@@ -212,10 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=SIZES, default="default")
     parser.add_argument("--pages", type=int, help="distinct pages (default by size)")
-    parser.add_argument("--modes", default="dedup,scrapy", help="dedup, scrapy or both")
+    parser.add_argument("--modes", default="dedup,scrapy,store",
+                        help="dedup (the crawl with the add-on), scrapy (plain Scrapy), store (the store alone)")
     parser.add_argument("--trace", action="store_true", help="tracemalloc in the crawl process (slow)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--store-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.store_child:
+        print(json.dumps(store_child(args.store_child, max(1, args.store_child // 50))))
+        return 0
     pages = args.pages or PAGES[args.size]
     site = serve(pages)
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
@@ -238,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
             encoding="utf-8")
     rows = []
     d, s = runs.get("dedup"), runs.get("scrapy")
+    st = runs.get("store")
+    if st is not None:
+        rows.append(row(NAME, f"{pages:,} distinct documents, the store alone (index_near + lookups): RSS growth "
+                              "after 20%, MB per 10^5; private memory at 20% -> peak after -> end",
+                        f"{st['growth_mb_per_1e5']:.1f} MB; {st['warm']['anon'] / 2**20:.0f} -> "
+                        f"{st['peak_anon_after_warm'] / 2**20:.0f} -> {st['end']['anon'] / 2**20:.0f} MB",
+                        "", "", "report", None))
     for label, r in (("scrapy-dedup", d), ("plain Scrapy", s)):
         if r is None:
             continue

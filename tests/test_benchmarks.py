@@ -92,11 +92,11 @@ def test_index(tmp_path):
 
 def test_soak(tmp_path):
     data = run("bench_soak.py", tmp_path, "--pages", "400", timeout=600)
-    assert data["pages"] == 400 and set(data["runs"]) == {"dedup", "scrapy"}
+    assert data["pages"] == 400 and set(data["runs"]) == {"dedup", "scrapy", "store"}
     for mode, r in data["runs"].items():
         # every distinct page fetched once; plain Scrapy fetches the start page again from a
         # link (its start request, dont_filter, is not in its dupefilter's set)
-        assert r["responses"] == {"dedup": 400, "scrapy": 401}[mode] and not r["errors"]
+        assert r["responses"] == {"dedup": 400, "scrapy": 401, "store": 400}[mode] and not r["errors"]
         assert r["end"]["responses"] == 400 and r["warm"]["responses"] < r["end"]["responses"]
         assert all(s["rss"] >= s["anon"] > 0 for s in r["samples"])
 
