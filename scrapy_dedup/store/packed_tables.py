@@ -46,6 +46,30 @@ _SEQ = struct.Struct(">Q")
 COMPACT_RATIO = 0.2
 
 
+def _release_freed_memory() -> Callable[[], Any]:
+    """glibc's ``malloc_trim``, or a no-op elsewhere.
+
+    The levels' merges free numpy arrays of every size up to tens of MB; glibc keeps much of
+    that freed memory in its heap instead of giving it back, so a crawl's private memory rose by
+    about 25 MB each time a level was written out, though what it held stayed the same. Trimming
+    once a level is written out (every 65,536 or 2^19 documents; a few milliseconds) keeps it flat.
+    """
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not glibc
+        return lambda *args: 0
+
+
+_malloc_trim = _release_freed_memory()
+
+
+def release_freed_memory() -> None:
+    """Give the memory the allocator holds free back to the system (glibc only)."""
+    _malloc_trim(0)
+
+
 def _u64(raw: bytes) -> int:
     return int.from_bytes(raw, "little")
 
@@ -256,6 +280,7 @@ class PackedTables:
             wb.put(self._counts_key, self._counts())
         self.gen += 1
         self._reset_l1()
+        release_freed_memory()
 
     def _counts(self) -> bytes:
         return f"{self.on_disk},{self.removed}".encode()
