@@ -46,28 +46,27 @@ _SEQ = struct.Struct(">Q")
 COMPACT_RATIO = 0.2
 
 
-def _release_freed_memory() -> Callable[[], Any]:
-    """glibc's ``malloc_trim``, or a no-op elsewhere.
-
-    The levels' merges free numpy arrays of every size up to tens of MB; glibc keeps much of
-    that freed memory in its heap instead of giving it back, so a crawl's private memory rose by
-    about 25 MB each time a level was written out, though what it held stayed the same. Trimming
-    once a level is written out (every 65,536 or 2^19 documents; a few milliseconds) keeps it flat.
-    """
+def _malloc_trim() -> Callable[[int], Any]:
     try:
         import ctypes
 
         return ctypes.CDLL("libc.so.6").malloc_trim  # type: ignore[no-any-return]
-    except (OSError, AttributeError):  # not glibc
-        return lambda *args: 0
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        return lambda pad: 0
 
 
-_malloc_trim = _release_freed_memory()
+_trim = _malloc_trim()
 
 
 def release_freed_memory() -> None:
-    """Give the memory the allocator holds free back to the system (glibc only)."""
-    _malloc_trim(0)
+    """Give the memory the allocator holds free back to the system (glibc's ``malloc_trim``).
+
+    The levels' merges free numpy arrays of every size up to tens of MB, and glibc kept much of
+    it in its heap: a store's private memory climbed about 25 MB with each level written out,
+    though what it held stayed the same. Called once a level is written out (every 65,536 or
+    2^19 documents; a few milliseconds).
+    """
+    _trim(0)
 
 
 def _u64(raw: bytes) -> int:
