@@ -1,7 +1,7 @@
 """Run every speed benchmark side by side and write one table: ``make bench``.
 
     .venv/bin/python benchmarks/run_all.py                   # default size, a few minutes on 2 cores
-    .venv/bin/python benchmarks/run_all.py --size large      # 10^7 fingerprints, bigger crawls
+    .venv/bin/python benchmarks/run_all.py --size large      # 10^7 fingerprints, a 2 x 10^5-page soak, bigger crawls
     .venv/bin/python benchmarks/run_all.py --only index      # one script (or a comma-separated list)
 
 Each ``bench_<name>.py`` runs on its own (same ``--size`` option) and writes
@@ -52,6 +52,7 @@ BENCHMARKS = {
     "extraction": "text kept against trafilatura's full mode, CPU, and merges by J, on Publican (en, ja, ar), Sphinx, javadoc, Doxygen",
     "merge": "merge without loss: the unique text of merged pages retrievable from the export, on git-doc and debian-handbook",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
+    "soak": "memory of a long crawl of distinct pages (RSS growth per 10^5 pages) against plain Scrapy",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"

@@ -76,8 +76,10 @@ def test_index(tmp_path):
     data = run("bench_index.py", tmp_path, "--n", "3000", "--packed-l1", "1024")
     runs = data["runs"]
     configs = {r["config"] for r in runs}
-    assert {"store", "packed", "probe", "linear"} <= configs
+    assert {"store", "packed", "probe", "linear", "tables"} <= configs
     for r in runs:
+        # a planted query shares 4 - d blocks with its source: (4 + 3 + 2 + 1 + 0) / 5 at least
+        assert r["candidates"]["mean"] >= 2 and r["candidates"]["expected"] == 4 * 3000 / 65536
         assert r["n"] == 3000
         # the tables guarantee every planted near duplicate within distance 3
         assert all(r["recall"][str(d)] == 1.0 for d in range(4)), (r["config"], r["recall"])
@@ -85,6 +87,18 @@ def test_index(tmp_path):
         assert r["insert_docs_per_s"] > 0 and r["lookups"] > 0
         assert 0 < r["lookup_ms"]["p50"] <= r["lookup_ms"]["p99"]
         assert (r["disk_bytes"] > 0) == (r["config"] in ("store", "packed", "probe"))
+    assert next(r for r in runs if r["config"] == "store")["generations"] is not None
+
+
+def test_soak(tmp_path):
+    data = run("bench_soak.py", tmp_path, "--pages", "400", timeout=600)
+    assert data["pages"] == 400 and set(data["runs"]) == {"dedup", "scrapy", "store"}
+    for mode, r in data["runs"].items():
+        # every distinct page fetched once; plain Scrapy fetches the start page again from a
+        # link (its start request, dont_filter, is not in its dupefilter's set)
+        assert r["responses"] == {"dedup": 400, "scrapy": 401, "store": 400}[mode] and not r["errors"]
+        assert r["end"]["responses"] == 400 and r["warm"]["responses"] < r["end"]["responses"]
+        assert all(s["rss"] >= s["anon"] > 0 for s in r["samples"])
 
 
 def test_longlived(tmp_path):

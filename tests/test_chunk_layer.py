@@ -161,3 +161,21 @@ def test_chunk_settings_reach_the_config():
         config.min_tokens, config.min_jaccard, config.max_distance
     )
     assert DedupConfig.from_settings(Settings()).chunks is False
+
+
+def test_boilerplate_groups_in_memory_are_bounded(store, monkeypatch):
+    """A crawl of many hosts keeps the learned lines of the most recently used groups only; a
+    group read again after it left memory comes back from the store."""
+    import scrapy_dedup.decide.chunk_layer as chunk_layer
+
+    monkeypatch.setattr(chunk_layer, "BOILERPLATE_GROUPS_KEPT", 3)
+    layer = crawl(store, ["http://h/a", "http://h/b", "http://h/c", "http://h/d"])
+    layer.settle()
+    fresh = ChunkLayer(store)
+    learned = fresh.boilerplate_keys("h")
+    assert learned  # the preamble and the helpful line
+    for n in range(10):
+        fresh.boilerplate_keys(f"other{n}.example")
+        assert len(fresh._learned) <= 3
+    assert "h" not in fresh._learned
+    assert fresh.boilerplate_keys("h") == learned

@@ -163,6 +163,12 @@ class ChunkRules:
     max_distance: int = DEFAULT_MAX_DISTANCE
 
 
+#: boilerplate groups whose learned lines a crawl keeps in memory (the most recently used):
+#: one group per host (or host and first path segment), so a crawl of many hosts stays flat;
+#: a group read again after it left comes from the store
+BOILERPLATE_GROUPS_KEPT = 4096
+
+
 class ChunkLayer:
     """Chunk statuses and boilerplate of one store (see the module docstring)."""
 
@@ -185,11 +191,13 @@ class ChunkLayer:
 
     def boilerplate_keys(self, group: str) -> frozenset[str]:
         """What the last settled crawl learned as boilerplate in ``group``."""
-        keys = self._learned.get(group)
+        keys = self._learned.pop(group, None)
         if keys is None:
             raw = self.store.get(BOILERPLATE_GROUP, group)
             keys = frozenset(json.loads(raw)["keys"]) if raw is not None and not self.params_changed else frozenset()
-            self._learned[group] = keys
+            if len(self._learned) >= BOILERPLATE_GROUPS_KEPT:
+                del self._learned[next(iter(self._learned))]  # the least recently used
+        self._learned[group] = keys  # last: the most recently used
         return keys
 
     def chunk(self, text: str, key: str, url: str, headings: Sequence[Heading] | None = None) -> PageChunks:

@@ -46,6 +46,29 @@ _SEQ = struct.Struct(">Q")
 COMPACT_RATIO = 0.2
 
 
+def _malloc_trim() -> Callable[[int], Any]:
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        return lambda pad: 0
+
+
+_trim = _malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Give the memory the allocator holds free back to the system (glibc's ``malloc_trim``).
+
+    The levels' merges free numpy arrays of every size up to tens of MB, and glibc kept much of
+    it in its heap: a store's private memory climbed about 25 MB with each level written out,
+    though what it held stayed the same. Called once a level is written out (every 65,536 or
+    2^19 documents; a few milliseconds).
+    """
+    _trim(0)
+
+
 def _u64(raw: bytes) -> int:
     return int.from_bytes(raw, "little")
 
@@ -265,6 +288,7 @@ class PackedTables:
             wb.put(self._counts_key, self._counts())
         self.gen += 1
         self._reset_l1()
+        release_freed_memory()
 
     def _counts(self) -> bytes:
         return f"{self.on_disk},{self.removed}".encode()
