@@ -58,6 +58,7 @@ class Clusters:
     def _found_cluster(self, record: UrlRecord, doc: Document, status: str = "new") -> Decision:
         """A cluster of its own for ``record``; ``status``: ``new``, or ``updated`` for a page
         whose text changed since an earlier run (the record says so, as the item does)."""
+        assert record.content_hash is not None, "a page is given its content hash before it is clustered"
         cid = cluster_id_for(doc.scope, record.key)
         # a cluster outlives its founder's content (its founder may have changed and left it
         # to another representative): never take over a live cluster's id
@@ -69,7 +70,7 @@ class Clusters:
         # shared store founded a cluster for the same text meanwhile, this document joins it
         owner = self.store.claim_exact(doc.scope, record.content_hash, cid)
         owner_cluster = self.store.get_cluster(owner) if owner is not None else None
-        if owner_cluster is not None:
+        if owner is not None and owner_cluster is not None:
             return self._join(record, doc, Match(owner, "exact_content", owner_cluster.representative, 0, 1.0))
         cluster = Cluster(cid, record.key, record.url, 0, 0, scope=doc.scope)
         cluster.represent(record)
@@ -84,6 +85,7 @@ class Clusters:
             if owner not in (None, cid):
                 batch.index_exact(doc.scope, record.content_hash, cid)
             if self._indexable(record):
+                assert record.simhash is not None and doc.fingerprint is not None, "an indexable page has its fingerprint"
                 batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), cid)
         return Decision(
             status=status,
@@ -105,6 +107,8 @@ class Clusters:
 
     def _join(self, record: UrlRecord, doc: Document, match: Match) -> Decision:
         cluster = self.store.get_cluster(match.cluster_id)
+        assert cluster is not None, "a match names a live cluster"
+        assert record.content_hash is not None, "a page is given its content hash before it is clustered"
         old_rep = self.store.get_url(cluster.representative)
         wins = representative_order(Candidate.of(record), self.authority) < representative_order(
             Candidate.representing(cluster), self.authority
@@ -138,8 +142,10 @@ class Clusters:
                 batch.put_url(old_rep)
                 batch.add_member(match.cluster_id, old_rep.key)  # a member no longer implied
                 if self._indexable(old_rep):
+                    assert old_rep.simhash is not None, "an indexable record has its SimHash"
                     batch.unindex_near(doc.scope, old_rep.simhash, self._bands_of(old_rep.key), match.cluster_id)
                 if self._indexable(record):
+                    assert record.simhash is not None and doc.fingerprint is not None, "an indexable page has its fingerprint"
                     batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), match.cluster_id)
                 cluster.represent(record)
                 cluster.max_distance = max(cluster.max_distance, gap or 0)
@@ -188,5 +194,6 @@ class Clusters:
         rep.clear_match()
         batch.put_url(rep)
         if self._indexable(rep):
+            assert rep.simhash is not None, "an indexable record has its SimHash"
             batch.index_near(cluster.scope, rep.simhash, self._bands_of(rep.key), cluster.cluster_id)
         return rep

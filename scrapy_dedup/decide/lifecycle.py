@@ -55,6 +55,7 @@ class Lifecycle:
 
     def _unchanged(self, record: UrlRecord, doc: Document) -> Decision:
         """Fetched again with the same text: nothing moves."""
+        assert record.cluster_id is not None, "a record with the same text is in its cluster"
         record.status = "unchanged"
         record.fetch_count = max(record.fetch_count, 1)
         with self.store.batch() as batch:
@@ -97,6 +98,7 @@ class Lifecycle:
         other_records = [r for r in (self.store.get_url(k) for k in others) if r is not None]
         is_rep = cluster is not None and cluster.representative == record.key
         content_hash = record.content_hash
+        assert content_hash is not None, "a record in a cluster has its content hash"
         record.cluster_id = None
         record.clear_match()
         promoted = None
@@ -105,6 +107,7 @@ class Lifecycle:
             if not any(r.content_hash == content_hash for r in other_records):
                 batch.unindex_exact(record.scope, content_hash)
             if is_rep and indexable:
+                assert record.simhash is not None, "an indexable record has its SimHash"
                 batch.unindex_near(record.scope, record.simhash, bands, cid)
             if not other_records:
                 batch.delete_cluster(cid)

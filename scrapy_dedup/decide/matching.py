@@ -66,7 +66,9 @@ class Matching:
         seen = {key}
         for _ in range(max_hops):
             record = self.store.get_url(key)
-            if record is None or record.status != "redirect" or record.duplicate_of in (None, *seen):
+            if record is None or record.status != "redirect" or record.duplicate_of is None:
+                break
+            if record.duplicate_of in seen:
                 break
             key = record.duplicate_of
             seen.add(key)
@@ -74,7 +76,7 @@ class Matching:
 
     def _near(
         self, fp: Fingerprint, other: Fingerprint, text: str | None = None, other_key: str | None = None
-    ) -> tuple[bool, int | None, float | None]:
+    ) -> tuple[bool, int, float]:
         texts = None
         # a candidate is decided by the exact Jaccard of the two texts, and their languages, when
         # both are kept (DEDUP_KEEP_TEXT); pages too short for near matching need no read
@@ -93,9 +95,11 @@ class Matching:
 
     def _match_canonical(self, doc: Document, content_hash: str) -> tuple[Match | None, str]:
         """The page's verified rel=canonical target, and the outcome: honored, mismatch, unverified."""
+        assert doc.canonical_key is not None, "asked for a page that names a rel=canonical"
         target = self.known_content(self.resolve(doc.canonical_key))
         if target is None:
             return None, "unverified"
+        assert target.cluster_id is not None, "known content is in a cluster"
         if target.scope != doc.scope:
             return None, "mismatch"  # restricted text never collapses into another scope
         if target.content_hash == content_hash:
@@ -132,15 +136,19 @@ class Matching:
         cluster = self.store.get_cluster(cluster_id)
         rep = self.store.get_url(cluster.representative) if cluster else None
         rep_fp = self.fingerprint_of(rep) if rep else None
-        if rep_fp is None:
+        if rep is None or rep_fp is None:
             return None
         ok, distance, jaccard = self._near(fp, rep_fp, text, rep.key)
         return Match(cluster_id, "near_duplicate", rep.key, distance, jaccard) if ok else None
 
     def _match_bands(self, doc: Document, fp: Fingerprint, exclude: set[str]) -> Match | None:
         best: Match | None = None
+        best_jaccard = 0.0
         for cid in sorted(self.store.band_candidates(doc.scope, band_hashes(fp.minhash)) - exclude):
             match = self._confirm(fp, cid, doc.text)
-            if match is not None and (best is None or match.jaccard > best.jaccard):
-                best = match
+            if match is None:
+                continue
+            assert match.jaccard is not None, "a confirmed match carries its Jaccard"
+            if best is None or match.jaccard > best_jaccard:
+                best, best_jaccard = match, match.jaccard
         return best

@@ -124,6 +124,7 @@ def _near_keys(record: UrlRecord, minhash: bytes | None, min_tokens: int) -> lis
     number in the bits above 16) and its MinHash band hashes (seeded with their number)."""
     if not _is_indexable(record, min_tokens, minhash):
         return []
+    assert record.simhash is not None and minhash is not None, "_is_indexable checked both"
     keys = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
     return keys + [_BAND_BIT | band for band in band_hashes(minhash)]
 
@@ -178,7 +179,8 @@ def _settle_one(
     min_tokens: int,
 ) -> Settled:
     """Put ``record`` in the cluster it settles in (a new one when it represents); returns it."""
-    target = placed.get(record.duplicate_of) if _follows_canonical(record) else None
+    # _follows_canonical checks that duplicate_of is set
+    target = placed.get(record.duplicate_of) if _follows_canonical(record) else None  # type: ignore[arg-type]
     if target is not None and target.representative.scope == record.scope:
         # an honoured rel=canonical: where its target is (aliases come last in the order)
         target.members.append((record, distance(record, target.representative), record.jaccard))
@@ -424,7 +426,8 @@ def _write(
             continue
         rep = store.get_url(cluster.representative)
         if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
-            batch.unindex_near(cluster.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
+            # _is_indexable checked that the SimHash and the MinHash are there
+            batch.unindex_near(cluster.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)  # type: ignore[arg-type]
         for key in old_members[cid]:
             batch.remove_member(cid, key)
         batch.delete_cluster(cid)
@@ -448,7 +451,8 @@ def _write(
             for member, _, _ in s.members:
                 batch.add_member(cid, member.key)
             if _is_indexable(rep, min_tokens, minhash_of(rep.key)):
-                batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
+                # _is_indexable checked that the SimHash and the MinHash are there
+                batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)  # type: ignore[arg-type]
             # (a cluster kept as it was has its exact entries: every member's decision wrote them)
             for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
                 if content is not None:

@@ -222,7 +222,7 @@ class StoreBatch(abc.ABC):
         from it, and a variant that now points to another key is listed under that key.
         Returns the record written.
         """
-        data = dict(previous) if previous else {"key": key, "first_seen": seen_at, "count": 0}
+        data: dict[str, Any] = dict(previous) if previous else {"key": key, "first_seen": seen_at, "count": 0}
         data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
         self.put(VARIANT, url, _json(data))
         if previous is None or previous.get("key") != key:
@@ -267,7 +267,10 @@ class StoreBatch(abc.ABC):
         """Keep a document's text (for diffs in reports); replaces the previous one.
         ``packed``: the text as :func:`~scrapy_dedup.core.records.pack_text` gives it, when
         an extraction worker packed it already (``text`` is then not read)."""
-        self.put(TEXT, key, packed if packed is not None else pack_text(text))
+        if packed is None:
+            assert text is not None, "put_text is given the text or its packed form"
+            packed = pack_text(text)
+        self.put(TEXT, key, packed)
 
     def delete_text(self, key: str) -> None:
         self.delete(TEXT, key)

@@ -31,7 +31,9 @@ logger = logging.getLogger(__name__)
 
 LIBRARY_NAME = "scrapy_dedup"
 LIBRARY_CODE = resources.files("scrapy_dedup.store").joinpath("redis_functions.lua").read_text(encoding="utf-8")
-LIBRARY_VERSION = int(re.search(r"^local LIBRARY_VERSION = (\d+)$", LIBRARY_CODE, re.M).group(1))
+_VERSION_LINE = re.search(r"^local LIBRARY_VERSION = (\d+)$", LIBRARY_CODE, re.M)
+assert _VERSION_LINE is not None, "redis_functions.lua declares its LIBRARY_VERSION"
+LIBRARY_VERSION = int(_VERSION_LINE.group(1))
 MIN_SERVER_MAJOR = 7
 
 _CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
@@ -109,7 +111,7 @@ def _scrub(text: str, url: str) -> str:
     return text
 
 
-def _tls_hint(exc: BaseException) -> str:
+def _tls_hint(exc: BaseException | None) -> str:
     """What to check when ``exc`` came from setting up TLS: either side refused the handshake, or a
     certificate file named in the URL is missing."""
     while exc is not None and not isinstance(exc, (ssl.SSLError, FileNotFoundError)):
@@ -183,6 +185,7 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
             "store's records would be lost without an error; use a server with maxmemory-policy noeviction, "
             "which refuses writes instead (the crawl then stops and resumes)"
         )
+    client: redis.Redis | RedisCluster
     try:
         if clustered:
             # the db number is meaningless on a cluster (always 0): drop it rather than fail
@@ -216,7 +219,8 @@ def _fcall_keys_from_arguments(client: RedisCluster) -> None:
             return keys or None
         return ask_server(redis_conn, *args)
 
-    parser.get_keys = get_keys
+    # the client's own parser instance is patched: its attribute shadows the class's method
+    parser.get_keys = get_keys  # type: ignore[method-assign]
 
 
 def is_cluster(client: Any) -> bool:
@@ -399,7 +403,10 @@ class StoreFunctions:
             while more and len(out) < limit:
                 flat = self._call("sdd_pending_reclaim", keys, owner, lease_ms, limit - len(out))
                 more = int(flat[0]) == 1
-                out.extend((_text(flat[i]), bytes(flat[i + 1])) for i in range(1, len(flat), 2))
+                for i in range(1, len(flat), 2):
+                    request_id = _text(flat[i])
+                    assert request_id is not None, "the server answers each reclaimed request with its id"
+                    out.append((request_id, bytes(flat[i + 1])))
         return out
 
 

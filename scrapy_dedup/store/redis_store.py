@@ -39,10 +39,11 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, cast
 
 import redis
 import xxhash
+from redis.cluster import RedisCluster
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store import redis_keys as rk
@@ -115,7 +116,7 @@ def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
 
 def _decode_commands(raw: bytes) -> tuple[float, list[tuple]]:
     data = json.loads(raw)
-    decode = {"b": lambda v: v.encode("latin-1"), "i": int, "s": str}
+    decode: dict[str, Callable[[Any], Any]] = {"b": lambda v: v.encode("latin-1"), "i": int, "s": str}
     return data["at"], [tuple(decode[t](v) for t, v in c) for c in data["commands"]]
 
 
@@ -534,6 +535,7 @@ class RedisStore(DedupStore):
         def decode(replies: list) -> None:
             near_at = len(replies) - len(ahead) - len(groups)
             if decode_near is not None:
+                assert simhash is not None, "a near read is queued for a SimHash only"
                 d.settled_near = (scope, simhash, max_distance, decode_near(replies[:near_at])[0])
             if bands:
                 found = replies[near_at : near_at + len(groups)]
@@ -699,10 +701,12 @@ class RedisStore(DedupStore):
         self.client.hdel(journal, entry)
 
     def _apply_by_slot(self, commands: list[tuple]) -> None:
+        client = self.client
+        assert isinstance(client, RedisCluster), "batches go slot by slot on a cluster only"
         by_slot: dict[int, list[tuple]] = {}
         for command in commands:
             key = command[3] if command[0] == "FCALL" else command[1]
-            by_slot.setdefault(self.client.keyslot(key), []).append(command)
+            by_slot.setdefault(client.keyslot(key), []).append(command)
         for slot_commands in by_slot.values():
             pipe = self.client.pipeline(transaction=True)
             for command in slot_commands:
@@ -720,7 +724,7 @@ class RedisStore(DedupStore):
         if not is_cluster(self.client):
             return 0
         journal = self._journal_key()
-        entries = self.client.hgetall(journal)
+        entries = self._hash(journal)
         if not entries:
             return 0
         dead = self._dead_writers()
@@ -735,11 +739,15 @@ class RedisStore(DedupStore):
             replayed += 1
         return replayed
 
+    def _hash(self, key: str) -> dict[bytes, bytes]:
+        """A hash's fields and values, as bytes: the client is made without decode_responses."""
+        return cast("dict[bytes, bytes]", self.client.hgetall(key))
+
     def _dead_writers(self) -> set[str]:
         """Processes whose own lease ran out (a process that closed cleanly has none)."""
         seconds, micros = self.client.time()
         now_ms = seconds * 1000 + micros // 1000
-        leases = self.client.hgetall(rk.pending_owners(self.prefix, 0))
+        leases = self._hash(rk.pending_owners(self.prefix, 0))
         return {owner.decode() for owner, deadline in leases.items() if int(deadline) <= now_ms}
 
     # -- records ------------------------------------------------------------
@@ -748,8 +756,8 @@ class RedisStore(DedupStore):
             self.send_waiting()  # a process reads its own writes
         prefetched = self._decision.prefetched
         if prefetched:
-            value = prefetched.pop((table, key), _UNREAD)
-            if value is not _UNREAD:
+            if (table, key) in prefetched:
+                value = prefetched.pop((table, key))
                 return value if value is None else rk.table_layout(table).read(value)
         if table == PENDING:
             raw = self._carrying("HGET", rk.pending_keys(self.prefix, key)[0], key)
@@ -793,9 +801,9 @@ class RedisStore(DedupStore):
             self.send_waiting()
         if table == PENDING:
             for shard in range(rk.PENDING_SHARDS):
-                rows = self.client.hgetall(rk.pending_shard(self.prefix, shard)[0])
-                for key in sorted(rows):
-                    yield key.decode("utf-8", "surrogatepass"), _payload(rows[key])
+                rows = self._hash(rk.pending_shard(self.prefix, shard)[0])
+                for field in sorted(rows):
+                    yield field.decode("utf-8", "surrogatepass"), _payload(rows[field])
             return
         layout = rk.table_layout(table)
         if layout.key is None:
@@ -831,7 +839,7 @@ class RedisStore(DedupStore):
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
         if name == ALIASES and self._waiting:
             self.send_waiting()
-        rows = self.client.hgetall(self._set_key(name, owner))
+        rows = self._hash(self._set_key(name, owner))
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
 
@@ -909,21 +917,21 @@ class RedisStore(DedupStore):
     def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
         # one round trip: a read per bucket, and the URL record of every key (the first URL of a
         # key already recorded is its record's, the frontier's copy having gone)
-        entries = dict(entries)
-        if not entries:
+        urls = dict(entries)
+        if not urls:
             return {}
         by_bucket: dict[str, list[tuple[str, bytes]]] = {}
-        for key in entries:
+        for key in urls:
             bucket, rid = rk.frontier_slot(self.prefix, key)
             by_bucket.setdefault(bucket, []).append((key, rid))
         pipe = self.client.pipeline(transaction=False)
         counts = self._queue_waiting(pipe)  # the writes that wait go in the same round trip
         for bucket, rids in by_bucket.items():
             pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
-        for key in entries:
+        for key in urls:
             pipe.hget(*self._slot(URL, key))
         replies = pipe.execute()[counts:]
-        records = dict(zip(entries, replies[len(by_bucket) :]))
+        records = dict(zip(urls, replies[len(by_bucket) :]))
         answers: dict[str, tuple[int, str]] = {}
         for rids, states in zip(by_bucket.values(), replies):
             for (key, _), (previous, first_url) in zip(rids, states):
@@ -934,7 +942,7 @@ class RedisStore(DedupStore):
                 elif records[key] is not None:
                     first = UrlRecord.from_json(records[key], key).url
                 else:
-                    first = entries[key]  # as frontier_mark answers a key with neither
+                    first = urls[key]  # as frontier_mark answers a key with neither
                 answers[key] = (int(previous), first)
         return answers
 
@@ -1010,9 +1018,6 @@ class RedisStore(DedupStore):
         for keys, entries in rk.band_calls(self.prefix, scope, bands):
             pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
         return {token.hex() for found in pipe.execute() for _, token in rk.band_found(found)}
-
-
-_UNREAD = object()
 
 
 def _payload(held: bytes) -> bytes:

@@ -25,7 +25,7 @@ from redis.connection import DefaultParser
 try:
     import hiredis
 except ImportError:  # pragma: no cover - hiredis is installed with the redis extra
-    hiredis = None
+    hiredis = None  # type: ignore[assignment]  # read as "no hiredis": StorePool keeps redis-py's packer
 
 
 class HiredisPacker:
@@ -67,7 +67,14 @@ class FunctionsMissing(redis.ResponseError):
     without persistence, or they were flushed; the store's records may be gone with them."""
 
 
-class StoreParser(DefaultParser):
+_ERR_CLASSES = DefaultParser.EXCEPTION_CLASSES["ERR"]
+assert isinstance(_ERR_CLASSES, dict), "redis-py maps the ERR code to its exception class by message"
+_ERR_CLASSES = {**_ERR_CLASSES, "Function not found": FunctionsMissing}
+
+
+# redis-py picks DefaultParser at import (its hiredis parser or its Python one) and declares it a
+# variable of a union of classes; it is a class, which the checker cannot take as a base.
+class StoreParser(DefaultParser):  # type: ignore[misc,valid-type]
     """redis-py's reply parser, reading ``ERR Function not found`` as :class:`FunctionsMissing`.
 
     >>> parser = StoreParser(socket_read_size=65536)
@@ -77,7 +84,7 @@ class StoreParser(DefaultParser):
 
     EXCEPTION_CLASSES = {
         **DefaultParser.EXCEPTION_CLASSES,
-        "ERR": {**DefaultParser.EXCEPTION_CLASSES["ERR"], "Function not found": FunctionsMissing},
+        "ERR": _ERR_CLASSES,
     }
 
 
