@@ -37,7 +37,9 @@ __all__ = [
     "narrow_signature",
     "near_match",
     "raw_hash",
+    "set_jaccard",
     "shingle_jaccard",
+    "shingle_set",
     "simhash",
 ]
 
@@ -326,6 +328,20 @@ def fingerprint(text: str) -> Fingerprint:
     )
 
 
+def shingle_set(text: str) -> np.ndarray:
+    """The ``MINHASH_SHINGLE``-token shingle hashes of ``text``, distinct and sorted: what
+    :func:`set_jaccard` compares (kept by a caller that compares one text many times)."""
+    return np.unique(_shingle_hashes(_token_hashes(_token_bytes(text)), MINHASH_SHINGLE))
+
+
+def set_jaccard(sa: np.ndarray, sb: np.ndarray) -> float:
+    """Exact Jaccard similarity of two :func:`shingle_set` results; two empty sets give 1.0."""
+    if not len(sa) and not len(sb):
+        return 1.0
+    inter = len(np.intersect1d(sa, sb, assume_unique=True))
+    return inter / (len(sa) + len(sb) - inter)
+
+
 def shingle_jaccard(a: str, b: str) -> float:
     """Exact Jaccard similarity of the ``MINHASH_SHINGLE``-token shingle sets of two texts
     (what :func:`jaccard_estimate` estimates); two empty texts give 1.0.
@@ -333,12 +349,7 @@ def shingle_jaccard(a: str, b: str) -> float:
     >>> shingle_jaccard("a b c d e f", "a b c d e g")
     0.3333333333333333
     """
-    sa = np.unique(_shingle_hashes(_token_hashes(_token_bytes(a)), MINHASH_SHINGLE))
-    sb = np.unique(_shingle_hashes(_token_hashes(_token_bytes(b)), MINHASH_SHINGLE))
-    if not len(sa) and not len(sb):
-        return 1.0
-    inter = len(np.intersect1d(sa, sb, assume_unique=True))
-    return inter / (len(sa) + len(sb) - inter)
+    return set_jaccard(shingle_set(a), shingle_set(b))
 
 
 def near_match(
@@ -349,6 +360,7 @@ def near_match(
     min_jaccard: float = DEFAULT_MIN_JACCARD,
     min_tokens: int = DEFAULT_MIN_TOKENS,
     texts: tuple[str, str] | None = None,
+    exact: float | None = None,
 ) -> tuple[bool, int, float]:
     """Confirm a candidate pair: ``(is near duplicate, SimHash distance, Jaccard)``.
 
@@ -360,7 +372,8 @@ def near_match(
     With ``texts`` (the two texts the fingerprints were made from), the pair is decided by its
     exact Jaccard instead of the estimate (:func:`shingle_jaccard`, then the third value
     returned), so that estimation error cannot merge or split it; and two texts in different
-    languages (a translation) need ``TRANSLATION_MIN_JACCARD`` at least.
+    languages (a translation) need ``TRANSLATION_MIN_JACCARD`` at least. ``exact``: that
+    Jaccard, when the caller has it already (:func:`set_jaccard` of shingle sets it keeps).
 
     >>> base = " ".join(f"w{i}" for i in range(300))
     >>> near_match(fingerprint(base), fingerprint(base.replace("w150", "changed")))
@@ -373,7 +386,7 @@ def near_match(
     if a.tokens < min_tokens or b.tokens < min_tokens:
         return False, distance, estimate
     if texts is not None:
-        exact = shingle_jaccard(*texts)
+        exact = shingle_jaccard(*texts) if exact is None else exact
         if exact >= TRANSLATION_MIN_JACCARD or exact < min_jaccard:
             return exact >= min_jaccard, distance, exact
         return not translated(*texts), distance, exact
