@@ -143,11 +143,17 @@ def _candidates(
     """The entries of ``index`` that share a band with ``record``, or a SimHash block within
     ``max_distance`` bits: what the store's SimHash tables and bands answer a crawl. A block
     shared by chance (16 bits: thousands of pairs in a large store) is no candidate."""
-    found = {n for k in keys[BLOCKS:] for n in _entries(index, k)}
+    get, found = index.get, set()
+    for k in keys[BLOCKS:]:  # (the hottest loop of a settle: no generator, no call per key)
+        n = get(k)
+        if n is not None:
+            found.add(n) if type(n) is int else found.update(n)
     for k in keys[:BLOCKS]:
-        for n in _entries(index, k):
-            if n not in found and (record.simhash ^ (simhash_of(n) or 0)).bit_count() <= max_distance:
-                found.add(n)
+        n = get(k)
+        if n is not None:
+            for m in (n,) if type(n) is int else n:
+                if m not in found and (record.simhash ^ (simhash_of(m) or 0)).bit_count() <= max_distance:
+                    found.add(m)
     return found
 
 
