@@ -101,6 +101,8 @@ class SettleResult:
 
 #: documents whose MinHash, text and shingle set settling keeps at once (one LRU each)
 _CACHED = 4096
+#: clusters whose writes go in one batch
+_BATCH = 1000
 
 #: bytes of a MinHash band, and where each band starts with the byte that tells it apart
 _BAND_WIDTH = ROWS * SLOT_BITS // 8
@@ -338,7 +340,7 @@ def settle(
     authority: Sequence[str] = (),
     incremental: bool = True,
 ) -> SettleResult:
-    """Settle every cluster of ``store`` and write what changed in one batch.
+    """Settle every cluster of ``store`` and write what changed, in batches of ``_BATCH`` clusters.
 
     ``incremental``: when the store was settled before with the same settings, only the
     clusters that changed since (their members no longer match their ``settled`` digest, or
@@ -449,15 +451,49 @@ def settle(
         else:
             result.near_duplicate += 1
     if docs_in:
-        with store.batch() as batch:
-            _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
+        # until its last batch is written: a settle cut short is followed by a full one
+        store.put_meta(SETTLED_META, None)
+        batches = _Batches(store)
+        try:
+            _write(store, batches, settled, old, old_members, result, minhash_of, min_tokens)
+        except BaseException as exc:
+            batches.close(exc)
+            raise
+        batches.close()
     store.put_meta(SETTLED_META, params)
     return result
 
 
+class _Batches:
+    """A settle's writes in their order, in batches of the writes of ``_BATCH`` clusters: one
+    batch of a whole store's clusters is held in memory until it is applied, and on Redis it is
+    one transaction, longer than a client waits for its answer."""
+
+    def __init__(self, store: DedupStore) -> None:
+        self.store = store
+        self.batch: Any = None
+        self._open: Any = None
+        self._count = 0
+
+    def next(self) -> StoreBatch:
+        """The batch for the writes of one more cluster."""
+        if self._open is None or self._count >= _BATCH:
+            self.close()
+            self._open = self.store.batch()
+            self.batch, self._count = self._open.__enter__(), 0
+        self._count += 1
+        return self.batch
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """Apply the batch open (or, with ``exc``, drop it)."""
+        opened, self._open = self._open, None
+        if opened is not None:
+            opened.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+
 def _write(
     store: DedupStore,
-    batch: StoreBatch,
+    batches: _Batches,
     settled: list[Settled],
     old: dict[str, Cluster],
     old_members: dict[str, list[str]],
@@ -465,7 +501,8 @@ def _write(
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
 ) -> None:
-    """What changed, removals first (a batch applies in order: a later write wins)."""
+    """What changed, removals first (batches apply in order: a later write wins). The URL
+    records read here are read before any is written."""
     new = {s.cluster_id: s for s in settled}
     kept: set[str] = set()
     for cid, cluster in old.items():
@@ -473,6 +510,7 @@ def _write(
         if s is not None and s.representative.key == cluster.representative and set(old_members[cid]) == set(s.keys()):
             kept.add(cid)  # the same representative and members: its indexes stay
             continue
+        batch = batches.next()
         rep = store.get_url(cluster.representative)
         if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
             batch.unindex_near(cluster.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)
@@ -480,6 +518,7 @@ def _write(
             batch.remove_member(cid, key)
         batch.delete_cluster(cid)
     for cid, s in new.items():
+        batch = batches.next()
         rep = s.representative
         provisional = {}
         for record in (rep, *(m for m, _, _ in s.members)):
