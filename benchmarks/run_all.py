@@ -47,7 +47,7 @@ BENCHMARKS = {
     "chunks": "chunk sizes and per-host boilerplate on real documentation",
     "export": "scrapy dedup export of a large store: documents/s and memory",
     "ingest": "scrapy dedup ingest of doc pages: documents/s with text given and with HTML",
-    "settle": "settling a store's clusters: documents/s and memory against the online decisions",
+    "settle": "settling a store: documents/s per core (CPU), memory, the incremental settle against the crawl CPU",
     "rag": "shared chunks after page dedup, boilerplate vs trafilatura deduplicate=True, heading spans, CJK pages",
     "extraction": "text kept against trafilatura's full mode, CPU, and merges by J, on Publican (en, ja, ar), Sphinx, javadoc, Doxygen",
     "merge": "merge without loss: the unique text of merged pages retrievable from the export, on git-doc and debian-handbook",

@@ -399,9 +399,13 @@ def test_quality_code(tmp_path):
 def test_settle(tmp_path):
     data = run("bench_settle.py", tmp_path)
     res = data["results"]
-    assert res["first"]["docs"] == res["again"]["docs"] == res["online"]["docs"] == 1_000
+    assert res["build"]["docs"] == res["first"]["docs"] == res["again"]["docs"] == res["full"]["docs"] == 2_000
     assert res["first"]["revised"] > 0 and res["again"]["revised"] == res["again"]["rewritten"] == 0
-    assert res["again"]["affected"] == 0 and 0 < res["after"]["affected"] < res["after"]["docs"] == 1_010
+    # a full settle of a settled store changes nothing; an incremental one after 1% more reaches some
+    assert res["full"]["affected"] == 2_000 and res["full"]["rewritten"] == 0
+    assert res["again"]["affected"] == 0 and 0 < res["after"]["affected"] < res["after"]["docs"] == 2_020
+    assert res["first"]["cpu_s"] > 0 and res["changed"]["docs"] == 20
+    assert {r["benchmark"] for r in data["rows"]} == {"settle"}
 
 
 def test_extraction(tmp_path):

@@ -39,7 +39,9 @@ __all__ = [
     "narrow_signature",
     "near_match",
     "raw_hash",
+    "set_jaccard",
     "shingle_jaccard",
+    "shingle_set",
     "simhash",
 ]
 
@@ -339,9 +341,20 @@ def fingerprint(text: str) -> Fingerprint:
 _WORD = re.compile(r"\w+")
 
 
-def _shingle_set(text: str) -> np.ndarray:
+def shingle_set(text: str) -> np.ndarray:
+    """The word ``MINHASH_SHINGLE``-shingle hashes of ``text`` (words: ``\\w+`` runs after NFKC
+    and casefold), distinct and sorted: what :func:`set_jaccard` compares (kept by a caller
+    that compares one text many times)."""
     words = [w.encode("utf-8") for w in _WORD.findall(unicodedata.normalize("NFKC", text).casefold())]
     return np.unique(_shingle_hashes(_token_hashes(words), MINHASH_SHINGLE))
+
+
+def set_jaccard(sa: np.ndarray, sb: np.ndarray) -> float:
+    """Exact Jaccard similarity of two :func:`shingle_set` results; two empty sets give 1.0."""
+    if not len(sa) and not len(sb):
+        return 1.0
+    inter = len(np.intersect1d(sa, sb, assume_unique=True))
+    return inter / (len(sa) + len(sb) - inter)
 
 
 def shingle_jaccard(a: str, b: str) -> float:
@@ -355,11 +368,7 @@ def shingle_jaccard(a: str, b: str) -> float:
     >>> shingle_jaccard("std::iter::Chain<A, B>", "STD :: iter :: chain < a , b >")
     1.0
     """
-    sa, sb = _shingle_set(a), _shingle_set(b)
-    if not len(sa) and not len(sb):
-        return 1.0
-    inter = len(np.intersect1d(sa, sb, assume_unique=True))
-    return inter / (len(sa) + len(sb) - inter)
+    return set_jaccard(shingle_set(a), shingle_set(b))
 
 
 def near_match(
@@ -370,6 +379,7 @@ def near_match(
     min_jaccard: float = DEFAULT_MIN_JACCARD,
     min_tokens: int = DEFAULT_MIN_TOKENS,
     texts: tuple[str, str] | None = None,
+    exact: float | None = None,
 ) -> tuple[bool, int, float]:
     """Confirm a candidate pair: ``(is near duplicate, SimHash distance, Jaccard)``.
 
@@ -381,7 +391,8 @@ def near_match(
     With ``texts`` (the two texts the fingerprints were made from), the pair is decided by its
     exact word 5-shingle Jaccard instead of the estimate (:func:`shingle_jaccard`, then the
     third value returned), so that estimation error cannot merge or split it; and two texts in
-    different languages (a translation) need ``TRANSLATION_MIN_JACCARD`` at least.
+    different languages (a translation) need ``TRANSLATION_MIN_JACCARD`` at least. ``exact``:
+    that Jaccard, when the caller has it already (:func:`set_jaccard` of shingle sets it keeps).
 
     >>> base = " ".join(f"w{i}" for i in range(300))
     >>> near_match(fingerprint(base), fingerprint(base.replace("w150", "changed")))
@@ -394,7 +405,7 @@ def near_match(
     if a.tokens < min_tokens or b.tokens < min_tokens:
         return False, distance, estimate
     if texts is not None:
-        exact = shingle_jaccard(*texts)
+        exact = shingle_jaccard(*texts) if exact is None else exact
         if exact >= TRANSLATION_MIN_JACCARD or exact < min_jaccard:
             return exact >= min_jaccard, distance, exact
         return not translated(*texts), distance, exact

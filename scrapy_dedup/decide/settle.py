@@ -31,6 +31,7 @@ while the founder still represents the cluster.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +40,8 @@ from typing import Any
 
 import xxhash
 
-from scrapy_dedup.core.bands import band_hashes, simhash_blocks
-from scrapy_dedup.core.fingerprints import Fingerprint, near_match
+from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS, band_hashes, simhash_blocks
+from scrapy_dedup.core.fingerprints import SLOT_BITS, Fingerprint, near_match, set_jaccard, shingle_set
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.changes import record as record_changes
@@ -99,16 +100,22 @@ class SettleResult:
         )
 
 
-#: set on a band key: block keys stay below 2^19, band hashes are 64-bit
-_BAND_BIT = 1 << 64
+#: documents whose MinHash, text and shingle set settling keeps at once (one LRU each)
+_CACHED = 4096
+#: clusters whose writes go in one batch
+_BATCH = 1000
+
+#: bytes of a MinHash band, and where each band starts with the byte that tells it apart
+_BAND_WIDTH = ROWS * SLOT_BITS // 8
+_BANDS_AT = [(band * _BAND_WIDTH, bytes((band,))) for band in range(BANDS)]
 
 
-def _entries(index: dict[int, int | list[int]], key: int) -> tuple[int, ...] | list[int]:
+def _entries(index: dict[int | bytes, int | list[int]], key: int | bytes) -> tuple[int, ...] | list[int]:
     found = index.get(key)
     return () if found is None else (found,) if isinstance(found, int) else found
 
 
-def _add(index: dict[int, int | list[int]], key: int, n: int) -> None:
+def _add(index: dict[int | bytes, int | list[int]], key: int | bytes, n: int) -> None:
     # one int for a key with one entry (most): a list each costs about 90 bytes
     found = index.get(key)
     if found is None:
@@ -119,14 +126,40 @@ def _add(index: dict[int, int | list[int]], key: int, n: int) -> None:
         found.append(n)
 
 
-def _near_keys(record: UrlRecord, minhash: bytes | None, min_tokens: int) -> list[int]:
+def _near_keys(record: UrlRecord, minhash: bytes | None, min_tokens: int) -> list[int | bytes]:
     """The candidate keys of a document compared by distance: its SimHash blocks (the table
-    number in the bits above 16) and its MinHash band hashes (seeded with their number)."""
+    number in the bits above 16) and its MinHash bands, each band's slots and its number (the
+    bytes the store's band hashes are taken of: equal bands are equal keys, without hashing)."""
     if not _is_indexable(record, min_tokens, minhash):
         return []
     assert record.simhash is not None and minhash is not None, "_is_indexable checked both"
-    keys = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
-    return keys + [_BAND_BIT | band for band in band_hashes(minhash)]
+    keys: list[int | bytes] = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
+    return keys + [minhash[at : at + _BAND_WIDTH] + tag for at, tag in _BANDS_AT]
+
+
+def _candidates(
+    record: UrlRecord,
+    keys: list[int | bytes],
+    index: dict[int | bytes, int | list[int]],
+    simhash_of: Callable[[int], int | None],
+    max_distance: int,
+) -> set[int]:
+    """The entries of ``index`` that share a band with ``record``, or a SimHash block within
+    ``max_distance`` bits: what the store's SimHash tables and bands answer a crawl. A block
+    shared by chance (16 bits: thousands of pairs in a large store) is no candidate."""
+    get, found, simhash = index.get, set(), record.simhash
+    assert simhash is not None, "only an indexable record has keys"
+    for k in keys[BLOCKS:]:  # (the hottest loop of a settle: no generator, no call per key)
+        n = get(k)
+        if n is not None:
+            found.add(n) if isinstance(n, int) else found.update(n)
+    for k in keys[:BLOCKS]:
+        n = get(k)
+        if n is not None:
+            for m in (n,) if isinstance(n, int) else n:
+                if m not in found and (simhash ^ (simhash_of(m) or 0)).bit_count() <= max_distance:
+                    found.add(m)
+    return found
 
 
 def _digest(keys: Iterable[str]) -> str:
@@ -140,6 +173,7 @@ def affected(
     *,
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
+    max_distance: int = 64,
 ) -> set[int]:
     """The positions in ``records`` of every document connected to a ``touched`` one by a chain
     of duplicates (the same text, or near).
@@ -147,7 +181,7 @@ def affected(
     Settling decides a document from the representatives before it that it duplicates only,
     so the settled clusters of one such component depend on its documents alone: settling
     these again, and keeping every other cluster, is settling them all."""
-    index: dict[str, dict[int, int | list[int]]] = defaultdict(dict)
+    index: dict[str, dict[int | bytes, int | list[int]]] = defaultdict(dict)
     copies: dict[tuple[str, str | None], list[int]] = defaultdict(list)
     for n, record in enumerate(records):
         copies[(record.scope, record.content_hash)].append(n)
@@ -157,10 +191,9 @@ def affected(
     todo = list(reached)
     while todo:
         record = records[todo.pop()]
-        scope = index[record.scope]
-        found = set(copies[(record.scope, record.content_hash)])
-        for key in _near_keys(record, minhash_of(record.key), min_tokens):
-            found.update(_entries(scope, key))
+        keys = _near_keys(record, minhash_of(record.key), min_tokens)
+        found = _candidates(record, keys, index[record.scope], lambda m: records[m].simhash, max_distance)
+        found.update(copies[(record.scope, record.content_hash)])
         for m in sorted(found - reached):
             if records[m].content_hash == record.content_hash or near(record, records[m])[0]:
                 reached.add(m)
@@ -172,11 +205,12 @@ def _settle_one(
     record: UrlRecord,
     placed: dict[str, Settled],
     exact: dict[str | None, Settled],
-    near_index: dict[int, int | list[int]],
+    near_index: dict[int | bytes, int | list[int]],
     settled: list[Settled],
     near: NearTest,
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
+    max_distance: int,
 ) -> Settled:
     """Put ``record`` in the cluster it settles in (a new one when it represents); returns it."""
     # _follows_canonical checks that duplicate_of is set
@@ -190,7 +224,7 @@ def _settle_one(
         same.members.append((record, distance(record, same.representative), 1.0))
         return same
     keys = _near_keys(record, minhash_of(record.key), min_tokens)
-    for n in sorted({n for k in keys for n in _entries(near_index, k)}):
+    for n in sorted(_candidates(record, keys, near_index, lambda m: settled[m].representative.simhash, max_distance)):
         # in representative order: the first it is near takes it
         ok, gap, jaccard = near(record, settled[n].representative)
         if ok:
@@ -222,10 +256,12 @@ def settle_clusters(
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
     authority: Sequence[str] = (),
+    max_distance: int = 64,
 ) -> list[Settled]:
     """The settled clusters of ``records`` (documents: URL records with content), in
     representative order. Pure given ``near`` and ``minhash_of``: the same set of records
-    gives the same clusters whatever order it is given in.
+    gives the same clusters whatever order it is given in. A representative sharing only a
+    SimHash block with a record is a candidate within ``max_distance`` bits (64: any).
 
     >>> from scrapy_dedup.core.records import UrlRecord
     >>> def doc(key, length, content):
@@ -248,8 +284,8 @@ def settle_clusters(
             scope = record.scope
             exact: dict[str | None, Settled] = {}
             # the representatives by SimHash block and by MinHash band: the store's key math, in memory
-            near_index: dict[int, int | list[int]] = {}
-        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens)
+            near_index: dict[int | bytes, int | list[int]] = {}
+        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens, max_distance)
         if record.key in targets:
             placed[record.key] = home
     return settled
@@ -308,7 +344,7 @@ def settle(
     authority: Sequence[str] = (),
     incremental: bool = True,
 ) -> SettleResult:
-    """Settle every cluster of ``store`` and write what changed in one batch.
+    """Settle every cluster of ``store`` and write what changed, in batches of ``_BATCH`` clusters.
 
     ``incremental``: when the store was settled before with the same settings, only the
     clusters that changed since (their members no longer match their ``settled`` digest, or
@@ -319,25 +355,34 @@ def settle(
     the exact Jaccard of the two texts, and their languages, when the store keeps them).
     """
     docs = [r for r in store.iter_urls() if r.has_content]
-    by_content: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    # the keys of each text kept under several (only those: memory), in the order they are tried
+    shared: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     for r in docs:
-        by_content[(r.scope, r.content_hash)].append(r.key)
-    minhashes: dict[str, bytes | None] = {}
+        shared[(r.scope, r.content_hash)].append(r.key)
+    copies = {text: sorted(keys) for text, keys in shared.items() if len(keys) > 1}
+    del shared
+    # bounded caches: the working set of a settle does not grow with the store
+    minhash_of = lru_cache(maxsize=_CACHED)(store.get_minhash)
 
-    def minhash_of(key: str) -> bytes | None:
-        if key not in minhashes:
-            minhashes[key] = store.get_minhash(key)
-        return minhashes[key]
-
-    @lru_cache(maxsize=1024)
-    def text_of(scope: str, content_hash: str | None) -> str | None:
+    @lru_cache(maxsize=_CACHED)
+    def text_of(scope: str, content_hash: str | None, key: str) -> str | None:
         # a page whose bytes were seen before skipped extraction: its text is kept under a
         # copy, and which copy came first depends on the order
-        for key in sorted(by_content[(scope, content_hash)]):
-            text = store.get_text(key)
+        for k in copies.get((scope, content_hash), (key,)):
+            text = store.get_text(k)
             if text is not None:
                 return text
         return None
+
+    @lru_cache(maxsize=_CACHED)
+    def shingles_of(scope: str, content_hash: str | None, key: str) -> Any:
+        text = text_of(scope, content_hash, key)
+        return None if text is None else shingle_set(text)
+
+    def text_key(record: UrlRecord) -> tuple[str, str | None, str]:
+        # copies of one text share their cache entries
+        text = (record.scope, record.content_hash)
+        return (*text, "" if text in copies else record.key)
 
     def fingerprint(record: UrlRecord) -> Fingerprint:
         return Fingerprint(
@@ -350,13 +395,16 @@ def settle(
 
     def near(a: UrlRecord, b: UrlRecord) -> tuple[bool, int | None, float | None]:
         fa, fb = fingerprint(a), fingerprint(b)
-        texts = None
+        texts = exact = None
         # decided on the two texts (and their languages) when both are kept, as the crawl decides
         if min(fa.tokens, fb.tokens) >= min_tokens:
-            ta, tb = text_of(a.scope, a.content_hash), text_of(b.scope, b.content_hash)
-            texts = (ta, tb) if ta is not None and tb is not None else None
+            ka, kb = text_key(a), text_key(b)
+            sa, sb = shingles_of(*ka), shingles_of(*kb)
+            ta, tb = (text_of(*ka), text_of(*kb)) if sa is not None and sb is not None else (None, None)
+            if sa is not None and sb is not None and ta is not None and tb is not None:
+                texts, exact = (ta, tb), set_jaccard(sa, sb)
         return near_match(
-            fa, fb, max_distance=max_distance, min_jaccard=min_jaccard, min_tokens=min_tokens, texts=texts
+            fa, fb, max_distance=max_distance, min_jaccard=min_jaccard, min_tokens=min_tokens, texts=texts, exact=exact
         )
 
     params = {"max_distance": max_distance, "min_jaccard": min_jaccard, "min_tokens": min_tokens,
@@ -372,7 +420,11 @@ def settle(
             for key in old_members[cid]
         }
         touched = [n for n, r in enumerate(docs) if r.key not in clean]
-        reached = affected(docs, touched, near, minhash_of=minhash_of, min_tokens=min_tokens) if touched else set()
+        reached = (
+            affected(docs, touched, near, minhash_of=minhash_of, min_tokens=min_tokens, max_distance=max_distance)
+            if touched
+            else set()
+        )
         docs_in = [docs[n] for n in sorted(reached)]
     else:
         docs_in = docs
@@ -380,35 +432,75 @@ def settle(
     # whole clusters: a cluster with a member to settle again has every member among them
     every = old
     old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
-    settled = settle_clusters(docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority)
+    settled = settle_clusters(
+        docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority, max_distance=max_distance
+    )
     result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
     # the split of the whole store: the clusters settled now, and those kept as they were
-    content = {r.key: r.content_hash for r in docs}
-    pairs = [(m.content_hash, s.representative.content_hash) for s in settled for m, _, _ in s.members]
-    pairs += [
-        (content.get(key), content.get(c.representative))
-        for cid, c in every.items()
-        if cid not in old
-        for key in old_members[cid]
-        if key != c.representative
-    ]
+    pairs: Iterable[tuple[str | None, str | None]] = (
+        (m.content_hash, s.representative.content_hash) for s in settled for m, _, _ in s.members
+    )
+    kept = [c for cid, c in every.items() if cid not in old]
+    if kept:
+        content = {r.key: r.content_hash for r in docs}
+        kept_pairs = (
+            (content.get(key), content.get(c.representative))
+            for c in kept
+            for key in old_members[c.cluster_id]
+            if key != c.representative
+        )
+        pairs = itertools.chain(pairs, kept_pairs)
     for member, rep in pairs:
         if duplicate_reason(member, rep) == "exact_content":
             result.exact_duplicate += 1
         else:
             result.near_duplicate += 1
     if docs_in:
-        with store.batch() as batch:
-            _write(store, batch, settled, old, old_members, result, minhash_of, min_tokens)
+        # until its last batch is written: a settle cut short is followed by a full one
+        store.put_meta(SETTLED_META, None)
+        batches = _Batches(store)
+        try:
+            _write(store, batches, settled, old, old_members, result, minhash_of, min_tokens)
+        except BaseException as exc:
+            batches.close(exc)
+            raise
+        batches.close()
     store.put_meta(SETTLED_META, params)
     # the settled documents' history, for export --changes-since (from the records read here)
     record_changes(store, docs)
     return result
 
 
+class _Batches:
+    """A settle's writes in their order, in batches of the writes of ``_BATCH`` clusters: one
+    batch of a whole store's clusters is held in memory until it is applied, and on Redis it is
+    one transaction, longer than a client waits for its answer."""
+
+    def __init__(self, store: DedupStore) -> None:
+        self.store = store
+        self.batch: Any = None
+        self._open: Any = None
+        self._count = 0
+
+    def next(self) -> StoreBatch:
+        """The batch for the writes of one more cluster."""
+        if self._open is None or self._count >= _BATCH:
+            self.close()
+            self._open = self.store.batch()
+            self.batch, self._count = self._open.__enter__(), 0
+        self._count += 1
+        return self.batch
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """Apply the batch open (or, with ``exc``, drop it)."""
+        opened, self._open = self._open, None
+        if opened is not None:
+            opened.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+
 def _write(
     store: DedupStore,
-    batch: StoreBatch,
+    batches: _Batches,
     settled: list[Settled],
     old: dict[str, Cluster],
     old_members: dict[str, list[str]],
@@ -416,7 +508,8 @@ def _write(
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
 ) -> None:
-    """What changed, removals first (a batch applies in order: a later write wins)."""
+    """What changed, removals first (batches apply in order: a later write wins). The URL
+    records read here are read before any is written."""
     new = {s.cluster_id: s for s in settled}
     kept: set[str] = set()
     for cid, cluster in old.items():
@@ -424,6 +517,7 @@ def _write(
         if s is not None and s.representative.key == cluster.representative and set(old_members[cid]) == set(s.keys()):
             kept.add(cid)  # the same representative and members: its indexes stay
             continue
+        batch = batches.next()
         rep = store.get_url(cluster.representative)
         if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
             # _is_indexable checked that the SimHash and the MinHash are there
@@ -432,6 +526,7 @@ def _write(
             batch.remove_member(cid, key)
         batch.delete_cluster(cid)
     for cid, s in new.items():
+        batch = batches.next()
         rep = s.representative
         provisional = {}
         for record in (rep, *(m for m, _, _ in s.members)):

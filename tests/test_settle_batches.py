@@ -1,0 +1,57 @@
+"""A settle writes in batches of a bounded size (one batch of a whole store is held in memory,
+and on Redis is a transaction longer than a client waits for): the same settled state as one
+batch, and a settle cut short between two batches is followed by a full one."""
+
+from __future__ import annotations
+
+import pytest
+from test_settle import PARAMS, SETTINGS, ingest, orders, settled_state
+
+from scrapy_dedup.decide import settle as settling
+from scrapy_dedup.decide.settle import SETTLED_META, settle
+
+
+def test_batches_of_one_cluster_settle_alike(backend, tmp_path, monkeypatch):
+    states = []
+    for n, size in enumerate((1_000, 1)):
+        monkeypatch.setattr(settling, "_BATCH", size)
+        with backend(str(tmp_path / f"s{n}"), PARAMS) as store:
+            store.begin_run()
+            ingest(store, orders()[2])
+            settle(store, **SETTINGS)
+            states.append(settled_state(store))
+    assert states[0] == states[1]
+
+
+def test_a_settle_cut_short_is_followed_by_a_full_one(backend, tmp_path, monkeypatch):
+    """Settled once, then the rest of the pages come, and the next settle stops after two of its
+    batches: the settle after it is a full one, and ends where settling once does."""
+    first, then = orders()[1][:3], orders()[1][3:]
+    with backend(str(tmp_path / "reference"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, first + then)
+        settle(store, **SETTINGS)
+        reference = settled_state(store)
+    monkeypatch.setattr(settling, "_BATCH", 1)
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, first)
+        settle(store, **SETTINGS)
+        ingest(store, then)
+        opened = store.batch
+        count = 0
+
+        def failing():
+            nonlocal count
+            count += 1
+            if count == 3:  # two batches applied, then the process stops
+                raise KeyboardInterrupt
+            return opened()
+
+        monkeypatch.setattr(store, "batch", failing)
+        with pytest.raises(KeyboardInterrupt):
+            settle(store, **SETTINGS)
+        monkeypatch.setattr(store, "batch", opened)
+        assert store.get_meta(SETTLED_META) is None  # the next settle is a full one
+        assert settle(store, **SETTINGS).affected == sum(1 for r in store.iter_urls() if r.has_content)
+        assert settled_state(store) == reference
