@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import sys
@@ -179,10 +178,10 @@ def decide_more(location: str, backend: str, n: int, changes: int) -> dict:
     """Decide ``changes`` edited copies of the first documents online (a re-crawl's new pages)."""
     import random
 
+    import numpy as np
+
     from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
     from scrapy_dedup.decide.index import ContentIndex, Document
-
-    import numpy as np
 
     rng, edits = random.Random(3), np.random.default_rng(3)
     with open_store(location, backend) as store:
