@@ -284,10 +284,11 @@ def crawl(mode: str, start_url: str, workdir: Path, *, workers: int = 0, allow: 
 _HREF = re.compile(rb'href="([^"#?:]+\.html)')
 
 
-def postgres_site(pages: int) -> tuple[Site, list[str]]:
+def postgres_site(pages: int, root: Path | None = None) -> tuple[Site, list[str]]:
+    """The first ``pages`` pages reached from ``root``/index.html (default: the docs root)."""
     import _corpus
 
-    root = _corpus.docs_root()
+    root = root or _corpus.docs_root()
     files = {p: (root / p).read_bytes() for p in _corpus.html_pages(root)}
     # breadth-first from index.html: the first `pages` pages a crawl reaches
     order, seen = ["index.html"], {"index.html"}

@@ -52,6 +52,7 @@ BENCHMARKS = {
     "extraction": "text kept against trafilatura's full mode, CPU, and merges by J, on Publican (en, ja, ar), Sphinx, javadoc, Doxygen",
     "merge": "merge without loss: the unique text of merged pages retrievable from the export, on git-doc and debian-handbook",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
+    "latency": "a crawl's pages/s with its Redis store 1 ms further away (a latency proxy) against 0 ms",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"
