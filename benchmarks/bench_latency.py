@@ -20,7 +20,7 @@ machine's load falls on both alike. Per arm, the median over the rounds of:
 
 A third arm crawls through the relay adding nothing: the relay's own cost, apart from the
 latency. With ``--sites`` two more crawls (0 ms, +1 ms; not in the medians) count the
-reactor thread's replies by the extension's call site (the innermost frame outside the
+reactor thread's round trips and waits by the extension's call site (the innermost frame outside the
 store), with their time.
 Writes results/latency.json.
 """
@@ -78,8 +78,8 @@ class ReplyWait:
     stats as ``bench/reactor_wait_s``, ``bench/reactor_replies``, ``bench/other_wait_s``,
     ``bench/other_replies``, the round trips (commands sent) of each, ``bench/reactor_round_trips``,
     ``bench/other_round_trips``, and ``bench/cpu_self_s``, ``bench/cpu_children_s``. With the
-    setting ``BENCH_SITES`` the reactor thread's replies are also counted by call site
-    (``bench/sites``, the 25 busiest). Measurement only: it is not part of the extension."""
+    setting ``BENCH_SITES`` the reactor thread's round trips and their wait are also counted
+    by call site (``bench/sites``, the 25 longest waits). Measurement only: it is not part of the extension."""
 
     def __init__(self, crawler) -> None:
         from redis.connection import AbstractConnection
@@ -96,7 +96,10 @@ class ReplyWait:
 
         def send_packed_command(connection, *args, **kwargs):
             # one send a round trip: a pipeline's commands go in one, and their replies follow
-            self.sends[threading.get_ident() == self.reactor] += 1
+            on_reactor = threading.get_ident() == self.reactor
+            self.sends[on_reactor] += 1
+            if sites and on_reactor:
+                self.sites[_call_site()] += 1
             return send(connection, *args, **kwargs)
 
         def read_response(connection, *args, **kwargs):
@@ -109,9 +112,7 @@ class ReplyWait:
                 self.wait[on_reactor] += took
                 self.replies[on_reactor] += 1
                 if sites and on_reactor:
-                    site = _call_site()
-                    self.sites[site] += 1
-                    self.site_s[site] += took
+                    self.site_s[_call_site()] += took
 
         AbstractConnection.read_response = read_response
         AbstractConnection.send_packed_command = send_packed_command
@@ -135,9 +136,9 @@ class ReplyWait:
         me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         stats.set_value("bench/cpu_self_s", me.ru_utime + me.ru_stime)
         stats.set_value("bench/cpu_children_s", children.ru_utime + children.ru_stime)
-        if self.sites:
+        if self.site_s:
             stats.set_value("bench/sites", [
-                {"site": site, "replies": n, "wait_s": self.site_s[site]} for site, n in self.sites.most_common(25)
+                {"site": site, "round_trips": self.sites[site], "wait_s": s} for site, s in self.site_s.most_common(25)
             ])
 
 
@@ -324,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, help="pages of the site (default by size)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default by size)")
     parser.add_argument("--sites", action="store_true", help="two more crawls counting the reactor thread's "
-                        "replies by call site")
+                        "round trips by call site")
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     try:
