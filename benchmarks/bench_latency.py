@@ -180,11 +180,11 @@ def measure_rtt(direct_url: str, proxy_url: str, count: int = 300) -> dict:
     return {"direct_ms": d, "proxy_ms": p, "added_ms": p - d}
 
 
-def crawl_once(start: str, out: Path, store_url: str, prefix: str, sites: bool) -> dict:
+def crawl_once(start: str, out: Path, store_url: str, prefix: str, sites: bool, settings: dict) -> dict:
     from testing import run_crawl
 
     settings = {
-        **CRAWL_SETTINGS,
+        **settings,
         "DEDUP_STORE": store_url,
         "DEDUP_REDIS_PREFIX": prefix,
         "EXTENSIONS": {"demo_project.extensions.StatsDump": 500, "bench_latency.ReplyWait": 0},
@@ -204,13 +204,14 @@ def crawl_once(start: str, out: Path, store_url: str, prefix: str, sites: bool) 
     }
 
 
-def bench(tmp: Path, pages: int, rounds: int, sites: bool) -> dict:
+def bench(tmp: Path, pages: int, rounds: int, sites: bool, workers: int = 1) -> dict:
     from latency_proxy import LatencyProxy
     from redis_servers import RedisServer
 
     from scrapy_dedup.store.redis_functions import connect
 
     site, chosen, label = docs_site(pages)
+    settings = {**CRAWL_SETTINGS, "DEDUP_WORKERS": workers}
     # the crawl processes import the ReplyWait extension from this folder
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     http, origin = site.serve()
@@ -229,7 +230,7 @@ def bench(tmp: Path, pages: int, rounds: int, sites: bool) -> dict:
             urls = {"0 ms": server.url, "relay, +0 ms": relay.url, "+1 ms": proxy.url}
             proxies = {"0 ms": None, "relay, +0 ms": relay, "+1 ms": proxy}
             # a first crawl, not measured: the interpreters compile and cache their imports
-            crawl_once(start, tmp / "warm-up", server.url, "bench:warm-up", False)
+            crawl_once(start, tmp / "warm-up", server.url, "bench:warm-up", False, settings)
 
             def one(name: str, arm: str, with_sites: bool) -> dict:
                 client.flushall()
@@ -237,7 +238,8 @@ def bench(tmp: Path, pages: int, rounds: int, sites: bool) -> dict:
                 reads = int(client.info("stats")["total_reads_processed"])
                 relayed = proxies[arm]
                 chunks = relayed.chunks_up if relayed else 0
-                r = crawl_once(start, tmp / f"{name}, {arm}", urls[arm], f"bench:{uuid.uuid4().hex[:8]}", with_sites)
+                r = crawl_once(start, tmp / f"{name}, {arm}", urls[arm], f"bench:{uuid.uuid4().hex[:8]}", with_sites,
+                               settings)
                 fetched = site.fetches
                 stats = r["stats"]
                 # the INFO command's own read is counted too: one, negligible
@@ -282,7 +284,7 @@ def bench(tmp: Path, pages: int, rounds: int, sites: bool) -> dict:
         "site": label,
         "pages": len(chosen),
         "rounds": rounds,
-        "settings": CRAWL_SETTINGS,
+        "settings": settings,
         "rtt": rtt,
         "rtt_relay": rtt_relay,
         "rtt_after": rtt_after,
@@ -300,7 +302,8 @@ def bench(tmp: Path, pages: int, rounds: int, sites: bool) -> dict:
 def rows(result: dict) -> list[dict]:
     s = result["summary"]
     zero, relay, one = s["0 ms"], s["relay, +0 ms"], s["+1 ms"]
-    where = (f"{result['site']}, {result['pages']} pages, CONCURRENT_REQUESTS 16 (16 per domain), DEDUP_WORKERS 1, "
+    where = (f"{result['site']}, {result['pages']} pages, CONCURRENT_REQUESTS 16 (16 per domain), "
+             f"DEDUP_WORKERS {result['settings']['DEDUP_WORKERS']}, "
              f"median of {result['rounds']}")
     return [
         row(NAME, f"{where}: pages/s with Redis +{result['rtt']['added_ms']:.2f} ms round trip (proxy)",
@@ -326,10 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default by size)")
     parser.add_argument("--sites", action="store_true", help="two more crawls counting the reactor thread's "
                         "round trips by call site")
+    parser.add_argument("--workers", type=int, default=1, help="DEDUP_WORKERS of the crawls (default 1)")
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     try:
-        result = bench(tmp, args.pages or PAGES[args.size], args.rounds or ROUNDS[args.size], args.sites)
+        result = bench(tmp, args.pages or PAGES[args.size], args.rounds or ROUNDS[args.size], args.sites,
+                       args.workers)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     load = result["load_average"]
