@@ -352,12 +352,13 @@ def tree_site(trees: list[tuple[str, Path]], pages: int) -> tuple[Site, str, lis
     return Site(served), start, chosen
 
 
-def postgres_site(pages: int) -> tuple[Site, list[str]]:
-    """The first ``pages`` pages of the PostgreSQL 15.20 docs (or $SCRAPY_DEDUP_BENCH_PAGES)
-    from index.html, served at the root; (the site, their paths without the leading /)."""
+def postgres_site(pages: int, root: Path | None = None) -> tuple[Site, list[str]]:
+    """The first ``pages`` pages of ``root`` (default: the PostgreSQL 15.20 docs, or
+    $SCRAPY_DEDUP_BENCH_PAGES) from index.html, served at the root; (the site, their paths
+    without the leading /)."""
     import _corpus
 
-    site, _, chosen = tree_site([("/", _corpus.docs_root())], pages)
+    site, _, chosen = tree_site([("/", root or _corpus.docs_root())], pages)
     return site, [p.lstrip("/") for p in chosen]
 
 

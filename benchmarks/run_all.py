@@ -53,6 +53,7 @@ BENCHMARKS = {
     "merge": "merge without loss: the unique text of merged pages retrievable from the export, on git-doc and debian-handbook",
     "redis": "the shared Redis store: frontier vs scrapy-redis, near-duplicate decisions on 1 server and 3 masters",
     "soak": "memory of a long crawl of distinct pages (RSS growth per 10^5 pages) against plain Scrapy",
+    "latency": "a crawl's pages/s with its Redis store 1 ms further away (a latency proxy) against 0 ms",
 }
 #: comparison packages (PyPI name -> import name) the benchmarks need beyond the project's own
 #: dependencies; declared in the ``bench`` extra: pip install -e ".[bench]"

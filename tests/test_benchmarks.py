@@ -428,3 +428,36 @@ def test_merge(tmp_path):
     (site,) = data["sites"].values()
     assert site["merged_documents"] > 0 and site["unique_chars"] > site["retrievable_before"]
     assert site["retrievable_after"] == site["unique_chars"] and site["counted_twice_chars"] == 0
+
+
+def test_latency_proxy_adds_a_millisecond(redis_single):
+    """The latency benchmark's relay really puts the server further away (about 1 ms per
+    round trip, 0.5 ms each way) and passes everything through unchanged."""
+    import redis
+    from latency_proxy import LatencyProxy, ping_ms
+
+    with LatencyProxy("127.0.0.1", redis_single.port, 0.0005) as proxy:
+        direct, proxied = ping_ms(redis_single.url), ping_ms(proxy.url)
+        assert proxied - direct >= 0.8, (direct, proxied)
+        client = redis.Redis.from_url(proxy.url)
+        value = bytes(range(256)) * 1000  # larger than one chunk
+        client.set("bench:latency-proxy", value)
+        assert client.get("bench:latency-proxy") == value
+        assert client.delete("bench:latency-proxy") == 1
+        client.close()
+    assert proxy.chunks_up >= 200  # each PING went up as a chunk of its own
+
+
+def test_latency(tmp_path, corpus):
+    data = run("bench_latency.py", tmp_path, timeout=600)
+    assert data["rtt"]["added_ms"] >= 0.8 and data["rtt"]["direct_ms"] > 0
+    zero, one = data["summary"]["0 ms"], data["summary"]["+1 ms"]
+    for arm in (zero, one):
+        assert arm["pages_per_s"] > 0 and arm["cpu_ms_per_page"] > 0
+        # the store's round trips: seen by the server, and waited for in the crawl process
+        assert arm["round_trips_per_page"] > 1 and arm["reactor_replies_per_page"] > 0
+    # the +1 ms crawl talked to Redis through the relay, the 0 ms one directly
+    assert one["proxy_chunks_per_page"] > 1 and zero["proxy_chunks_per_page"] == 0
+    assert data["ratio"] == pytest.approx(one["pages_per_s"] / zero["pages_per_s"])
+    assert len(data["runs"]["0 ms"]) == len(data["runs"]["+1 ms"]) == data["rounds"] == 1
+    assert data["load_average"]["max"] >= data["load_average"]["min"] >= 0
