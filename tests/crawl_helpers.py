@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +24,13 @@ def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
         cwd=store.parent,
         env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
     )
+
+
+def exported(store: Path, *args: str) -> list[dict]:
+    """The records of ``scrapy dedup export ARGS`` of ``store`` (it must succeed)."""
+    proc = dedup(store, "export", *args)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
 
 def final_documents(items: list[dict]) -> list[dict]:
     """Items still standing once every ``supersedes`` has been applied."""

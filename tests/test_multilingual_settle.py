@@ -11,12 +11,10 @@ copies, and what the partial translations translated goes with it as merged pass
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from crawl_helpers import exported
 from local_site import LocalSite
 from testing import run_crawl
 
@@ -44,20 +42,13 @@ def site():
         yield served
 
 
-def export(out: Path, *args: str) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-m", "scrapy", "dedup", "export", "--store", str(out / "store"), *args],
-                          capture_output=True, text=True, timeout=120, cwd=out)
-    assert proc.returncode == 0, proc.stderr
-    return [json.loads(line) for line in proc.stdout.splitlines()]
-
-
 def settled(site: LocalSite, out: Path, order: str, **settings) -> dict:
     run_crawl(f"{site.url}/start/{order}", out, {**SETTINGS, **settings})
     # (the start page, which lists the order, is a document of its own: left out)
-    records = [r for r in export(out) if "/start/" not in r["url"]]
+    records = [r for r in exported(out / "store") if "/start/" not in r["url"]]
     for r in records:
         del r["first_seen"], r["last_seen"]
-    chunks = [c for c in export(out, "--chunks") if not any("/start/" in u for u in c["urls"])]
+    chunks = [c for c in exported(out / "store", "--chunks") if not any("/start/" in u for u in c["urls"])]
     return {"export": sorted(records, key=lambda r: r["document_id"]), "chunks": chunks}
 
 
