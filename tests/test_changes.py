@@ -158,9 +158,7 @@ def test_a_token_stays_good_across_full_settles_and_the_latest_one_has_no_change
     assert lines(now) == [] and token_of(now) == token_of(latest)
 
 
-def test_a_token_the_store_never_gave_is_a_one_line_error_and_writes_nothing(recrawl, tmp_path, request):
-    if request.node.callspec.params["recrawl"] != "leveldb":
-        pytest.skip("the token is checked by the store's history, the same on every backend (see below)")
+def test_a_token_the_store_never_gave_is_a_one_line_error_and_writes_nothing(recrawl, tmp_path):
     url, cli, before, token = recrawl
     out = tmp_path / "out.jsonl"
     for bad in ("nonsense", "00000000-1", token.rsplit("-", 1)[0] + "-99"):
