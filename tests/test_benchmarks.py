@@ -416,8 +416,9 @@ def test_extraction(tmp_path):
     data = json.loads((tmp_path / "extraction.json").read_text(encoding="utf-8"))
     (site,) = data["sites"]
     assert site["pages"] > 0 and site["kept"]["shipped"]["min"] >= 0.9
+    assert site["kept"]["shipped"]["words_min"] >= 0.9 and site["kept"]["shipped"]["words_under_0.9"] == 0
     assert site["pairs"]["classes"]["J>=0.9"]["pairs"] > 0
-    assert [r["benchmark"] for r in data["rows"]] == ["extraction"] * 3
+    assert [r["benchmark"] for r in data["rows"]] == ["extraction"] * 4
     assert (tmp_path / "extraction.md").read_text(encoding="utf-8").startswith("# Extraction")
 
 
