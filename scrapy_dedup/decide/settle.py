@@ -147,8 +147,8 @@ def _candidates(
     """The entries of ``index`` that share a band with ``record``, or a SimHash block within
     ``max_distance`` bits: what the store's SimHash tables and bands answer a crawl. A block
     shared by chance (16 bits: thousands of pairs in a large store) is no candidate."""
-    get, found, simhash = index.get, set(), record.simhash
-    assert simhash is not None, "only an indexable record has keys"
+    # (a record without a SimHash has no keys: the loops below do nothing)
+    get, found, simhash = index.get, set(), record.simhash or 0
     for k in keys[BLOCKS:]:  # (the hottest loop of a settle: no generator, no call per key)
         n = get(k)
         if n is not None:
