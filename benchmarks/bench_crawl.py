@@ -349,7 +349,8 @@ def tree_site(trees: list[tuple[str, Path]], pages: int) -> tuple[Site, str, lis
                 order.append(target)
     chosen = order[:pages]
     served = {p: (bodies[p] if p in bodies else files[p].read_bytes(), HTML_HEADERS) for p in chosen}
-    return Site(served), start, chosen
+    # a session id in the query names the same page, as on a real server
+    return Site(served, ignore_query=True), start, chosen
 
 
 def postgres_site(pages: int, root: Path | None = None) -> tuple[Site, list[str]]:
