@@ -51,7 +51,7 @@ def build(path: str, n: int) -> None:
                     b.add_member(cid, key)
                     b.put_text(key, text)
                     for variant in ("?utm_source=a", "#top"):
-                        b.put_variant(key + variant, key, 1.7e9 + i)
+                        b.count_variant(key + variant, key, 1.7e9 + i)
 
 
 def child(mode: str, path: str) -> dict:

@@ -651,7 +651,7 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
         index.recall(body_hash)  # as the pipeline asks before it extracts
         doc = Document(key=key, url=url, fingerprint=fp, raw_hash=body_hash, text=text, packed_text=packed)
         decision = index.ingest(doc)
-        with store.batch_soon() as batch:  # as the crawl settles
+        with store.batch(later=True) as batch:  # as the crawl settles
             if decision.content_hash:
                 batch.put_emitted(key, decision.content_hash)
             batch.settle_pending(key)
@@ -780,7 +780,7 @@ def _document_bytes(server_url: str, documents: int, texts: list[str]) -> dict:
     try:
         used_before = used_memory(store.client)
         decide_pages(store, synthetic_pages(documents, texts), _request_blob())
-        store.close()  # sends the last settle, which waits for a next call (batch_soon)
+        store.close()  # sends the last settle, which waits for a next call (batch(later=True))
         store = RedisStore(server_url, {"bench": 1}, prefix=store.prefix)
         used = used_memory(store.client) - used_before
         families = bytes_by_family(store.client, store.prefix)

@@ -46,7 +46,7 @@ class StoreView:
         with LevelDBStore.open_existing(str(path)) as store:
             self.records = {r.key: r for r in store.iter_urls()}
             self.clusters = {c.cluster_id: c for c in store.iter_clusters()}
-            self.members = {cid: store.cluster_members(cid) for cid in self.clusters}
+            self.members = {cid: store.members_of(cid) for cid in self.clusters}
             self.variants = dict(store.iter_variants())
 
     def key(self, url: str) -> str:
@@ -81,5 +81,5 @@ def process_count_outcome(store) -> dict:
         spellings = tuple(sorted({record.url, *(url for url, _ in aliases)}))
         reasons = tuple(sorted({reason for url, reason in aliases if url != record.url}))
         per_key[record.key] = (record.kind, cluster.representative if cluster else None, spellings, reasons)
-    partition = {frozenset(store.cluster_members(cid)): c.representative for cid, c in clusters.items()}
+    partition = {frozenset(store.members_of(cid)): c.representative for cid, c in clusters.items()}
     return {"per_key": per_key, "partition": partition}

@@ -109,7 +109,9 @@ def test_stats_summary_and_report_give_one_split(tmp_path):
     assert summary["aliases/url_variant"] == 0
     with LevelDBStore.open_existing(store) as opened:
         key = url_key(site.url + "/a")
-        opened.record_variants([(site.url + "/a#part-2", key, 1.0, "seen"), (site.url + "/a?", key, 1.0, "seen")])
+        with opened.batch() as batch:
+            batch.count_variant(site.url + "/a#part-2", key, 1.0, "seen")
+            batch.count_variant(site.url + "/a?", key, 1.0, "seen")
     again = json.loads(dedup("summary", "--store", store, "--format", "jsonl").stdout)
     assert again["aliases/url_variant"] == again["urls_known"] - summary["urls_known"] == 1
     for listing in ("aliases", "provenance", "export"):

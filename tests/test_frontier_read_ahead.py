@@ -68,16 +68,19 @@ def test_variant_counts_go_on_from_the_record_with_the_same_fields_on_every_back
         "key": "http://h/a", "first_seen": 1000.123456, "last_seen": 4000.0, "count": 4, "reason": "seen"
     }  # fmt: skip
     assert dict(store.iter_aliases_of("http://h/a")) == {"http://h/a?gclid=1": "url_variant"}
-    # several variants in one call, one of them twice: counted in order
-    store.record_variants([("http://h/v", "http://h/a", 5.0, "seen"), ("http://h/v", "http://h/a", 6.0, "fresh")])
+    # several variants in one batch, one of them twice: counted in order
+    with store.batch(later=True) as batch:
+        batch.count_variant("http://h/v", "http://h/a", 5.0, "seen")
+        batch.count_variant("http://h/v", "http://h/a", 6.0, "fresh")
     assert store.get_variant("http://h/v") == {
         "key": "http://h/a", "first_seen": 5.0, "last_seen": 6.0, "count": 2, "reason": "fresh"
     }  # fmt: skip
 
 
 def test_a_variant_that_points_to_a_new_key_is_listed_under_it(store):
-    store.record_variants([("http://h/v", "http://h/a", 1.0, "seen")])
-    store.record_variants([("http://h/v", "http://h/b", 2.0, "seen")])
+    for key, seen_at in (("http://h/a", 1.0), ("http://h/b", 2.0)):
+        with store.batch(later=True) as batch:
+            batch.count_variant("http://h/v", key, seen_at, "seen")
     assert store.get_variant("http://h/v")["key"] == "http://h/b"
     assert store.get_variant("http://h/v")["count"] == 2
     assert dict(store.iter_aliases_of("http://h/b")) == {"http://h/v": "url_variant"}
@@ -123,7 +126,7 @@ def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_st
         # a link to an #anchor of the page is the page: no variant
         assert frontier.check("http://h/p2", "http://h/p2", original="http://h/p2#top") == "seen"
         assert counting.round_trips == before
-        second.send_waiting()
+        second.flush()
         assert counting.round_trips == before + 1
         assert first.get_variant("http://h/p1?utm_source=x")["count"] == 3
         assert dict(first.iter_aliases_of("http://h/p2")) == {"http://h/p2?utm_medium=y": "url_variant"}
@@ -182,14 +185,13 @@ def test_a_request_settles_only_after_the_variants_its_page_added(redis_url, red
         with crawl.batch() as batch:
             batch.put_pending(page, b"request")
         assert other.has_pending(page)
-        crawl.record_variants([(variant, "http://h/a", 1.0, "normalized")])  # they wait
+        with crawl.batch(later=True) as batch:  # they wait
+            batch.count_variant(variant, "http://h/a", 1.0, "normalized")
         assert other.get_variant(variant) is None
-        with crawl.batch_soon() as batch:  # the page's output is exhausted: it settles
+        with crawl.batch(later=True) as batch:  # the page's output is exhausted: it settles
             batch.settle_pending(page)
-        if crawl.fn.fused:
-            # one server: the settle waits behind the variants for this process's next call
-            assert other.has_pending(page) and other.get_variant(variant) is None
-            crawl.send_waiting()
-        # a cluster applies the settle at once, and the variants went first
+        # the settle waits behind the variants for this process's next call, or a flush
+        assert other.has_pending(page) and other.get_variant(variant) is None
+        crawl.flush()
         assert not other.has_pending(page)
         assert other.get_variant(variant)["count"] == 1

@@ -54,11 +54,11 @@ def test_a_cluster_of_one_has_no_member_set_and_a_replaced_representative_enters
     text = prose(2)
     first = index.ingest(doc("http://h/z", text))
     assert list(store.set_members(MEMBERS, first.cluster_id)) == []
-    assert store.cluster_members(first.cluster_id) == ["http://h/z"]
+    assert store.members_of(first.cluster_id) == ["http://h/z"]
     assert index.ingest(doc("http://h/a", text)).is_representative  # the smaller URL takes over
     assert sorted(k for k, _ in store.set_members(MEMBERS, first.cluster_id)) == ["http://h/a", "http://h/z"]
     cluster = store.get_cluster(first.cluster_id)
-    assert store.members_of(cluster) == store.cluster_members(first.cluster_id) == ["http://h/a", "http://h/z"]
+    assert store.members_of(cluster) == store.members_of(first.cluster_id) == ["http://h/a", "http://h/z"]
 
 
 def test_smaller_url_takes_over_with_supersedes(store):
@@ -208,8 +208,8 @@ def test_a_returning_text_never_takes_over_a_live_cluster(store):
     assert store.get_cluster(back.cluster_id).representative == "http://h/d"
     for cid in {first.cluster_id, back.cluster_id}:
         cluster = store.get_cluster(cid)
-        assert cluster.representative in store.cluster_members(cid)
-        assert cluster.size == len(store.cluster_members(cid))
+        assert cluster.representative in store.members_of(cid)
+        assert cluster.size == len(store.members_of(cid))
 
 
 def test_a_gone_body_is_not_recalled(store):
@@ -291,7 +291,7 @@ def test_a_cluster_founded_meanwhile_by_another_process_is_joined(store_path):
             clusters = list(s.iter_clusters())
             assert len(clusters) == 1
             assert decision.status == "exact_duplicate" and decision.cluster_id == clusters[0].cluster_id
-            assert sorted(s.cluster_members(clusters[0].cluster_id)) == ["http://a/page", "http://b/page"]
+            assert sorted(s.members_of(clusters[0].cluster_id)) == ["http://a/page", "http://b/page"]
     finally:
         MemoryStore.discard(store_path)
 

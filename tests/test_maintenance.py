@@ -91,7 +91,7 @@ def test_half_written_decisions_are_found_and_repaired(store_dir):
     with LevelDBStore.open_existing(str(store_dir)) as store:
         # the moved record founded its own cluster again: nothing was lost
         assert store.get_url(record.key).cluster_id == "00000000000000bb"
-        assert store.cluster_members("00000000000000bb") == [record.key]
+        assert store.members_of("00000000000000bb") == [record.key]
         assert store.get_cluster("00000000000000aa") is None
 
 

@@ -42,7 +42,7 @@ def contents(path: Path) -> dict:
         return {
             "records": {r.key: (r.status, r.reason, r.content_hash) for r in store.iter_urls()},
             "representatives": {c.cluster_id: c.representative for c in store.iter_clusters()},
-            "members": {c.cluster_id: sorted(store.cluster_members(c.cluster_id)) for c in store.iter_clusters()},
+            "members": {c.cluster_id: sorted(store.members_of(c.cluster_id)) for c in store.iter_clusters()},
             "variants": sum(1 for _ in store.iter_variants()),
             "run": store.run,
         }

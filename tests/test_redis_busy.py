@@ -200,7 +200,7 @@ def test_a_crawl_stopped_while_a_page_that_left_waits_leaves_it_to_the_next_run(
         assert LEFT_STAT[change] not in stats
         with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
             assert store.get_url(held_key).cluster_id is not None
-            assert held_key in {pending_id for pending_id, _ in store.iter_pending()}  # still owed
+            assert held_key in {pending_id for pending_id, _ in store.scan("pending")}  # still owed
         before = site.snapshot()[f"/{HELD}"]
         crawl.run_to_end()
         assert site.snapshot()[f"/{HELD}"] == before + 1 and crawl.stats()[LEFT_STAT[change]] == 1

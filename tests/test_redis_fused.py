@@ -286,7 +286,7 @@ def test_a_new_link_is_marked_and_owed_in_one_round_trip(redis_url, redis_prefix
             a.client.ping()  # the counted connection is made
         trips = Counting.round_trips
         offer = OweOffer("http://h/new", b"the request")
-        assert a.frontier_mark_owing("http://h/new", run, "http://h/new", offer) is None
+        assert a.frontier_mark("http://h/new", run, "http://h/new", offer) is None
         assert offer.owed
         if fused:  # one atomic call on one server (on a cluster: the mark, then the owe)
             assert Counting.round_trips - trips == 1
@@ -294,7 +294,7 @@ def test_a_new_link_is_marked_and_owed_in_one_round_trip(redis_url, redis_prefix
         assert a.held_pending() == ["http://h/new"] and b.pending_held_elsewhere() == 1
         # the same link found by the other process: seen, and nothing owed twice or taken over
         again = OweOffer("http://h/new", b"a copy")
-        assert b.frontier_mark_owing("http://h/new", run, "http://h/new", again) == (run, "http://h/new")
+        assert b.frontier_mark("http://h/new", run, "http://h/new", again) == (run, "http://h/new")
         assert not again.owed
         assert b.get("pending", "http://h/new") == b"the request"
         assert b.held_pending() == [] and b.pending_held_elsewhere() == 1
@@ -383,7 +383,7 @@ def test_a_first_fetch_of_a_key_without_a_record_reads_nothing(redis_single, red
         with b.batch() as batch:
             batch.put_url(UrlRecord(key="http://h/raced", url="http://h/raced", cluster_id="c2", status="new"))
         frontier.record_fetch("http://h/raced", "http://h/raced", 200, None, None)
-        a.send_waiting()
+        a.flush()
         assert b.get_url("http://h/new") == record
         assert b.get_url("http://h/ingested") == kept
         assert b.get_url("http://h/raced").cluster_id == "c2"
@@ -393,11 +393,11 @@ def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
     with _two_processes(redis_single.url, redis_prefix) as (a, b):
         run = a.begin_run()
         offer = OweOffer("http://h/p", b"request")
-        assert a.frontier_mark_owing("http://h/p", run, "http://h/p", offer) is None and offer.owed
+        assert a.frontier_mark("http://h/p", run, "http://h/p", offer) is None and offer.owed
         _counted(a)
         a.client.ping()  # the counted connection is made
         trips = Counting.round_trips
-        with a.batch_soon() as batch:
+        with a.batch(later=True) as batch:
             batch.put_emitted("http://h/p", "c" * 32)
             batch.settle_pending("http://h/p")
         assert Counting.round_trips == trips

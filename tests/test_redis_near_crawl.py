@@ -120,7 +120,7 @@ SETTINGS = {"DEDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 16, "DEDUP_LOGSTATS_INTER
 
 
 def partition(store) -> dict[frozenset, str]:
-    return {frozenset(store.cluster_members(c.cluster_id)): c.representative for c in store.iter_clusters()}
+    return {frozenset(store.members_of(c.cluster_id)): c.representative for c in store.iter_clusters()}
 
 
 def family_of(url: str) -> str:

@@ -126,7 +126,7 @@ def test_minhash_signatures_are_packed_several_to_a_field(redis_url, redis_prefi
     with store.batch() as b:
         b.put_minhash("http://h/5", b"new" * 90)
         for i in range(0, 2000, 2):
-            b.delete_minhash(f"http://h/{i}")
+            b.delete("minhash", f"http://h/{i}")
     assert store.get_minhash("http://h/5") == b"new" * 90
     assert all(store.get_minhash(f"http://h/{i}") is None for i in range(0, 2000, 2))
     assert all(store.get_minhash(f"http://h/{i}") == signatures[f"http://h/{i}"] for i in range(7, 2000, 2))

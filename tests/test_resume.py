@@ -266,7 +266,7 @@ def state_of(store) -> dict:
     records = {r.key: r for r in store.iter_urls()}
     clusters = {c.cluster_id: c for c in store.iter_clusters()}
     variants = {url: v["key"] for url, v in store.iter_variants()}
-    pending = sum(1 for _ in store.iter_pending()) if hasattr(store, "iter_pending") else None
+    pending = store.pending_count() if hasattr(store, "pending_count") else None
 
     def canonical(key: str, hops: int = 0) -> str | None:
         record = records.get(key)

@@ -134,7 +134,7 @@ class DedupDupeFilter(BaseDupeFilter):
         if state.store is None or state.store_broken:
             return
         try:
-            state.store.send_waiting()
+            state.store.flush()
         except StoreWriteError as exc:
             state.store_failed(exc)
         except Exception:

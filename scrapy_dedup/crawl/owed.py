@@ -113,7 +113,7 @@ class PendingRequests:
 
     def offer(self, request: Request, pending_id: str) -> OweOffer | None:
         """``request`` serialized to be owed under ``pending_id`` with its URL key's mark in
-        the frontier (:meth:`DedupStore.frontier_mark_owing`); then :meth:`owe` it with this
+        the frontier (:meth:`DedupStore.frontier_mark`); then :meth:`owe` it with this
         offer if it is fetched, or :meth:`withdraw` the offer if it is dropped.  None for a
         request the store issued again (it is owed already) or one that cannot be serialized."""
         if META_PENDING in request.meta:
@@ -150,7 +150,7 @@ class PendingRequests:
             return
         # lost only with the process: the request is still owed then, fetched again and found
         # unchanged, and its item emitted again if the emitted record was lost with it
-        with self.store.batch_soon() as batch:
+        with self.store.batch(later=True) as batch:
             for key, content_hash in emitted:
                 batch.put_emitted(key, content_hash)
             if pending_id is not None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from urllib.parse import urldefrag
 
 from scrapy_dedup.core.records import UrlRecord, record_time
-from scrapy_dedup.store.base import DedupStore, OweOffer
+from scrapy_dedup.store.base import ALIASES, DedupStore, OweOffer
 
 #: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
 DROP_SEEN = "seen"  # the key was already scheduled in this run
@@ -61,7 +61,7 @@ class Frontier:
         ``original`` is the URL as the page wrote it, before normalization: when
         it differs from the URL fetched for ``key`` it is recorded as a variant.
         ``owe``: the request, owed with the mark when the key is new (``owe.owed``; see
-        :meth:`DedupStore.frontier_mark_owing`), so that the caller need not owe it apart.
+        :meth:`DedupStore.frontier_mark`), so that the caller need not owe it apart.
         """
         ahead = self._ahead.pop(key, None)
         first = self._scheduled.get(key)
@@ -73,10 +73,7 @@ class Frontier:
             self.known_checks += 1
             previous = (self.run, first or key)
         else:
-            if owe is not None:
-                previous = self.store.frontier_mark_owing(key, self.run, url, owe)
-            else:
-                previous = self.store.frontier_mark(key, self.run, url)
+            previous = self.store.frontier_mark(key, self.run, url, owe)
             self._marked(key, url, previous, owe)
         reason = self._drop_reason(key, previous)
         fetched = urldefrag(url if previous is None else previous[1])[0]
@@ -84,8 +81,12 @@ class Frontier:
         # not a variant of it (nor a duplicate)
         variants = [v for v in dict.fromkeys(urldefrag(u)[0] for u in (url, original or url)) if v != fetched]
         if variants:
+            # counted with this process's next call to the store: a page's links' variants go in
+            # one round trip (lost with the process only, and then its page is fetched again)
             now = self.clock()
-            self.store.record_variants([(variant, key, now, reason or "normalized") for variant in variants])
+            with self.store.batch(later=True) as batch:
+                for variant in variants:
+                    batch.count_variant(variant, key, now, reason or "normalized")
         return reason
 
     def _marked(self, key: str, url: str, previous: tuple[int, str] | None, owe: OweOffer | None) -> None:
@@ -227,7 +228,7 @@ class Frontier:
                     count += 1
                     record.fetch_count += 1
                 elif record.duplicate_of is not None:
-                    batch.delete_alias(record.duplicate_of, record.url)
+                    batch.remove_from_set(ALIASES, record.duplicate_of, record.url)
                 record.status, record.reason, record.duplicate_of = "redirect", "redirect", target_key
                 record.kind = "redirect"
                 code = status_list[i] if i < len(status_list) else None
@@ -260,7 +261,8 @@ class Frontier:
         if record.status == "seen":
             record.status = "fetched"
         # lost only with the process, and then its request is still owed: fetched again
-        self.store.put_url_soon(record, if_absent=fresh)
+        with self.store.batch(later=True) as batch:
+            batch.put_url(record, if_absent=fresh)
         return record
 
     def mark_without_document(self, url: str, key: str, kind: str) -> None:

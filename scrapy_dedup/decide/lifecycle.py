@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.decision import Decision, Document
-from scrapy_dedup.store.base import DedupStore, StoreBatch
+from scrapy_dedup.store.base import CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
 
 
 class Lifecycle:
@@ -93,7 +93,7 @@ class Lifecycle:
 
     def _leave_cluster(self, record: UrlRecord, cid: str, indexable: bool, bands: tuple[int, ...]) -> str | None:
         cluster = self.store.get_cluster(cid)
-        members = self.store.members_of(cluster) if cluster is not None else self.store.cluster_members(cid)
+        members = self.store.members_of(cluster) if cluster is not None else self.store.members_of(cid)
         others = [k for k in members if k != record.key]
         other_records = [r for r in (self.store.get_url(k) for k in others) if r is not None]
         is_rep = cluster is not None and cluster.representative == record.key
@@ -110,13 +110,13 @@ class Lifecycle:
                 assert record.simhash is not None, "an indexable record has its SimHash"
                 batch.unindex_near(record.scope, record.simhash, bands, cid)
             if not other_records:
-                batch.delete_cluster(cid)
+                batch.delete(CLUSTER, cid)
             elif cluster is not None:
                 cluster.size = len(other_records)
                 if is_rep:
                     promoted = self._promote(batch, cluster, other_records).url
                 batch.put_cluster(cluster)
-            batch.delete_minhash(record.key)
-            batch.delete_text(record.key)
+            batch.delete(MINHASH, record.key)
+            batch.delete(TEXT, record.key)
             batch.put_url(record)
         return promoted

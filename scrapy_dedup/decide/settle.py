@@ -46,7 +46,7 @@ from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, dupl
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
-from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreBatch
+from scrapy_dedup.store.base import CHUNKS, CLUSTER, DedupStore, StoreBatch
 
 __all__ = ["Settled", "SettleResult", "StoreSettled", "affected", "settle", "settle_clusters", "settle_store"]
 
@@ -524,7 +524,7 @@ def _write(
             batch.unindex_near(cluster.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)  # type: ignore[arg-type]
         for key in old_members[cid]:
             batch.remove_member(cid, key)
-        batch.delete_cluster(cid)
+        batch.delete(CLUSTER, cid)
     for cid, s in new.items():
         batch = batches.next()
         rep = s.representative

@@ -20,16 +20,17 @@ Atomic calls.  A shared backend (several crawl processes on one store) must
 make these atomic, e.g. as server-side functions; an embedded backend owned
 by one process gets that for free:
 
-- ``frontier_mark``: check-and-mark, returns the previous state of the key;
-  ``frontier_mark_owing`` also owes the key's request when the key is new (one call
-  where the backend can, two otherwise), and ``frontier_mark_many`` does that for many
-  keys in one go (each mark atomic by itself);
+- ``frontier_mark``: check-and-mark, returns the previous state of the key; with ``owe``
+  it also owes the key's request when the key is new (one call where the backend can,
+  two otherwise), and ``frontier_mark_many`` does that for many keys in one go (each
+  mark atomic by itself);
 - ``put_if_absent``: insert-if-absent, returns what was there (claiming an
   exact content hash for a cluster, recording the store's parameters);
 - ``increment_meta``: a counter (the run number);
-- ``batch()``: every write of one decision is applied, or after a crash none is
-  (a shared backend may let readers see part of a batch while it is applied).
-  A batch does not read its own writes; reads go straight to the store;
+- ``batch()``: the one unit of work. Every write of a decision or of a page is
+  applied, or after a crash none is (a shared backend may let readers see part of a
+  batch while it is applied). A batch does not read its own writes; reads go straight
+  to the store;
 - ``hold_document``: while a decision holds it, no other process decides the
   same URL key in between its reads and its writes (a shared backend never waits
   for it: it raises :class:`DecisionBusy`, and the crawl tries again);
@@ -44,14 +45,14 @@ depend on that race.  ``frontier_peek`` is such a
 read: it answers what ``frontier_mark`` would, without marking; of its answers, "scheduled in
 this run" stays true, so a crawl may drop on it, while a new key is still marked with
 ``frontier_mark`` before it is fetched.  Read-then-write
-sequences outside those calls (a URL record updated after a fetch, a variant's
-count) may lose an update under concurrency; they carry reporting detail, not
-a decision.
+sequences outside those calls (a URL record updated after a fetch) may lose an
+update under concurrency; they carry reporting detail, not a decision.
 
-Writes that may wait.  ``batch_soon`` and ``put_url_soon`` write what the crawl recovers
-when it is lost (a fetch's record, a settle): a backend with round trips may send them with
-this process's next call instead of on their own, as long as this process reads them at
-once; an embedded backend writes them at once.
+Writes that may wait.  ``batch(later=True)`` holds what the crawl recovers when it is
+lost (a fetch's record, a settle, the variants a page's links counted): a backend with
+round trips sends it with this process's next call (or ``flush()``) instead of a round
+trip of its own, in order, and this process reads it at once; an embedded backend writes
+it at once.  There is no other deferred write: a batch is the unit the store applies.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ DecisionReads = tuple[str, int | None, tuple[int, ...], int, tuple[tuple[str, st
 
 @dataclass
 class OweOffer:
-    """A request to owe if its URL key turns out new (:meth:`DedupStore.frontier_mark_owing`):
+    """A request to owe if its URL key turns out new (:meth:`DedupStore.frontier_mark`):
     the id it is owed under and its serialized form; ``owed`` says whether it was."""
 
     pending_id: str
@@ -187,7 +188,11 @@ def _json(value: Any) -> bytes:
 
 
 class StoreBatch(abc.ABC):
-    """Writes of one decision, applied together when the ``with`` block exits."""
+    """One unit of work: the writes of a decision or of a page, applied together when the
+    ``with`` block of :meth:`DedupStore.batch` exits."""
+
+    #: the store the batch writes to (what a write that goes on from a record reads)
+    _store: DedupStore
 
     # -- primitives ---------------------------------------------------------
     @abc.abstractmethod
@@ -210,37 +215,31 @@ class StoreBatch(abc.ABC):
     def unindex_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None: ...
 
     # -- records ------------------------------------------------------------
-    def put_url(self, record: UrlRecord) -> None:
+    def put_url(self, record: UrlRecord, if_absent: bool = False) -> None:
+        """``if_absent``: a record of the key already in the store is kept instead."""
+        if if_absent and self._store.get(URL, record.key) is not None:
+            return
         self.put(URL, record.key, record.to_json())
 
-    def put_variant(
-        self, url: str, key: str, seen_at: float, previous: dict | None = None, reason: str = "seen"
-    ) -> dict[str, Any]:
-        """Record that ``url`` was dropped before fetch as a variant of ``key`` (and why).
-
-        ``previous`` is what :meth:`DedupStore.get_variant` returned: the count goes on
-        from it, and a variant that now points to another key is listed under that key.
-        Returns the record written.
-        """
+    def count_variant(self, url: str, key: str, seen_at: float, reason: str = "seen") -> None:
+        """Count ``url`` as dropped before fetch as a variant of ``key`` (and why): the count
+        goes on from its record (``first_seen`` kept), and a variant that now points to another
+        key is listed under that key."""
+        counted: dict[str, dict[str, Any]] = self.__dict__.setdefault("_counted", {})
+        previous = counted.get(url) or self._store.get_variant(url)  # a batch does not read its own writes
         data: dict[str, Any] = dict(previous) if previous else {"key": key, "first_seen": seen_at, "count": 0}
         data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
+        counted[url] = data
         self.put(VARIANT, url, _json(data))
         if previous is None or previous.get("key") != key:
             self.put_alias(key, url, "url_variant")
-        return data
 
     def put_alias(self, target_key: str, url: str, reason: str) -> None:
         """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
         self.add_to_set(ALIASES, target_key, url, reason.encode())
 
-    def delete_alias(self, target_key: str, url: str) -> None:
-        self.remove_from_set(ALIASES, target_key, url)
-
     def put_cluster(self, cluster: Cluster) -> None:
         self.put(CLUSTER, cluster.cluster_id, cluster.to_json())
-
-    def delete_cluster(self, cluster_id: str) -> None:
-        self.delete(CLUSTER, cluster_id)
 
     def add_member(self, cluster_id: str, key: str) -> None:
         self.add_to_set(MEMBERS, cluster_id, key)
@@ -260,9 +259,6 @@ class StoreBatch(abc.ABC):
     def put_minhash(self, key: str, minhash: bytes) -> None:
         self.put(MINHASH, key, minhash)
 
-    def delete_minhash(self, key: str) -> None:
-        self.delete(MINHASH, key)
-
     def put_text(self, key: str, text: str | None, packed: bytes | None = None) -> None:
         """Keep a document's text (for diffs in reports); replaces the previous one.
         ``packed``: the text as :func:`~scrapy_dedup.core.records.pack_text` gives it, when
@@ -271,9 +267,6 @@ class StoreBatch(abc.ABC):
             assert text is not None, "put_text is given the text or its packed form"
             packed = pack_text(text)
         self.put(TEXT, key, packed)
-
-    def delete_text(self, key: str) -> None:
-        self.delete(TEXT, key)
 
     def put_pending(self, pending_id: str, request: bytes) -> None:
         """Owe a request: it passed the frontier and its outcome is not durable yet."""
@@ -315,16 +308,20 @@ class DedupStore(abc.ABC):
     def close(self) -> None: ...
 
     @abc.abstractmethod
-    def batch(self) -> AbstractContextManager[StoreBatch]:
-        """A batch whose writes are applied atomically when the block exits (atomic)."""
+    def batch(self, later: bool = False) -> AbstractContextManager[StoreBatch]:
+        """One unit of work: the writes made on the batch in the ``with`` block are applied
+        together when it exits, all of them or, after a crash, none (atomic).
 
-    def batch_soon(self) -> AbstractContextManager[StoreBatch]:
-        """:meth:`batch`, whose writes may go with this process's next call to the store
-        instead of a round trip of their own (a shared store on one server); this process
-        reads them at once. A process that dies before that call loses them: only for writes
-        whose loss the crawl recovers from (a settle: the request stays owed, and is fetched
-        again and found unchanged)."""
-        return self.batch()
+        ``later``: a store with round trips may send them with this process's next call to
+        the store (or :meth:`flush`) instead of a round trip of their own; this process reads
+        them at once, and writes that wait go in the order they were made, before anything
+        written after them. A process that dies before they go loses them: only for writes
+        whose loss the crawl recovers from (a fetch's record, a settle, the variants a page's
+        links counted: the request stays owed, and is fetched again). An embedded store
+        applies them at once."""
+
+    def flush(self) -> None:  # noqa: B027 -- a no-op unless the store keeps writes for later
+        """Send the writes that wait (:meth:`batch` ``later``) now."""
 
     # -- primitives: records ------------------------------------------------
     @abc.abstractmethod
@@ -363,32 +360,35 @@ class DedupStore(abc.ABC):
         """Add one to a counter (0 when absent) and return the new value (atomic)."""
 
     # -- primitives: frontier -----------------------------------------------
-    @abc.abstractmethod
-    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+    def frontier_mark(
+        self, key: str, run: int, url: str, owe: OweOffer | None = None
+    ) -> tuple[int, str] | None:
         """Mark ``key`` scheduled in ``run`` (atomic check-and-mark).
 
         Returns None for a key never seen, else the run it was last scheduled in
         and the URL it was first scheduled with; that first URL never changes.
-        """
 
-    def frontier_mark_owing(self, key: str, run: int, url: str, owe: OweOffer) -> tuple[int, str] | None:
-        """:meth:`frontier_mark`, and when ``key`` is new also owe ``owe``'s request (as
-        :meth:`StoreBatch.put_pending`), setting ``owe.owed``.  A shared store does both in
-        one atomic call where it can, so no process dies between marking a key and owing
-        its request; this default marks, then owes."""
-        previous = self.frontier_mark(key, run, url)
-        if previous is None:
+        ``owe``: when ``key`` is new, also owe its request (as :meth:`StoreBatch.put_pending`),
+        setting ``owe.owed``. A shared store does both in one atomic call where it can, so no
+        process dies between marking a key and owing its request; this default marks, then owes.
+        """
+        previous = self._frontier_mark(key, run, url)
+        if previous is None and owe is not None:
             with self.batch() as batch:
                 batch.put_pending(owe.pending_id, owe.blob)
             owe.owed = True
         return previous
 
+    @abc.abstractmethod
+    def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+        """:meth:`frontier_mark` without a request to owe (the primitive)."""
+
     def frontier_mark_many(
         self, run: int, entries: list[tuple[str, str, OweOffer]]
     ) -> list[tuple[int, str] | None]:
-        """:meth:`frontier_mark_owing` of each (url key, URL, offer) of ``entries``, in order
+        """:meth:`frontier_mark` of each (url key, URL, offer) of ``entries``, in order
         (one round trip on a shared store where it can); returns what each mark answered."""
-        return [self.frontier_mark_owing(key, run, url, offer) for key, url, offer in entries]
+        return [self.frontier_mark(key, run, url, offer) for key, url, offer in entries]
 
     @abc.abstractmethod
     def frontier_size(self) -> int: ...
@@ -402,23 +402,6 @@ class DedupStore(abc.ABC):
         page's links will need; an embedded store's reads are local and cheap, and answers none.
         """
         return {}
-
-    def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
-        """Count each (URL, url key, seen at, reason) of ``variants`` as a URL dropped before
-        fetch as a variant of that key, in order (:meth:`StoreBatch.put_variant`: the count
-        goes on from the record, a variant pointing to a new key is listed under it).
-
-        A shared store may keep these writes for :meth:`send_waiting` or its next round trip;
-        its own reads of variants and aliases see them."""
-        written: dict[str, dict[str, Any]] = {}  # a batch does not read its own writes
-        with self.batch() as batch:
-            for url, key, seen_at, reason in variants:
-                previous = written[url] if url in written else self.get_variant(url)
-                written[url] = batch.put_variant(url, key, seen_at, previous, reason)
-
-    def send_waiting(self) -> None:  # noqa: B027 -- a no-op unless the store defers writes
-        """Send the writes kept for the next round trip (:meth:`record_variants`); an embedded
-        store writes at once."""
 
     # -- primitives: near-duplicate index -----------------------------------
     @abc.abstractmethod
@@ -499,17 +482,6 @@ class DedupStore(abc.ABC):
         self._run = int(self.get_meta("run") or 0)
 
     # -- URL records --------------------------------------------------------
-    def put_url_soon(self, record: UrlRecord, if_absent: bool = False) -> None:
-        """Write ``record``, perhaps with this process's next call to the store instead of a
-        round trip of its own (a shared store on one server); this process reads it at once.
-        A process that dies before that call loses the write: only for records the crawl
-        writes again when it loses them (a fetch, whose request stays owed until later).
-        ``if_absent``: a record of the key written meanwhile is kept instead."""
-        if if_absent and self.get(URL, record.key) is not None:
-            return
-        with self.batch() as batch:
-            batch.put_url(record)
-
     def get_url(self, key: str) -> UrlRecord | None:
         raw = self.get(URL, key)
         return UrlRecord.from_json(raw, key) if raw is not None else None
@@ -536,17 +508,13 @@ class DedupStore(abc.ABC):
     def has_pending(self, pending_id: str) -> bool:
         return self.get(PENDING, pending_id) is not None
 
-    def iter_pending(self) -> Iterator[tuple[str, bytes]]:
-        """(id, serialized request) of every request still owed."""
-        yield from self.scan(PENDING)
-
     def pending_count(self) -> int:
         return sum(1 for _ in self.scan(PENDING))
 
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """(id, serialized request) of every request owed that no live process holds, now held
         by this one (atomic). An embedded backend is held by one process: all of them."""
-        yield from self.iter_pending()
+        yield from self.scan(PENDING)
 
     def hold_pending(self, pending_id: str) -> bool:
         """This process is about to fetch the request owed under ``pending_id``: it holds it
@@ -594,20 +562,19 @@ class DedupStore(abc.ABC):
         raw = self.get(CLUSTER, cluster_id)
         return Cluster.from_json(raw, cluster_id) if raw is not None else None
 
-    def cluster_members(self, cluster_id: str) -> list[str]:
+    def members_of(self, cluster: Cluster | str) -> list[str]:
         """The URL keys of a cluster's members, sorted: its member set and its representative.
+        ``cluster``: the cluster, already read, or its id.
 
         A cluster's record names its representative, so the set need not list it: a cluster
         of one has no set (a set costs a Redis key), and a representative that is replaced
         enters the set then.
         """
-        cluster = self.get_cluster(cluster_id)
-        if cluster is None:  # a cluster gone: what its set still lists
-            return sorted(key for key, _ in self.set_members(MEMBERS, cluster_id))
-        return self.members_of(cluster)
-
-    def members_of(self, cluster: Cluster) -> list[str]:
-        """:meth:`cluster_members` of a cluster already read."""
+        if isinstance(cluster, str):
+            found = self.get_cluster(cluster)
+            if found is None:  # a cluster gone: what its set still lists
+                return sorted(key for key, _ in self.set_members(MEMBERS, cluster))
+            cluster = found
         members = {key for key, _ in self.set_members(MEMBERS, cluster.cluster_id)}
         members.add(cluster.representative)
         return sorted(members)

@@ -128,10 +128,11 @@ def _cid_bytes(cluster_id: str) -> bytes:
 
 
 class LevelDBBatch(StoreBatch):
-    def __init__(self, wb: Any, tables: PackedSimhashTables, bands: PackedBands, pending: tuple[list, list]) -> None:
+    def __init__(self, store: LevelDBStore, wb: Any, pending: tuple[list, list]) -> None:
+        self._store = store
         self._wb = wb
-        self._tables = tables
-        self._bands = bands
+        self._tables = store._tables
+        self._bands = store._bands
         self._pending = pending
         self._removed: set[bytes] = set()
 
@@ -265,11 +266,11 @@ class LevelDBStore(DedupStore):
             raise StoreWriteError(f"cannot write to the dedup store {self.path!r}: {cause} ({detail})") from exc
 
     @contextmanager
-    def batch(self) -> Iterator[LevelDBBatch]:
+    def batch(self, later: bool = False) -> Iterator[LevelDBBatch]:
         pending: tuple[list, list] = ([], [])
         with self._writing():
             with self._db.write_batch(transaction=True) as wb:
-                yield LevelDBBatch(wb, self._tables, self._bands, pending)
+                yield LevelDBBatch(self, wb, pending)
             # only what was written reaches the indexes' memory
             self._tables.apply(pending[0])
             self._bands.apply(pending[1])
@@ -317,7 +318,7 @@ class LevelDBStore(DedupStore):
         return value
 
     # -- frontier -----------------------------------------------------------
-    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+    def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         k = b"f:" + key.encode()
         previous = self._db.get(k)
         if previous is None:

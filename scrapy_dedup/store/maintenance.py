@@ -219,7 +219,7 @@ register_check("texts", (TEXT,))(_orphans(TEXT, "texts"))
 @register_check("pending requests", (PENDING,))
 def _check_pending(view: _View, result: CheckResult) -> None:
     """Every request still owed can be issued again (a dict Scrapy's request_from_dict takes)."""
-    for key, raw in view.store.iter_pending():
+    for key, raw in view.store.scan(PENDING):
         result.checked["pending requests"] += 1
         try:
             request = pickle.loads(raw)  # noqa: S301 - the store's own writes

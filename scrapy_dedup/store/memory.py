@@ -43,7 +43,8 @@ _STORES_LOCK = threading.Lock()
 class MemoryBatch(StoreBatch):
     """Writes recorded as operations and applied together, under the store's lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
         self.ops: list[tuple[str, tuple]] = []
 
     def put(self, table: str, key: str, value: bytes) -> None:
@@ -125,8 +126,8 @@ class MemoryStore(DedupStore):
         pass  # the data stays under its path, as a file would
 
     @contextmanager
-    def batch(self) -> Iterator[MemoryBatch]:
-        batch = MemoryBatch()
+    def batch(self, later: bool = False) -> Iterator[MemoryBatch]:
+        batch = MemoryBatch(self)
         yield batch
         with self._data.lock:
             batch.apply(self._data)
@@ -175,7 +176,7 @@ class MemoryStore(DedupStore):
             return value
 
     # -- frontier -----------------------------------------------------------
-    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+    def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         with self._data.lock:
             previous = self._data.frontier.get(key)
             self._data.frontier[key] = (run, previous[1] if previous else url)

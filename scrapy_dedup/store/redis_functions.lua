@@ -127,7 +127,7 @@ end
 -- URL variants ------------------------------------------------------------------------------
 -- KEYS[1] a shard of the variant table (hash: URL -> JSON record).  ARGV: the variant URL, then
 -- the JSON texts of its URL key, of the time it was seen and of the reason it was dropped.
--- Counts one more sighting the way the store's put_variant does (first_seen kept, count + 1,
+-- Counts one more sighting the way the store's count_variant does (first_seen kept, count + 1,
 -- key, last_seen and reason replaced) in one step, so that two processes never lose a count.
 -- The record is built from JSON texts the client encoded: no number loses precision.  Replies
 -- the new count.

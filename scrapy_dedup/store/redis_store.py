@@ -38,7 +38,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any, cast
 
 import redis
@@ -123,6 +123,8 @@ def _decode_commands(raw: bytes) -> tuple[float, list[tuple]]:
 class RedisBatch(StoreBatch):
     """Writes recorded as commands and sent together when the block exits."""
 
+    _store: RedisStore
+
     def __init__(self, store: RedisStore) -> None:
         self._store = store
         self.commands: list[tuple] = []
@@ -149,6 +151,23 @@ class RedisBatch(StoreBatch):
             s._release(key)
             return
         self.commands.append(rk.table_layout(table).delete_command(*s._slot(table, key)))
+
+    def put_url(self, record: UrlRecord, if_absent: bool = False) -> None:
+        self.commands += self._store._url_put(record.key, record.to_json(), if_absent)
+
+    def count_variant(self, url: str, key: str, seen_at: float, reason: str = "seen") -> None:
+        # One server-side step per count (no read, no lost update). A variant's alias is written
+        # with its first count by this process: a variant keeps its key (keys follow from the URL).
+        s = self._store
+        if s._variant_aliases.get(url) != key:
+            self.add_to_set(ALIASES, key, url, b"url_variant")
+            s._variant_aliases[url] = key
+            while len(s._variant_aliases) > VARIANT_ALIASES_KEPT:
+                s._variant_aliases.popitem(last=False)
+        self.commands.append(
+            ("FCALL", "sdd_variant_count", 1, s._slot(VARIANT, url)[0],
+             url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
+        )  # fmt: skip
 
     def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
         self.commands.append(("HSET", self._store._set_key(name, owner), member, bytes(value)))
@@ -294,19 +313,17 @@ class RedisStore(DedupStore):
         #: until when (time.monotonic()) this process's own lease surely runs; 0: not renewed
         self._own_lease_until = 0.0
         self._variant_aliases: OrderedDict[str, str] = OrderedDict()
-        #: writes sent with the next round trip (variant counts and aliases, see record_variants)
+        #: the writes of batches applied later (``batch(later=True)``), in order: every call
+        #: sends them first, or carries them in its own round trip (see _CARRIERS)
         self._waiting: list[tuple] = []
         self._waiting_lock = threading.Lock()
-        #: the writes that wait hold a record this process wrote (put_url_soon): every call
-        #: sends them first, or carries them (see _CARRIERS)
-        self._behind = False
 
     def close(self) -> None:
         waiting = len(self._waiting)  # counted first: sending takes them off the list
         try:
-            self.send_waiting()
-        except Exception:  # noqa: BLE001 -- reporting detail; the connection is gone anyway
-            logger.warning("could not send %d variant writes to %s", waiting, self.path)
+            self.flush()
+        except Exception:  # noqa: BLE001 -- the connection is gone: the requests stay owed
+            logger.warning("could not send %d writes that waited to %s", waiting, self.path)
         if self._heartbeat is not None:
             self._stopping.set()
             self._heartbeat.join(timeout=5)
@@ -488,10 +505,12 @@ class RedisStore(DedupStore):
         one_server = not is_cluster(self.client)
         outermost = d.depth == 0
         try:
-            self._flush()
+            self._send_queued()
+            if not one_server:
+                self.flush()
             pipe = self.client.pipeline(transaction=False)
-            # a record this process wrote goes first (one server): the reads below see it
-            waiting = self._queue_waiting(pipe) if self._behind else 0
+            # the writes that wait go first (one server): the reads below see them
+            waiting = self._queue_waiting(pipe) if one_server else 0
             pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
             decode = None
             if one_server:
@@ -555,17 +574,17 @@ class RedisStore(DedupStore):
             d.forget_reads()
         try:
             if not self.fn.fused:
-                self._flush()
+                self._send_queued()
                 self.client.execute_command(*command)
                 return
             d.queued.append(([command], False, None))
             if d.depth == 0:
-                self._flush()
+                self._send_queued()
         except _STORE_FAILURES as exc:
             if raise_lost:
                 raise self._stopped_by(exc) from None
 
-    def _flush(self) -> None:
+    def _send_queued(self) -> None:
         """Send what this thread's holds queued, in order, in one round trip.
 
         Inside a hold on one server a batch's writes wait (:meth:`_apply`) until this
@@ -580,12 +599,12 @@ class RedisStore(DedupStore):
             return
         commands = [command for group, _, _ in queued for command in group]
         try:
-            if len(commands) == 1 and not self._behind:
+            if len(commands) == 1 and not self._waiting:
                 replies = [self.client.execute_command(*commands[0])]
             else:
                 pipe = self.client.pipeline(transaction=any(atomic for _, atomic, _ in queued))
                 # a record this process wrote before the hold goes first, in the same round trip
-                waiting = self._queue_waiting(pipe) if self._behind else 0
+                waiting = self._queue_waiting(pipe)
                 for command in commands:
                     pipe.execute_command(*command)
                 replies = pipe.execute()[waiting:]
@@ -640,32 +659,34 @@ class RedisStore(DedupStore):
         return bucket_key.replace(":f:", ":fu:", 1)
 
     # -- batches ------------------------------------------------------------
-    def batch(self) -> AbstractContextManager[RedisBatch]:
-        return self._batch(self._apply)
-
-    def batch_soon(self) -> AbstractContextManager[RedisBatch]:
-        return self._batch(self._apply_soon)
-
     @contextmanager
-    def _batch(self, apply: Callable[[list[tuple]], None]) -> Iterator[RedisBatch]:
+    def batch(self, later: bool = False) -> Iterator[RedisBatch]:
         batch = RedisBatch(self)
         yield batch
-        if batch.commands:
-            apply(batch.commands)
-
-    def _apply_soon(self, commands: list[tuple]) -> None:
-        """On one server, outside a hold: ``commands`` wait for this process's next call,
-        which sends them first in its own round trip (see _CARRIERS)."""
-        if not self.fn.fused or self._decision.depth:
-            self._apply(commands)
+        if not batch.commands:
             return
+        if not later or self._decision.depth:
+            self._apply(batch.commands)  # inside a hold: sent with its release
+            return
+        # they wait for this process's next call, which sends them first (see _CARRIERS)
         self._decision.forget_reads()  # a write
         with self._waiting_lock:
-            self._waiting += commands
-            self._behind = True
+            self._waiting += batch.commands
             full = len(self._waiting) >= WAITING_MAX
         if full:
-            self.send_waiting()
+            self.flush()
+
+    def flush(self) -> None:
+        waiting = self._take_waiting()
+        if not waiting:
+            return
+        if not self.fn.fused:
+            self._journalled(waiting)
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for command in waiting:
+            pipe.execute_command(*command)
+        pipe.execute()
 
     def _apply(self, commands: list[tuple]) -> None:
         # a write: what a hold read ahead may no longer be the store's
@@ -676,7 +697,7 @@ class RedisStore(DedupStore):
                 # inside a hold: sent before this thread's next read, or with the hold's release
                 d.queued.append((commands, True, None))
                 return
-            self._flush()
+            self._send_queued()
             if len(commands) == 1 and not self._waiting:
                 # one command is atomic by itself: no MULTI/EXEC around it
                 self.client.execute_command(*commands[0])
@@ -687,9 +708,12 @@ class RedisStore(DedupStore):
                 pipe.execute_command(*command)
             pipe.execute()
             return
-        # The writes that wait (a page's variants) go first, as one server's batch carries them:
-        # a request settled by this batch must not be durable before what its page added.
-        self.send_waiting()
+        # The writes that wait go first, as one server's batch carries them: a request settled by
+        # this batch must not be durable before what its page added.
+        self.flush()
+        self._journalled(commands)
+
+    def _journalled(self, commands: list[tuple]) -> None:
         # A cluster transaction holds one slot: the batch is journalled in one slot first, then
         # applied slot by slot (in order within each), then its journal entry goes. A writer
         # that dies in between leaves the entry, which the next store opened replays: every
@@ -752,8 +776,6 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
-        if table == VARIANT and self._waiting and not self.fn.fused:
-            self.send_waiting()  # a process reads its own writes
         prefetched = self._decision.prefetched
         if prefetched:
             if (table, key) in prefetched:
@@ -787,18 +809,10 @@ class RedisStore(DedupStore):
         return [("HSETNX" if if_absent else "HSET", *self._slot(URL, key), value),
                 ("HDEL", self._first_urls_key(bucket), rid)]
 
-    def put_url_soon(self, record: UrlRecord, if_absent: bool = False) -> None:
-        if not self.fn.fused or self._decision.depth:
-            super().put_url_soon(record, if_absent)
-            return
-        self._apply_soon(self._url_put(record.key, record.to_json(), if_absent))
-
     def scannable(self, table: str) -> bool:
         return table == PENDING or rk.table_layout(table).key is not None
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
-        if table == VARIANT and self._waiting:
-            self.send_waiting()
         if table == PENDING:
             for shard in range(rk.PENDING_SHARDS):
                 rows = self._hash(rk.pending_shard(self.prefix, shard)[0])
@@ -837,8 +851,6 @@ class RedisStore(DedupStore):
         return None if current is None else layout.read(bytes(current))
 
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
-        if name == ALIASES and self._waiting:
-            self.send_waiting()
         rows = self._hash(self._set_key(name, owner))
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
@@ -859,7 +871,7 @@ class RedisStore(DedupStore):
         return int(self.client.hincrby(self._meta_key(), name, 1))
 
     # -- frontier -----------------------------------------------------------
-    def frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
+    def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         bucket, rid = rk.frontier_slot(self.prefix, key)
         previous, first_url = self._carrying(
             "FCALL", "sdd_frontier_mark_url", 2, bucket, self._first_urls_key(bucket), run, rid, url
@@ -876,9 +888,11 @@ class RedisStore(DedupStore):
             first = first_url.decode("utf-8", "surrogatepass")
         return int(previous), first
 
-    def frontier_mark_owing(self, key: str, run: int, url: str, owe: OweOffer) -> tuple[int, str] | None:
-        if not self.fn.fused:
-            return super().frontier_mark_owing(key, run, url, owe)  # two slots on a cluster: two calls
+    def frontier_mark(
+        self, key: str, run: int, url: str, owe: OweOffer | None = None
+    ) -> tuple[int, str] | None:
+        if owe is None or not self.fn.fused:
+            return super().frontier_mark(key, run, url, owe)  # two slots on a cluster: two calls
         return self._marked_owing(key, url, owe, self._carrying(*self._mark_owe_command(key, run, url, owe)))
 
     def frontier_mark_many(
@@ -946,31 +960,6 @@ class RedisStore(DedupStore):
                 answers[key] = (int(previous), first)
         return answers
 
-    def record_variants(self, variants: Iterable[tuple[str, str, float, str]]) -> None:
-        # Each count is one server-side step (no read, no lost update); a variant's alias is
-        # written with its first count by this process (a variant keeps its key: keys follow
-        # from the URL). They wait for send_waiting(), which the crawl calls once the links of
-        # a page are checked, or for the next round trip (a page's read ahead): one round trip
-        # for a page's variants. They are in before any batch that follows them (the page's
-        # settle among them), so a process killed in between leaves the page owed, and its
-        # links add them again when it is fetched again.
-        calls: list[tuple] = []
-        for url, key, seen_at, reason in variants:
-            if self._variant_aliases.get(url) != key:
-                calls.append(("HSET", self._set_key(ALIASES, key), url, b"url_variant"))
-                self._variant_aliases[url] = key
-            calls.append(
-                ("FCALL", "sdd_variant_count", 1, self._slot(VARIANT, url)[0],
-                 url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
-            )  # fmt: skip
-        while len(self._variant_aliases) > VARIANT_ALIASES_KEPT:
-            self._variant_aliases.popitem(last=False)
-        with self._waiting_lock:
-            self._waiting += calls
-            full = len(self._waiting) >= WAITING_MAX
-        if full:
-            self.send_waiting()
-
     def _queue_waiting(self, pipe) -> int:
         """Queue the writes that wait on ``pipe``; returns how many replies they take."""
         waiting = self._take_waiting()
@@ -981,15 +970,7 @@ class RedisStore(DedupStore):
     def _take_waiting(self) -> list[tuple]:
         with self._waiting_lock:
             waiting, self._waiting = self._waiting, []
-            self._behind = False
         return waiting
-
-    def send_waiting(self) -> None:
-        if not self._waiting:
-            return
-        pipe = self.client.pipeline(transaction=False)
-        if self._queue_waiting(pipe):
-            pipe.execute()
 
     def frontier_size(self) -> int:
         return self.fn.frontier_size()
@@ -1030,10 +1011,10 @@ def _guard(name: str) -> None:
 
     def guarded(self, *args, **kwargs):
         try:
-            if self._behind and name not in _CARRIERS:
-                self.send_waiting()  # a record this process wrote is in before anything else
+            if self._waiting and name != "flush" and (name not in _CARRIERS or not self.fn.fused):
+                self.flush()  # what this process wrote is in before anything else
             if self._decision.queued and name != "_apply":
-                self._flush()  # a read sees this thread's writes
+                self._send_queued()  # a read sees this thread's writes
             result = method(self, *args, **kwargs)
             if hasattr(result, "__next__"):
                 return _guarded_iter(self, result)
@@ -1053,16 +1034,16 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 
 
 #: the calls that send the writes that wait with their own round trip (on one server)
-_CARRIERS = frozenset({"_apply", "get", "frontier_mark", "frontier_mark_owing", "frontier_mark_many", "frontier_peek",
-                       "record_variants",
-                       "send_waiting", "hold_pending"})
+_CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark", "frontier_mark_many", "frontier_peek",
+                       "flush", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
-    "increment_meta", "frontier_mark", "frontier_mark_owing", "frontier_mark_many", "frontier_peek", "record_variants", "send_waiting", "frontier_size", "simhash_candidates", "band_candidates", "begin_run",
+    "increment_meta", "_frontier_mark", "frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "frontier_size",
+    "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
 ):
     _guard(_name)

@@ -24,9 +24,9 @@ class CountingLevelDBStore(LevelDBStore):
         self._calls()["get_url"][sys._getframe(1).f_code.co_name].append(key)
         return super().get_url(key)
 
-    def batch(self):
+    def batch(self, later=False):
         self._calls()["batch"][sys._getframe(1).f_code.co_name] += 1
-        return super().batch()
+        return super().batch(later)
 
     def close(self) -> None:
         if not self._db.closed and "_counted" in self.__dict__:
