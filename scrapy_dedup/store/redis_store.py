@@ -19,7 +19,9 @@ are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
 
 Reads stream: ``scan`` walks a table a few shards a round trip, so a report needs no
 snapshot and never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server; inside
-a decision's hold it waits for the thread's next read, or goes with the hold's release.
+a decision's hold it waits for the thread's next read, or goes with the hold's release. A batch
+made with ``later=True`` waits for this process's next call, which carries it in its own round
+trip (or sends it first), or for ``flush()``.
 On a cluster, where one transaction cannot span slots, a batch is journalled in one slot
 (``P:j:{P:m}``), applied slot by slot, then struck from the journal; a batch left there
 by a writer that died is replayed when a store is next opened. Readers may see part of a
@@ -717,7 +719,8 @@ class RedisStore(DedupStore):
         # A cluster transaction holds one slot: the batch is journalled in one slot first, then
         # applied slot by slot (in order within each), then its journal entry goes. A writer
         # that dies in between leaves the entry, which the next store opened replays: every
-        # write is an absolute put, delete, add or remove, so applying it again is harmless.
+        # write is an absolute put, delete, add or remove, so applying it again is harmless (but
+        # a variant's count, reporting detail, which may then count one sighting twice).
         entry = f"{self._writer}:{next(self._batch_ids)}"
         journal = self._journal_key()
         self.client.hset(journal, entry, _encode_commands(commands, time.time()))
