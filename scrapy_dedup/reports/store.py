@@ -25,12 +25,11 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from scrapy.settings import BaseSettings
-from scrapy.utils.misc import load_object
 
-from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
+from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked, StoreWriteError
+from scrapy_dedup.store.open import backend_class, open_existing
 
-DEFAULT_BACKEND = "scrapy_dedup.store.leveldb.LevelDBStore"
 #: copies attempted while a crawl keeps changing the store's files
 SNAPSHOT_ATTEMPTS = 5
 
@@ -104,14 +103,14 @@ def opened_store(
     err = err if err is not None else sys.stderr
     path = store_path(settings, path, spider)
     redis = is_redis_url(path)
-    backend = load_object(settings.get("DEDUP_STORE_BACKEND") or (REDIS_BACKEND if redis else DEFAULT_BACKEND))
+    backend = backend_class(settings.get("DEDUP_STORE_BACKEND"), path)
     copy_dir = None
     try:
         if redis:
             # a shared Redis store is read as it is, streaming: no snapshot
-            store = backend.open_existing(path, prefix=redis_prefix(settings, spider, prefix))
+            store = open_existing(path, backend=backend, prefix=redis_prefix(settings, spider, prefix))
         else:
-            store = backend.open_existing(path)
+            store = open_existing(path, backend=backend)
     except StoreLocked:
         if not snapshot or not _snapshot_capable(backend):
             raise
