@@ -48,7 +48,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -84,9 +86,12 @@ from scrapy_dedup.store.base import (
     scope_id,
 )
 from scrapy_dedup.store.holder import held_message, record_holder, release_holder
+from scrapy_dedup.store.leveldb_snapshot import copy_store
 from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
 
 _RUN = struct.Struct(">I")
+#: copies attempted while a writer keeps changing the store's files
+SNAPSHOT_ATTEMPTS = 5
 
 #: what this backend records in the store parameters about its layout
 LAYOUT = {"store_format": STORE_FORMAT, "simhash_layout": SIMHASH_SPEC.layout, "band_layout": BANDS_SPEC.layout}
@@ -195,6 +200,9 @@ def _open_error(path: str, exc: Exception) -> StoreError:
 class LevelDBStore(DedupStore):
     """A store in one LevelDB directory, owned by one process."""
 
+    #: the directory of a snapshot's copy (:meth:`open_snapshot`), removed at close
+    _copy: str | None = None
+
     def __init__(self, path: str, params: dict[str, Any], *, cache_mb: int = 16) -> None:
         self.path = path
         os.makedirs(path, exist_ok=True)
@@ -232,6 +240,30 @@ class LevelDBStore(DedupStore):
         store._open_indexes()
         return store
 
+    @classmethod
+    def open_snapshot(cls, path: str, **options: Any) -> LevelDBStore:
+        """A copy of the store's files, opened (:mod:`scrapy_dedup.store.leveldb_snapshot`):
+        LevelDB lets one process open a store, and the copy reads the same without a space of
+        its own on a full filesystem. Closing it removes the copy. StoreLocked when no
+        consistent copy could be taken while the writer went on."""
+        last_error: Exception | None = None
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            copy_dir = tempfile.mkdtemp(prefix="scrapy-dedup-snapshot-")
+            try:
+                copy_store(path, copy_dir)
+                # LevelDB refuses to open a copy that lacks a table its manifest names
+                store = cls.open_existing(copy_dir, **options)
+            except (OSError, StoreError, plyvel.Error) as exc:
+                last_error = exc
+                shutil.rmtree(copy_dir, ignore_errors=True)
+                continue
+            store._copy = copy_dir
+            return store
+        raise StoreLocked(
+            f"the dedup store {path!r} is in use by a running crawl and no consistent snapshot "
+            f"could be taken ({' '.join(str(last_error).split())}); try again when the crawl ends"
+        )
+
     def _open_indexes(self) -> None:
         self._tables = PackedSimhashTables(self._db)
         self._bands = PackedBands(self._db)
@@ -249,6 +281,8 @@ class LevelDBStore(DedupStore):
                             break  # safe to leave for the next run: every step keeps the index correct
             release_holder(self.path)
             self._db.close()
+            if self._copy is not None:
+                shutil.rmtree(self._copy, ignore_errors=True)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
