@@ -51,6 +51,7 @@ import os
 import shutil
 import struct
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -118,8 +119,27 @@ _TABLE_PREFIX = {
 #: owned set -> (key prefix, separator between owner and member)
 _SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}
 
+#: derived keys, rebuilt from the URL records by ``scrapy dedup repair`` and ``migrate``:
+#: clusters, memberships, exact and raw indexes, the packed indexes (write-ahead entries, runs,
+#: tombstones, counters) and format 2's band keys; and the change history (decide.changes),
+#: which starts again at the next settle
+DERIVED = (
+    b"D:",
+    b"c:",
+    b"k:",
+    b"h:",
+    b"r:",
+    b"b",
+    *(
+        prefix
+        for spec in (SIMHASH_SPEC, BANDS_SPEC)
+        for prefix in (spec.wal, spec.run, spec.tomb, spec.gen_key, spec.gen_key.replace(b"_gen", b"_counts"))
+    ),
+)
 
-def _record_key(table: str, key: str) -> bytes:
+
+def record_key(table: str, key: str) -> bytes:
+    """The key of a record in LevelDB (a migration converts the keys of a table with it)."""
     return _TABLE_PREFIX[table] + key.encode()
 
 
@@ -141,10 +161,10 @@ class LevelDBBatch(StoreBatch):
         self._removed: set[bytes] = set()
 
     def put(self, table: str, key: str, value: bytes) -> None:
-        self._wb.put(_record_key(table, key), value)
+        self._wb.put(record_key(table, key), value)
 
     def delete(self, table: str, key: str) -> None:
-        self._wb.delete(_record_key(table, key))
+        self._wb.delete(record_key(table, key))
 
     def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
         self._wb.put(_set_prefix(name, owner) + member.encode(), value)
@@ -310,7 +330,7 @@ class LevelDBStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
-        return self._db.get(_record_key(table, key))
+        return self._db.get(record_key(table, key))
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         prefix = _TABLE_PREFIX[table]
@@ -318,7 +338,7 @@ class LevelDBStore(DedupStore):
             yield k[len(prefix):].decode(), value
 
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
-        k = _record_key(table, key)
+        k = record_key(table, key)
         previous = self._db.get(k)
         if previous is None:
             with self._writing():
@@ -329,6 +349,38 @@ class LevelDBStore(DedupStore):
         prefix = _set_prefix(name, owner)
         for k, value in self._db.iterator(prefix=prefix):
             yield k[len(prefix):].decode(), value
+
+    # -- check, repair, migrate: LevelDB's own keys ---------------------------
+    def set_entries(self, name: str) -> Iterator[tuple[str, str]]:
+        """``(owner, member)`` of every owned set ``name``, an owner's that no longer exists too."""
+        prefix, sep = _SET_PREFIX[name]
+        for k in self._db.iterator(prefix=prefix, include_value=False):
+            owner, _, member = k[len(prefix):].decode().partition(sep.decode())
+            yield owner, member
+
+    def packed_entries(self, index: str) -> Iterator[tuple[int, str]]:
+        """``(value, cluster id)`` of every live entry of a packed index: ``"simhash"`` (the
+        SimHash tables: the fingerprint) or ``"bands"`` (the LSH bands: the first band hash)."""
+        packed = {"simhash": self._tables, "bands": self._bands}[index]
+        for _, value, cid in packed.live_entries():
+            yield value, cid.hex()
+
+    def clear_derived(self) -> Counter[str]:
+        """Delete every key :data:`DERIVED` lists, and start the indexes' memory again from empty
+        ones (for a rebuild from the URL records); returns how many keys went, per prefix."""
+        removed: Counter[str] = Counter()
+        with self._writing():
+            for prefix in DERIVED:
+                with self._db.write_batch() as wb:
+                    for k in self._db.iterator(prefix=prefix, include_value=False):
+                        wb.delete(k)
+                        removed[prefix.decode()] += 1
+        self._open_indexes()
+        return removed
+
+    def delete_meta(self, name: str) -> None:
+        with self._writing():
+            self._db.delete(b"m:" + name.encode())
 
     # -- metadata -----------------------------------------------------------
     def get_meta(self, name: str) -> Any:

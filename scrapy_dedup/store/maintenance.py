@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import struct
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,7 +43,6 @@ from scrapy_dedup.store.base import (
     StoreError,
 )
 from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
-from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
@@ -54,7 +52,6 @@ NOT_REPAIRABLE = (
     "left half-applied is finished by the next process that opens it, `scrapy dedup check` reads it "
     "in place, and the server's files are checked with redis-check-rdb / redis-check-aof"
 )
-_ENTRY = struct.Struct("<QQQ")
 
 
 @dataclass
@@ -88,14 +85,13 @@ class _View:
 
     def __init__(self, store: DedupStore) -> None:
         self.store = store
-        #: LevelDB's keys, for the checks of what only that backend has; None on another
-        self.db = store._db if isinstance(store, LevelDBStore) else None
+        #: LevelDB, for the checks of what only that backend has; None on another
+        self.leveldb = store if isinstance(store, LevelDBStore) else None
         self.records: dict[str, UrlRecord] = {r.key: r for r in store.iter_urls()}
         self.clusters: dict[str, Cluster] = {c.cluster_id: c for c in store.iter_clusters()}
         self.members: dict[str, set[str]] = defaultdict(set)
-        if self.db is not None:  # every member set, a dead cluster's too
-            for key in self.db.iterator(prefix=b"k:", include_value=False):
-                cid, _, member = key[2:].decode().partition(":")
+        if self.leveldb is not None:  # every member set, a dead cluster's too
+            for cid, member in self.leveldb.set_entries(MEMBERS):
                 self.members[cid].add(member)
         else:
             for cid in self.clusters:
@@ -127,7 +123,7 @@ def register_check(name: str, scans: tuple[str, ...] | None = ()) -> Callable[[C
 def _runs_on(name: str, view: _View) -> bool:
     scans = SCANS[name]
     if scans is None:
-        return view.db is not None
+        return view.leveldb is not None
     return all(view.store.scannable(table) for table in scans)
 
 
@@ -189,16 +185,17 @@ def _packed(name: str, index: str) -> Check:
     live clusters."""
 
     def check(view: _View, result: CheckResult) -> None:
-        for _, value, cid in getattr(view.store, index).live_entries():
+        assert view.leveldb is not None  # run on LevelDB only (SCANS)
+        for value, cid in view.leveldb.packed_entries(index):
             result.checked[name] += 1
-            if cid.hex() not in view.clusters:
-                result.problem(name, f"an entry {value:016x} points to a dead cluster {cid.hex()}")
+            if cid not in view.clusters:
+                result.problem(name, f"an entry {value:016x} points to a dead cluster {cid}")
 
     return check
 
 
-register_check("simhash tables", None)(_packed("simhash tables", "_tables"))
-register_check("bands", None)(_packed("bands", "_bands"))
+register_check("simhash tables", None)(_packed("simhash tables", "simhash"))
+register_check("bands", None)(_packed("bands", "bands"))
 
 
 def _orphans(table: str, what: str) -> Check:
@@ -269,29 +266,11 @@ def check_store(store: DedupStore) -> CheckResult:
             check(view, result)
         else:
             result.skipped.append(name)
-    result.repairable = view.db is not None
+    result.repairable = view.leveldb is not None
     return result
 
 
 # -- repair ------------------------------------------------------------------------------
-
-#: derived keys, rebuilt from the URL records: clusters, memberships, exact and raw indexes, the
-#: packed indexes (write-ahead entries, runs, tombstones, counters) and format 2's band keys; and
-#: the change history (decide.changes), which starts again at the next settle
-DERIVED = (
-    b"D:",
-    b"c:",
-    b"k:",
-    b"h:",
-    b"r:",
-    b"b",
-    *(
-        prefix
-        for spec in (SIMHASH_SPEC, BANDS_SPEC)
-        for prefix in (spec.wal, spec.run, spec.tomb, spec.gen_key, spec.gen_key.replace(b"_gen", b"_counts"))
-    ),
-)
-
 
 @dataclass
 class RepairResult:
@@ -348,7 +327,7 @@ def repair_store(
         db.close()
     store = LevelDBStore.open_existing(path)
     try:
-        result = _rebuild(store, min_tokens, authority)
+        result = rebuild(store, min_tokens, authority)
         result.params_lost = params_lost
         return result
     finally:
@@ -362,8 +341,8 @@ def _names(path: str) -> list[str]:
         return []
 
 
-def _rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -> RepairResult:
-    db = store._db
+def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -> RepairResult:
+    """Rebuild every derived index of ``store`` from its URL records (repair and migrate)."""
     result = RepairResult()
     old_clusters = {c.cluster_id: c for c in store.iter_clusters()}
     records = list(store.iter_urls())
@@ -372,20 +351,14 @@ def _rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -
     for record in records:
         if record.cluster_id is not None:
             by_cluster[record.cluster_id].append(record)
-    for prefix in DERIVED:
-        with db.write_batch() as wb:
-            for key in db.iterator(prefix=prefix, include_value=False):
-                wb.delete(key)
-                result.removed[prefix.decode()] += 1
+    result.removed = store.clear_derived()
     documents = {r.key for rs in by_cluster.values() for r in rs}
-    for prefix in (b"n:", b"x:"):
-        with db.write_batch() as wb:
-            for key in db.iterator(prefix=prefix, include_value=False):
-                if key[2:].decode() not in documents:
-                    wb.delete(key)
-                    result.removed[prefix.decode()] += 1
-    # the indexes' memory was loaded at open: start from empty ones
-    store._open_indexes()
+    for table in (MINHASH, TEXT):
+        orphans = [key for key, _ in store.scan(table) if key not in documents]
+        with store.batch() as batch:
+            for key in orphans:
+                batch.delete(table, key)
+        result.removed[table] += len(orphans)
     for record in records:
         if record.raw_hash:
             with store.batch() as batch:
@@ -406,13 +379,13 @@ def _rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -
                 minhash = store.get_minhash(rep.key)
                 batch.index_near(rep.scope, rep.simhash, band_hashes(minhash) if minhash else (), cid)
         result.clusters += 1
-    if next(db.iterator(prefix=b"C:", include_value=False), None) is not None:
+    if next(store.scan(CHUNKS), None) is not None:
         # representatives may have changed: the next crawl settles the chunk statuses again
         store.put_meta("chunks_owed", True)
     # what changed before the damage cannot be told: earlier exports' tokens are refused, not
     # answered in part
-    db.delete(b"m:changes")
-    db.put(b"m:repaired", json.dumps({"records": result.records, "clusters": result.clusters}).encode())
+    store.delete_meta("changes")
+    store.put_meta("repaired", {"records": result.records, "clusters": result.clusters})
     return result
 
 
