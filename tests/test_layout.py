@@ -141,7 +141,9 @@ def test_only_the_commands_and_the_documented_paths_import_the_crawl():
 
 
 #: check/repair and migration: they reach a store through its public methods only
-MAINTENANCE = ("scrapy_dedup.store.maintenance", "scrapy_dedup.store.migrate")
+MAINTENANCE = (
+    "scrapy_dedup.store.maintenance", "scrapy_dedup.store.leveldb.repair", "scrapy_dedup.store.leveldb.migrate"
+)
 
 
 def private_names(path: Path) -> list[str]:

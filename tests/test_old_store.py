@@ -21,8 +21,8 @@ from testing import DemoServer, run_crawl
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS, NUM_PERM, fingerprint, narrow_signature
 from scrapy_dedup.core.page_chunks import ChunkPrint
 from scrapy_dedup.store.base import CHUNK_BANDS, CHUNK_PRINT, STORE_FORMAT
-from scrapy_dedup.store.leveldb import LevelDBStore, record_key
-from scrapy_dedup.store.migrate import migrate_store
+from scrapy_dedup.store.leveldb.migrate import migrate_store
+from scrapy_dedup.store.leveldb.store import LevelDBStore, record_key
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-0.1.0"
 ABOUT = json.loads((FIXTURE / "about.json").read_text("utf-8"))

@@ -7,7 +7,7 @@ outside one, ``--store PATH`` names it.
 
 An embedded LevelDB store belongs to one process.  When a running crawl holds
 it, the report reads a snapshot, the store's own (a LevelDB store copies its
-files: :mod:`scrapy_dedup.store.leveldb_snapshot`).
+files: :mod:`scrapy_dedup.store.leveldb.snapshot`).
 """
 
 from __future__ import annotations

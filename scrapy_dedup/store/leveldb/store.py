@@ -39,7 +39,7 @@ in the store parameters)::
     t<band><scope><hash><cluster> removed band entry (tombstone)
     m:bands_gen                   next packed band run generation
 
-Both packed indexes are described in :mod:`scrapy_dedup.store.packed_tables`.
+Both packed indexes are described in :mod:`scrapy_dedup.store.leveldb.packed_tables`.
 Format 2 kept one key per band per representative (``b<band><scope><hash><cluster>``); formats
 2 and 3 kept MinHash signatures of 4-byte slots (``scrapy dedup migrate`` brings both to 4).
 """
@@ -86,9 +86,9 @@ from scrapy_dedup.store.base import (
     band_tuple,
     scope_id,
 )
-from scrapy_dedup.store.holder import held_message, record_holder, release_holder
-from scrapy_dedup.store.leveldb_snapshot import copy_store
-from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
+from scrapy_dedup.store.leveldb.holder import held_message, record_holder, release_holder
+from scrapy_dedup.store.leveldb.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
+from scrapy_dedup.store.leveldb.snapshot import copy_store
 
 _RUN = struct.Struct(">I")
 #: copies attempted while a writer keeps changing the store's files
@@ -262,7 +262,7 @@ class LevelDBStore(DedupStore):
 
     @classmethod
     def open_snapshot(cls, path: str, **options: Any) -> LevelDBStore:
-        """A copy of the store's files, opened (:mod:`scrapy_dedup.store.leveldb_snapshot`):
+        """A copy of the store's files, opened (:mod:`scrapy_dedup.store.leveldb.snapshot`):
         LevelDB lets one process open a store, and the copy reads the same without a space of
         its own on a full filesystem. Closing it removes the copy. StoreLocked when no
         consistent copy could be taken while the writer went on."""

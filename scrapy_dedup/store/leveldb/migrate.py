@@ -29,8 +29,8 @@ from scrapy_dedup.store.base import (
     StoreLocked,
     format_problem,
 )  # fmt: skip
-from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore, record_key
-from scrapy_dedup.store.maintenance import rebuild
+from scrapy_dedup.store.leveldb.repair import rebuild
+from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore, record_key
 
 _BATCH = 5_000
 
