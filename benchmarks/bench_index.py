@@ -8,7 +8,7 @@ fingerprints (seeded), inserted one document at a time and committed every ``--b
 - ``store``: scrapy-dedup's LevelDBStore through its interface, as the content index uses it
   (``store.batch()`` + ``index_near(scope, simhash, (), cluster_id)``; lookup =
   ``simhash_candidates(scope, simhash, k)``). Layout ``packed-1``
-  (:mod:`scrapy_dedup.store.packed_tables`), which grew out of prototype A.
+  (:mod:`scrapy_dedup.store.leveldb.packed_tables`), which grew out of prototype A.
 - ``packed``: prototype layout A (below): one LevelDB key per (table, 16-bit block, flush)
   holding a packed array of (simhash, cluster) records; the newest documents in memory
   (bounded) and in a write-ahead key per document.

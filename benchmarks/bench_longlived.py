@@ -36,8 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from run_all import RESULTS, SIZES, fmt, log, row, write_result  # noqa: E402
 
-from scrapy_dedup.store import packed_tables  # noqa: E402
-from scrapy_dedup.store.leveldb import LevelDBStore  # noqa: E402
+from scrapy_dedup.store.leveldb import LevelDBStore, packed_tables  # noqa: E402
 
 NAME = "longlived"
 N = {"tiny": 3000, "default": 1_000_000, "large": 1_000_000}

@@ -4,6 +4,8 @@ with a DeprecationWarning that names the new place."""
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -21,3 +23,15 @@ def moved(old: str, new: str) -> Callable[[str], Any]:
         return value
 
     return __getattr__
+
+
+def moved_module(old: str, new: str) -> None:
+    """Keep the module path ``old`` importable, without a file: a stand-in registered in
+    ``sys.modules`` (and on its package) reads each name from ``new``, imported only then, as
+    :func:`moved` does. A file left at the old path would make the move a rewrite of that file."""
+    stand_in = types.ModuleType(old, f"Deprecated: moved to {new}.")
+    vars(stand_in)["__getattr__"] = moved(old, new)
+    stand_in = sys.modules.setdefault(old, stand_in)
+    package, _, name = old.rpartition(".")
+    if package in sys.modules:
+        setattr(sys.modules[package], name, stand_in)

@@ -274,7 +274,7 @@ def test_a_store_without_history_or_another_stores_token_is_refused(memory):
 
 def test_a_repaired_store_refuses_the_tokens_of_before_and_starts_its_history_again(tmp_path):
     from scrapy_dedup.store.leveldb import LevelDBStore
-    from scrapy_dedup.store.maintenance import repair_store
+    from scrapy_dedup.store.leveldb.repair import repair_store
 
     path = str(tmp_path / "store")
     store = LevelDBStore(path, {"test": 1})

@@ -146,7 +146,7 @@ def test_store_format_table_names_this_version_and_format():
 
 
 def test_code_and_docs_agree_on_the_leveldb_format():
-    docstring = (PACKAGE / "store" / "leveldb.py").read_text(encoding="utf-8")
+    docstring = (PACKAGE / "store" / "leveldb" / "store.py").read_text(encoding="utf-8")
     assert f"Key layout (format {STORE_FORMAT}," in docstring
 
 

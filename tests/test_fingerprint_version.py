@@ -32,7 +32,7 @@ def test_a_store_of_the_token_minhash_is_migrated_from_its_kept_texts(tmp_path):
     """``scrapy dedup migrate`` fingerprints the kept texts again, in a store of this format."""
     from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
     from scrapy_dedup.decide.index import ContentIndex, Document
-    from scrapy_dedup.store.migrate import migrate_store
+    from scrapy_dedup.store.leveldb.migrate import migrate_store
 
     text = "設定ファイルはサービスの起動時に読み込まれ、そのファイルには開くポートが書かれています。" * 8
     path = str(tmp_path / "s")

@@ -94,6 +94,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+#: root modules every package may import: helpers that import nothing of the package
+SHARED = {"scrapy_dedup._moved"}
+
+
 def package_of(module: str) -> str | None:
     parts = module.split(".")
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
@@ -128,9 +132,14 @@ def test_packages_import_one_way(package):
         f"{module} imports {dep}"
         for module, deps in import_graph().items() if package_of(module) == package
         for dep in deps
-        if package_of(dep) not in (package, *ALLOWED[package])
+        if package_of(dep) not in (package, *ALLOWED[package]) and dep not in SHARED
     )
     assert wrong == []
+
+
+def test_the_shared_helpers_import_nothing_of_the_package():
+    graph = import_graph()
+    assert {module: graph[module] for module in SHARED} == {module: set() for module in SHARED}
 
 
 def test_only_the_commands_and_the_documented_paths_import_the_crawl():
@@ -138,3 +147,38 @@ def test_only_the_commands_and_the_documented_paths_import_the_crawl():
                  if any(package_of(d) == "crawl" for d in deps) and package_of(module) != "crawl"}
     # the root's documented component paths (scrapy_dedup.addon, ...) re-export from crawl/
     assert {m for m in importers if package_of(m) is not None} == {"scrapy_dedup.commands.dedup"}
+
+
+#: check/repair and migration: they reach a store through its public methods only
+MAINTENANCE = (
+    "scrapy_dedup.store.maintenance", "scrapy_dedup.store.leveldb.repair", "scrapy_dedup.store.leveldb.migrate"
+)
+
+
+def private_names(path: Path) -> list[str]:
+    """What a module reads of another's private names: ``from m import _x``, and ``obj._x`` on
+    anything but ``self``/``cls``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            found += [f"from {node.module} import {a.name}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_private_names_are_found(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from scrapy_dedup.store.leveldb import _x\n\ndef f(store, self):\n"
+                      "    return store._db, self._mine, store.__class__\n")
+    assert private_names(module) == ["from scrapy_dedup.store.leveldb import _x", "line 4: store._db"]
+
+
+@pytest.mark.parametrize("module", MAINTENANCE)
+def test_check_repair_and_migrate_use_the_stores_public_methods(module):
+    assert private_names(modules()[module]) == []

@@ -22,8 +22,8 @@ from crawl_helpers import dedup
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store import maintenance
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.leveldb.migrate import migrate_store
 from scrapy_dedup.store.memory import MemoryStore
-from scrapy_dedup.store.migrate import migrate_store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-0.1.0" / "store"
 

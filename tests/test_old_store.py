@@ -21,8 +21,8 @@ from testing import DemoServer, run_crawl
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS, NUM_PERM, fingerprint, narrow_signature
 from scrapy_dedup.core.page_chunks import ChunkPrint
 from scrapy_dedup.store.base import CHUNK_BANDS, CHUNK_PRINT, STORE_FORMAT
-from scrapy_dedup.store.leveldb import LevelDBStore, _record_key
-from scrapy_dedup.store.migrate import migrate_store
+from scrapy_dedup.store.leveldb.migrate import migrate_store
+from scrapy_dedup.store.leveldb.store import LevelDBStore, record_key
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-0.1.0"
 ABOUT = json.loads((FIXTURE / "about.json").read_text("utf-8"))
@@ -168,17 +168,17 @@ def test_chunk_prints_are_narrowed_and_their_bands_dropped(tmp_path):
         params = json.loads(db.get(b"m:params"))
         old = {**params, "store_format": 3, "fingerprint": {**FINGERPRINT_PARAMS, "version": 1}}
         db.put(b"m:params", json.dumps(old, sort_keys=True).encode())
-        db.put(_record_key(CHUNK_PRINT, "http://h/a\0c1"), ChunkPrint(7, 120, wide, True).to_bytes())
-        db.put(_record_key(CHUNK_BANDS, "00:3:abcdef"), b"0\thttp://h/a\0c1")
+        db.put(record_key(CHUNK_PRINT, "http://h/a\0c1"), ChunkPrint(7, 120, wide, True).to_bytes())
+        db.put(record_key(CHUNK_BANDS, "00:3:abcdef"), b"0\thttp://h/a\0c1")
     finally:
         db.close()
     assert f"from store format 3 to {STORE_FORMAT}" in str(migrate_store(path))
     db = plyvel.DB(path)
     try:
-        p = ChunkPrint.from_bytes(db.get(_record_key(CHUNK_PRINT, "http://h/a\0c1")))
+        p = ChunkPrint.from_bytes(db.get(record_key(CHUNK_PRINT, "http://h/a\0c1")))
         assert (p.simhash, p.tokens, p.indexed) == (7, 120, True)
         assert p.minhash == narrow_signature(wide) == bytes(range(0, 256, 4)) * 4
-        assert list(db.iterator(prefix=_record_key(CHUNK_BANDS, ""))) == []
+        assert list(db.iterator(prefix=record_key(CHUNK_BANDS, ""))) == []
         assert json.loads(db.get(b"m:params"))["store_format"] == STORE_FORMAT
     finally:
         db.close()

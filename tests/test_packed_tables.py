@@ -8,7 +8,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.fingerprints import hamming
-from scrapy_dedup.store.packed_tables import PackedBands, PackedSimhashTables
+from scrapy_dedup.store.leveldb.packed_tables import PackedBands, PackedSimhashTables
 
 SCOPES = [bytes(8), b"tenant-b"]
 
@@ -299,8 +299,7 @@ def test_compaction_drops_removed_entries_from_the_runs(tmp_path):
 
 
 def test_a_store_compacts_when_it_closes(tmp_path):
-    from scrapy_dedup.store import packed_tables
-    from scrapy_dedup.store.leveldb import LevelDBStore
+    from scrapy_dedup.store.leveldb import LevelDBStore, packed_tables
 
     path = str(tmp_path / "store")
     rng = random.Random(9)

@@ -168,3 +168,27 @@ def test_every_request_meta_key_the_code_uses_is_documented():
     used -= {"dedup_store_error"}
     assert used - {"dedup"} and used <= documented, sorted(used - documented)
     assert documented <= used, sorted(documented - used)
+
+
+def test_a_moved_module_keeps_its_old_path():
+    import importlib
+    import sys
+
+    import scrapy_dedup.store
+    from scrapy_dedup._moved import moved_module
+    from scrapy_dedup.store import open as store_open
+
+    old = "scrapy_dedup.store.not_here_any_more"
+    moved_module(old, "scrapy_dedup.store.open")
+    try:
+        module = importlib.import_module(old)
+        assert module is sys.modules[old] is scrapy_dedup.store.not_here_any_more
+        with pytest.warns(DeprecationWarning, match=f"^{old} is deprecated: import open_store from scrapy_dedup.store.open$"):
+            assert module.open_store is store_open.open_store
+        with pytest.warns(DeprecationWarning):
+            assert load_object(f"{old}.DEFAULT_BACKEND") == store_open.DEFAULT_BACKEND
+        with pytest.raises(AttributeError):
+            module.__wrapped__  # noqa: B018 - the import system's probes get no warning and no value
+    finally:
+        sys.modules.pop(old, None)
+        vars(scrapy_dedup.store).pop("not_here_any_more", None)

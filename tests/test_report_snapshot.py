@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import threading
 
 from scrapy.settings import Settings
@@ -10,6 +11,7 @@ from scrapy.settings import Settings
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.reports.store import opened_store
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.memory import MemoryStore
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 
@@ -61,3 +63,29 @@ def test_snapshots_taken_during_writes_hold_whole_batches(store_path):
     with LevelDBStore.open_existing(store_path) as store:
         keys = [record.key for record in store.iter_urls()]
     assert len(keys) == 2 * written[0]
+
+
+def test_a_snapshot_is_the_stores_own_and_its_copy_goes_when_it_closes(store_path):
+    with LevelDBStore(store_path, PARAMS) as store:
+        with store.batch() as batch:
+            batch.put_url(UrlRecord(key="k1", url="http://h/1"))
+        snapshot = LevelDBStore.open_snapshot(store_path)
+        copy = snapshot.path
+        assert copy != store_path and os.path.isdir(copy)
+        with store.batch() as batch:  # the writer goes on; the snapshot does not see it
+            batch.put_url(UrlRecord(key="k2", url="http://h/2"))
+        assert [record.key for record in snapshot.iter_urls()] == ["k1"]
+        snapshot.close()
+        assert not os.path.exists(copy)
+        assert {record.key for record in store.iter_urls()} == {"k1", "k2"}
+
+
+def test_a_store_read_in_place_is_its_own_snapshot(store_path):
+    try:
+        with MemoryStore(store_path, PARAMS) as store:
+            with store.batch() as batch:
+                batch.put_url(UrlRecord(key="k1", url="http://h/1"))
+            with MemoryStore.open_snapshot(store_path) as snapshot:
+                assert [record.key for record in snapshot.iter_urls()] == ["k1"]
+    finally:
+        MemoryStore.discard(store_path)

@@ -63,7 +63,7 @@ def test_a_store_of_the_fast_mode_extraction_is_refused_then_migrated_keeping_it
 
     import plyvel
 
-    from scrapy_dedup.store.migrate import migrate_store
+    from scrapy_dedup.store.leveldb.migrate import migrate_store
 
     with LevelDBStore(store_path, PARAMS) as store:
         store.begin_run()

@@ -382,7 +382,8 @@ class Command(ScrapyCommand):
         """repair and migrate: they open the store themselves, for writing."""
         from scrapy_dedup.crawl.state import store_params
         from scrapy_dedup.reports.store import store_path
-        from scrapy_dedup.store import maintenance, migrate
+        from scrapy_dedup.store import maintenance
+        from scrapy_dedup.store.leveldb import migrate, repair
 
         config = self._config(opts)
         kwargs = {"min_tokens": config.min_tokens, "authority": tuple(config.authority)}
@@ -393,7 +394,7 @@ class Command(ScrapyCommand):
             if opts.subcommand == "migrate":
                 print(migrate.migrate_store(path, **kwargs))
                 return
-            result = maintenance.repair_store(path, params=store_params(config), **kwargs)
+            result = repair.repair_store(path, params=store_params(config), **kwargs)
         except StoreError as exc:
             return self._fail(" ".join(str(exc).split()))
         except Exception as exc:  # noqa: BLE001 - one line, as for every subcommand

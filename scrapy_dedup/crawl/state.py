@@ -20,7 +20,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
-from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.project import data_path
 
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
@@ -35,6 +35,7 @@ from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.open import backend_class, open_store as opened, unusable
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -106,34 +107,28 @@ def redis_options(config: DedupConfig, crawler: Crawler | None) -> dict[str, Any
 
 
 def open_store(config: DedupConfig, crawler: Crawler | None) -> DedupStore:
-    """Build the configured backend, start a crawl run, record what keys and text were made with.
+    """Open the configured store for writing (:func:`scrapy_dedup.store.open.open_store`), start a
+    crawl run, record what keys and text were made with.
 
     Raises StoreError, in words that name the setting or the path, when the backend cannot be
     loaded (its client library is not installed) or the store's directory cannot be made."""
-    try:
-        backend = load_object(config.store_backend)
-    except (ImportError, NameError, ValueError) as exc:
-        extra = " (pip install 'scrapy-dedup[redis]')" if getattr(exc, "name", None) == "redis" else ""
-        raise StoreError(
-            f"the store backend {config.store_backend} (DEDUP_STORE_BACKEND, or chosen by a redis:// "
-            f"DEDUP_STORE) cannot be loaded: {exc}{extra}"
-        ) from None
-    path = None
+    backend = backend_class(config.store_backend)  # first: a Redis store's options need its client
     try:
         path = store_path(config, crawler)
-        store = backend(path, store_params(config), cache_mb=config.store_cache_mb, **redis_options(config, crawler))
-    except OSError as exc:  # the directory: a file is in the way, or it cannot be written
-        if not config.store:
-            where = f"the default store directory {path or exc.filename!r}"
-        else:  # a redis:// URL is not repeated: it may hold a password
-            where = "DEDUP_STORE" if is_redis_url(config.store) else f"DEDUP_STORE {path!r}"
-        raise StoreError(f"{where} cannot be used as a dedup store: {exc.strerror}: {exc.filename!r}") from None
-    run = store.begin_run()
-    # what the URL keys were made with, so reports key a looked-up URL the same way
-    store.put_meta("url_rules", config.url_rules.to_json())
-    store.put_meta("extraction", dict(EXTRACT_PARAMS))
+    except OSError as exc:  # the project's data directory cannot be made
+        raise unusable(exc, None, default=True) from None
+    store = opened(
+        path,
+        store_params(config),
+        backend=backend,
+        cache_mb=config.store_cache_mb,
+        default=not config.store,
+        # what the URL keys were made with, so reports key a looked-up URL the same way
+        meta={"url_rules": config.url_rules.to_json(), "extraction": dict(EXTRACT_PARAMS)},
+        **redis_options(config, crawler),
+    )
     # the backend's own path: a URL's password never reaches the log
-    logger.info("dedup store %s opened, run %d", store.path, run)
+    logger.info("dedup store %s opened, run %d", store.path, store.run)
     return store
 
 

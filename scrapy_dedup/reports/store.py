@@ -6,33 +6,23 @@ Inside a Scrapy project the store comes from the project's settings
 outside one, ``--store PATH`` names it.
 
 An embedded LevelDB store belongs to one process.  When a running crawl holds
-it, the report reads a snapshot: the store's files are copied to a temporary
-directory and the copy is opened (the crawl's files are only ever read).
-A snapshot may miss the crawl's last writes, never half of one: each decision
-is one atomic batch in LevelDB's log, and a batch cut short at the end of the
-copied log is dropped when the copy is opened.
+it, the report reads a snapshot, the store's own (a LevelDB store copies its
+files: :mod:`scrapy_dedup.store.leveldb.snapshot`).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
 from scrapy.settings import BaseSettings
-from scrapy.utils.misc import load_object
 
-from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
+from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked, StoreWriteError
-
-DEFAULT_BACKEND = "scrapy_dedup.store.leveldb.LevelDBStore"
-#: copies attempted while a crawl keeps changing the store's files
-SNAPSHOT_ATTEMPTS = 5
+from scrapy_dedup.store.open import backend_class, open_existing
 
 
 def _chosen(settings: BaseSettings, spider: str | None, given: str | None, setting: str, missing: str) -> str | None:
@@ -100,97 +90,28 @@ def opened_store(
     err: TextIO | None = None,
     prefix: str | None = None,
 ) -> Iterator[DedupStore]:
-    """Open the store for reading; a snapshot of it when a crawl holds it."""
+    """Open the store for reading; a snapshot of it (:meth:`DedupStore.open_snapshot`) when a
+    crawl holds it."""
     err = err if err is not None else sys.stderr
     path = store_path(settings, path, spider)
-    redis = is_redis_url(path)
-    backend = load_object(settings.get("DEDUP_STORE_BACKEND") or (REDIS_BACKEND if redis else DEFAULT_BACKEND))
-    copy_dir = None
+    backend = backend_class(settings.get("DEDUP_STORE_BACKEND"), path)
+    # a shared Redis store is read as it is, streaming
+    options = {"prefix": redis_prefix(settings, spider, prefix)} if is_redis_url(path) else {}
     try:
-        if redis:
-            # a shared Redis store is read as it is, streaming: no snapshot
-            store = backend.open_existing(path, prefix=redis_prefix(settings, spider, prefix))
-        else:
-            store = backend.open_existing(path)
+        store = open_existing(path, backend=backend, **options)
     except StoreLocked:
-        if not snapshot or not _snapshot_capable(backend):
+        if not snapshot:
             raise
-        copy_dir, store = _open_snapshot(backend, path)
+        store = backend.open_snapshot(path, **options)
         err.write(
             f"scrapy dedup: a running crawl holds {path}; reading a snapshot taken at "
             f"{time.strftime('%H:%M:%S')} (later writes are not shown)\n"
         )
     except StoreWriteError:
         # a full filesystem: LevelDB cannot open in place, a copy elsewhere reads the same
-        if not snapshot or not _snapshot_capable(backend):
+        if not snapshot:
             raise
-        copy_dir, store = _open_snapshot(backend, path)
+        store = backend.open_snapshot(path, **options)
         err.write(f"scrapy dedup: no space left to open {path} in place; reading a copy\n")
-    try:
-        with store:
-            yield store
-    finally:
-        if copy_dir is not None:
-            shutil.rmtree(copy_dir, ignore_errors=True)
-
-
-def _snapshot_capable(backend: type) -> bool:
-    from scrapy_dedup.store.leveldb import LevelDBStore
-
-    return isinstance(backend, type) and issubclass(backend, LevelDBStore)
-
-
-def _open_snapshot(backend: type[DedupStore], path: str) -> tuple[str, DedupStore]:
-    import plyvel
-
-    last_error: Exception | None = None
-    for _ in range(SNAPSHOT_ATTEMPTS):
-        copy_dir = tempfile.mkdtemp(prefix="scrapy-dedup-snapshot-")
-        try:
-            _copy_store(path, copy_dir)
-            # LevelDB refuses to open a copy that lacks a table its manifest names
-            store = backend.open_existing(copy_dir)
-            return copy_dir, store
-        except (OSError, StoreError, plyvel.Error) as exc:
-            last_error = exc
-            shutil.rmtree(copy_dir, ignore_errors=True)
-    raise StoreLocked(
-        f"the dedup store {path!r} is in use by a running crawl and no consistent snapshot "
-        f"could be taken ({' '.join(str(last_error).split())}); try again when the crawl ends"
-    )
-
-
-def _files(path: str, *suffixes: str) -> list[str]:
-    return sorted(entry.name for entry in os.scandir(path) if entry.name.endswith(suffixes) and entry.is_file())
-
-
-def _copy_store(src: str, dst: str) -> None:
-    """Copy a LevelDB directory that another process is writing to.
-
-    The order makes the copy a consistent prefix of the writes:
-
-    1. the write-ahead logs: each holds later writes than the one before, and
-       one cut short mid-record ends, when opened, at its last whole batch;
-    2. the manifest CURRENT names: the tables and the oldest live log of the
-       state it describes (LevelDB appends to it; a cut-short edit is ignored);
-    3. the tables, listed after the manifest was copied, so every table it
-       names is there unless a compaction deleted it meanwhile, which the
-       open of the copy reports (and the snapshot is taken again).
-    """
-    for name in _files(src, ".log"):
-        try:
-            shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
-        except FileNotFoundError:
-            continue  # flushed to a table meanwhile: the manifest copied next names that table
-    with open(os.path.join(src, "CURRENT"), encoding="ascii") as f:
-        manifest = f.read().strip()
-    shutil.copyfile(os.path.join(src, manifest), os.path.join(dst, manifest))
-    with open(os.path.join(dst, "CURRENT"), "w", encoding="ascii") as f:
-        f.write(manifest + "\n")
-    for name in _files(src, ".ldb", ".sst"):
-        # Copied, never hard-linked: opening the copy may write a new table under a
-        # number the source is still writing, and a link would truncate the source's.
-        try:
-            shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
-        except FileNotFoundError:
-            continue  # compacted away: obsolete, or the open of the copy says it is missing
+    with store:
+        yield store

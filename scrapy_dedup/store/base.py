@@ -304,6 +304,14 @@ class DedupStore(abc.ABC):
     def open_existing(cls, path: str) -> DedupStore:
         """Open a store for reading, with the parameters it was written with."""
 
+    @classmethod
+    def open_snapshot(cls, path: str, **options: Any) -> DedupStore:
+        """A consistent view of the store for reading, while another process holds it (or it
+        cannot be opened in place); closing it lets the view go.  Here the store itself: a
+        backend whose readers never wait for a writer (in memory, Redis) is read as it is, and
+        one that cannot be read meanwhile fails as :meth:`open_existing` does."""
+        return cls.open_existing(path, **options)
+
     @abc.abstractmethod
     def close(self) -> None: ...
 

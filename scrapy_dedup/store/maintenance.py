@@ -1,13 +1,14 @@
-"""Checking and repairing a store: ``scrapy dedup check`` and ``scrapy dedup repair``.
+"""Checking a store: ``scrapy dedup check``.
 
 The URL records are the source of truth; everything else that points at a cluster is
 derived from them: the clusters and their memberships, the exact, raw and near-duplicate indexes,
 the MinHash signatures and texts kept for documents.  ``check_store`` verifies that the derived
 records agree with the URL records, on any backend, through the store's interface; the packed
-near-duplicate tables and memberships of clusters that no longer exist are read from LevelDB's
-keys (:mod:`scrapy_dedup.store.leveldb`), on that backend only.  ``repair_store`` runs LevelDB's
-own repair (which salvages what the table files and logs still hold) and then rebuilds every
-derived index from the URL records: LevelDB only (see :data:`NOT_REPAIRABLE`).
+near-duplicate tables and memberships of clusters that no longer exist are read through the
+LevelDB store's own methods (:mod:`scrapy_dedup.store.leveldb`), on that backend only.
+``scrapy dedup repair`` (:mod:`scrapy_dedup.store.leveldb.repair`) salvages a LevelDB store's
+files and rebuilds every derived index from the URL records: LevelDB only (see
+:data:`NOT_REPAIRABLE`).
 
 Checks are registered in :data:`CHECKS` (name -> function), so a new kind of record brings its own.
 """
@@ -15,36 +16,24 @@ Checks are registered in :data:`CHECKS` (name -> function), so a new kind of rec
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import struct
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-import plyvel
-
-from scrapy_dedup.core.bands import band_hashes
-from scrapy_dedup.core.fingerprints import DEFAULT_MIN_TOKENS
 from scrapy_dedup.core.records import Cluster, UrlRecord
-from scrapy_dedup.core.representative import Candidate, choose_representative
 from scrapy_dedup.store.base import (
     CHUNK_EXACT,
     CHUNKS,
     EXACT,
     MEMBERS,
     MINHASH,
-    OLDEST_MIGRATABLE,
     PENDING,
     RAW,
-    STORE_FORMAT,
     TEXT,
     DedupStore,
-    StoreError,
 )
-from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore
-from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC
+from scrapy_dedup.store.leveldb import LevelDBStore
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
@@ -54,7 +43,6 @@ NOT_REPAIRABLE = (
     "left half-applied is finished by the next process that opens it, `scrapy dedup check` reads it "
     "in place, and the server's files are checked with redis-check-rdb / redis-check-aof"
 )
-_ENTRY = struct.Struct("<QQQ")
 
 
 @dataclass
@@ -88,14 +76,13 @@ class _View:
 
     def __init__(self, store: DedupStore) -> None:
         self.store = store
-        #: LevelDB's keys, for the checks of what only that backend has; None on another
-        self.db = store._db if isinstance(store, LevelDBStore) else None
+        #: LevelDB, for the checks of what only that backend has; None on another
+        self.leveldb = store if isinstance(store, LevelDBStore) else None
         self.records: dict[str, UrlRecord] = {r.key: r for r in store.iter_urls()}
         self.clusters: dict[str, Cluster] = {c.cluster_id: c for c in store.iter_clusters()}
         self.members: dict[str, set[str]] = defaultdict(set)
-        if self.db is not None:  # every member set, a dead cluster's too
-            for key in self.db.iterator(prefix=b"k:", include_value=False):
-                cid, _, member = key[2:].decode().partition(":")
+        if self.leveldb is not None:  # every member set, a dead cluster's too
+            for cid, member in self.leveldb.set_entries(MEMBERS):
                 self.members[cid].add(member)
         else:
             for cid in self.clusters:
@@ -127,7 +114,7 @@ def register_check(name: str, scans: tuple[str, ...] | None = ()) -> Callable[[C
 def _runs_on(name: str, view: _View) -> bool:
     scans = SCANS[name]
     if scans is None:
-        return view.db is not None
+        return view.leveldb is not None
     return all(view.store.scannable(table) for table in scans)
 
 
@@ -189,16 +176,17 @@ def _packed(name: str, index: str) -> Check:
     live clusters."""
 
     def check(view: _View, result: CheckResult) -> None:
-        for _, value, cid in getattr(view.store, index).live_entries():
+        assert view.leveldb is not None  # run on LevelDB only (SCANS)
+        for value, cid in view.leveldb.packed_entries(index):
             result.checked[name] += 1
-            if cid.hex() not in view.clusters:
-                result.problem(name, f"an entry {value:016x} points to a dead cluster {cid.hex()}")
+            if cid not in view.clusters:
+                result.problem(name, f"an entry {value:016x} points to a dead cluster {cid}")
 
     return check
 
 
-register_check("simhash tables", None)(_packed("simhash tables", "_tables"))
-register_check("bands", None)(_packed("bands", "_bands"))
+register_check("simhash tables", None)(_packed("simhash tables", "simhash"))
+register_check("bands", None)(_packed("bands", "bands"))
 
 
 def _orphans(table: str, what: str) -> Check:
@@ -269,174 +257,8 @@ def check_store(store: DedupStore) -> CheckResult:
             check(view, result)
         else:
             result.skipped.append(name)
-    result.repairable = view.db is not None
+    result.repairable = view.leveldb is not None
     return result
-
-
-# -- repair ------------------------------------------------------------------------------
-
-#: derived keys, rebuilt from the URL records: clusters, memberships, exact and raw indexes, the
-#: packed indexes (write-ahead entries, runs, tombstones, counters) and format 2's band keys; and
-#: the change history (decide.changes), which starts again at the next settle
-DERIVED = (
-    b"D:",
-    b"c:",
-    b"k:",
-    b"h:",
-    b"r:",
-    b"b",
-    *(
-        prefix
-        for spec in (SIMHASH_SPEC, BANDS_SPEC)
-        for prefix in (spec.wal, spec.run, spec.tomb, spec.gen_key, spec.gen_key.replace(b"_gen", b"_counts"))
-    ),
-)
-
-
-@dataclass
-class RepairResult:
-    records: int = 0
-    clusters: int = 0
-    removed: Counter = field(default_factory=Counter)
-    lost_clusters: int = 0
-    #: the store's parameters were lost and written again from the settings
-    params_lost: bool = False
-
-
-def repair_store(
-    path: str,
-    *,
-    min_tokens: int = DEFAULT_MIN_TOKENS,
-    authority: tuple[str, ...] = (),
-    params: dict[str, Any] | None = None,
-) -> RepairResult:
-    """Salvage the store's files with LevelDB's repair, then rebuild the derived indexes.
-
-    ``min_tokens`` and ``authority`` are the crawl's ``DEDUP_MIN_TOKENS`` and ``DEDUP_AUTHORITY``
-    (which documents enter the near-duplicate index; who represents a cluster whose record is
-    lost); ``params`` are the crawl's store parameters, written again if the damage took them.
-    """
-    if not os.path.exists(os.path.join(path, "CURRENT")) and not any(
-        name.endswith((".ldb", ".log", ".sst")) for name in _names(path)
-    ):
-        raise StoreError(f"no dedup store at {path!r}")
-    try:
-        # repair_db takes no lock: make sure no crawl holds the store first
-        plyvel.DB(path, create_if_missing=False).close()
-    except plyvel.IOError as exc:
-        if "lock" in str(exc).lower():
-            raise StoreError(f"the dedup store {path!r} is in use by another process; stop it first") from exc
-    except plyvel.Error:
-        pass  # what repair is for
-    plyvel.repair_db(path)
-    params_lost = False
-    db = plyvel.DB(path, create_if_missing=False)
-    try:
-        raw = db.get(b"m:params")
-        if raw is None and params is not None:
-            full = {**params, **LAYOUT}
-            db.put(b"m:params", json.dumps(json.loads(json.dumps(full)), sort_keys=True).encode())
-            params_lost = True
-        elif raw is not None:
-            stored = json.loads(raw)
-            found = stored.get("store_format")
-            # the damage took the newer parameters, or the store is older: the rebuild below
-            # writes every derived key in this version's layout, which is what a migration does
-            if isinstance(found, int) and OLDEST_MIGRATABLE <= found < STORE_FORMAT:
-                db.put(b"m:params", json.dumps({**stored, **LAYOUT}, sort_keys=True).encode())
-    finally:
-        db.close()
-    store = LevelDBStore.open_existing(path)
-    try:
-        result = _rebuild(store, min_tokens, authority)
-        result.params_lost = params_lost
-        return result
-    finally:
-        store.close()
-
-
-def _names(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
-def _rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -> RepairResult:
-    db = store._db
-    result = RepairResult()
-    old_clusters = {c.cluster_id: c for c in store.iter_clusters()}
-    records = list(store.iter_urls())
-    result.records = len(records)
-    by_cluster: dict[str, list[UrlRecord]] = defaultdict(list)
-    for record in records:
-        if record.cluster_id is not None:
-            by_cluster[record.cluster_id].append(record)
-    for prefix in DERIVED:
-        with db.write_batch() as wb:
-            for key in db.iterator(prefix=prefix, include_value=False):
-                wb.delete(key)
-                result.removed[prefix.decode()] += 1
-    documents = {r.key for rs in by_cluster.values() for r in rs}
-    for prefix in (b"n:", b"x:"):
-        with db.write_batch() as wb:
-            for key in db.iterator(prefix=prefix, include_value=False):
-                if key[2:].decode() not in documents:
-                    wb.delete(key)
-                    result.removed[prefix.decode()] += 1
-    # the indexes' memory was loaded at open: start from empty ones
-    store._open_indexes()
-    for record in records:
-        if record.raw_hash:
-            with store.batch() as batch:
-                batch.index_raw(record.raw_hash, record.key)
-    for cid, members in by_cluster.items():
-        cluster = _cluster_of(cid, members, old_clusters.get(cid), authority)
-        if cid not in old_clusters:
-            result.lost_clusters += 1
-        rep = next(r for r in members if r.key == cluster.representative)
-        with store.batch() as batch:
-            batch.put_cluster(cluster)
-            for member in members:
-                if member.key != cluster.representative:  # named by the cluster's record
-                    batch.add_member(cid, member.key)
-                if member.content_hash:
-                    batch.index_exact(member.scope, member.content_hash, cid)
-            if rep.simhash is not None and (rep.tokens or 0) >= min_tokens:
-                minhash = store.get_minhash(rep.key)
-                batch.index_near(rep.scope, rep.simhash, band_hashes(minhash) if minhash else (), cid)
-        result.clusters += 1
-    if next(db.iterator(prefix=b"C:", include_value=False), None) is not None:
-        # representatives may have changed: the next crawl settles the chunk statuses again
-        store.put_meta("chunks_owed", True)
-    # what changed before the damage cannot be told: earlier exports' tokens are refused, not
-    # answered in part
-    db.delete(b"m:changes")
-    db.put(b"m:repaired", json.dumps({"records": result.records, "clusters": result.clusters}).encode())
-    return result
-
-
-def _cluster_of(cid: str, members: list[UrlRecord], old: Cluster | None, authority: tuple[str, ...]) -> Cluster:
-    """The cluster as it was when its record survived and still agrees, else chosen again."""
-    keys = {r.key for r in members}
-    if old is not None and old.representative in keys:
-        old.size = len(members)
-        return old
-    best = choose_representative(
-        (Candidate(r.key, r.url, r.text_length or 0, r.first_run, r.canonical_alias) for r in members), authority
-    )
-    rep = next(r for r in members if r.key == best.key)
-    return Cluster(
-        cluster_id=cid,
-        representative=rep.key,
-        rep_url=rep.url,
-        rep_text_length=rep.text_length or 0,
-        rep_first_run=rep.first_run,
-        rep_canonical_alias=rep.canonical_alias,
-        scope=rep.scope,
-        size=len(members),
-        max_distance=max((r.distance or 0) for r in members),
-    )
 
 
 def describe(result: CheckResult) -> Iterator[str]:

@@ -29,8 +29,8 @@ from scrapy_dedup.store.base import (
     StoreLocked,
     format_problem,
 )  # fmt: skip
-from scrapy_dedup.store.leveldb import LAYOUT, LevelDBStore, _record_key
-from scrapy_dedup.store.maintenance import _rebuild
+from scrapy_dedup.store.leveldb.repair import rebuild
+from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore, record_key
 
 _BATCH = 5_000
 
@@ -47,7 +47,7 @@ def _narrow_signatures(db: Any) -> None:
 
     def rewrite(table: str, narrow: Callable[[bytes], bytes]) -> None:
         wb, pending = db.write_batch(), 0
-        for key, value in db.iterator(prefix=_record_key(table, "")):
+        for key, value in db.iterator(prefix=record_key(table, "")):
             new = narrow(value)
             if new != value:
                 wb.put(key, new)
@@ -64,7 +64,7 @@ def _narrow_signatures(db: Any) -> None:
     rewrite(MINHASH, narrow_signature)
     rewrite(CHUNK_PRINT, narrow_chunk)
     with db.write_batch() as wb:
-        for key in db.iterator(prefix=_record_key(CHUNK_BANDS, ""), include_value=False):
+        for key in db.iterator(prefix=record_key(CHUNK_BANDS, ""), include_value=False):
             wb.delete(key)
 
 
@@ -134,8 +134,8 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
     try:
         if refingerprint:
             _refingerprint(store)
-        rebuilt = _rebuild(store, min_tokens, authority)
-        store._db.delete(b"m:migrating")
+        rebuilt = rebuild(store, min_tokens, authority)
+        store.delete_meta("migrating")
     finally:
         store.close()
     return Migration(path, found, STORE_FORMAT, rebuilt.records, rebuilt.clusters, rebuilt=True)

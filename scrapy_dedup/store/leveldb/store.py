@@ -39,7 +39,7 @@ in the store parameters)::
     t<band><scope><hash><cluster> removed band entry (tombstone)
     m:bands_gen                   next packed band run generation
 
-Both packed indexes are described in :mod:`scrapy_dedup.store.packed_tables`.
+Both packed indexes are described in :mod:`scrapy_dedup.store.leveldb.packed_tables`.
 Format 2 kept one key per band per representative (``b<band><scope><hash><cluster>``); formats
 2 and 3 kept MinHash signatures of 4-byte slots (``scrapy dedup migrate`` brings both to 4).
 """
@@ -48,7 +48,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
+import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -83,10 +86,13 @@ from scrapy_dedup.store.base import (
     band_tuple,
     scope_id,
 )
-from scrapy_dedup.store.holder import held_message, record_holder, release_holder
-from scrapy_dedup.store.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
+from scrapy_dedup.store.leveldb.holder import held_message, record_holder, release_holder
+from scrapy_dedup.store.leveldb.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
+from scrapy_dedup.store.leveldb.snapshot import copy_store
 
 _RUN = struct.Struct(">I")
+#: copies attempted while a writer keeps changing the store's files
+SNAPSHOT_ATTEMPTS = 5
 
 #: what this backend records in the store parameters about its layout
 LAYOUT = {"store_format": STORE_FORMAT, "simhash_layout": SIMHASH_SPEC.layout, "band_layout": BANDS_SPEC.layout}
@@ -113,8 +119,27 @@ _TABLE_PREFIX = {
 #: owned set -> (key prefix, separator between owner and member)
 _SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}
 
+#: derived keys, rebuilt from the URL records by ``scrapy dedup repair`` and ``migrate``:
+#: clusters, memberships, exact and raw indexes, the packed indexes (write-ahead entries, runs,
+#: tombstones, counters) and format 2's band keys; and the change history (decide.changes),
+#: which starts again at the next settle
+DERIVED = (
+    b"D:",
+    b"c:",
+    b"k:",
+    b"h:",
+    b"r:",
+    b"b",
+    *(
+        prefix
+        for spec in (SIMHASH_SPEC, BANDS_SPEC)
+        for prefix in (spec.wal, spec.run, spec.tomb, spec.gen_key, spec.gen_key.replace(b"_gen", b"_counts"))
+    ),
+)
 
-def _record_key(table: str, key: str) -> bytes:
+
+def record_key(table: str, key: str) -> bytes:
+    """The key of a record in LevelDB (a migration converts the keys of a table with it)."""
     return _TABLE_PREFIX[table] + key.encode()
 
 
@@ -137,10 +162,10 @@ class LevelDBBatch(StoreBatch):
         self._removed: set[bytes] = set()
 
     def put(self, table: str, key: str, value: bytes) -> None:
-        self._wb.put(_record_key(table, key), value)
+        self._wb.put(record_key(table, key), value)
 
     def delete(self, table: str, key: str) -> None:
-        self._wb.delete(_record_key(table, key))
+        self._wb.delete(record_key(table, key))
 
     def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
         self._wb.put(_set_prefix(name, owner) + member.encode(), value)
@@ -196,6 +221,9 @@ def _open_error(path: str, exc: Exception) -> StoreError:
 class LevelDBStore(DedupStore):
     """A store in one LevelDB directory, owned by one process."""
 
+    #: the directory of a snapshot's copy (:meth:`open_snapshot`), removed at close
+    _copy: str | None = None
+
     def __init__(self, path: str, params: dict[str, Any], *, cache_mb: int = 16) -> None:
         self.path = path
         os.makedirs(path, exist_ok=True)
@@ -233,6 +261,30 @@ class LevelDBStore(DedupStore):
         store._open_indexes()
         return store
 
+    @classmethod
+    def open_snapshot(cls, path: str, **options: Any) -> LevelDBStore:
+        """A copy of the store's files, opened (:mod:`scrapy_dedup.store.leveldb.snapshot`):
+        LevelDB lets one process open a store, and the copy reads the same without a space of
+        its own on a full filesystem. Closing it removes the copy. StoreLocked when no
+        consistent copy could be taken while the writer went on."""
+        last_error: Exception | None = None
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            copy_dir = tempfile.mkdtemp(prefix="scrapy-dedup-snapshot-")
+            try:
+                copy_store(path, copy_dir)
+                # LevelDB refuses to open a copy that lacks a table its manifest names
+                store = cls.open_existing(copy_dir, **options)
+            except (OSError, StoreError, plyvel.Error) as exc:
+                last_error = exc
+                shutil.rmtree(copy_dir, ignore_errors=True)
+                continue
+            store._copy = copy_dir
+            return store
+        raise StoreLocked(
+            f"the dedup store {path!r} is in use by a running crawl and no consistent snapshot "
+            f"could be taken ({' '.join(str(last_error).split())}); try again when the crawl ends"
+        )
+
     def _open_indexes(self) -> None:
         self._tables = PackedSimhashTables(self._db)
         self._bands = PackedBands(self._db)
@@ -250,6 +302,8 @@ class LevelDBStore(DedupStore):
                             break  # safe to leave for the next run: every step keeps the index correct
             release_holder(self.path)
             self._db.close()
+            if self._copy is not None:
+                shutil.rmtree(self._copy, ignore_errors=True)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -277,7 +331,7 @@ class LevelDBStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
-        return self._db.get(_record_key(table, key))
+        return self._db.get(record_key(table, key))
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         prefix = _TABLE_PREFIX[table]
@@ -285,7 +339,7 @@ class LevelDBStore(DedupStore):
             yield k[len(prefix):].decode(), value
 
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
-        k = _record_key(table, key)
+        k = record_key(table, key)
         previous = self._db.get(k)
         if previous is None:
             with self._writing():
@@ -296,6 +350,38 @@ class LevelDBStore(DedupStore):
         prefix = _set_prefix(name, owner)
         for k, value in self._db.iterator(prefix=prefix):
             yield k[len(prefix):].decode(), value
+
+    # -- check, repair, migrate: LevelDB's own keys ---------------------------
+    def set_entries(self, name: str) -> Iterator[tuple[str, str]]:
+        """``(owner, member)`` of every owned set ``name``, an owner's that no longer exists too."""
+        prefix, sep = _SET_PREFIX[name]
+        for k in self._db.iterator(prefix=prefix, include_value=False):
+            owner, _, member = k[len(prefix):].decode().partition(sep.decode())
+            yield owner, member
+
+    def packed_entries(self, index: str) -> Iterator[tuple[int, str]]:
+        """``(value, cluster id)`` of every live entry of a packed index: ``"simhash"`` (the
+        SimHash tables: the fingerprint) or ``"bands"`` (the LSH bands: the first band hash)."""
+        packed = {"simhash": self._tables, "bands": self._bands}[index]
+        for _, value, cid in packed.live_entries():
+            yield value, cid.hex()
+
+    def clear_derived(self) -> Counter[str]:
+        """Delete every key :data:`DERIVED` lists, and start the indexes' memory again from empty
+        ones (for a rebuild from the URL records); returns how many keys went, per prefix."""
+        removed: Counter[str] = Counter()
+        with self._writing():
+            for prefix in DERIVED:
+                with self._db.write_batch() as wb:
+                    for k in self._db.iterator(prefix=prefix, include_value=False):
+                        wb.delete(k)
+                        removed[prefix.decode()] += 1
+        self._open_indexes()
+        return removed
+
+    def delete_meta(self, name: str) -> None:
+        with self._writing():
+            self._db.delete(b"m:" + name.encode())
 
     # -- metadata -----------------------------------------------------------
     def get_meta(self, name: str) -> Any:
