@@ -8,6 +8,7 @@ together.  The writes of one decision go to the store in one atomic batch.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import xxhash
@@ -110,7 +111,13 @@ class Clusters:
         assert cluster is not None, "a match names a live cluster"
         assert record.content_hash is not None, "a page is given its content hash before it is clustered"
         old_rep = self.store.get_url(cluster.representative)
-        wins = representative_order(Candidate.of(record), self.authority) < representative_order(
+        # the copies of the representative's text as the crawl meets them (a page with its text
+        # adds one); any other text counts as one until settling counts every copy
+        same_text = old_rep is not None and record.content_hash == old_rep.content_hash
+        if same_text:
+            cluster.rep_copies += 1
+        copies = cluster.rep_copies if same_text else 1
+        wins = representative_order(Candidate.of(record, copies), self.authority) < representative_order(
             Candidate.representing(cluster), self.authority
         )
         record.cluster_id, record.scope = match.cluster_id, doc.scope
@@ -147,7 +154,7 @@ class Clusters:
                 if self._indexable(record):
                     assert record.simhash is not None and doc.fingerprint is not None, "an indexable page has its fingerprint"
                     batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), match.cluster_id)
-                cluster.represent(record)
+                cluster.represent(record, copies)
                 cluster.max_distance = max(cluster.max_distance, gap or 0)
                 record.clear_match()
                 if doc.text is None and record.content_hash == old_rep.content_hash:
@@ -179,8 +186,10 @@ class Clusters:
     def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:
         """The best of the remaining ``members`` now represents ``cluster``; the others point to it."""
         by_key = {r.key: r for r in members}
-        rep = by_key[choose_representative((Candidate.of(r) for r in members), self.authority).key]
-        cluster.represent(rep)
+        copies = Counter(r.content_hash for r in members)
+        best = choose_representative((Candidate.of(r, copies[r.content_hash]) for r in members), self.authority)
+        rep = by_key[best.key]
+        cluster.represent(rep, best.copies)
         cluster.max_distance = 0
         for other in members:
             if other.key == rep.key:
