@@ -22,6 +22,11 @@ from scrapy_dedup.decide.matching import Match
 from scrapy_dedup.store.base import TEXT, DedupStore, StoreBatch
 
 
+#: the statuses a change of representative rewrites (a lifecycle status, ``unchanged`` or
+#: ``updated``, says what the last fetch found and stays)
+DUPLICATE_OR_NEW = ("new", "exact_duplicate", "near_duplicate")
+
+
 def cluster_id_for(scope: str, key: str) -> str:
     """A cluster (a document of the export: its ``document_id``) is named after the scope and
     the URL key of its representative when it was founded or settled, so that it keeps its id
@@ -112,14 +117,16 @@ class Clusters:
         assert record.content_hash is not None, "a page is given its content hash before it is clustered"
         old_rep = self.store.get_url(cluster.representative)
         # the copies of the representative's text as the crawl meets them (a page with its text
-        # adds one); any other text counts as one until settling counts every copy
+        # adds one: the representative is the first of them in the order); a copy of a member's
+        # text may make that text the one more URLs serve: the members are counted (below)
         same_text = old_rep is not None and record.content_hash == old_rep.content_hash
+        member_text = old_rep is not None and not same_text and match.reason == "exact_content"
         if same_text:
             cluster.rep_copies += 1
         copies = cluster.rep_copies if same_text else 1
-        wins = representative_order(Candidate.of(record, copies), self.authority) < representative_order(
-            Candidate.representing(cluster), self.authority
-        )
+        wins = not member_text and representative_order(
+            Candidate.of(record, copies), self.authority
+        ) < representative_order(Candidate.representing(cluster), self.authority)
         record.cluster_id, record.scope = match.cluster_id, doc.scope
         # exact or near is said against the representative, as every report says it: a text
         # found in the exact index may be a member's, not the representative's
@@ -179,9 +186,46 @@ class Clusters:
                 decision.duplicate_of = self._url_of(match.duplicate_of)
                 decision.distance = record.distance
                 decision.jaccard = match.jaccard
+            if member_text:
+                assert old_rep is not None, "member_text says there is one"
+                rep = self._recount(batch, cluster, old_rep, record)
+                if rep is not None:
+                    decision.status, decision.reason = record.status, record.reason
+                    decision.canonical_url = decision.duplicate_of = rep.url
+                    decision.distance, decision.jaccard = record.distance, None
+                    if rep is record:
+                        decision.supersedes, decision.duplicate_of = [old_rep.url], old_rep.url
+                        decision.is_representative = True
             self._write_content(batch, record, doc)
             batch.put_cluster(cluster)
         return decision
+
+    def _recount(self, batch: StoreBatch, cluster: Cluster, old_rep: UrlRecord, record: UrlRecord) -> UrlRecord | None:
+        """``record`` joined ``cluster`` with the text of a member that is not the
+        representative: when that text now comes first in the order (more URLs serve it than
+        the representative's), the first of its copies represents; returns it, else None.
+        One read a member, only for such a copy."""
+        members = [r for r in map(self.store.get_url, self.store.members_of(cluster)) if r is not None]
+        members = [r for r in members if r.key != record.key] + [record]
+        copies = Counter(r.content_hash for r in members)
+        if copies[record.content_hash] < cluster.rep_copies:
+            return None  # (the representative's text is served by more URLs still)
+        best = choose_representative((Candidate.of(r, copies[r.content_hash]) for r in members), self.authority)
+        if best.key == old_rep.key:
+            return None
+        if self._indexable(old_rep):
+            assert old_rep.simhash is not None, "an indexable record has its SimHash"
+            batch.unindex_near(cluster.scope, old_rep.simhash, self._bands_of(old_rep.key), cluster.cluster_id)
+        batch.add_member(cluster.cluster_id, old_rep.key)  # a member no longer implied
+        rep = self._promote(batch, cluster, members)
+        for other in members:
+            # what the new and the old representative and the new page are now
+            if other.key in (rep.key, old_rep.key, record.key) and other.status in DUPLICATE_OR_NEW:
+                other.status = (
+                    "new" if other is rep else duplicate_status(duplicate_reason(other.content_hash, rep.content_hash))
+                )
+                batch.put_url(other)
+        return rep
 
     def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:
         """The best of the remaining ``members`` now represents ``cluster``; the others point to it."""
