@@ -22,8 +22,14 @@ fetched in.  Order of preference:
 The copies are counted by settling over every document it settles (all copies of one text
 settle together, so the count is the same whatever else changed). The crawl's provisional
 choice uses the same order with what it knows: a page with its cluster representative's text
-adds a copy to it (``Cluster.rep_copies``), any other page counts as one until settling
-counts them all.
+adds a copy to it (``Cluster.rep_copies``); a page with another member's text counts that
+text's copies among the members, and the first of them represents when that text now comes
+first; any other page counts as one.
+
+Measured on debian-handbook 11.20220922 (26 languages): of the 112 settled documents holding an
+English page and other pages, a partial translation represented 88 with the longest text first,
+70 with the copies first (the 70: sections whose English text only ``en-US/`` serves, every
+other language having changed a label); see docs/how-it-works.md.
 
 Nothing in a page says which of several exact copies is the original when the pages do not
 declare a language: among them the order falls to the run and the URL key, and
