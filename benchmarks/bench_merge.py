@@ -21,9 +21,10 @@ the characters of the merged passages that the representative has too (counted t
 and what the passages add to the export's size.
 
 On the handbook it also counts the settled documents that hold the English original
-(``en-US``) and a partial translation of it, and how many of them a partial translation
-represents: with the default representative order, and with
-``DEDUP_AUTHORITY = ["*/en-US/*"]``.
+(``en-US``) and other pages, and how many of them another page represents, split in two: a
+partial translation (another text: the representative's text is not the English one), and an
+exact copy of the English text under another language's URL; with the default representative
+order, and with ``DEDUP_AUTHORITY = ["*/en-US/*"]``.
 """
 
 from __future__ import annotations
@@ -92,19 +93,23 @@ def measure(texts: dict[str, str], tmp: Path, authority: tuple[str, ...] = ()) -
         for chunk in export.unique_chunks(iter(docs), export.ExportCounts()):
             for occurrence in chunk["documents"]:
                 by_doc[occurrence["document_id"]].append(chunk["text"])
-        member_urls = {
-            d["document_id"]: [store.get_url(k).url for k in store.members_of(store.get_cluster(d["document_id"]))]
+        member_records = {
+            d["document_id"]: [store.get_url(k) for k in store.members_of(store.get_cluster(d["document_id"]))]
             for d in docs
         }
+        member_urls = {cid: [r.url for r in records] for cid, records in member_records.items()}
     out = {"pages": len(urls), "documents": len(docs), "merged_documents": 0, "members": 0, "unique_chars": 0,
            "retrievable_before": 0, "retrievable_after": 0, "counted_twice_chars": 0, "passages": 0,
-           "passage_chars": 0, "export_chars": 0, "with_original": 0, "translation_represents": 0}
+           "passage_chars": 0, "export_chars": 0, "with_original": 0, "translation_represents": 0,
+           "copy_represents": 0}
     for doc in docs:
         # a document holding the English original and other pages: which one represents it
-        held = member_urls[doc["document_id"]]
-        if len(held) > 1 and any("/en-US/" in u for u in held):
-            out["with_original"] += 1
-            out["translation_represents"] += "/en-US/" not in doc["url"]
+        held = member_records[doc["document_id"]]
+        english = [r.content_hash for r in held if "/en-US/" in r.url]
+        if len(held) > 1 and english and "/en-US/" not in doc["url"]:
+            rep_hash = next(r.content_hash for r in held if r.url == doc["url"])
+            out["translation_represents" if rep_hash != english[0] else "copy_represents"] += 1
+        out["with_original"] += len(held) > 1 and bool(english)
         out["export_chars"] += len(doc["text"]) + sum(len(p["text"]) for p in doc["merged_passages"])
         rep_lines = set(_lines(doc["text"]))
         unique: set[str] = set()
@@ -167,11 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         if res["with_original"]:
             steered = _measured(texts, ("*/en-US/*",))
             results[label + ", DEDUP_AUTHORITY */en-US/*"] = steered
-            rows.append(row(NAME, f"{label}: documents holding the English original that a partial translation "
-                            "represents", f"{res['translation_represents']} of {res['with_original']} (default order)",
-                            f"DEDUP_AUTHORITY = ['*/en-US/*']: {steered['translation_represents']} of "
-                            f"{steered['with_original']}", target="0",
-                            met=res["translation_represents"] == 0))
+            for what, field in (("a partial translation (another text)", "translation_represents"),
+                                ("an exact copy under another language's URL", "copy_represents")):
+                rows.append(row(NAME, f"{label}: documents holding the English original that {what} represents",
+                                f"{res[field]} of {res['with_original']} (default order)",
+                                f"DEDUP_AUTHORITY = ['*/en-US/*']: {steered[field]} of {steered['with_original']}",
+                                target="0", met=res[field] == 0))
     write_result(NAME, {"size": args.size, "sites": results, "rows": rows}, args.out)
     for r in rows:
         print(f"{r['measure']}: {r['scrapy_dedup']} ({r['alternatives']}) target {r['target'] or '-'}")

@@ -6,7 +6,9 @@ and not always near each other), one in six (three untranslated copies of the En
 Crawled in two orders (the start page lists the pages forwards or backwards) at
 ``CONCURRENT_REQUESTS`` 1 and 16: the same export (every field but the fetch times) and the same
 ``export --chunks``. With ``DEDUP_AUTHORITY = ["*/en-US/*"]`` the English original represents its
-copies, and what the partial translations translated goes with it as merged passages.
+copies, and what the partial translations translated goes with it as merged passages. Without it,
+the text the most URLs serve represents: the English text of a section that partly translated
+books copy, not a partial translation of it whose translated lines make it longer.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from testing import run_crawl
 PAGES = Path(__file__).parent / "fixtures" / "pages" / "debian-handbook"
 PAGE = "sect.shell-environment.html"
 MINT = "sect.linux-mint.html"
+#: in en-US, two untranslated copies (cs-CZ, da-DK) and sv-SE, which translated one sidebar's title
+ACCOUNTS = "sect.creating-accounts.html"
 #: "LANG/PAGE" of every page of the site, sorted
 LINKS = sorted(str(p.relative_to(PAGES)) for p in PAGES.glob("*/*.html"))
 SETTINGS = {"DEDUP_WORKERS": 0, "DEDUP_LOGSTATS_INTERVAL": 0}
@@ -67,6 +71,19 @@ def test_the_copies_settle_with_the_original(site, reference):
     assert shell == [["cs-CZ", "da-DK", "el-GR", "en-US"], ["de-DE"], ["fr-FR"]]
     [mint] = [r for r in _family(reference, MINT) if f"{site.url}/en-US/{MINT}" in {s["url"] for s in r["sources"]}]
     assert len(mint["sources"]) > 2 and mint["merged_passages"]  # partial translations, each its own text
+
+
+def test_the_text_most_urls_serve_represents_not_a_longer_partial_translation(site, reference):
+    """sv-SE's page is the English one with a sidebar's title in Swedish: 9 characters longer,
+    served by one URL; the English text is served by three. The longest text represented it."""
+    [accounts] = _family(reference, ACCOUNTS)
+    sources = {s["url"].split("/")[3]: s["reason"] for s in accounts["sources"]}
+    assert sources.keys() == {"cs-CZ", "da-DK", "en-US", "sv-SE"}
+    assert sources["sv-SE"] == "near_duplicate"
+    assert sources["en-US"] in (None, "exact_content")  # the representative's text is the English one
+    assert "BACK TO BASICS" in accounts["text"] and "TILLBAKA" not in accounts["text"]
+    # no language or authority tells the URL of the English text: the smallest URL key among its copies
+    assert accounts["url"] == f"{site.url}/cs-CZ/{ACCOUNTS}"
 
 
 @pytest.mark.parametrize("concurrency", [1, 16])
