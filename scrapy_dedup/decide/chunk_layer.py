@@ -558,14 +558,16 @@ class ChunkLayer:
             need = boilerplate_threshold(pages, self.rules.min_pages, self.rules.share)
             keys = sorted(k for k, n in counts.items() if n >= need)
             learned[group] = frozenset(keys)
-            texts: dict[str, str | None] = {}
-            for rows in _chunked(sorted((k, n) for k, n in counts.items() if n >= 2)):
+            # by the document of their example: each document's text is read once, one at a time
+            lines = sorted((example[pkey][1], pkey, n) for pkey, n in counts.items() if n >= 2)
+            text_of: tuple[str | None, str | None] = (None, None)
+            for rows in _chunked(lines):
                 with self.store.batch() as b:
-                    for pkey, n in rows:
-                        url, key, start, end = example[pkey]
-                        if key not in texts:
-                            texts = {key: self.store.get_text(key)}  # examples come in no order: keep one
-                        text = texts[key]
+                    for key, pkey, n in rows:
+                        if text_of[0] != key:
+                            text_of = (key, self.store.get_text(key))
+                        url, _, start, end = example[pkey]
+                        text = text_of[1]
                         line = canonical_text(text[start:end]) if text is not None else ""
                         value = {"pages": n, "text": line, "example_url": url}
                         b.put(BOILERPLATE, f"{group}\0{pkey}", json.dumps(value).encode())
