@@ -25,7 +25,8 @@ crawl process and its extraction worker processes, which it joins before it exit
    machine's load falls on all of them alike. CPU per fetched page is the crawl's CPU minus that of
    a crawl of the start page alone with the same arm (start-up, the workers' spawn and warm-up),
    over the pages fetched beyond it. Medians over ``--rounds`` rounds; the ratios are medians of
-   each round's ratios. ``--baseline DIR`` adds ``dedup_baseline``: another version's ``dedup``.
+   each round's ratios. ``--baseline DIR`` adds ``dedup_baseline`` and ``dedup_chunks_baseline``:
+   another version's ``dedup`` and ``dedup_chunks``. ``--sites`` runs some of the sites only.
 
 2. Fetches avoided (``--articles``, default 200): a generated site with the demo site's
    duplicate patterns at scale. Per article: the article, 3 links with tracking parameters,
@@ -89,7 +90,7 @@ ARMS = {
     "dedup": "scrapy-dedup's defaults",
     "dedup_chunks": "scrapy-dedup, DEDUP_CHUNKS = True",
 }
-DEDUP_ARMS = ("dedup", "dedup_chunks", "dedup_baseline")
+DEDUP_ARMS = ("dedup", "dedup_chunks", "dedup_baseline", "dedup_chunks_baseline")
 
 
 # == what runs inside `scrapy runspider` ========================================================
@@ -255,7 +256,7 @@ def arm_settings(arm: str, run: Path) -> dict[str, str]:
             "DEDUP_WORKERS": str(WORKERS),
             "DEDUP_LOGSTATS_INTERVAL": "0",
         }
-        if arm == "dedup_chunks":
+        if arm in ("dedup_chunks", "dedup_chunks_baseline"):
             settings["DEDUP_CHUNKS"] = "True"
         return settings
     return {}
@@ -363,14 +364,19 @@ def postgres_site(pages: int, root: Path | None = None) -> tuple[Site, list[str]
     return site, [p.lstrip("/") for p in chosen]
 
 
-def cost_sites(pages: int) -> dict[str, list[tuple[str, Path]]]:
-    """{site name: trees}: ``_corpus.COST_SITES``, or $SCRAPY_DEDUP_BENCH_PAGES alone when set."""
+def cost_sites(pages: int, only: str | None = None) -> dict[str, list[tuple[str, Path]]]:
+    """{site name: trees}: ``_corpus.COST_SITES`` (those whose names contain one of the
+    comma-separated words of ``only``, when given), or $SCRAPY_DEDUP_BENCH_PAGES alone when set."""
     import _corpus
 
     if os.environ.get(_corpus.PAGES_ENV):
         root = _corpus.docs_root()
         return {f"{root.name} (${_corpus.PAGES_ENV})": [("/", root)]}
-    return {name: _corpus.cost_site_trees(name) for name in _corpus.COST_SITES}
+    words = [w.strip() for w in only.split(",") if w.strip()] if only else []
+    names = [n for n in _corpus.COST_SITES if not words or any(w in n for w in words)]
+    if not names:
+        raise SystemExit(f"--sites {only!r} names none of: {', '.join(_corpus.COST_SITES)}")
+    return {name: _corpus.cost_site_trees(name) for name in names}
 
 
 def _median(values) -> float:
@@ -383,9 +389,9 @@ def cost(args, workdir: Path) -> dict:
 
     arms = [a for a in ARMS if not args.arms or a in args.arms.split(",")]
     if args.baseline is not None:
-        arms.append("dedup_baseline")
+        arms += [f"{a}_baseline" for a in ("dedup", "dedup_chunks") if a in arms]
     sites = {}
-    for name, trees in cost_sites(args.pages).items():
+    for name, trees in cost_sites(args.pages, args.sites).items():
         site, start, chosen = tree_site(trees, args.pages)
         allow = workdir / f"allow-{len(sites)}.txt"
         allow.write_text("\n".join(p.lstrip("/") for p in chosen), encoding="utf-8")
@@ -397,7 +403,7 @@ def cost(args, workdir: Path) -> dict:
             for name, site in sites.items():
                 # rotated, so that no arm always runs first (or right after another)
                 for arm in arms[rnd % len(arms):] + arms[: rnd % len(arms)]:
-                    baseline = args.baseline if arm == "dedup_baseline" else None
+                    baseline = args.baseline if arm.endswith("_baseline") else None
                     one = crawl(arm, site["start"], workdir, follow=False, baseline=baseline)
                     r = crawl(arm, site["start"], workdir, allow=site["allow"], baseline=baseline)
                     pages = max(r["responses"] - one["responses"], 1)
@@ -444,7 +450,8 @@ def cost(args, workdir: Path) -> dict:
                             ("chunks_vs_pool_full", "dedup_chunks", "pool_full"),
                             ("defaults_vs_pool_project", "dedup", "pool_project"),
                             ("pool_project_vs_pool_full", "pool_project", "pool_full"),
-                            ("defaults_vs_baseline", "dedup", "dedup_baseline")):
+                            ("defaults_vs_baseline", "dedup", "dedup_baseline"),
+                            ("chunks_vs_baseline", "dedup_chunks", "dedup_chunks_baseline")):
             if by_arm.get(a) and by_arm.get(b):
                 rounds = [x["cpu_per_page_ms"] / y["cpu_per_page_ms"] for x, y in zip(by_arm[a], by_arm[b])
                           if y["cpu_per_page_ms"] > 0]
@@ -453,7 +460,7 @@ def cost(args, workdir: Path) -> dict:
         summary[name] = {"arms": s, "ratios": ratios, "served_pages": sites[name]["pages"],
                          "load_average": {"min": min(loads, default=0), "median": _median(loads), "max": max(loads, default=0)}}
     return {"pages": args.pages, "rounds": args.rounds, "workers": WORKERS, "concurrency": CONCURRENCY,
-            "arms": {a: ARMS.get(a, "another version's scrapy-dedup defaults") for a in arms},
+            "arms": {a: ARMS.get(a, f"another version's {ARMS[a.removesuffix('_baseline')]}") for a in arms},
             "summary": summary, "runs": runs}
 
 
@@ -680,11 +687,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, help="pages of each site in the cost crawls (default by size)")
     parser.add_argument("--articles", type=int, help="articles of the duplicate-heavy site (default by size)")
     parser.add_argument("--rounds", type=int, help="cost rounds, medians kept (default by size)")
+    parser.add_argument("--sites", help="cost sites to run: comma-separated words of their names (default: all)")
     parser.add_argument("--arms", help=f"cost arms to run, comma-separated (default: all of {', '.join(ARMS)})")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="server delay per response, fetches part (default 0)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--baseline", type=Path, help="directory holding another version's scrapy_dedup package: "
-                        "its defaults run as one more cost arm, interleaved (e.g. git archive of a commit)")
+                        "its defaults (and DEDUP_CHUNKS) run as more cost arms, interleaved (e.g. git archive of a commit)")
     args = parser.parse_args(argv)
     args.pages = args.pages or PAGES[args.size]
     args.articles = args.articles or ARTICLES[args.size]

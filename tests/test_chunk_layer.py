@@ -179,3 +179,41 @@ def test_boilerplate_groups_in_memory_are_bounded(store, monkeypatch):
         assert len(fresh._learned) <= 3
     assert "h" not in fresh._learned
     assert fresh.boilerplate_keys("h") == learned
+
+
+def test_settling_reads_only_band_rows_it_has_written(store, monkeypatch):
+    """Settling empties the chunk bands and rebuilds them in order: a row it has not written yet
+    is empty, so it is not read (a bit of its filter set by another row may still cost a read),
+    and the statuses are those of reading every row."""
+    import scrapy_dedup.decide.chunk_layer as chunk_layer
+    from scrapy_dedup.store.base import CHUNK_BANDS
+
+    crawl(store, ["http://h/c", "http://h/b", "http://h/d", "http://h/a"])
+    reads: list[str] = []
+    get = store.get
+
+    def counted(table, key):
+        if table == CHUNK_BANDS:
+            reads.append(key)
+        return get(table, key)
+
+    monkeypatch.setattr(store, "get", counted)
+    ChunkLayer(store).settle()
+    filtered, settled = len(reads), statuses(store)
+    monkeypatch.setattr(chunk_layer._Written, "__contains__", lambda self, owner: True)  # every row read
+    reads.clear()
+    ChunkLayer(store).settle()
+    assert statuses(store) == settled
+    assert len(reads) > 100 and filtered * 4 < len(reads)
+
+
+def test_the_settling_filter_knows_every_row_added_and_stays_bounded():
+    from scrapy_dedup.decide.chunk_layer import _Written
+
+    written = _Written(10_000)
+    owners = [f"{n:04x}:{n % 32}:{n * 2654435761 % 2**64:016x}" for n in range(10_000)]
+    for owner in owners[::2]:
+        written.add(owner)
+    assert all(owner in written for owner in owners[::2])
+    assert sum(owner in written for owner in owners[1::2]) < 0.1 * len(owners[1::2])
+    assert len(_Written(10**12)._bits) == 32 * 2**20

@@ -265,3 +265,10 @@ def test_stable_characters_fold_to_themselves_next_to_anything():
 def test_batch_of_nothing_and_of_empty_texts():
     assert T._canonical_batch([]) == []
     assert T._canonical_batch(["", " ", "\n\u00a0\n"]) == [b"", b"", b""]
+
+
+@given(st.text() | st.text(alphabet=st.sampled_from("aAéE\u0301\u00a0\u200b\u3000\u2028\x1cß中ア ,.\n")))
+@settings(max_examples=300, deadline=None)
+def test_canonical_and_count_is_the_canonical_text_and_the_token_count(text):
+    """A paragraph's key and a chunk's hash fold the text once for both."""
+    assert T.canonical_and_count(text) == (canonical_text(text).encode("utf-8"), T.token_count(text))

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import xxhash
 
-from .text import canonical_text, token_count
+from .text import canonical_and_count, canonical_text
 
 __all__ = [
     "BOILERPLATE_PARAMS",
@@ -103,9 +103,8 @@ def paragraph_key(paragraph: str) -> str:
     >>> paragraph_key("|---|---|")
     ''
     """
-    if not token_count(paragraph):
-        return ""
-    return xxhash.xxh3_64_hexdigest(canonical_text(paragraph).encode("utf-8"))
+    canonical, tokens = canonical_and_count(paragraph)
+    return xxhash.xxh3_64_hexdigest(canonical) if tokens else ""
 
 
 def boilerplate_threshold(pages: int, min_pages: int, share: float) -> int:

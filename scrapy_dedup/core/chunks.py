@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import xxhash
 
-from .fingerprints import content_hash
-from .text import TOKENIZER_VERSION, token_count, token_starts
+from .text import TOKENIZER_VERSION, canonical_and_count, token_count, token_starts
 
 __all__ = [
     "CHUNK_PARAMS",
@@ -255,10 +254,10 @@ def chunk_text(
     seen: dict[str, int] = {}
     for path, a, b, is_boilerplate in spans:
         piece = text[a:b]
-        n = token_count(piece)
+        canonical, n = canonical_and_count(piece)
         if n == 0:
             continue  # punctuation-only lines carry nothing a retriever could match
-        digest = content_hash(piece)
+        digest = xxhash.xxh3_128_hexdigest(canonical)  # content_hash(piece), folded once
         occurrence = seen.get(digest, 0)
         seen[digest] = occurrence + 1
         chunks.append(Chunk(chunk_id(scope, digest, occurrence), piece, a, b, path, digest, n, is_boilerplate))

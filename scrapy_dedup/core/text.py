@@ -397,6 +397,17 @@ def token_starts(text: str) -> list[int]:
     return starts
 
 
+def canonical_and_count(text: str) -> tuple[bytes, int]:
+    """``(canonical_text(text).encode(), token_count(text))``, with one pass of folding (a
+    paragraph's key and a chunk's hash need both).
+
+    >>> canonical_and_count("The disk was  FULL, again!")
+    (b'the disk was full, again!', 5)
+    """
+    canonical, tokens, _, _ = _canonical_token_bytes(text)
+    return canonical, len(tokens)
+
+
 def token_count(text: str) -> int:
     """Number of tokens the fingerprints see in ``text`` (canonicalized, then tokenized): the
     unit of every size limit (minimum tokens for near matching, chunk sizes).

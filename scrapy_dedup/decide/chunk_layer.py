@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scrapy_dedup.core.bands import band_hashes
+from scrapy_dedup.core.bands import BANDS, band_hashes
 from scrapy_dedup.core.boilerplate import (
     BOILERPLATE_PARAMS,
     DEFAULT_BOILERPLATE_MIN_PAGES,
@@ -177,6 +177,8 @@ class ChunkLayer:
         self.rules = rules or ChunkRules()
         self._learned: dict[str, frozenset[str]] = {}
         self._owed_marked = False
+        #: while settling: the band rows it has written (every other one is empty)
+        self._written: _Written | None = None
         self.params = json.loads(json.dumps(
             {"chunks": CHUNK_PARAMS, "boilerplate": BOILERPLATE_PARAMS, "fingerprint": FINGERPRINT_PARAMS["version"],
              **dataclasses.asdict(self.rules)}, sort_keys=True
@@ -272,19 +274,30 @@ class ChunkLayer:
         sid = scope_id(scope).hex()
         return [f"{sid}:{band}:{h:016x}" for band, h in enumerate(band_hashes(minhash))]
 
-    def _bands(self, owner: str) -> dict[str, int]:
-        """member -> order of the sources in one chunk band."""
+    def _bands(self, owner: str, read: dict[str, dict[str, int]] | None = None) -> dict[str, int]:
+        """member -> order of the sources in one chunk band. ``read``: the rows read so far for
+        one document (nothing is written between its lookups and its writes), kept there."""
+        if read is not None:
+            row = read.get(owner)
+            if row is None:
+                row = read[owner] = self._bands(owner)
+            return row
+        if self._written is not None and owner not in self._written:
+            return {}  # settling emptied every band row, and has not written this one
         raw = self.store.get(CHUNK_BANDS, owner)
         if raw is None:
             return {}
         rows = (line.partition("\t") for line in raw.decode().split("\n"))
         return {member: int(order) for order, _, member in rows}
 
-    def _write_bands(self, batch, changes: dict[str, tuple[dict[str, int], set[str]]]) -> None:
+    def _write_bands(
+        self, batch, changes: dict[str, tuple[dict[str, int], set[str]]], read: dict[str, dict[str, int]] | None = None
+    ) -> None:
         """Apply (added, removed) members per band owner: one write per owner, as a batch does not
-        read its own writes."""
+        read its own writes. ``read``: rows already read (see :meth:`_bands`), changed in place."""
+        written = self._written
         for owner, (added, removed) in changes.items():
-            rows = self._bands(owner)
+            rows = self._bands(owner, read)
             for member in removed:
                 rows.pop(member, None)
             rows.update(added)
@@ -292,6 +305,8 @@ class ChunkLayer:
                 # lines of "order TAB member" (URL keys hold no tab or line break)
                 value = "\n".join(f"{order}\t{member}" for member, order in sorted(rows.items()))
                 batch.put(CHUNK_BANDS, owner, value.encode())
+                if written is not None:
+                    written.add(owner)
             else:
                 batch.delete(CHUNK_BANDS, owner)
 
@@ -330,6 +345,7 @@ class ChunkLayer:
         local: list[tuple[str, ChunkPrint, frozenset[str]]] = []  # sources of this document so far
         texts = _ChunkTexts(self, key, chunks)
         sources: list[tuple[str, ChunkPrint, list[str]]] = []
+        read: dict[str, dict[str, int]] = {}  # band rows, each read once
         for c in chunks:
             row = ChunkRecord(c.chunk_id, c.content_hash, c.start, c.end, c.heading, c.tokens, c.boilerplate, "new")
             rows.append(row)
@@ -347,7 +363,7 @@ class ChunkLayer:
             if p is None:
                 continue  # too short for near matching: exact only
             owners = self._owners(scope, p.minhash)
-            match = self._first_near(key, p, owners, local, texts, me)
+            match = self._first_near(key, p, owners, local, texts, me, read)
             if match is not None:
                 row.status = "near_duplicate"
                 row.source_key, row.duplicate_of = split_member(match)
@@ -369,7 +385,7 @@ class ChunkLayer:
                 b.put(CHUNK_PRINT, me, ChunkPrint(p.simhash, p.tokens, p.minhash, True).to_bytes())
                 for owner in owners:
                     bands.setdefault(owner, ({}, set()))[0][me] = seq
-            self._write_bands(b, bands)
+            self._write_bands(b, bands, read)
         if previous is not None:
             # the unindexing above may have dropped claims this document holds again
             for r in rows:
@@ -385,6 +401,7 @@ class ChunkLayer:
         local: list[tuple[str, ChunkPrint, frozenset[str]]],
         texts: _ChunkTexts,
         me: str,
+        read: dict[str, dict[str, int]],
     ) -> str | None:
         """The earliest source (smallest order, then name) that near-matches ``p``; sources of
         this document come after the stored ones (they are later in the order). A candidate is
@@ -392,7 +409,7 @@ class ChunkLayer:
         Jaccard, and a translation needs TRANSLATION_MIN_JACCARD)."""
         candidates: dict[str, int] = {}
         for owner in owners:
-            for member, order in self._bands(owner).items():
+            for member, order in self._bands(owner, read).items():
                 if not member.startswith(key + "\0"):  # an earlier version of this document
                     candidates[member] = order
         fp = p.fingerprint()
@@ -450,7 +467,23 @@ class ChunkLayer:
             (c.rep_first_run, c.representative, c.scope, c.rep_url) for c in store.iter_clusters()
         )
         rep_keys = {key for _, key, _, _ in reps}
-        self._clear(rep_keys)
+        prints = self._clear(rep_keys)
+        self._written = _Written(prints * BANDS)
+        try:
+            self._rebuild(reps, result)
+        finally:
+            self._written = None
+        store.put_meta(PARAMS_META, self.params)
+        self.params_changed = False
+        if (store.get_meta(WRITES_META) or 0) == writes:
+            store.put_meta(OWED, False)  # else pages were recorded meanwhile: settled next time
+        else:
+            result.left_owed = True
+        return result
+
+    def _rebuild(self, reps, result: ChunkSettleResult) -> None:
+        """Learn the boilerplate, and give every representative's chunks their statuses in order."""
+        store = self.store
         learned = self._learn(reps, result)
         self._learned = dict(learned)
         for seq, (_, key, scope, url) in enumerate(reps):
@@ -469,13 +502,6 @@ class ChunkLayer:
             result.documents += 1
             result.chunks += len(rows)
             result.revised += sum(1 for r in rows if old.get(r.chunk_id) != (r.status, r.duplicate_of))
-        store.put_meta(PARAMS_META, self.params)
-        self.params_changed = False
-        if (store.get_meta(WRITES_META) or 0) == writes:
-            store.put_meta(OWED, False)  # else pages were recorded meanwhile: settled next time
-        else:
-            result.left_owed = True
-        return result
 
     def _page_for(self, key, url, previous, learned: frozenset[str], result: ChunkSettleResult) -> PageChunks | None:
         """The document's chunks under the final boilerplate: the stored ones when the lines taken
@@ -507,9 +533,11 @@ class ChunkLayer:
             min_tokens=self.rules.min_tokens,
         )  # fmt: skip
 
-    def _clear(self, rep_keys: set[str]) -> None:
-        """Empty the chunk indexes (rebuilt next, in order); drop what non-representatives left."""
+    def _clear(self, rep_keys: set[str]) -> int:
+        """Empty the chunk indexes (rebuilt next, in order); drop what non-representatives left.
+        Returns the number of chunk fingerprints kept."""
         store = self.store
+        kept = 0
         for rows in _chunked(store.scan(CHUNK_PRINT)):
             with store.batch() as b:
                 for member, raw in rows:
@@ -517,7 +545,9 @@ class ChunkLayer:
                     p = ChunkPrint.from_bytes(raw)
                     if key not in rep_keys:
                         b.delete(CHUNK_PRINT, member)
-                    elif p.indexed:
+                        continue
+                    kept += 1
+                    if p.indexed:
                         b.put(CHUNK_PRINT, member, ChunkPrint(p.simhash, p.tokens, p.minhash).to_bytes())
         for table in (CHUNK_EXACT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP):
             for rows in _chunked(store.scan(table)):
@@ -529,6 +559,7 @@ class ChunkLayer:
                 for key, _ in rows:
                     if key not in rep_keys:
                         b.delete(CHUNKS, key)
+        return kept
 
     def _learn(self, reps, result: ChunkSettleResult) -> dict[str, frozenset[str]]:
         """Document frequency of every paragraph, per group, over the current documents."""
@@ -558,14 +589,16 @@ class ChunkLayer:
             need = boilerplate_threshold(pages, self.rules.min_pages, self.rules.share)
             keys = sorted(k for k, n in counts.items() if n >= need)
             learned[group] = frozenset(keys)
-            texts: dict[str, str | None] = {}
-            for rows in _chunked(sorted((k, n) for k, n in counts.items() if n >= 2)):
+            # by the document of their example: each document's text is read once, one at a time
+            lines = sorted((example[pkey][1], pkey, n) for pkey, n in counts.items() if n >= 2)
+            text_of: tuple[str | None, str | None] = (None, None)
+            for rows in _chunked(lines):
                 with self.store.batch() as b:
-                    for pkey, n in rows:
-                        url, key, start, end = example[pkey]
-                        if key not in texts:
-                            texts = {key: self.store.get_text(key)}  # examples come in no order: keep one
-                        text = texts[key]
+                    for key, pkey, n in rows:
+                        if text_of[0] != key:
+                            text_of = (key, self.store.get_text(key))
+                        url, _, start, end = example[pkey]
+                        text = text_of[1]
                         line = canonical_text(text[start:end]) if text is not None else ""
                         value = {"pages": n, "text": line, "example_url": url}
                         b.put(BOILERPLATE, f"{group}\0{pkey}", json.dumps(value).encode())
@@ -575,6 +608,29 @@ class ChunkLayer:
             result.groups += 1
             result.boilerplate += len(keys)
         return learned
+
+
+class _Written:
+    """The band rows one settling has written, as the bits of a hash table (a Bloom filter of
+    one hash function): a row it has not written is empty, as settling emptied them all, and
+    need not be read. A bit another row set only costs a read; its size is bounded (32 MB).
+
+    Rows another process of a shared store writes meanwhile are not in it; the settling is then
+    left owed (``WRITES_META``) and the next one rebuilds every row."""
+
+    def __init__(self, rows: int) -> None:
+        # about 16 bits a row: a row not written finds its bit set about 6% of the time
+        bits = 1 << min(max(16 * rows, 1 << 16).bit_length(), 28)
+        self._mask = bits - 1
+        self._bits = bytearray(bits >> 3)
+
+    def add(self, owner: str) -> None:
+        h = hash(owner) & self._mask
+        self._bits[h >> 3] |= 1 << (h & 7)
+
+    def __contains__(self, owner: str) -> bool:
+        h = hash(owner) & self._mask
+        return bool(self._bits[h >> 3] >> (h & 7) & 1)
 
 
 class _ChunkTexts:
