@@ -8,8 +8,8 @@ a redirect whose source another process is deciding waits in the downloader midd
 never on the reactor thread, then comes back here).
 
 Requests with ``dont_filter=True`` never reach a dupefilter; requests with
-``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.  So is the
-copy of an owed request that a shared store issues, whose key the store marked.
+``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.  So does the
+copy of an owed request that the store issues again, whose key is marked already.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class DedupDupeFilter(BaseDupeFilter):
             return False
         state = self.state
         assert state.store is not None and state.frontier is not None  # opened with the scheduler
-        if state.store.shared and is_owed_copy(request, state.store.run):
+        if is_owed_copy(request, state.store.run):
             return False  # owed, and marked in this run when the store issued it
         key = state.key(request.url)
         try:

@@ -273,12 +273,12 @@ class PendingSpiderMiddleware:
 
     def _count(self, page: _OpenResponse, element: Any) -> Any:
         if isinstance(element, Request):
-            # A page issued again after its process died: that process may have marked this
-            # link in the frontier and died before owing it, so the dupefilter checks again.
+            # A page issued again in this run: a process that died may have marked this link in
+            # the frontier before owing it, so the dupefilter checks again.
             store = self.state.store
             request = getattr(page.response, "request", None)
             resumed = request.meta.get(META_RESUMED) if request is not None else None
-            if resumed is not None and store is not None and store.shared and resumed == store.run:
+            if resumed is not None and store is not None and resumed == store.run:
                 element.meta[META_RECHECK] = True
         elif element is not None:
             page.items += 1  # an item: its request closes only once the item left the pipelines
