@@ -16,9 +16,9 @@ Two components of the add-on carry the hooks:
 - :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
   owed requests after the start requests, closes at idle moments those that left the crawl, counts the items of each response and closes
   the response's request once its output is exhausted and every item has left the
-  pipelines (``item_scraped``, ``item_dropped``, ``item_error``); on a shared store it
-  marks a page's new links in the frontier and owes them in one round trip, ahead of the
-  dupefilter's checks, when nothing lies between it and the scheduler;
+  pipelines (``item_scraped``, ``item_dropped``, ``item_error``); it marks a page's new
+  links in the frontier and owes them in one call to the store, ahead of the dupefilter's
+  checks, when nothing lies between it and the scheduler;
 - :class:`PendingDownloaderMiddleware`, innermost of the engine side: it closes a
   request whose download failed for good (retries exhausted), and drops a request that
   a persisted queue (JOBDIR) issued again although the store resumes it itself.
@@ -232,15 +232,15 @@ class PendingSpiderMiddleware:
         return self._mark_ahead if self._marks_ahead() else None
 
     def _marks_ahead(self) -> bool:
-        """On a shared store, a page's new links are marked and owed together, in one round
-        trip, when nothing can drop them between this middleware and the scheduler's
-        dupefilter: this is the outermost spider middleware."""
+        """A page's new links are marked and owed together, in one call to the store, when
+        nothing can drop them between this middleware and the scheduler's dupefilter: this is
+        the outermost spider middleware."""
         if self._outermost is None:
             order = build_component_list(self.state.crawler.settings.getwithbase("SPIDER_MIDDLEWARES"))
             first = load_object(order[0]) if order else None
             self._outermost = isinstance(first, type) and issubclass(first, PendingSpiderMiddleware)
         store = self.state.store
-        return self._outermost and store is not None and store.shared and not self.state.store_broken
+        return self._outermost and store is not None and not self.state.store_broken
 
     def _mark_ahead(self, elements: list[Any]) -> list[Any]:
         """Mark the new links among ``elements`` ahead of their checks; returns ``elements``."""
@@ -357,7 +357,7 @@ class PendingDownloaderMiddleware:
         store = self.pending.store
         owed_in, run = meta.get(META_RUN), store.run
         if owed_in is None or owed_in == run:
-            if store.shared and META_PENDING in meta:
+            if META_PENDING in meta:
                 try:
                     # fetched here, whoever owed it: if this process dies, others take it over
                     owed = store.hold_pending(meta[META_PENDING])
