@@ -102,7 +102,7 @@ class PendingSpiderMiddleware:
         crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self._item_error, signal=signals.item_error)
-        # a shared store: requests of a process that died are taken over while the crawl runs
+        # requests of a process that died are taken over while the crawl runs
         self._take_over: task.LoopingCall | None = None
         self._held_when_idle: set[str] = set()
         self._reissued: set[str] = set()
@@ -113,9 +113,10 @@ class PendingSpiderMiddleware:
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
     def _opened(self, spider=None) -> None:
-        store = self.state.store
-        if store is None or not store.shared:
+        if self.state.store is None:
             return
+        # a store one process holds hands everything owed over at the start (resume): then
+        # this finds nothing (DedupStore.claim_pending)
         self._take_over = task.LoopingCall(self._take_over_abandoned)
         self._take_over.start(max(0.5, self.state.config.redis_lease / 2), now=False)
 
@@ -140,10 +141,8 @@ class PendingSpiderMiddleware:
             return
         try:
             waiting = self._close_left(store)
-            elsewhere = 0
-            if store.shared:
-                self._take_over_abandoned()
-                elsewhere = store.pending_held_elsewhere()
+            self._take_over_abandoned()
+            elsewhere = store.pending_held_elsewhere()
         except Exception:
             state.failed("resume", "could not count the pending requests of the store")
             return
@@ -160,21 +159,20 @@ class PendingSpiderMiddleware:
         (off-site, robots.txt, an ``IgnoreRequest`` or an exception anywhere, a middleware that
         swallowed it) without its outcome being recorded, and nothing will fetch it.  A shared
         queue (scrapy-redis) is the exception: it hands a request to whichever process pops it,
-        which holds it a moment later.  So on a shared store a request left only when this
-        process held it at two idle moments in a row; it is issued once more first, in case the
-        process that popped it died before holding it, and closed when held again after that.
+        which holds it a moment later.  So a request the store says may be on its way to another
+        process (:meth:`DedupStore.maybe_elsewhere`) left only when this process held it at two
+        idle moments in a row; it is issued once more first, in case the process that popped it
+        died before holding it, and closed when held again after that.
         """
         if not self.state.crawler.engine.spider_is_idle():
             return 0  # another handler of this idle moment issued requests: not idle any more
         held = set(store.held_pending())
-        if store.shared:
-            twice = held & self._held_when_idle
-            left = twice & self._reissued
-            again = twice - self._reissued
-            self._held_when_idle = held - left
-            self._reissued |= again
-        else:
-            left, again = held, set()
+        passing = store.maybe_elsewhere(held)
+        twice = passing & self._held_when_idle
+        left = (held - passing) | (twice & self._reissued)
+        again = twice - self._reissued
+        self._held_when_idle = passing - left
+        self._reissued |= again
         if left:
             self.pending.close_ids(sorted(left))
             self.state.inc("frontier/left", len(left))

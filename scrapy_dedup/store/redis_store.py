@@ -444,6 +444,10 @@ class RedisStore(DedupStore):
     def pending_held_elsewhere(self) -> int:
         return max(0, self.pending_count() - len(self.held_pending()))
 
+    def maybe_elsewhere(self, pending_ids: Iterable[str]) -> set[str]:
+        # any of them: the store cannot tell which a shared queue handed to another process
+        return set(pending_ids)
+
     def _stopped_by(self, exc: Exception) -> StoreWriteError:
         """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
         if refused_as_full(exc):
