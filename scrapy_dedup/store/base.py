@@ -570,6 +570,12 @@ class DedupStore(abc.ABC):
         """Owed requests another process holds (alive, or dead with a lease still running)."""
         return 0
 
+    def writing_elsewhere(self) -> int:
+        """How many other processes write this store now: a crawl settles it when it closes
+        only when none does (it cannot know when they stop writing; the last one to close
+        settles). An embedded backend has one process: 0."""
+        return 0
+
     def maybe_elsewhere(self, pending_ids: Iterable[str]) -> set[str]:
         """Of ``pending_ids``, owed requests this process holds, those another process may hold
         a moment later: a queue several processes share (scrapy-redis) hands a request to
