@@ -75,3 +75,24 @@ def test_variants_are_recorded_with_their_reason(store):
     assert frontier.check("http://h/a", "http://h/a", original="http://h/a?gclid=1") == "seen"
     assert store.get_variant("http://h/a?utm_source=x")["reason"] == "normalized"
     assert store.get_variant("http://h/a?gclid=1")["reason"] == "seen"
+
+
+def test_a_key_an_earlier_run_still_owes_is_dropped_as_seen_on_every_backend(store):
+    """The crawl issues an owed request again itself (past the dupefilter), so a link to its key
+    is dropped, however the page was recorded: one fetch, by the owed request."""
+    frontier = Frontier(store, 1)
+    for key in ("http://h/never-fetched", "http://h/fetched"):
+        assert frontier.check(key, key) is None
+    frontier.record_fetch("http://h/fetched", "http://h/fetched", 200, None, None)
+    frontier.mark_without_document("http://h/fetched", "http://h/fetched", "hub")  # fetched again on every run
+    with store.batch() as b:
+        b.put_pending("http://h/never-fetched", b"request")
+        b.put_pending("http://h/fetched", b"request")
+    store.begin_run()
+    frontier = Frontier(store, 2)
+    assert frontier.check("http://h/never-fetched", "http://h/never-fetched") == "seen"
+    assert frontier.check("http://h/fetched", "http://h/fetched") == "seen"
+    with store.batch() as b:
+        b.settle_pending("http://h/fetched")
+    store.begin_run()
+    assert Frontier(store, 3).check("http://h/fetched", "http://h/fetched") is None  # owed no more: a hub

@@ -182,3 +182,41 @@ def test_private_names_are_found(tmp_path):
 @pytest.mark.parametrize("module", MAINTENANCE)
 def test_check_repair_and_migrate_use_the_stores_public_methods(module):
     assert private_names(modules()[module]) == []
+
+
+def shared_reads(root: Path = PACKAGE) -> list[str]:
+    """Where a module outside ``store/`` reads whether a store is shared (``store.shared``, or
+    ``getattr(store, "shared", ...)``): "module:line" of each. Every backend serves the crawl and
+    the decisions by one path; what differs between backends is a store method that says what
+    to do (``claim_pending``, ``maybe_elsewhere``, ``writing_elsewhere``...), not a branch."""
+    found = []
+    for name, path in modules(root).items():
+        if package_of(name) == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "shared":
+                found.append(f"{name}:{node.lineno}")
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and node.args[1].value == "shared"
+            ):
+                found.append(f"{name}:{node.lineno}")
+    return sorted(found)
+
+
+def test_only_the_store_knows_whether_it_is_shared():
+    assert shared_reads() == []
+
+
+def test_a_read_of_shared_outside_the_store_is_found(tmp_path):
+    pkg = tmp_path / "scrapy_dedup"
+    for sub in ("crawl", "decide", "store"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "crawl" / "a.py").write_text("def f(state):\n    return state.store.shared and 1\n")
+    (pkg / "decide" / "b.py").write_text("def g(store):\n    return getattr(store, 'shared', False)\n")
+    (pkg / "store" / "c.py").write_text("class S:\n    shared = True\n\ndef h(s):\n    return s.shared\n")
+    (pkg / "dupefilter.py").write_text("import x\nif x.y.shared:\n    pass\n")
+    assert shared_reads(pkg) == ["scrapy_dedup.crawl.a:2", "scrapy_dedup.decide.b:2", "scrapy_dedup.dupefilter:2"]

@@ -144,8 +144,30 @@ def test_one_process_backends_hold_nothing():
     with store.batch() as batch:
         batch.put_pending("k", b"owed")
     assert not store.shared and list(store.claim_pending()) == [("k", b"owed")]
-    # the one process holds every owed request
-    assert store.pending_held_elsewhere() == 0 and store.held_pending() == ["k"]
+    # the one process holds every owed request: what it owes later is its own, never claimed
+    with store.batch() as batch:
+        batch.put_pending("k2", b"owed later")
+    assert list(store.claim_pending()) == []
+    assert store.pending_held_elsewhere() == 0 and store.held_pending() == ["k", "k2"]
+    # no other process may be about to hold one, nor writes the store
+    assert store.maybe_elsewhere({"k", "k2"}) == set() and store.writing_elsewhere() == 0
+
+
+def test_a_process_knows_when_others_write_the_store(redis_url, redis_prefix):
+    """A crawl settles the store when it closes only when no other process writes it; a
+    request it holds may be on its way to another process through a shared queue."""
+    a, b = two_processes(redis_url, redis_prefix)
+    try:
+        a.begin_run()
+        assert a.writing_elsewhere() == 0
+        b.begin_run()
+        assert a.writing_elsewhere() == 1 and b.writing_elsewhere() == 1
+        assert a.maybe_elsewhere({"k"}) == {"k"}
+        b.close()
+        assert a.writing_elsewhere() == 0  # the last one to close settles
+    finally:
+        a.close()
+        b.close()
 
 
 def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_again(redis_url, redis_prefix):

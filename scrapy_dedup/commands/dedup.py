@@ -541,9 +541,14 @@ class Command(ScrapyCommand):
                     workers=config.workers,
                     progress=sys.stderr,
                 )
-                # an ingest ends as a crawl does: settled (a shared store's clusters once its
-                # writers are done); its documents came without chunks
-                done = settle_store(store, config, clusters=not store.shared, moved=True)
+                # an ingest ends as a crawl does: settled, unless other processes write the
+                # store (the last one to close settles); its documents came without chunks
+                elsewhere = store.writing_elsewhere()
+                if not elsewhere:
+                    done = settle_store(store, config, moved=True)
+                else:
+                    print(f"not settled: {elsewhere} other crawl process(es) write this store; the last one "
+                          "to close settles it", file=sys.stderr)
         except StoreError as exc:
             return self._fail(" ".join(str(exc).split()))
         for number, why in counts.malformed:

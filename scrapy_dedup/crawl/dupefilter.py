@@ -3,13 +3,13 @@
 Unlike Scrapy's ``RFPDupeFilter`` it keeps no fingerprint in memory, drops
 URL variants (tracking parameters, session ids, facets outside a host's
 allowlist...) that Scrapy's fingerprint keeps apart, remembers what earlier
-runs fetched, and records each redirect as an alias of its target (on a shared store,
-a redirect whose source another process is deciding waits in the downloader middleware,
-never on the reactor thread, then comes back here).
+runs fetched, and records each redirect as an alias of its target (a redirect whose source
+another process is deciding waits in the downloader middleware, never on the reactor
+thread, then comes back here).
 
 Requests with ``dont_filter=True`` never reach a dupefilter; requests with
-``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.  So is the
-copy of an owed request that a shared store issues, whose key the store marked.
+``meta["dont_dedup"]`` are let through here.  Both bypass the URL layer.  So does the
+copy of an owed request that the store issues again, whose key is marked already.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class DedupDupeFilter(BaseDupeFilter):
             return False
         state = self.state
         assert state.store is not None and state.frontier is not None  # opened with the scheduler
-        if state.store.shared and is_owed_copy(request, state.store.run):
+        if is_owed_copy(request, state.store.run):
             return False  # owed, and marked in this run when the store issued it
         key = state.key(request.url)
         try:
@@ -81,16 +81,18 @@ class DedupDupeFilter(BaseDupeFilter):
                 return False  # checked once the redirect is recorded (DedupDownloaderMiddleware)
             known = state.frontier.known_checks
             # marked ahead with its page's other links (PendingSpiderMiddleware), or else: a key
-            # the store is asked about is mostly new, so its request is owed in the mark's call
+            # the store is asked about is mostly new, so its request is owed with the mark (one
+            # call where the store can, see DedupStore.frontier_mark_owing)
             offer = state.frontier.offered(key)
-            if offer is None and state.store.shared and not state.frontier.knows(key):
+            if offer is None and not state.frontier.knows(key):
                 offer = state.pending.offer(request, key)
             reason = state.frontier.check(request.url, key, request.meta.get("dedup_original_url"), owe=offer)
             if state.frontier.known_checks != known:
                 state.inc("url/seen_known")  # answered without the store
-            if state.store.shared and not self._send_due:
+            if not self._send_due:
                 # the variants a page's links add wait until its links are all checked (this
-                # turn of the reactor), then go to the shared store in one round trip
+                # turn of the reactor), then go to the store in one round trip (a store that
+                # wrote them at once has nothing to send)
                 from twisted.internet import reactor
 
                 self._send_due = True

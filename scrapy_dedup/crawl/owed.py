@@ -37,8 +37,8 @@ ITEM_FIELD = "dedup"
 META_PENDING = "dedup_pending"
 META_RUN = "dedup_run"
 META_RESUMED = "dedup_resumed"
-#: request meta: a link of a page issued again from the store on a shared store; the frontier
-#: may have marked it in this run for a process that died before owing it
+#: request meta: a link of a page issued again from the store in this run; the frontier may
+#: have marked it in this run for a process that died before owing it
 META_RECHECK = "dedup_recheck"
 
 _PICKLE_PROTOCOL = 4
@@ -61,7 +61,7 @@ class Crawl(Protocol):
 
 
 def is_owed_copy(request: Request, run: int) -> bool:
-    """Whether ``request`` is the copy of an owed request that a shared store issued in ``run``
+    """Whether ``request`` is the copy of an owed request that the store issued again in ``run``
     (resumed, or taken over from a process that stopped), and not a redirect it made."""
     meta = request.meta
     return meta.get(META_RESUMED) == run and META_PENDING in meta and not meta.get("redirect_urls")
@@ -234,10 +234,12 @@ class PendingRequests:
         record = self.store.get_url(key)
         if record is None or record.first_run != self.state.first_run:
             return
-        if self.store.shared and not resumed:
-            # a shared store: decided by another process of this crawl, which emits it itself,
-            # whether it decided before or after this one opened the store (a request taken
-            # over from a process that died is the one replayed)
+        if not resumed:
+            # fetched through a link: a request closes only once its items left the pipelines,
+            # with what they emitted, so an emission an interruption cut off belongs to a
+            # request still owed, issued again (resumed, or taken over from a process that
+            # died); any other fetch is of a page emitted already, or decided by another
+            # process of this crawl, which emits it itself
             return
         if self.store.get_emitted(key) == record.content_hash:
             return
@@ -255,12 +257,11 @@ class PendingRequests:
         count = state.pending_at_start
         if not count:
             return
-        if self.store.shared:
-            logger.info(
-                "taking over the pending requests no live process holds (%s owed in the shared store)", f"{count:,}"
-            )
-        else:
-            logger.info("resuming %s pending requests from an interrupted run", f"{count:,}")
+        logger.info(
+            "resuming the pending requests from an interrupted run or a process that stopped that no "
+            "live process holds (%s owed in the store)",
+            f"{count:,}",
+        )
         yield from self._reissue(self.store.claim_pending())
 
     def take_over_abandoned(self) -> list[Request]:
@@ -290,13 +291,12 @@ class PendingRequests:
             owed_in = request.meta.get(META_RUN)
             request.meta[META_PENDING] = pending_id
             request.meta[META_RESUMED] = request.meta[META_RUN] = self.store.run
-            if self.store.shared:
-                # this copy is the one owed: the dupefilter lets it through (is_owed_copy), and
-                # checks the requests a redirect of it makes, as it would any other
-                if owed_in != self.store.run and state.frontier is not None:
-                    # owed by a process of an earlier run: marked in this one, so that a page
-                    # of this run that links to it does not fetch it a second time (a process
-                    # of this run that died marked it already)
-                    state.frontier.mark(request.url, state.key(request.url))
+            # this copy is the one owed: the dupefilter lets it through (is_owed_copy), and
+            # checks the requests a redirect of it makes, as it would any other
+            if owed_in != self.store.run and state.frontier is not None:
+                # owed by an earlier run: marked in this one, so that a page of this run that
+                # links to it does not fetch it a second time (a process of this run that died
+                # marked it already)
+                state.frontier.mark(request.url, state.key(request.url))
             state.inc(stat)
             yield request

@@ -16,9 +16,9 @@ Two components of the add-on carry the hooks:
 - :class:`PendingSpiderMiddleware`, outermost of the spider middlewares: it issues the
   owed requests after the start requests, closes at idle moments those that left the crawl, counts the items of each response and closes
   the response's request once its output is exhausted and every item has left the
-  pipelines (``item_scraped``, ``item_dropped``, ``item_error``); on a shared store it
-  marks a page's new links in the frontier and owes them in one round trip, ahead of the
-  dupefilter's checks, when nothing lies between it and the scheduler;
+  pipelines (``item_scraped``, ``item_dropped``, ``item_error``); it marks a page's new
+  links in the frontier and owes them in one call to the store, ahead of the dupefilter's
+  checks, when nothing lies between it and the scheduler;
 - :class:`PendingDownloaderMiddleware`, innermost of the engine side: it closes a
   request whose download failed for good (retries exhausted), and drops a request that
   a persisted queue (JOBDIR) issued again although the store resumes it itself.
@@ -102,7 +102,7 @@ class PendingSpiderMiddleware:
         crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self._item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self._item_error, signal=signals.item_error)
-        # a shared store: requests of a process that died are taken over while the crawl runs
+        # requests of a process that died are taken over while the crawl runs
         self._take_over: task.LoopingCall | None = None
         self._held_when_idle: set[str] = set()
         self._reissued: set[str] = set()
@@ -113,9 +113,10 @@ class PendingSpiderMiddleware:
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
     def _opened(self, spider=None) -> None:
-        store = self.state.store
-        if store is None or not store.shared:
+        if self.state.store is None:
             return
+        # a store one process holds hands everything owed over at the start (resume): then
+        # this finds nothing (DedupStore.claim_pending)
         self._take_over = task.LoopingCall(self._take_over_abandoned)
         self._take_over.start(max(0.5, self.state.config.redis_lease / 2), now=False)
 
@@ -140,10 +141,8 @@ class PendingSpiderMiddleware:
             return
         try:
             waiting = self._close_left(store)
-            elsewhere = 0
-            if store.shared:
-                self._take_over_abandoned()
-                elsewhere = store.pending_held_elsewhere()
+            self._take_over_abandoned()
+            elsewhere = store.pending_held_elsewhere()
         except Exception:
             state.failed("resume", "could not count the pending requests of the store")
             return
@@ -160,21 +159,20 @@ class PendingSpiderMiddleware:
         (off-site, robots.txt, an ``IgnoreRequest`` or an exception anywhere, a middleware that
         swallowed it) without its outcome being recorded, and nothing will fetch it.  A shared
         queue (scrapy-redis) is the exception: it hands a request to whichever process pops it,
-        which holds it a moment later.  So on a shared store a request left only when this
-        process held it at two idle moments in a row; it is issued once more first, in case the
-        process that popped it died before holding it, and closed when held again after that.
+        which holds it a moment later.  So a request the store says may be on its way to another
+        process (:meth:`DedupStore.maybe_elsewhere`) left only when this process held it at two
+        idle moments in a row; it is issued once more first, in case the process that popped it
+        died before holding it, and closed when held again after that.
         """
         if not self.state.crawler.engine.spider_is_idle():
             return 0  # another handler of this idle moment issued requests: not idle any more
         held = set(store.held_pending())
-        if store.shared:
-            twice = held & self._held_when_idle
-            left = twice & self._reissued
-            again = twice - self._reissued
-            self._held_when_idle = held - left
-            self._reissued |= again
-        else:
-            left, again = held, set()
+        passing = store.maybe_elsewhere(held)
+        twice = passing & self._held_when_idle
+        left = (held - passing) | (twice & self._reissued)
+        again = twice - self._reissued
+        self._held_when_idle = passing - left
+        self._reissued |= again
         if left:
             self.pending.close_ids(sorted(left))
             self.state.inc("frontier/left", len(left))
@@ -232,15 +230,15 @@ class PendingSpiderMiddleware:
         return self._mark_ahead if self._marks_ahead() else None
 
     def _marks_ahead(self) -> bool:
-        """On a shared store, a page's new links are marked and owed together, in one round
-        trip, when nothing can drop them between this middleware and the scheduler's
-        dupefilter: this is the outermost spider middleware."""
+        """A page's new links are marked and owed together, in one call to the store, when
+        nothing can drop them between this middleware and the scheduler's dupefilter: this is
+        the outermost spider middleware."""
         if self._outermost is None:
             order = build_component_list(self.state.crawler.settings.getwithbase("SPIDER_MIDDLEWARES"))
             first = load_object(order[0]) if order else None
             self._outermost = isinstance(first, type) and issubclass(first, PendingSpiderMiddleware)
         store = self.state.store
-        return self._outermost and store is not None and store.shared and not self.state.store_broken
+        return self._outermost and store is not None and not self.state.store_broken
 
     def _mark_ahead(self, elements: list[Any]) -> list[Any]:
         """Mark the new links among ``elements`` ahead of their checks; returns ``elements``."""
@@ -273,12 +271,12 @@ class PendingSpiderMiddleware:
 
     def _count(self, page: _OpenResponse, element: Any) -> Any:
         if isinstance(element, Request):
-            # A page issued again after its process died: that process may have marked this
-            # link in the frontier and died before owing it, so the dupefilter checks again.
+            # A page issued again in this run: a process that died may have marked this link in
+            # the frontier before owing it, so the dupefilter checks again.
             store = self.state.store
             request = getattr(page.response, "request", None)
             resumed = request.meta.get(META_RESUMED) if request is not None else None
-            if resumed is not None and store is not None and store.shared and resumed == store.run:
+            if resumed is not None and store is not None and resumed == store.run:
                 element.meta[META_RECHECK] = True
         elif element is not None:
             page.items += 1  # an item: its request closes only once the item left the pipelines
@@ -357,7 +355,7 @@ class PendingDownloaderMiddleware:
         store = self.pending.store
         owed_in, run = meta.get(META_RUN), store.run
         if owed_in is None or owed_in == run:
-            if store.shared and META_PENDING in meta:
+            if META_PENDING in meta:
                 try:
                     # fetched here, whoever owed it: if this process dies, others take it over
                     owed = store.hold_pending(meta[META_PENDING])

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: requests and items of a page held back at most on a shared store, so that the dupefilter
-#: can answer its links from one read (a page that yields more is read in several)
+#: requests and items of a page held back at most, so that the dupefilter can answer its links
+#: from one read of the store (a page that yields more is read in several)
 READ_AHEAD_MAX = HELD_MAX
 
 
@@ -65,7 +65,7 @@ class DedupSpiderMiddleware:
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
         page = _Page(self, response)
         yield from page.prologue()
-        yield from held_back(result, page.element, page.read_ahead if page.reads_ahead else None, READ_AHEAD_MAX)
+        yield from held_back(result, page.element, page.read_ahead, READ_AHEAD_MAX)
         page.epilogue()
 
     async def process_spider_output_async(
@@ -74,8 +74,7 @@ class DedupSpiderMiddleware:
         page = _Page(self, response)
         for element in page.prologue():
             yield element
-        flush = page.read_ahead if page.reads_ahead else None
-        async for element in held_back_async(result, page.element, flush, READ_AHEAD_MAX):
+        async for element in held_back_async(result, page.element, page.read_ahead, READ_AHEAD_MAX):
             yield element
         page.epilogue()
 
@@ -119,15 +118,10 @@ class _Page:
         canonical = canonical_of(mw.state, response)
         self.source = ItemSource(response, *(canonical or ()))
 
-    @property
-    def reads_ahead(self) -> bool:
-        # a shared store is a round trip away: a page's links are checked from one read
-        store = self.mw.state.store
-        return store is not None and store.shared
-
     def read_ahead(self, elements: list[Any]) -> list[Any]:
         """Read the frontier state of the requests among ``elements`` in one go, before the
-        dupefilter checks each; returns ``elements`` to pass on, unchanged."""
+        dupefilter checks each (a store a round trip away answers them from one read; an
+        embedded one answers none); returns ``elements`` to pass on, unchanged."""
         state = self.mw.state
         entries = []
         for element in elements:
@@ -136,10 +130,10 @@ class _Page:
                     entries.append((element.url, state.key(element.url)))
                 except Exception:  # noqa: BLE001 -- its check reports it
                     continue
-        if entries:
+        frontier = state.frontier
+        if entries and frontier is not None:  # None once the store has closed
             try:
-                assert state.frontier is not None  # open while the crawl runs
-                state.frontier.read_ahead(entries)
+                frontier.read_ahead(entries)
             except StoreError as exc:
                 # the checks read the store themselves, and meet (and report) this error there
                 logger.debug("could not read ahead the links of %s: %s", self.response.url, exc)

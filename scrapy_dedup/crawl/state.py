@@ -225,14 +225,12 @@ class DedupState:
         """The end of the crawl: settle the clusters, then the chunk statuses
         (:func:`~scrapy_dedup.decide.settle.settle_store`).
 
-        A store several processes share has its clusters settled by ``scrapy dedup settle``
-        once they are done: a process that closes cannot know that another one has stopped
-        writing. A crawl cut short before this leaves the chunk statuses to the next one."""
+        Only when no other process writes the store: a process that closes cannot know when
+        another one stops writing, so the last one to close settles (or ``scrapy dedup settle``
+        once they are done). A crawl cut short before this leaves the settling to the next one."""
         store = self.store
         if store is None or self._store_error is not None:
             return
-        if store.shared:
-            logger.info("dedup: run `scrapy dedup settle` once every crawl process of this store is done")
         from scrapy_dedup.decide.settle import settle_store
 
         # documents gone or taken over change who represents what, without a cluster settled
@@ -240,7 +238,15 @@ class DedupState:
             self.stats.get_value(f"dedup/doc/{k}", 0) for k in ("deleted", "redirected", "promoted", "superseded")
         )
         try:
-            done = settle_store(store, self.config, clusters=not store.shared, moved=moved)
+            elsewhere = store.writing_elsewhere()
+            if elsewhere:
+                logger.info(
+                    "dedup: %d other crawl process(es) write this store: the last one to close settles it "
+                    "(or run `scrapy dedup settle` once every crawl process of this store is done)",
+                    elsewhere,
+                )
+                return
+            done = settle_store(store, self.config, moved=moved)
         except StoreWriteError as exc:
             self.store_failed(exc)
             return
@@ -254,8 +260,6 @@ class DedupState:
             self.inc("settle/exact_duplicate", result.exact_duplicate)
             self.inc("settle/near_duplicate", result.near_duplicate)
             logger.info("dedup settled: %s", result)
-        if done.chunks_busy:
-            logger.info("dedup chunks: another crawl process is settling the chunk statuses of this store")
         chunks = done.chunks
         if chunks is None:
             return

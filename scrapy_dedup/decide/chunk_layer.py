@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -65,9 +64,6 @@ PARAMS_META = "chunk_params"
 #: crawl runs, after every settled one (settle gives 0..n-1), and how settle sees writes under it
 WRITES_META = "chunk_writes"
 _LIVE_ORDER = 1 << 40
-#: meta key: a process of a shared store is settling (others skip; a lease older than this is taken over)
-LEASE_META = "chunks_settling"
-LEASE_SECONDS = 3600
 _BATCH = 500
 
 
@@ -437,28 +433,14 @@ class ChunkLayer:
     def owed(self) -> bool:
         return bool(self.store.get_meta(OWED))
 
-    def settle(self) -> ChunkSettleResult | None:
+    def settle(self) -> ChunkSettleResult:
         """Learn boilerplate from the current documents and give every chunk its status again,
         in representative order; keep the revised statuses. Streams the store (one document's
         text at a time); holds the representatives' keys and one group's paragraph counts.
 
-        On a shared store (several crawl processes) one process settles at a time: None when
-        another one is at it. Documents recorded while it runs leave the settling owed, so the
-        last process to close settles them."""
-        store = self.store
-        shared = bool(getattr(store, "shared", False))
-        if shared:
-            lease = store.get_meta(LEASE_META) or {}
-            if lease.get("since") and time.time() - lease["since"] < LEASE_SECONDS:
-                return None
-            store.put_meta(LEASE_META, {"since": time.time()})
-        try:
-            return self._settle()
-        finally:
-            if shared:
-                store.put_meta(LEASE_META, {"since": None})
-
-    def _settle(self) -> ChunkSettleResult:
+        A crawl settles when no other process writes the store
+        (:meth:`~scrapy_dedup.store.base.DedupStore.writing_elsewhere`). Documents recorded
+        while it runs leave the settling owed, so the next one to settle settles them."""
         store = self.store
         result = ChunkSettleResult()
         writes = store.get_meta(WRITES_META) or 0

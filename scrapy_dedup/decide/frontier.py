@@ -157,13 +157,12 @@ class Frontier:
             return None
         if previous[0] == self.run:
             return DROP_SEEN
-        reason = self._fetched_before(key)
-        if reason is None and self.store.shared and self.store.has_pending(key):
-            # owed by a process of an earlier run, its outcome never recorded: the store issues
-            # that request to the process of this run that claims it (past the dupefilter), so
+        if self.store.has_pending(key):
+            # owed by an earlier run (or a process of it), its outcome never recorded: the crawl
+            # issues that request again itself, past the dupefilter (PendingRequests.resume), so
             # this copy would fetch the page a second time
             return DROP_SEEN
-        return reason
+        return self._fetched_before(key)
 
     def _fetched_before(self, key: str) -> str | None:
         """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again."""
@@ -176,13 +175,12 @@ class Frontier:
             return None  # a server error is no answer: ask again
         if self.revisit_due(record):
             return None
-        if self.store.has_pending(key):
-            return None  # owed by an interrupted run: fetched, but its outcome was never recorded
         return DROP_ALIAS if record.status == "redirect" else DROP_FRESH
 
     def abandoned(self, key: str) -> bool:
-        """``key`` is marked scheduled but nobody owes it and nothing was recorded for it: on a
-        shared store, what a process that died between marking and owing a request leaves."""
+        """``key`` is marked scheduled but nobody owes it and nothing was recorded for it: what a
+        process that died between marking and owing a request leaves (another process of the
+        run may take its requests over)."""
         return self.store.get_url(key) is None and not self.store.has_pending(key)
 
     def revisit_due(self, record: UrlRecord) -> bool:

@@ -313,12 +313,10 @@ def settle_clusters(
 class StoreSettled:
     """What :func:`settle_store` did."""
 
-    #: the clusters settled (None: not settled, a store shared by crawl processes)
+    #: the clusters settled (None: not asked for)
     clusters: SettleResult | None = None
     #: the chunk statuses settled (a ``chunk_layer.ChunkSettleResult``), or None
     chunks: Any = None
-    #: the chunk statuses were owed, and another process of a shared store was settling them
-    chunks_busy: bool = False
 
 
 def settle_store(
@@ -328,8 +326,7 @@ def settle_store(
     statuses, which follow the representatives. The one way a crawl, ``ingest`` and
     ``scrapy dedup settle`` settle a store.
 
-    ``clusters=False``: the chunk statuses only (a store several crawl processes share, whose
-    clusters ``scrapy dedup settle`` settles once they are all done). ``moved``: documents
+    ``clusters=False``: the chunk statuses only. ``moved``: documents
     changed place meanwhile without a cluster settled again (gone, redirected, taken over,
     added). The chunk statuses are settled when they are owed (a crawl recorded chunks since
     they were last settled), or when the store keeps chunks (or ``DEDUP_CHUNKS`` is on) and
@@ -349,7 +346,6 @@ def settle_store(
         moved = moved or bool(done.clusters.rewritten)
     if store.get_meta(OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
         done.chunks = ChunkLayer(store, config.chunk_rules).settle()
-        done.chunks_busy = done.chunks is None
     return done
 
 

@@ -297,6 +297,8 @@ class DedupStore(abc.ABC):
     #: several crawl processes share the store at once (embedded backends: one process)
     shared: bool = False
     _run: int = 0
+    #: :meth:`claim_pending` was called (an embedded backend hands everything owed over once)
+    _claimed: bool = False
 
     # -- primitives: life cycle ---------------------------------------------
     @classmethod
@@ -521,7 +523,12 @@ class DedupStore(abc.ABC):
 
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """(id, serialized request) of every request owed that no live process holds, now held
-        by this one (atomic). An embedded backend is held by one process: all of them."""
+        by this one (atomic). An embedded backend is held by one process: at the first call,
+        every request owed (the process before it left them), and none after (this process
+        holds every request owed since)."""
+        if self._claimed:
+            return
+        self._claimed = True
         yield from self.scan(PENDING)
 
     def hold_pending(self, pending_id: str) -> bool:
@@ -538,6 +545,20 @@ class DedupStore(abc.ABC):
     def pending_held_elsewhere(self) -> int:
         """Owed requests another process holds (alive, or dead with a lease still running)."""
         return 0
+
+    def writing_elsewhere(self) -> int:
+        """How many other processes write this store now: a crawl settles it when it closes
+        only when none does (it cannot know when they stop writing; the last one to close
+        settles). An embedded backend has one process: 0."""
+        return 0
+
+    def maybe_elsewhere(self, pending_ids: Iterable[str]) -> set[str]:
+        """Of ``pending_ids``, owed requests this process holds, those another process may hold
+        a moment later: a queue several processes share (scrapy-redis) hands a request to
+        whichever pops it, which holds it only then (:meth:`hold_pending`). Until it does, the
+        request looks held here although it is on its way elsewhere. An embedded backend has
+        one process: none."""
+        return set()
 
     def get_emitted(self, key: str) -> str | None:
         """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""

@@ -463,6 +463,20 @@ class RedisStore(DedupStore):
     def pending_held_elsewhere(self) -> int:
         return max(0, self.pending_count() - len(self.held_pending()))
 
+    def writing_elsewhere(self) -> int:
+        # the other processes in the run; one whose run lease ran out before this process last
+        # renewed its own is gone (the deadlines are the server's, so no clock is compared)
+        deadlines = dict(self.client.zrange(self._members_key(), 0, -1, withscores=True))
+        mine = deadlines.pop(self._writer.encode(), None)
+        if mine is None:  # not in the run (its lease ran out): every other process counts
+            return len(deadlines)
+        renewed = mine - RUN_LEASE_MS
+        return sum(1 for deadline in deadlines.values() if deadline > renewed)
+
+    def maybe_elsewhere(self, pending_ids: Iterable[str]) -> set[str]:
+        # any of them: the store cannot tell which a shared queue handed to another process
+        return set(pending_ids)
+
     def _stopped_by(self, exc: Exception) -> StoreWriteError:
         """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
         if refused_as_full(exc):
