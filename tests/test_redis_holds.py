@@ -146,6 +146,25 @@ def test_a_url_key_is_decided_by_one_process_at_a_time(redis_url, redis_prefix):
         b.close()
 
 
+def test_a_dead_holder_s_decision_lock_is_dropped_when_it_is_recovered(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix, lease_ms=300)
+    try:
+        held = a.hold_document("k")
+        held.__enter__()  # a dies mid-decision
+        stop_heartbeat(a)
+        time.sleep(0.5)
+        # the lock has no expiry of its own: it goes with its holder, once recovered
+        with pytest.raises(DecisionBusy), b.hold_document("k"):
+            pass
+        assert list(b.claim_pending()) == []
+        with b.hold_document("k"):
+            pass
+        held.__exit__(None, None, None)  # a's release, late: it deletes nothing of b's
+    finally:
+        a.close()
+        b.close()
+
+
 def test_one_process_backends_hold_nothing():
     store = MemoryStore("mem", PARAMS)
     with store.hold_document("k"), store.hold_document("k"):
