@@ -52,14 +52,14 @@ def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_u
 
 
 def test_a_dead_holder_s_requests_are_recovered_once_its_heartbeat_is_gone(redis_url, redis_prefix):
-    a, b = two_processes(redis_url, redis_prefix, lease_ms=300)
+    a, b = two_processes(redis_url, redis_prefix, lease_ms=1000)
     try:
         with a.batch() as batch:
             batch.put_pending("k", b"owed")
-        time.sleep(0.5)  # longer than a lease: a's heartbeat keeps it alive
+        time.sleep(1.3)  # longer than a lease: a's heartbeat keeps it alive
         assert list(b.claim_pending()) == []
         stop_heartbeat(a)  # as if it had been killed
-        time.sleep(0.5)
+        time.sleep(1.1)
         assert list(b.claim_pending()) == [("k", b"owed")]
         assert list(b.claim_pending()) == []  # recovered once: the dead holder is forgotten
         # a process that fetches a request takes it over, whoever owed it
