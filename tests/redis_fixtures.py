@@ -56,3 +56,11 @@ def redis_backend(url: str):
             return RedisStore.open_existing(url, prefix=prefix_of(path))
 
     return RedisAtPath
+
+
+def stop_heartbeat(store) -> None:
+    """Stop a store's heartbeat as a SIGKILL of its process would: nothing is closed or handed
+    over, and once its lease has run out the holder is dead and the others recover what it had."""
+    store._stopping.set()
+    if store._heartbeat is not None:
+        store._heartbeat.join()

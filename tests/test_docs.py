@@ -131,16 +131,23 @@ def test_version_is_the_metadata_version():
 
 def test_changelog_has_this_version_and_its_store_format():
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    section = changelog[changelog.index(f"## [{scrapy_dedup.__version__}]") :]
-    section = section[: section.index("\n## [", 1)]
-    assert f"Store format {STORE_FORMAT}" in section and f"`{LAYOUT}`" in section
+
+    def section(heading: str) -> str:
+        text = changelog[changelog.index(heading) :]
+        return text[: text.index("\n## [", 1)]
+
+    # a format or layout changed since the last release is named under [Unreleased] until then
+    unreleased = section("## [Unreleased]")
+    named = unreleased if "Store format" in unreleased else section(f"## [{scrapy_dedup.__version__}]")
+    assert f"Store format {STORE_FORMAT}" in named and f"`{LAYOUT}`" in named
 
 
 def test_store_format_table_names_this_version_and_format():
     page = (DOCS / "how-it-works.md").read_text(encoding="utf-8")
     table = page[page.index("## Store format and versions") :]
     version = re.escape(scrapy_dedup.__version__)
-    row = re.search(rf"^\| {version} \| (\d+) \| .* \| `([^`]+)` \|$", table, re.M)
+    # the first row: this version's, or the unreleased one's when the layout changed since
+    row = re.search(rf"^\| (?:{version}|unreleased) \| (\d+) \| .* \| `([^`]+)` \|$", table, re.M)
     assert row, "no row for this version in the store format table"
     assert (int(row[1]), row[2]) == (STORE_FORMAT, LAYOUT)
 

@@ -1,10 +1,11 @@
 """A page whose decision another process holds waits without holding up the crawl.
 
 The other process is one that died holding the decision of a URL key (its lock), which stays
-until its lease runs out; the store never waits for it, it tells the crawl (DecisionBusy). A crawl that fetches that page waits for it, and meanwhile goes
-on fetching and deciding the other pages (before, the wait ran on the reactor thread, and the
-whole process stood still until the lease ran out). So do a 404 of a page that held a
-document, whose removal from its cluster holds the same URL key, and a redirect of such a page.
+until the crawl recovers what that holder had, once its heartbeat is gone; the store never waits
+for it, it tells the crawl (DecisionBusy). A crawl that fetches that page waits for it, and
+meanwhile goes on fetching and deciding the other pages (before, the wait ran on the reactor
+thread, and the whole process stood still). So do a 404 of a page that held a document, whose
+removal from its cluster holds the same URL key, and a redirect of such a page.
 """
 
 from __future__ import annotations
@@ -35,11 +36,19 @@ def _wait_for(condition, timeout: float, what: str, crawl: Crawl) -> None:
         time.sleep(0.02)
 
 
+def _lock(client, prefix: str, key: str, holder: str = "4242-deadbeef"):
+    """``key``'s decision lock, tagged with ``holder``; returns what deletes it."""
+    lock, field = rk.decision_slot(prefix, key)
+    client.hset(lock, field, f"{holder}\n1")
+    return lambda: client.hdel(lock, field)
+
+
 def _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix: str, release) -> None:
-    """Crawl while a dead process holds a decision /HELD waits for; ``release()`` when the crawl
-    decided DECIDED_MEANWHILE other documents after fetching /HELD, as the lease running out would."""
+    """Crawl while another process holds a decision /HELD waits for; ``release()`` when the crawl
+    decided DECIDED_MEANWHILE other documents after fetching /HELD."""
     held_url = site.url + HELD
-    crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
+    # the crawl looks for dead holders every half lease
+    crawl = Crawl(site, tmp_path / "crawl", DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix, DEDUP_REDIS_LEASE="2")
     proc = crawl.launch()
     try:
         _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 1, 60, f"/{HELD} was not fetched", crawl)
@@ -67,13 +76,17 @@ def _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix: str, relea
 def test_a_page_whose_lock_a_dead_process_holds_waits_while_the_crawl_goes_on(
     site, uninterrupted, tmp_path, request, kind
 ):
+    """The lock's holder is alive while the crawl waits, then its heartbeat stops: the crawl
+    recovers what it had, its lock among it, and decides the page."""
     server = request.getfixturevalue(f"redis_{kind}")
     prefix = f"busy:{uuid.uuid4().hex[:10]}"
-    lock = rk.decision_key(prefix, url_key(site.url + HELD))
     client = connect(server.url)
-    # the lock of a decision whose process died: it holds for a minute unless released
-    client.set(lock, "4242-deadbeef:1", px=60_000)
-    _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix, lambda: client.delete(lock))
+    holders = f"{prefix}:h:{{{prefix}:m}}"
+    now_ms = int(client.time()[0]) * 1000
+    client.hset(holders, "4242-deadbeef", f"{now_ms + 600_000} 0")  # alive for ten minutes
+    _lock(client, prefix, url_key(site.url + HELD))
+    _crawl_past_a_hold(site, uninterrupted, tmp_path, server, prefix,
+                       lambda: client.hset(holders, "4242-deadbeef", "1 0"))  # its heartbeat is gone
 
 
 #: where a moved page lives now: its old path redirects here (301)
@@ -114,10 +127,10 @@ def _left_while_locked(tmp_path, server, prefix: str, site: _ChangingSite, stop,
     with RedisStore.open_existing(server.url, prefix=prefix) as store:
         assert store.get_url(held_key).cluster_id is not None
     getattr(site, change).add(f"/{HELD}")
-    lock = rk.decision_key(prefix, held_key)
     client = connect(server.url)
-    # a dead process's lock: it outlasts the waits below unless released
-    client.set(lock, "4242-deadbeef:1", px=120_000)
+    # another process's lock (a holder the store does not know: never recovered): it outlasts
+    # the waits below unless released
+    release = _lock(client, prefix, held_key)
     proc = crawl.launch(DEDUP_REVISIT_AFTER="0")  # every page is fetched again
     try:
         _wait_for(lambda: site.snapshot()[f"/{HELD}"] >= 2, 60, f"/{HELD} was not fetched again", crawl)
@@ -134,7 +147,7 @@ def _left_while_locked(tmp_path, server, prefix: str, site: _ChangingSite, stop,
         os.killpg(proc.pid, signal.SIGKILL)
         raise
     finally:
-        client.delete(lock)
+        release()
     if stop is None:
         code = crawl.wait(proc, timeout=120)
         assert code == 0, crawl.logs[-1][-3000:]
@@ -172,7 +185,7 @@ def test_a_page_that_left_while_a_dead_process_holds_its_lock_waits_while_the_cr
     While a dead process holds that lock, the response (the redirect: its request, in the
     downloader middleware) waits without blocking the reactor, and the crawl fetches other
     pages meanwhile. Before, the redirect waited on the reactor thread, and the crawl stood
-    still until the lease ran out."""
+    still."""
     server = request.getfixturevalue(f"redis_{kind}")
     prefix = f"busy:{uuid.uuid4().hex[:10]}"
     site = _ChangingSite()

@@ -229,46 +229,51 @@ def test_near_put_scan_remove(fn):
     assert not fn.client.keys(f"{fn.prefix}:n:*")  # emptied buckets go
 
 
-# -- requests taken by a process --------------------------------------------------------------
+# -- holders: one id, one heartbeat -----------------------------------------------------------
 
 
-def test_pending_requests_are_settled_by_their_owner_or_reclaimed_after_the_lease(fn):
-    assert fn.pending_take("r1", "p1", 60_000, b"GET https://h/1")
-    assert not fn.pending_take("r1", "p2", 60_000, b"GET https://h/1")
-    assert fn.pending_take("r2", "p1", 1, b"GET https://h/2")
-    time.sleep(0.01)
-    assert fn.pending_reclaim("p2", 60_000) == [("r2", b"GET https://h/2")]
-    assert fn.pending_reclaim("p3", 60_000) == []
-    assert not fn.pending_settle("r2", "p1")  # no longer its own
-    assert fn.pending_settle("r2", "p2")
-    assert fn.pending_renew("p1", 60_000, ["r1", "r2"]) == 1
-    assert fn.pending_settle("r1", "p1")
+def _holder_call(fn, name: str, *args):
+    keys = [f"{fn.prefix}:h:{{{fn.prefix}:m}}", f"{fn.prefix}:m:{{{fn.prefix}:m}}"]
+    keys = keys[:2] if name == "sdd_holder_enter" else keys[:1]
+    return fn.client.fcall(name, len(keys), *keys, *args)
 
 
-def test_a_request_lives_while_its_owner_s_own_lease_does(fn):
-    fn.pending_owner_renew("p1", 150)
-    assert fn.pending_take("r1", "p1", 1, b"GET https://h/1")
-    time.sleep(0.01)
-    # its own deadline passed, its owner's has not: still p1's
-    assert fn.pending_reclaim("p2", 60_000) == []
+def test_a_holder_lives_while_it_beats_and_is_dead_for_good_after(fn):
+    assert _holder_call(fn, "sdd_holder_enter", "p1", 150, "next") == [1, 1]
+    assert _holder_call(fn, "sdd_holder_enter", "p2", 60_000, "next") == [1, 0]  # joins p1's run
+    assert _holder_call(fn, "sdd_holder_beat", "p1", 150) == 1
     time.sleep(0.2)
-    # the owner stopped renewing (it died): taken over
-    assert fn.pending_reclaim("p2", 60_000) == [("r1", b"GET https://h/1")]
-    assert fn.pending_settle("r1", "p2")
+    assert _holder_call(fn, "sdd_holder_beat", "p1", 150) == 0  # too late: dead
+    assert _holder_call(fn, "sdd_holder_enter", "p1", 150, 0) == [-1, 0]  # and not let in again
+    assert _holder_call(fn, "sdd_holder_beat", "p2", 0) == 1  # stops: dead at once
+    assert _holder_call(fn, "sdd_holder_beat", "p2", 60_000) == 0
+    assert _holder_call(fn, "sdd_holder_enter", "p3", 60_000, 0) == [0, 0]  # open, not crawling
+    assert _holder_call(fn, "sdd_holder_enter", "p4", 60_000, "next") == [2, 1]  # nobody crawls
 
 
-def test_an_owner_gone_hands_its_requests_over_and_a_reclaim_looks_at_every_one(fn):
-    fn.pending_owner_renew("p1", 60_000)
-    ids = [f"r{i}" for i in range(1500)]
-    for rid in ids:
-        assert fn.pending_take(rid, "p1", 1, rid.encode())
-    time.sleep(0.01)
-    assert fn.pending_reclaim("p2", 60_000, limit=5000) == []  # its owner lives
-    fn.pending_owner_renew("p1", 0)  # it stops, handing over what it holds
-    assert fn.pending_renew("p1", 0, ids) == 1500
-    taken = fn.pending_reclaim("p2", 60_000, limit=5000)
-    assert sorted(rid for rid, _ in taken) == sorted(ids)
-    assert all(payload == rid.encode() for rid, payload in taken)
+def test_a_claim_takes_every_entry_of_the_dead_holders_and_nothing_else(fn):
+    shard = rk.pending_shard(fn.prefix, 0)
+    ids = [f"r{i}" for i in range(1500)]  # past one HSCAN step: a claim walks the whole hash
+    for i, rid in enumerate(ids):
+        fn.client.hset(shard, rid, f"{('p1', 'p2', 'live')[i % 3]}\n{rid}".encode())
+    taken = list(fn.claim(shard, "p9", ["p1", "p2"]))
+    assert sorted(field.decode() for field, _ in taken) == sorted(ids[i] for i in range(1500) if i % 3 != 2)
+    assert all(field == held for field, held in taken)
+    assert list(fn.claim(shard, "p9", ["p1", "p2"])) == []  # claimed once
+    values = fn.client.hgetall(shard)
+    assert sum(v.startswith(b"p9\n") for v in values.values()) == 1000
+    assert sum(v.startswith(b"live\n") for v in values.values()) == 500
+    # dropped instead of taken (a dead holder's decision locks)
+    assert len(list(fn.claim(shard, "", ["live"]))) == 500 and fn.client.hlen(shard) == 1000
+
+
+def test_a_lock_is_released_by_its_holder_only(fn):
+    lock, field = rk.decision_slot(fn.prefix, "http://h/a")
+    assert fn.client.hsetnx(lock, field, b"p1\n1")
+    assert not fn.client.hsetnx(lock, field, b"p2\n1")
+    assert fn.client.fcall("sdd_release", 1, lock, field, b"p2\n1") == 0
+    assert fn.client.fcall("sdd_release", 1, lock, field, b"p1\n1") == 1
+    assert fn.client.hsetnx(lock, field, b"p2\n1")
 
 
 # -- the slot layout --------------------------------------------------------------------------
@@ -284,10 +289,10 @@ def test_every_key_of_one_call_is_in_one_slot_and_the_tables_spread(redis_cluste
         for key in rk.near_buckets("crawl", "", fp):
             masters.add(client.nodes_manager.get_node_from_slot(slot(key)).name)
     assert len(masters) == 3
-    q, qz = rk.pending_keys("crawl", "r1")
-    assert slot(q) == slot(qz)
-    for shard in range(rk.PENDING_SHARDS):
-        assert len({slot(k) for k in (*rk.pending_shard("crawl", shard), rk.pending_owners("crawl", shard))}) == 1
+    # the owed requests and the decision locks spread over the masters, a shard a slot
+    for shards in ([rk.pending_shard("crawl", s) for s in range(rk.PENDING_SHARDS)],
+                   [rk.decision_shard("crawl", s) for s in range(rk.LOCK_SHARDS)]):
+        assert len({client.nodes_manager.get_node_from_slot(slot(k)).name for k in shards}) == 3
     frontier_slots = {slot(rk.frontier_slot("crawl", f"https://h/{i}")[0]) for i in range(500)}
     assert len(frontier_slots) > 450
 

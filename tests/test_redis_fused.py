@@ -36,12 +36,12 @@ def doc(url: str, text: str) -> Document:
 
 
 def dump(client, prefix: str) -> dict:
-    """Every key of a prefix and its value, named without the prefix; the run's process set
-    and the holders' leases (process ids) left out."""
+    """Every key of a prefix and its value, named without the prefix; the holders (process
+    ids and heartbeats) left out."""
     out = {}
     for key in client.scan_iter(match=f"{prefix}:*", count=1000):
         name = key.decode().replace(prefix, "P")  # in hash tags too
-        if name.startswith(("P:r:", "P:qo:")):
+        if name.startswith("P:h:"):
             continue
         kind = client.type(key).decode()
         out[name] = client.get(key) if kind == "string" else client.hgetall(key) if kind == "hash" else kind
@@ -243,7 +243,7 @@ def test_writes_inside_a_hold_reach_the_server_with_its_release(redis_single, re
             with mine.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
         assert other.get_url("http://h/a").status == "updated"
-        assert mine.client.exists(rk.decision_key(mine.prefix, "http://h/a")) == 0  # released
+        assert not mine.client.hexists(*rk.decision_slot(mine.prefix, "http://h/a"))  # released
     finally:
         mine.close()
         other.close()
@@ -350,7 +350,7 @@ def test_a_fetch_record_not_sent_when_the_process_dies_is_fetched_again(redis_si
     proc.start()
     proc.join(30)
     assert proc.exitcode == -signal.SIGKILL
-    time.sleep(0.5)  # its lease runs out
+    time.sleep(0.5)  # its heartbeat stopped a lease ago: it is dead
     b = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         assert b.get_url("http://h/p") is None

@@ -1,6 +1,7 @@
-"""What two processes sharing a Redis store hold: owed requests under leases, a URL key's
-decision. Each process is a RedisStore of its own on the same
-server and key prefix (a real redis-server and a real 3-master cluster)."""
+"""What two processes sharing a Redis store hold: owed requests, a URL key's decision, each
+tagged with its holder, and recovered by the others once the holder's heartbeat is gone. Each
+process is a RedisStore of its own on the same server and key prefix (a real redis-server and a
+real 3-master cluster)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import time
 
 import pytest
+from redis_fixtures import stop_heartbeat
 
 from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.records import Cluster, UrlRecord
@@ -37,8 +39,8 @@ def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_u
         assert b.get("pending", "k1") == b"request one"  # readers see the request, not its holder
         with a.batch() as batch:
             batch.settle_pending("k1")
-        a.begin_run()  # a process in a run: closing hands what it still owes to the others
-        a.close()
+        a.begin_run()
+        a.close()  # its heartbeat stops at once: the others recover what it still owes
         assert list(b.claim_pending()) == [("k2", b"request two")]
         assert list(b.claim_pending()) == []  # handed to one process only
         assert b.held_pending() == ["k2"] and b.pending_count() == 1
@@ -49,14 +51,17 @@ def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_u
         b.close()
 
 
-def test_a_dead_holder_s_lease_runs_out(redis_url, redis_prefix):
-    a, b = two_processes(redis_url, redis_prefix, lease_ms=300)
+def test_a_dead_holder_s_requests_are_recovered_once_its_heartbeat_is_gone(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix, lease_ms=1000)
     try:
         with a.batch() as batch:
             batch.put_pending("k", b"owed")
+        time.sleep(1.3)  # longer than a lease: a's heartbeat keeps it alive
         assert list(b.claim_pending()) == []
-        time.sleep(0.5)  # a never renews (no heartbeat): as if it had been killed
+        stop_heartbeat(a)  # as if it had been killed
+        time.sleep(1.1)
         assert list(b.claim_pending()) == [("k", b"owed")]
+        assert list(b.claim_pending()) == []  # recovered once: the dead holder is forgotten
         # a process that fetches a request takes it over, whoever owed it
         assert a.hold_pending("k")
         assert a.held_pending() == ["k"] and b.held_pending() == []
@@ -79,13 +84,13 @@ def _fcalls(store: RedisStore) -> int:
 def test_fetching_a_request_this_live_process_owes_asks_nothing(redis_url, redis_prefix):
     a, b = two_processes(redis_url, redis_prefix)
     try:
-        a.begin_run()  # its own lease, renewed while it lives
+        a.begin_run()  # its heartbeat runs while it lives
         with a.batch() as batch:
             batch.put_pending("mine", b"owed by a")
         with b.batch() as batch:
             batch.put_pending("theirs", b"owed by b")
         before = _fcalls(a)
-        assert a.hold_pending("mine")  # nobody can have taken it over: its lease never ran out
+        assert a.hold_pending("mine")  # nobody can have recovered it: its heartbeat never stopped
         assert _fcalls(a) == before
         # a request another process owes is asked for (and taken over: a fetches it now)
         assert a.hold_pending("theirs")
@@ -101,19 +106,23 @@ def test_fetching_a_request_this_live_process_owes_asks_nothing(redis_url, redis
         b.close()
 
 
-def test_a_process_whose_lease_is_not_certain_asks_again(redis_url, redis_prefix):
+def test_a_process_found_dead_asks_again_and_goes_on_as_a_new_holder(redis_url, redis_prefix):
     a, b = two_processes(redis_url, redis_prefix, lease_ms=600)
     try:
         with a.batch() as batch:
             batch.put_pending("k", b"owed")
-        # no run joined, so no lease of its own: its request lives by its own deadline only
+            batch.put_pending("k2", b"owed too")
+        dead = a._id
+        stop_heartbeat(a)  # a stands still longer than a lease (stopped, swapped out)
         time.sleep(0.8)
-        assert list(b.claim_pending()) == [("k", b"owed")]
+        assert sorted(b.claim_pending()) == [("k", b"owed"), ("k2", b"owed too")]
         with b.batch() as batch:
             batch.settle_pending("k")
-        before = _fcalls(a)
-        assert not a.hold_pending("k")  # a still counts it as its own, but asks: done elsewhere
-        assert _fcalls(a) == before + 1
+        # a still counts them as its own, but its heartbeat is refused: it asks, as a new holder
+        assert not a.hold_pending("k")  # done elsewhere
+        assert a._id != dead
+        assert a.hold_pending("k2")  # still owed: a fetches it now
+        assert a.held_pending() == ["k2"] and b.held_pending() == []
     finally:
         a.close()
         b.close()
@@ -132,6 +141,25 @@ def test_a_url_key_is_decided_by_one_process_at_a_time(redis_url, redis_prefix):
                 pass
         with b.hold_document("k"):  # released: the other process decides it now
             pass
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_dead_holder_s_decision_lock_is_dropped_when_it_is_recovered(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix, lease_ms=300)
+    try:
+        held = a.hold_document("k")
+        held.__enter__()  # a dies mid-decision
+        stop_heartbeat(a)
+        time.sleep(0.5)
+        # the lock has no expiry of its own: it goes with its holder, once recovered
+        with pytest.raises(DecisionBusy), b.hold_document("k"):
+            pass
+        assert list(b.claim_pending()) == []
+        with b.hold_document("k"):
+            pass
+        held.__exit__(None, None, None)  # a's release, late: it deletes nothing of b's
     finally:
         a.close()
         b.close()

@@ -4,8 +4,9 @@ The generated documentation site of the interrupted-crawl tests (549 responses) 
 four Scrapy processes over one Redis store and one scrapy-redis queue, each started with the
 site's start page; one of them gets SIGKILL (its whole process group) after it emitted some
 items. scrapy-redis alone loses the requests that process had taken from the queue. The requests it
-held stay owed under leases it no longer renews; the others take them over once the leases
-ran out and finish the crawl. The store must end as one uninterrupted process on LevelDB
+held stay owed, tagged with its holder id; once its heartbeat is gone (a lease after the kill)
+the others recover what it had (its requests, its decision locks, on a cluster its half-applied
+batches) and finish the crawl. The store must end as one uninterrupted process on LevelDB
 leaves it (documents, clusters, the canonical URL and alias reason of every URL key,
 variants), nothing owed, and every document emitted.
 """
@@ -89,7 +90,7 @@ def test_a_killed_process_s_requests_are_taken_over_by_the_others(
     assert rep_urls <= emitted, f"documents never emitted: {sorted(rep_urls - emitted)[:10]}"
     # the work was shared: a survivor at least fetched from the queue
     assert sum(crawls[i].stats().get("scheduler/dequeued/redis", 0) > 0 for i in survivors) >= 1
-    # The requests the killed process had taken out of the queue are owed under its leases only:
+    # The requests the killed process had taken out of the queue are owed by its holder only:
     # nobody can fetch them before a survivor takes them over. (Those it owed that were still
     # queued are adopted by whichever process pops them; a kill between two fetches can leave
     # none to take over.)
@@ -99,7 +100,7 @@ def test_a_killed_process_s_requests_are_taken_over_by_the_others(
 
 
 def _orphans(store_url: str, queue_url: str, prefix: str, pid: int) -> set[str]:
-    """The requests owed under `pid`'s leases that are no longer in the shared queue: those the
+    """The requests owed by `pid`'s holder that are no longer in the shared queue: those the
     killed process had taken out of it. Read twice, a moment apart, so that a request a survivor
     has just popped and not yet adopted is not counted."""
 
@@ -107,7 +108,7 @@ def _orphans(store_url: str, queue_url: str, prefix: str, pid: int) -> set[str]:
         owner = f"{pid}-".encode()
         held = set()
         for shard in range(rk.PENDING_SHARDS):
-            for pending_id, value in store.hgetall(rk.pending_shard(prefix, shard)[0]).items():
+            for pending_id, value in store.hgetall(rk.pending_shard(prefix, shard)).items():
                 if value.startswith(owner):
                     held.add(pending_id.decode())
         return held

@@ -1,5 +1,5 @@
 """The Redis backend beyond the contract suite (which runs it in tests/test_store_contract.py):
-a cluster batch left half-applied by a writer that died is finished when a store is next opened;
+a cluster batch left half-applied by a holder that died is finished when the holder is recovered;
 reports stream; passwords stay out of messages."""
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from scrapy_dedup.store.redis_store import RedisStore, _encode_commands
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 
 
-def test_a_half_applied_cluster_batch_is_replayed(redis_cluster, redis_prefix):
+def _dead_holder(store: RedisStore, holder: str) -> None:
+    """``holder`` entered in the store's holders, its heartbeat deadline long past."""
+    store.client.hset(store._holders_key(), holder, "1 0")
+
+
+def test_a_half_applied_cluster_batch_is_applied_whole_when_its_holder_is_recovered(redis_cluster, redis_prefix):
     store = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
     records = [UrlRecord(key=f"http://h/{i}", url=f"http://h/{i}") for i in range(20)]
     batch_commands = []
@@ -27,20 +32,29 @@ def test_a_half_applied_cluster_batch_is_replayed(redis_cluster, redis_prefix):
             b.put_url(r)
         batch_commands = list(b.commands)
         b.commands.clear()  # nothing applied: as if the writer died right after journalling
-    store.client.hset(store._journal_key(), "dead-writer:1", _encode_commands(batch_commands, time.time() - 3600))
+    _dead_holder(store, "dead")
+    store.client.hset(store._journal_key(), "dead:1", b"dead\n" + _encode_commands(batch_commands))
     store._apply_by_slot(batch_commands[:7])  # ... and after applying a few slots
     assert sum(store.get_url(r.key) is not None for r in records) < 20
     store.close()
-    reopened = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
-    assert all(reopened.get_url(r.key) == r for r in records)
-    assert reopened.client.hlen(reopened._journal_key()) == 0
+    other = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
+    assert list(other.claim_pending()) == []
+    assert all(other.get_url(r.key) == r for r in records)
+    assert other.client.hlen(other._journal_key()) == 0
+    assert not other.client.hexists(other._holders_key(), "dead")  # recovered, then forgotten
+    other.close()
 
 
-def test_a_recent_journal_entry_is_left_to_its_writer(redis_cluster, redis_prefix):
-    store = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
-    store.client.hset(store._journal_key(), "live-writer:1", _encode_commands([], time.time()))
-    assert store.replay_journal() == 0
-    assert store.client.hexists(store._journal_key(), "live-writer:1")
+def test_a_live_holder_s_journal_entry_is_left_to_it(redis_cluster, redis_prefix):
+    live = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
+    holder = live._holder()
+    live.client.hset(live._journal_key(), f"{holder}:1", holder.encode() + b"\n" + _encode_commands([]))
+    other = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
+    _dead_holder(other, "dead")  # a recovery runs, for another holder
+    assert list(other.claim_pending()) == []
+    assert other.client.hexists(other._journal_key(), f"{holder}:1")
+    live.close()
+    other.close()
 
 
 def test_other_parameters_are_refused_with_the_password_hidden(tmp_path):
@@ -184,9 +198,9 @@ def _fcalls(client) -> int:
     return sum(int(node.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for node in primaries(client))
 
 
-def test_renewing_leases_costs_the_same_for_three_owed_requests_or_three_thousand(redis_url, redis_prefix):
+def test_a_heartbeat_costs_one_call_for_three_owed_requests_or_three_thousand(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    store.begin_run()  # its own renewals come every 10 s: none during this test
+    store.begin_run()  # its own heartbeats come every 10 s: none during this test
     calls = []
     for owed in (3, 3000):
         with store.batch() as batch:
@@ -194,23 +208,23 @@ def test_renewing_leases_costs_the_same_for_three_owed_requests_or_three_thousan
                 batch.put_pending(f"https://h/{owed}/{i}", b"request")
         assert len(store.held_pending()) == owed
         before = _fcalls(store.client)
-        store.renew_leases()
+        store._beat()
         calls.append(_fcalls(store.client) - before)
-    assert calls[0] == calls[1] == 1 + rk.PENDING_SHARDS
+    assert calls[0] == calls[1] == 1
     store.close()
 
 
-def test_requests_outlive_their_own_lease_while_their_holder_lives(redis_url, redis_prefix):
+def test_requests_outlive_the_lease_while_their_holder_lives(redis_url, redis_prefix):
     holder = RedisStore(redis_url, PARAMS, prefix=redis_prefix, lease_ms=1000)
-    holder.begin_run()  # renews its own lease every third of a second
+    holder.begin_run()  # its heartbeat: every third of a second
     with holder.batch() as batch:
         for i in range(50):
             batch.put_pending(f"https://h/{i}", b"request")
     other = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     other.begin_run()
-    time.sleep(1.3)  # past every request's own lease
+    time.sleep(1.3)  # past a lease
     assert list(other.claim_pending()) == []
-    holder.close()  # hands them over
+    holder.close()  # its heartbeat stops: it is recovered at once
     assert len(list(other.claim_pending())) == 50
     other.close()
 
@@ -260,21 +274,21 @@ def test_a_lost_cluster_is_retried_then_stops_with_one_error(tmp_path):
         message = str(info.value)
         assert "lost the connection to the Redis store at redis://127.0.0.1:" in message
         assert "\n" not in message
-    store.close()  # gives up what it cannot hand over: the leases run out
+    store.close()  # cannot stop its heartbeat: it is dead within a lease all the same
     assert time.monotonic() - started < 60
 
 
 def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    # as a store written by the previous version records itself (16-byte digests, and one
-    # MinHash signature a field)
-    store.put_meta("params", {**store.params, "simhash_layout": "redis-5"})
+    # as a store written by the previous version records itself (owed requests with lease
+    # deadlines, decision locks that expire: the keys of one holder and heartbeat now)
+    store.put_meta("params", {**store.params, "simhash_layout": "redis-6"})
     store.close()
     with pytest.raises(IncompatibleStore) as info:
         RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    assert f"simhash_layout: store has 'redis-5', this crawl uses '{rk.LAYOUT}'" in str(info.value)
-    assert rk.LAYOUT == "redis-6"
-    with pytest.raises(StoreError, match="redis-6 layout"):
+    assert f"simhash_layout: store has 'redis-6', this crawl uses '{rk.LAYOUT}'" in str(info.value)
+    assert rk.LAYOUT == "redis-7"
+    with pytest.raises(StoreError, match="redis-7 layout"):
         RedisStore.open_existing(redis_url, prefix=redis_prefix)
 
 

@@ -34,7 +34,9 @@ by one process gets that for free:
 - ``hold_document``: while a decision holds it, no other process decides the
   same URL key in between its reads and its writes (a shared backend never waits
   for it: it raises :class:`DecisionBusy`, and the crawl tries again);
-- ``claim_pending``: owed requests that no live process holds, handed to this one;
+- ``claim_pending``: what dead processes held, recovered: their owed requests
+  handed to this one (a shared backend tags all a process holds with its id, and
+  recovers it all in that one call once the process's heartbeat is gone);
   ``hold_pending``: a request owed, now held by the process that fetches it.
 
 Everything else is a plain read or a last-writer-wins write.  A near-duplicate
@@ -522,10 +524,11 @@ class DedupStore(abc.ABC):
         return sum(1 for _ in self.scan(PENDING))
 
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
-        """(id, serialized request) of every request owed that no live process holds, now held
-        by this one (atomic). An embedded backend is held by one process: at the first call,
-        every request owed (the process before it left them), and none after (this process
-        holds every request owed since)."""
+        """(id, serialized request) of every request owed that a dead process held, now held by
+        this one (atomic); a shared backend recovers everything else such a process held in the
+        same call. An embedded backend is held by one process: at the first call, every request
+        owed (the process before it left them), and none after (this process holds every request
+        owed since)."""
         if self._claimed:
             return
         self._claimed = True
@@ -543,7 +546,7 @@ class DedupStore(abc.ABC):
         return [pending_id for pending_id, _ in self.scan(PENDING)]
 
     def pending_held_elsewhere(self) -> int:
-        """Owed requests another process holds (alive, or dead with a lease still running)."""
+        """Owed requests another process holds (alive, or dead and not recovered yet)."""
         return 0
 
     def writing_elsewhere(self) -> int:

@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 14
+local LIBRARY_VERSION = 15
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -18,15 +18,6 @@ local function now_ms()
   local t = redis.call('TIME')
   local usec = tonumber(t[2])
   return tonumber(t[1]) * 1000 + (usec - usec % 1000) / 1000
-end
-
-local LEASE_ERROR = 'the lease is a positive number of ms'
-
--- A lease argument as a positive number of milliseconds, or nil.
-local function lease_ms(value)
-  local lease = tonumber(value)
-  if lease == nil or lease <= 0 then return nil end
-  return lease
 end
 
 -- Position (1-based) of the first record of `width` bytes that starts with `needle`, or nil.
@@ -420,232 +411,150 @@ local function near_index(keys, args)
   return changed
 end
 
--- Crawl runs shared by processes ---------------------------------------------------------
--- KEYS[1] the store's metadata hash (field 'run' is the run number), KEYS[2] a sorted set of
--- the processes in the current run by lease deadline (ms).  Processes that start while
--- another one of the crawl is alive join its run; the first to start after all have
--- stopped (or died: their leases ran out) begins the next run.
+-- Holders --------------------------------------------------------------------------------
+-- Every process that opens the store is a holder, named by an id of its own.  Whatever it holds
+-- is tagged with that id: an entry's value is the holder, a newline, then what it holds (an owed
+-- request's payload, a decision lock's hold number, a cluster batch's commands).  KEYS[1] of the
+-- holder calls is the holders' hash: id -> '<heartbeat deadline ms> <run>' (run 0: not crawling).
+-- Its heartbeat pushes the deadline forward while the holder lives; once the deadline has passed
+-- the holder is dead, for good (its heartbeat is refused), and what it held is recovered by one
+-- path: ``claim`` of every entry tagged with it, then the holder is forgotten (HDEL).
 
--- ARGV: process id, lease ms.  Replies {run, 1 if this call began it}.
-local function run_join(keys, args)
-  local lease = lease_ms(args[2])
-  if not lease then return fail(LEASE_ERROR) end
-  local now = now_ms()
-  redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now)
-  -- a process that begins again (a second crawl in one process) does not keep its own run alive
-  redis.call('ZREM', keys[2], args[1])
-  local began = 0
-  local run = tonumber(redis.call('HGET', keys[1], 'run') or '0')
-  if redis.call('ZCARD', keys[2]) == 0 or run == 0 then
-    run = redis.call('HINCRBY', keys[1], 'run', 1)
-    began = 1
-  end
-  redis.call('ZADD', keys[2], now + lease, args[1])
-  return {run, began}
-end
-
--- ARGV: process id, lease ms.  Replies 1 while the process is in the run, 0 if its lease
--- had run out (it is let in again: the run goes on if others kept it alive).
-local function run_renew(keys, args)
-  local lease = tonumber(args[2])
-  local present = redis.call('ZSCORE', keys[2], args[1])
-  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
-  if present then return 1 end
-  return 0
-end
-
--- ARGV: process id.  Replies how many processes are still in the run.
-local function run_leave(keys, args)
-  redis.call('ZREM', keys[2], args[1])
-  redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', now_ms())
-  return redis.call('ZCARD', keys[2])
-end
-
--- The value of ``id`` in ``hash`` while ``holder_of(value)`` is ``holder``, else nil: a request
--- its process still owns.
-local function held_by(hash, id, holder, holder_of)
-  local value = redis.call('HGET', hash, id)
-  if value and holder_of(value) == holder then return value end
-  return nil
-end
-
--- Deletes ``id`` from ``hash`` if ``holder`` still holds it; replies 1, or 0 when it did not.
-local function delete_if_held(hash, id, holder, holder_of)
-  if not held_by(hash, id, holder, holder_of) then return 0 end
-  redis.call('HDEL', hash, id)
-  return 1
-end
-
--- The owner of a request's "owner\npayload".
-local function owner_of(value)
+-- The holder of a tagged value.
+local function holder_of(value)
   return string.match(value, '^([^\n]*)\n')
 end
 
--- Requests taken by a process (crash safety) ----------------------------------------------
--- KEYS[1] hash: request id -> owner .. '\n' .. payload, KEYS[2] sorted set: request id by
--- lease deadline (ms), KEYS[3] (where named) hash: owner -> the owner's own lease deadline in
--- this shard.  A process takes a request before fetching it and settles it when its outcome is
--- written; a request whose lease ran out is reclaimed by another process.  An owner renews
--- its own lease (one call per shard, however many requests it holds) rather than each
--- request's: a request whose deadline passed while its owner's lease runs is its owner's still.
+-- {deadline, run} of a holder's entry, or nil.
+local function holder_entry(holders, id)
+  local value = redis.call('HGET', holders, id)
+  if not value then return nil end
+  local deadline, run = string.match(value, '^(%d+) (%d+)$')
+  return {tonumber(deadline), tonumber(run)}
+end
 
--- ARGV: request id, owner, lease ms, payload.  This owner holds the request now (owed
--- again, or owed for the first time), whoever held it before.  Replies 1.
-local function pending_hold(keys, args)
-  local lease = lease_ms(args[3])
-  if not lease then return fail(LEASE_ERROR) end
-  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. args[4])
-  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+-- KEYS[1] the holders, KEYS[2] the store's metadata hash (field 'run': the run number).  ARGV:
+-- holder, lease ms, run: 0 (not crawling), 'next' (join the run of the holders alive now, or
+-- begin the next one when none is crawling), or a run number.  Replies {run, 1 if this call
+-- began it}, or {-1, 0} when this holder is dead already (it takes a new id).
+local function holder_enter(keys, args)
+  local lease = tonumber(args[2])
+  if lease == nil or lease <= 0 then return fail('the lease is a positive number of ms') end
+  local now = now_ms()
+  local mine = holder_entry(keys[1], args[1])
+  if mine and mine[1] <= now then return {-1, 0} end
+  local run, began = tonumber(args[3]), 0
+  if args[3] == 'next' then
+    run = tonumber(redis.call('HGET', keys[2], 'run') or '0')
+    local crawling = false
+    local flat = redis.call('HGETALL', keys[1])
+    for i = 1, #flat, 2 do
+      local deadline, their_run = string.match(flat[i + 1], '^(%d+) (%d+)$')
+      if flat[i] ~= args[1] and tonumber(deadline) > now and tonumber(their_run) == run then crawling = true end
+    end
+    if run == 0 or not crawling then
+      run = redis.call('HINCRBY', keys[2], 'run', 1)
+      began = 1
+    end
+  end
+  if run == nil then return fail('a run is 0, next or a number') end
+  redis.call('HSET', keys[1], args[1], string.format('%d %d', now + lease, run))
+  return {run, began}
+end
+
+-- ARGV: holder, lease ms.  Pushes a live holder's deadline forward (lease 0: it stops now, and
+-- what it still holds is recovered like a dead holder's); replies 1, or 0 when it was dead.
+local function holder_beat(keys, args)
+  local now, lease = now_ms(), tonumber(args[2])
+  local mine = holder_entry(keys[1], args[1])
+  if lease == nil or not mine or mine[1] <= now then return 0 end
+  redis.call('HSET', keys[1], args[1], string.format('%d %d', now + lease, mine[2]))
   return 1
 end
 
--- ARGV: request id, owner, lease ms, payload.  Replies 1 if taken now, 0 if already taken.
-local function pending_take(keys, args)
-  if not lease_ms(args[3]) then return fail(LEASE_ERROR) end
-  if redis.call('HEXISTS', keys[1], args[1]) == 1 then return 0 end
-  return pending_hold(keys, args)
+-- KEYS[1] a hash of tagged values (owed requests, decision locks, the cluster journal).  ARGV:
+-- an HSCAN cursor, the new holder ('' to drop the entries), then the dead holders.  Takes every
+-- entry of a dead holder among those one HSCAN step returns: retagged with the new holder, or
+-- deleted.  Replies {next cursor ('0': done), field, what it held, ...}.
+local function claim(keys, args)
+  local dead = {}
+  for i = 3, #args do dead[args[i]] = true end
+  local step = redis.call('HSCAN', keys[1], args[1], 'COUNT', 256)
+  local replies, flat = {step[1]}, step[2]
+  for i = 1, #flat, 2 do
+    local field, value = flat[i], flat[i + 1]
+    local holder = holder_of(value)
+    if holder and dead[holder] then
+      local held = string.sub(value, #holder + 2)
+      if args[2] == '' then
+        redis.call('HDEL', keys[1], field)
+      else
+        redis.call('HSET', keys[1], field, args[2] .. '\n' .. held)
+      end
+      replies[#replies + 1] = field
+      replies[#replies + 1] = held
+    end
+  end
+  return replies
 end
 
--- ARGV: request id, owner, lease ms.  The request, still owed, is held by this owner now (a
--- shared queue handed it to the process that fetches it).  Replies 1, or 0 when not owed.
+-- KEYS[1] a hash of tagged values.  ARGV: field, value.  Deletes the field while it holds this
+-- value (a decision lock released by its holder only); replies 1, or 0.
+local function release(keys, args)
+  if redis.call('HGET', keys[1], args[1]) == args[2] then
+    redis.call('HDEL', keys[1], args[1])
+    return 1
+  end
+  return 0
+end
+
+-- Owed requests ----------------------------------------------------------------------------
+-- KEYS[1] a shard of the owed requests: request id -> holder .. '\n' .. the request.  A process
+-- owes a request (HSET) when it schedules it, settles it (HDEL) when its outcome is written.
+
+-- ARGV: request id, holder.  The request, still owed, is held by this holder now (a shared
+-- queue handed it to the process that fetches it).  Replies 1, or 0 when not owed.
 local function pending_adopt(keys, args)
-  local lease = lease_ms(args[3])
-  if not lease then return fail(LEASE_ERROR) end
   local value = redis.call('HGET', keys[1], args[1])
   if not value then return 0 end
-  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. string.sub(value, #owner_of(value) + 2))
-  redis.call('ZADD', keys[2], now_ms() + lease, args[1])
+  redis.call('HSET', keys[1], args[1], args[2] .. '\n' .. string.sub(value, #holder_of(value) + 2))
   return 1
 end
 
 -- One server only (its keys are in several slots): frontier_mark_url, and for a key never seen
--- pending_hold of its request in the same atomic step, so that no process can die between
--- marking a key and owing its request.  KEYS: the frontier bucket and its first URLs, the
--- request's hash and lease deadlines, the URL records' shard of the key.  ARGV: run, digest,
--- URL, request id, owner, lease ms, payload, URL key.  Replies {previous run or 0, the first
--- URL or nil, 1 when owed now or 0, 1 when a key never seen has a URL record all the same
--- (written by an ingest, say) or 0}.
+-- its request owed in the same atomic step, so that no process can die between marking a key
+-- and owing its request.  KEYS: the frontier bucket and its first URLs, the request's shard, the
+-- URL records' shard of the key.  ARGV: run, digest, URL, request id, holder, payload, URL key.
+-- Replies {previous run or 0, the first URL or nil, 1 when owed now or 0, 1 when a key never
+-- seen has a URL record all the same (written by an ingest, say) or 0}.
 local function frontier_mark_owe(keys, args)
-  if not lease_ms(args[6]) then return fail(LEASE_ERROR) end
   local marked = frontier_mark_url({keys[1], keys[2]}, {args[1], args[2], args[3]})
   if marked.err then return marked end  -- an error reply
   if marked[1] ~= 0 then
     return {marked[1], marked[2], 0, 0}
   end
-  pending_hold({keys[3], keys[4]}, {args[4], args[5], args[6], args[7]})
-  return {0, false, 1, redis.call('HEXISTS', keys[5], args[8])}
-end
-
--- ARGV: request id, owner.  Replies 1 when settled, 0 when another process owns it now.
-local function pending_settle(keys, args)
-  local settled = delete_if_held(keys[1], args[1], args[2], owner_of)
-  if settled == 1 then redis.call('ZREM', keys[2], args[1]) end
-  return settled
-end
-
--- ARGV: owner, lease ms, request ids.  Extends the leases this owner still holds; replies
--- how many.  A lease of 0 hands them over: they have run out, for the next claim to take.
-local function pending_renew(keys, args)
-  local deadline = 0
-  if tonumber(args[2]) ~= 0 then
-    local lease = lease_ms(args[2])
-    if not lease then return fail(LEASE_ERROR) end
-    deadline = now_ms() + lease
-  end
-  local renewed = 0
-  for i = 3, #args do
-    if held_by(keys[1], args[i], args[1], owner_of) then
-      redis.call('ZADD', keys[2], deadline, args[i])
-      renewed = renewed + 1
-    end
-  end
-  return renewed
-end
-
--- KEYS[1] a shard's hash of owners' leases.  ARGV: owner, lease ms (0: the owner is gone).
--- Every request the owner holds in this shard lives while its lease does.  Replies 1.
-local function pending_owner_renew(keys, args)
-  if tonumber(args[2]) == 0 then
-    redis.call('HDEL', keys[1], args[1])
-    return 1
-  end
-  local lease = lease_ms(args[2])
-  if not lease then return fail(LEASE_ERROR) end
-  redis.call('HSET', keys[1], args[1], now_ms() + lease)
-  return 1
-end
-
--- ARGV: new owner, lease ms, at most how many.  Hands requests whose lease ran out, and whose
--- owner's lease (KEYS[3]) ran out too, to the new owner.  A request whose owner still lives
--- gets its owner's deadline instead.  At most 1000 + limit requests are looked at per call;
--- replies {more, request id, payload, ...}: more is 1 when some were left to look at.
-local function pending_reclaim(keys, args)
-  local lease, limit = tonumber(args[2]), tonumber(args[3])
-  if lease == nil or lease <= 0 or limit == nil then return fail('pending_reclaim takes an owner, a lease and a count') end
-  local now = now_ms()
-  local replies = {0}
-  local taken, budget = 0, 1000 + limit
-  while taken < limit and budget > 0 do
-    local expired = redis.call('ZRANGEBYSCORE', keys[2], '-inf', now, 'LIMIT', 0, math.min(budget, 100))
-    if #expired == 0 then return replies end
-    for _, id in ipairs(expired) do
-      budget = budget - 1
-      local value = redis.call('HGET', keys[1], id)
-      if not value then
-        redis.call('ZREM', keys[2], id)
-      else
-        local alive = tonumber(redis.call('HGET', keys[3], owner_of(value)))
-        if alive and alive > now then
-          redis.call('ZADD', keys[2], alive, id)  -- its owner lives: so does its lease
-        else
-          local payload = string.sub(value, #owner_of(value) + 2)
-          redis.call('HSET', keys[1], id, args[1] .. '\n' .. payload)
-          redis.call('ZADD', keys[2], now + lease, id)
-          replies[#replies + 1] = id
-          replies[#replies + 1] = payload
-          taken = taken + 1
-          if taken >= limit then break end
-        end
-      end
-    end
-  end
-  replies[1] = 1
-  return replies
-end
-
--- A document being decided ---------------------------------------------------------------
--- KEYS[1] a URL key's decision lock (a string: its holder, with an expiry set when taken by
--- SET NX PX).  ARGV: holder.  Deletes the lock if this holder still has it; replies 1, or 0.
-local function lock_release(keys, args)
-  if redis.call('GET', keys[1]) == args[1] then
-    redis.call('DEL', keys[1])
-    return 1
-  end
-  return 0
+  redis.call('HSET', keys[3], args[4], args[5] .. '\n' .. args[6])
+  return {0, false, 1, redis.call('HEXISTS', keys[4], args[7])}
 end
 
 -- Registration ----------------------------------------------------------------------------
 -- Every function is registered as 'sdd_' .. its name; the readers with the no-writes flag, so
 -- that they may run on replicas and in read-only scripts.  (The loading sandbox has no pairs().)
 -- A server whose memory is full (maxmemory, noeviction) refuses the writers, and the crawl
--- stops; the releasers, which only take out or rewrite in place what a process holds (its run,
--- its leases, its decisions' locks), have the allow-oom flag: a process stopping on
--- a full server still leaves its run and hands its requests over at once.
+-- stops; the releasers, which only take out or rewrite in place what a process holds (its
+-- heartbeat, its decisions' locks), have the allow-oom flag: a process stopping on a full server
+-- still releases its locks and stops its heartbeat, so that the next run recovers what it owed.
 local WRITERS = {
   {'near_index', near_index},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
   {'exact_claim', exact_claim}, {'packed_put', packed_put}, {'packed_delete', packed_delete},
   {'near_remove', near_remove}, {'near_put', near_put},
-  {'run_join', run_join},
-  {'pending_take', pending_take}, {'pending_settle', pending_settle},
-  {'pending_reclaim', pending_reclaim}, {'pending_hold', pending_hold}, {'pending_adopt', pending_adopt},
+  {'holder_enter', holder_enter}, {'claim', claim}, {'pending_adopt', pending_adopt},
   {'frontier_mark_owe', frontier_mark_owe},
 }
 local RELEASERS = {
-  {'run_renew', run_renew}, {'run_leave', run_leave},
-  {'pending_renew', pending_renew}, {'pending_owner_renew', pending_owner_renew},
-  {'lock_release', lock_release},
+  {'holder_beat', holder_beat}, {'release', release},
 }
 local READERS = {
   {'frontier_peek', frontier_peek},

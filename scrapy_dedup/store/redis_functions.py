@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import ssl
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -366,51 +366,15 @@ class StoreFunctions:
     def near_remove(self, scope: str, simhash: int, token: bytes) -> None:
         self._near_calls("sdd_near_remove", scope, simhash, token).execute()
 
-    # -- requests taken by a process --------------------------------------------------------
-    def pending_take(self, request_id: str, owner: str, lease_ms: int, payload: bytes) -> bool:
-        return bool(self._call("sdd_pending_take", rk.pending_keys(self.prefix, request_id),
-                               request_id, owner, lease_ms, payload))
+    # -- what a dead holder held ------------------------------------------------------------
+    def claim(self, key: str, holder: str, dead: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:
+        """(field, what it held) of every entry of a ``dead`` holder in the hash ``key``, each
+        now tagged with ``holder`` (``""``: deleted), a few hundred a call (``sdd_claim``)."""
+        cursor: Any = 0
+        while True:
+            cursor, *flat = self._call("sdd_claim", [key], cursor, holder, *dead)
+            for i in range(0, len(flat), 2):
+                yield bytes(flat[i]), bytes(flat[i + 1])
+            if int(cursor) == 0:
+                return
 
-    def pending_settle(self, request_id: str, owner: str) -> bool:
-        return bool(self._call("sdd_pending_settle", rk.pending_keys(self.prefix, request_id), request_id, owner))
-
-    def pending_renew(self, owner: str, lease_ms: int, request_ids: Iterable[str]) -> int:
-        by_shard: dict[tuple[str, str], list[str]] = {}
-        for rid in request_ids:
-            by_shard.setdefault(rk.pending_keys(self.prefix, rid), []).append(rid)
-        if not by_shard:
-            return 0
-        pipe = self.client.pipeline(transaction=False)
-        for keys, ids in by_shard.items():
-            pipe.fcall("sdd_pending_renew", len(keys), *keys, owner, lease_ms, *ids)
-        return sum(int(n) for n in pipe.execute())
-
-    def pending_owner_renew(self, owner: str, lease_ms: int) -> None:
-        """Renew ``owner``'s own lease in every shard (0: it is gone): one call per shard,
-        however many requests it holds."""
-        pipe = self.client.pipeline(transaction=False)
-        for shard in range(rk.PENDING_SHARDS):
-            pipe.fcall("sdd_pending_owner_renew", 1, rk.pending_owners(self.prefix, shard), owner, lease_ms)
-        pipe.execute()
-
-    def pending_reclaim(self, owner: str, lease_ms: int, limit: int = 100) -> list[tuple[str, bytes]]:
-        """Requests whose lease and whose owner's lease ran out, now held by ``owner``:
-        (request id, payload)."""
-        out: list[tuple[str, bytes]] = []
-        for shard in range(rk.PENDING_SHARDS):
-            keys = [*rk.pending_shard(self.prefix, shard), rk.pending_owners(self.prefix, shard)]
-            more = True
-            while more and len(out) < limit:
-                flat = self._call("sdd_pending_reclaim", keys, owner, lease_ms, limit - len(out))
-                more = int(flat[0]) == 1
-                for i in range(1, len(flat), 2):
-                    request_id = _text(flat[i])
-                    assert request_id is not None, "the server answers each reclaimed request with its id"
-                    out.append((request_id, bytes(flat[i + 1])))
-        return out
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else str(value)

@@ -1,4 +1,4 @@
-"""Key layout of the Redis store (layout ``redis-6``): names, hash tags, fixed-width bytes.
+"""Key layout of the Redis store (layout ``redis-7``): names, hash tags, fixed-width bytes.
 
 Pure: no Redis client here, so the layout can be read and tested on its own.
 
@@ -18,12 +18,10 @@ key                            holds                                  slots
                                representatives, field = the 16-bit    spaced over the 16,384
                                block (2 bytes), value its 16-byte     slots; a decision reads
                                records (SimHash, token)               4 groups
-``P:q:{q<shard>}``,            requests owed, by the process that     64 shards, spread
-``P:qz:{q<shard>}``,           holds them (hash), lease deadlines
-``P:qo:{q<shard>}``            (sorted set), holders' own leases
-                               (hash)
-``P:d:{d<url key digest>}``    a URL key being decided: its holder    one per document in
-                               (string with an expiry)                flight, spread
+``P:q:{q<shard>}``             requests owed: request id -> its       64 shards, spread
+                               holder's id and the request (hash)
+``P:d:{d<shard>}``             URL keys being decided: key digest     64 shards, spread
+                               -> its holder's id and hold (hash)
 ``P:b:{b<g>-<k>}<scope>``      LSH band group ``g`` (4 bands) of the  8 slot groups, evenly
                                representatives, field = band (1       spaced; a decision
                                byte) and bucket (2 bytes: 14 bits of  calls each group once
@@ -70,11 +68,12 @@ import xxhash
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS
 from scrapy_dedup.store.base import CLUSTER, EMITTED, EXACT, MINHASH, RAW, TEXT
 
-LAYOUT = "redis-6"
+LAYOUT = "redis-7"
 
 FRONTIER_BUCKET_BITS = 14
 FRONTIER_RECORD = 8
 PENDING_SHARDS = 64
+LOCK_SHARDS = 64
 NEAR_RECORD = 16
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,100}")
@@ -515,28 +514,26 @@ def split_near_record(record: bytes) -> tuple[int, bytes]:
 # -- requests taken by a process ------------------------------------------------------------
 
 
-def pending_keys(prefix: str, request_id: str) -> tuple[str, str]:
-    shard = xxhash.xxh3_64_intdigest(request_id.encode("utf-8", "surrogatepass")) % PENDING_SHARDS
-    return pending_shard(prefix, shard)
+def pending_key(prefix: str, request_id: str) -> str:
+    """The shard that keeps an owed request."""
+    return pending_shard(prefix, xxhash.xxh3_64_intdigest(request_id.encode("utf-8", "surrogatepass")) % PENDING_SHARDS)
 
 
-def pending_shard(prefix: str, shard: int) -> tuple[str, str]:
-    tag = f"{{q{shard:02x}}}"
-    return f"{prefix}:q:{tag}", f"{prefix}:qz:{tag}"
-
-
-def pending_owners(prefix: str, shard: int) -> str:
-    """The hash of the owners' own leases in a shard (owner -> deadline), in its slot."""
-    return f"{prefix}:qo:{{q{shard:02x}}}"
+def pending_shard(prefix: str, shard: int) -> str:
+    return f"{prefix}:q:{{q{shard:02x}}}"
 
 
 # -- a document being decided ---------------------------------------------------------------
 
 
-def decision_key(prefix: str, url_key: str) -> str:
-    """The lock of one URL key while a process decides its document."""
-    digest = xxhash.xxh64_hexdigest(url_key.encode("utf-8", "surrogatepass"))
-    return f"{prefix}:d:{{d{digest}}}"
+def decision_slot(prefix: str, url_key: str) -> tuple[str, bytes]:
+    """(shard, field) of one URL key's lock while a process decides its document."""
+    digest = xxhash.xxh64_intdigest(url_key.encode("utf-8", "surrogatepass"))
+    return decision_shard(prefix, digest % LOCK_SHARDS), _U64.pack(digest)
+
+
+def decision_shard(prefix: str, shard: int) -> str:
+    return f"{prefix}:d:{{d{shard:02x}}}"
 
 
 def _glob_escape(text: str) -> str:

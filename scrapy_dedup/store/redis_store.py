@@ -8,14 +8,23 @@ are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
 
 =================================  ===========================================
 ``P:m:{P:m}``                      metadata (hash: name -> JSON), the run counter
-``P:r:{P:m}``                      processes in the current run, by lease deadline
+``P:h:{P:m}``                      holders: id -> heartbeat deadline and run (see below)
 ``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 or 16,384 hashes (see
                                    *record tables* in redis_keys: digests as fields)
 ``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value): a URL's
                                    aliases, a cluster's members but its representative
 ``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
-``P:d:{d<url key digest>}``        a URL key being decided (see ``hold_document``)
+``P:j:{P:m}``                      a cluster's batches being applied (see below)
 =================================  ===========================================
+
+Liveness is one mechanism. Every process that writes is a *holder*: an id of its own in ``P:h``,
+with a heartbeat that pushes its deadline forward every third of ``DEDUP_REDIS_LEASE``. Whatever
+it holds is tagged with that id: the requests it owes (``P:q``), the URL keys it is deciding
+(``P:d``), its run (in ``P:h``) and a cluster batch it is applying (``P:j``). Nothing else
+expires. Once a holder's deadline has passed it is dead for good, and :meth:`claim_pending`
+recovers everything it had, in one pass: its batches applied whole, its locks dropped, its owed
+requests taken by the process that recovers them; then it is forgotten. A process that closes
+stops its heartbeat at once, so what it still owes is recovered by the same path.
 
 Reads stream: ``scan`` walks a table a few shards a round trip, so a report needs no
 snapshot and never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server; inside
@@ -23,9 +32,9 @@ a decision's hold it waits for the thread's next read, or goes with the hold's r
 made with ``later=True`` waits for this process's next call, which carries it in its own round
 trip (or sends it first), or for ``flush()``.
 On a cluster, where one transaction cannot span slots, a batch is journalled in one slot
-(``P:j:{P:m}``), applied slot by slot, then struck from the journal; a batch left there
-by a writer that died is replayed when a store is next opened. Readers may see part of a
-batch while it is applied; after a crash a batch is applied whole.
+(``P:j:{P:m}``, tagged with its holder), applied slot by slot, then struck from the journal;
+a batch whose holder died is applied whole when the holder is recovered. Readers may see part of
+a batch while it is applied.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ import os
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -83,29 +92,17 @@ from scrapy_dedup.store.redis_wire import FunctionsMissing
 logger = logging.getLogger(__name__)
 
 LAYOUT = rk.LAYOUT
-#: a process of a crawl renews its place in the run this often; one silent for a lease is gone
-RUN_LEASE_MS = 30_000
-#: a cluster batch journalled longer ago than this was left by a writer that died mid-way
-JOURNAL_REPLAY_AFTER_S = 60.0
-#: a document's decision (its URL key) is held this long at most; a process that dies
-#: mid-decision frees it when this runs out
-DECISION_LEASE_MS = 30_000
-#: an owed request's lease (``DEDUP_REDIS_LEASE``): renewed every third of it while its holder lives
-PENDING_LEASE_MS = 30_000
+#: a holder whose heartbeat stopped this long is dead (``DEDUP_REDIS_LEASE``): it beats every third
+LEASE_MS = 30_000
 #: variant URLs whose alias this process wrote, remembered so that later counts skip it
 VARIANT_ALIASES_KEPT = 16_384
 #: variant writes that wait for a round trip, at most
 WAITING_MAX = 512
-#: how many of the requests it settled last a process hands over again when it closes: a settle
-#: is let go of when queued, and one the server refused (full) or never got (connection lost)
-#: leaves its request owed by this process. What is in flight at a stop is far fewer: the
-#: decisions of CONCURRENT_REQUESTS responses and the writes that wait (WAITING_MAX commands).
-SETTLED_HANDED_OVER = 4_096
 #: a scan reads a table in this many round trips (1,024 shards: 16 a round trip)
 SCAN_ROUNDS = 64
 
 
-def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
+def _encode_commands(commands: list[tuple]) -> bytes:
     def arg(value: Any) -> list:
         if isinstance(value, bytes):
             return ["b", value.decode("latin-1")]
@@ -113,13 +110,12 @@ def _encode_commands(commands: list[tuple], written_at: float) -> bytes:
             return ["i", value]
         return ["s", value]
 
-    return json.dumps({"at": written_at, "commands": [[arg(a) for a in c] for c in commands]}).encode()
+    return json.dumps([[arg(a) for a in c] for c in commands]).encode()
 
 
-def _decode_commands(raw: bytes) -> tuple[float, list[tuple]]:
-    data = json.loads(raw)
+def _decode_commands(raw: bytes) -> list[tuple]:
     decode: dict[str, Callable[[Any], Any]] = {"b": lambda v: v.encode("latin-1"), "i": int, "s": str}
-    return data["at"], [tuple(decode[t](v) for t, v in c) for c in data["commands"]]
+    return [tuple(decode[t](v) for t, v in c) for c in json.loads(raw)]
 
 
 class RedisBatch(StoreBatch):
@@ -134,9 +130,8 @@ class RedisBatch(StoreBatch):
     def put(self, table: str, key: str, value: bytes) -> None:
         s = self._store
         if table == PENDING:
-            # owed, and held by this process under a lease it renews while alive
-            held, deadlines = rk.pending_keys(s.prefix, key)
-            self.commands.append(("FCALL", "sdd_pending_hold", 2, held, deadlines, key, s._writer, s.lease_ms, bytes(value)))
+            # owed, and held by this process (tagged with its holder id)
+            self.commands.append(("HSET", rk.pending_key(s.prefix, key), key, s._tag(bytes(value))))
             s._hold(key)
             return
         if table == URL:
@@ -148,8 +143,7 @@ class RedisBatch(StoreBatch):
         s = self._store
         if table == PENDING:
             # settled: whoever holds it now, its outcome is recorded
-            held, deadlines = rk.pending_keys(s.prefix, key)
-            self.commands += [("HDEL", held, key), ("ZREM", deadlines, key)]
+            self.commands.append(("HDEL", rk.pending_key(s.prefix, key), key))
             s._release(key)
             return
         self.commands.append(rk.table_layout(table).delete_command(*s._slot(table, key)))
@@ -239,7 +233,7 @@ class RedisStore(DedupStore):
         cache_mb: int = 16,
         prefix: str = "dedup:crawl",
         retry: RetryPolicy = RetryPolicy(),
-        lease_ms: int = PENDING_LEASE_MS,
+        lease_ms: int = LEASE_MS,
     ) -> None:
         self.url = path
         self.lease_ms = lease_ms
@@ -249,13 +243,12 @@ class RedisStore(DedupStore):
             self._connect(retry)
             self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
             self._read_run()
-            self.replay_journal()
 
     @classmethod
     def open_existing(cls, path: str, prefix: str = "dedup:crawl") -> RedisStore:
         store = cls.__new__(cls)
         store.url, store.path, store.prefix = path, redact(path), rk.check_prefix(prefix)
-        store.lease_ms = PENDING_LEASE_MS
+        store.lease_ms = LEASE_MS
         with store._opening():
             store._connect(RetryPolicy())
             store.params = store.get_meta("params")
@@ -300,20 +293,22 @@ class RedisStore(DedupStore):
         self.retry = retry
         self.client = connect(self.url, retry=retry)
         self.fn = StoreFunctions(self.client, self.prefix)
-        self._writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        #: this process's holder id: entered in the holders' hash at its first use (_holder)
+        self._id: str | None = None
+        self._holder_lock = threading.Lock()
+        #: until when (time.monotonic()) this holder's heartbeat surely runs; 0: not entered
+        self._alive_until = 0.0
+        #: the run this process crawls in (begin_run); 0: none
+        self._joined = 0
+        self._heartbeat: threading.Thread | None = None
+        self._stopping = threading.Event()
         self._batch_ids = itertools.count(1)
         self._holds = itertools.count(1)
         #: what a decision in force on a thread read ahead and has yet to send
         self._decision = _DecisionState()
-        self._heartbeat: threading.Thread | None = None
-        self._stopping = threading.Event()
-        #: ids of the owed requests this process holds (alive while its own lease is renewed)
+        #: ids of the owed requests this process holds
         self._held: set[str] = set()
-        #: the ids it settled last (SETTLED_HANDED_OVER), handed over again at close
-        self._settled: deque[str] = deque(maxlen=SETTLED_HANDED_OVER)
         self._held_lock = threading.Lock()
-        #: until when (time.monotonic()) this process's own lease surely runs; 0: not renewed
-        self._own_lease_until = 0.0
         self._variant_aliases: OrderedDict[str, str] = OrderedDict()
         #: the writes of batches applied later (``batch(later=True)``), in order: every call
         #: sends them first, or carries them in its own round trip (see _CARRIERS)
@@ -330,68 +325,120 @@ class RedisStore(DedupStore):
             self._stopping.set()
             self._heartbeat.join(timeout=5)
             self._heartbeat = None
-            self._own_lease_until = 0.0
-            held = self._owed_at_close()
             try:
-                # what this process still owes is handed to the others at once (or to the next run)
-                self.fn.pending_owner_renew(self._writer, 0)
-                if held:
-                    self.fn.pending_renew(self._writer, 0, held)
-            except Exception:  # noqa: BLE001 -- the leases run out anyway
-                logger.debug("could not hand %d owed requests over in %s", len(held), self.path)
-            try:
-                self.client.fcall("sdd_run_leave", 2, self._meta_key(), self._members_key(), self._writer)
-            except Exception:  # noqa: BLE001 -- leaving is best effort: the lease runs out anyway
-                logger.debug("could not leave the run of %s", self.path)
+                # dead at once: what it still holds is recovered like a dead holder's
+                self.client.fcall("sdd_holder_beat", 1, self._holders_key(), self._id, 0)
+            except Exception:  # noqa: BLE001 -- its heartbeat has stopped: it is dead within a lease
+                logger.debug("could not stop the heartbeat of %s in %s", self._id, self.path)
+            self._alive_until = 0.0
         self.client.close()
 
-    # -- runs shared by processes -------------------------------------------
+    # -- holders: one id and one heartbeat per process ------------------------
     def begin_run(self) -> int:
         """Join the run of the crawl's processes alive now, or begin the next one.
 
         Every process of one crawl works in the same run, so a URL another process
         scheduled a moment ago is "seen", not "fetched in an earlier run".
         """
-        self._run, began = (
-            int(x) for x in self.client.fcall(
-                "sdd_run_join", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS
-            )
-        )
+        with self._holder_lock:
+            self._run, began = self._enter("next")
+            self._joined = self._run
         logger.info("%s run %d of the shared store %s", "began" if began else "joined", self._run, self.path)
-        # this process's own lease covers every request it holds from now on
-        self._renew_own_lease()
-        if self._heartbeat is None:
-            self._stopping.clear()
-            self._heartbeat = threading.Thread(target=self._renew, name="dedup-redis-run", daemon=True)
-            self._heartbeat.start()
         return self._run
 
-    def _renew(self) -> None:
-        while not self._stopping.wait(min(RUN_LEASE_MS, self.lease_ms) / 3000):
-            try:
-                self.renew_leases()
-            except Exception:  # noqa: BLE001 -- the crawl's own calls report a lost connection
-                logger.debug("could not renew this process's leases in %s", self.path)
+    def _holder(self) -> str:
+        """This process's holder id, for what it tags: entered at its first use (its heartbeat
+        starts then), and its heartbeat renewed first when it is not sure to run on."""
+        if not self._surely_alive():
+            with self._holder_lock:
+                if not self._surely_alive():
+                    self._beat()
+        assert self._id is not None, "a holder has its id once entered"
+        return self._id
 
-    def renew_leases(self) -> None:
-        """This process's run lease and its own lease on the requests it holds: a fixed number
-        of calls (one per pending shard), however many requests it owes."""
-        self.client.fcall("sdd_run_renew", 2, self._meta_key(), self._members_key(), self._writer, RUN_LEASE_MS)
-        self._renew_own_lease()
+    def _tag(self, value: bytes) -> bytes:
+        """``value`` tagged with this process's holder id: what a dead holder had is found by it."""
+        return self._holder().encode() + b"\n" + value
 
-    def _renew_own_lease(self) -> None:
+    def _surely_alive(self) -> bool:
+        """Whether this holder's deadline is at least a third of a lease away: then nobody can
+        have recovered what it holds."""
+        return time.monotonic() < self._alive_until - self.lease_ms / 3000
+
+    def _enter(self, run: int | str) -> tuple[int, int]:
+        """Enter this holder (a new id if it has none or is dead) in ``run`` (0: not crawling,
+        "next": the run of the holders alive now, or the next one); returns (run, began)."""
+        while True:
+            if self._id is None:
+                self._id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            sent = time.monotonic()
+            entered, began = (int(x) for x in self.client.fcall(
+                "sdd_holder_enter", 2, self._holders_key(), self._meta_key(), self._id, self.lease_ms, run))
+            if entered >= 0:
+                break
+            self._id = None  # dead already: what it held is recovered; it goes on as a new holder
+        self._alive_until = sent + self.lease_ms / 1000
+        if self._heartbeat is None:
+            self._stopping.clear()
+            self._heartbeat = threading.Thread(target=self._beating, name="dedup-redis-heartbeat", daemon=True)
+            self._heartbeat.start()
+        return entered, began
+
+    def _beat(self) -> None:
+        """One heartbeat; a holder found dead (silent longer than a lease: the others recover
+        what it held) goes on under a new id, in its run."""
         sent = time.monotonic()
-        self.fn.pending_owner_renew(self._writer, self.lease_ms)
-        # the server set the deadline after ``sent``: it holds at least until then, by this clock
-        self._own_lease_until = sent + self.lease_ms / 1000
+        if self._id is not None and self.client.fcall("sdd_holder_beat", 1, self._holders_key(), self._id, self.lease_ms):
+            self._alive_until = sent + self.lease_ms / 1000
+            return
+        if self._id is not None:
+            logger.warning("this process was silent longer than DEDUP_REDIS_LEASE (%d ms): the others recover "
+                           "what it held in %s, and it goes on as a new holder", self.lease_ms, self.path)
+            self._id = None
+            with self._held_lock:
+                self._held.clear()
+        self._enter(self._joined)
 
-    def _lease_certainly_held(self) -> bool:
-        """Whether this process's own lease is sure to run for a third of a lease more: then
-        no other process can have taken over a request it holds (reclaim needs the holder's
-        lease to have run out)."""
-        return time.monotonic() < self._own_lease_until - self.lease_ms / 3000
+    def _beating(self) -> None:
+        while not self._stopping.wait(self.lease_ms / 3000):
+            try:
+                with self._holder_lock:
+                    self._beat()
+            except Exception:  # noqa: BLE001 -- the crawl's own calls report a lost connection
+                logger.debug("could not renew this process's heartbeat in %s", self.path)
 
-    # -- requests owed, under leases ------------------------------------------
+    def _dead_holders(self) -> list[str]:
+        """Holders whose heartbeat deadline has passed (by the server's clock)."""
+        seconds, micros = self.client.time()
+        now_ms = seconds * 1000 + micros // 1000
+        holders = self._hash(self._holders_key())
+        return sorted(h.decode() for h, value in holders.items() if int(value.split()[0]) <= now_ms)
+
+    def claim_pending(self) -> Iterator[tuple[str, bytes]]:
+        """Recover what every dead holder had, the one path for all of it: its cluster batches
+        applied whole (before its requests are decided again), its decision locks dropped, and
+        the requests it owed, each handed to this process by one atomic call (no two processes
+        take the same one) and yielded; then the holder is forgotten."""
+        dead = self._dead_holders()
+        if not dead:
+            return
+        me = self._holder()
+        if is_cluster(self.client):
+            journal = self._journal_key()
+            for entry, commands in self.fn.claim(journal, me, dead):
+                self._apply_by_slot(_decode_commands(commands))
+                self.client.hdel(journal, entry)
+        for shard in range(rk.LOCK_SHARDS):
+            for _ in self.fn.claim(rk.decision_shard(self.prefix, shard), "", dead):
+                pass
+        for shard in range(rk.PENDING_SHARDS):
+            for field, payload in self.fn.claim(rk.pending_shard(self.prefix, shard), me, dead):
+                pending_id = field.decode("utf-8", "surrogatepass")
+                self._hold(pending_id)
+                yield pending_id, payload
+        self.client.hdel(self._holders_key(), *dead)
+
+    # -- requests owed ----------------------------------------------------------
     def _hold(self, pending_id: str) -> None:
         with self._held_lock:
             self._held.add(pending_id)
@@ -399,42 +446,21 @@ class RedisStore(DedupStore):
     def _release(self, pending_id: str) -> None:
         with self._held_lock:
             self._held.discard(pending_id)
-            self._settled.append(pending_id)
 
     def _held_ids(self) -> list[str]:
         with self._held_lock:
             return list(self._held)
 
-    def _owed_at_close(self) -> list[str]:
-        """What a closing process hands over: the requests it holds, and those it settled last,
-        whose settle may not have reached the store (a hand-over of one whose settle is
-        recorded finds it gone, and does nothing)."""
-        with self._held_lock:
-            return list(self._held.union(self._settled))
-
-    def claim_pending(self) -> Iterator[tuple[str, bytes]]:
-        """Owed requests whose holder's lease ran out (it died, or every process stopped),
-        each handed to this process by one atomic call: no two processes take the same one.
-        A dead holder's half-applied batch (a cluster) is finished first."""
-        self.replay_journal()
-        while True:
-            claimed = self.fn.pending_reclaim(self._writer, self.lease_ms, limit=100)
-            if not claimed:
-                return
-            for pending_id, payload in claimed:
-                self._hold(pending_id)
-                yield pending_id, payload
-
     def hold_pending(self, pending_id: str) -> bool:
         with self._held_lock:
             mine = pending_id in self._held
-        if mine and self._lease_certainly_held():
-            # owed by this process, whose lease never ran out since: nobody took it over, and
-            # its outcome is not recorded (settling it would have let it go)
+        if mine and self._surely_alive():
+            # owed by this process, alive all along: nobody recovered it, and its outcome is not
+            # recorded (settling it would have let it go)
             return True
-        # asked otherwise: another process may have taken it over while this one's lease lapsed
-        held, deadlines = rk.pending_keys(self.prefix, pending_id)
-        if not self._carrying("FCALL", "sdd_pending_adopt", 2, held, deadlines, pending_id, self._writer, self.lease_ms):
+        # asked otherwise: another process may have recovered it, or fetched and settled it
+        if not self._carrying("FCALL", "sdd_pending_adopt", 1, rk.pending_key(self.prefix, pending_id),
+                              pending_id, self._holder()):
             return False
         self._hold(pending_id)
         return True
@@ -442,19 +468,19 @@ class RedisStore(DedupStore):
     def pending_count(self) -> int:
         pipe = self.client.pipeline(transaction=False)
         for shard in range(rk.PENDING_SHARDS):
-            pipe.hlen(rk.pending_shard(self.prefix, shard)[0])
+            pipe.hlen(rk.pending_shard(self.prefix, shard))
         return sum(int(n) for n in pipe.execute())
 
     def held_pending(self) -> list[str]:
         # a request this process owed may have been fetched and settled by another (a shared
-        # scrapy-redis queue), or taken over: forget those first
+        # scrapy-redis queue), or recovered: forget those first
         held = self._held_ids()
         if not held:
             return []
         pipe = self.client.pipeline(transaction=False)
         for pending_id in held:
-            pipe.hget(rk.pending_keys(self.prefix, pending_id)[0], pending_id)
-        mine = self._writer.encode() + b"\n"
+            pipe.hget(rk.pending_key(self.prefix, pending_id), pending_id)
+        mine = (self._id or "").encode() + b"\n"
         gone = {i for i, raw in zip(held, pipe.execute()) if raw is None or not raw.startswith(mine)}
         with self._held_lock:
             self._held.difference_update(gone)
@@ -464,14 +490,17 @@ class RedisStore(DedupStore):
         return max(0, self.pending_count() - len(self.held_pending()))
 
     def writing_elsewhere(self) -> int:
-        # the other processes in the run; one whose run lease ran out before this process last
-        # renewed its own is gone (the deadlines are the server's, so no clock is compared)
-        deadlines = dict(self.client.zrange(self._members_key(), 0, -1, withscores=True))
-        mine = deadlines.pop(self._writer.encode(), None)
-        if mine is None:  # not in the run (its lease ran out): every other process counts
-            return len(deadlines)
-        renewed = mine - RUN_LEASE_MS
-        return sum(1 for deadline in deadlines.values() if deadline > renewed)
+        # the other holders alive in this process's run (any run when it crawls in none); the
+        # deadlines are the server's, so no clock is compared
+        seconds, micros = self.client.time()
+        now_ms = seconds * 1000 + micros // 1000
+        mine = (self._id or "").encode()
+        others = 0
+        for holder, value in self._hash(self._holders_key()).items():
+            deadline, run = (int(x) for x in value.split())
+            if holder != mine and deadline > now_ms and run > 0 and (self._joined in (0, run)):
+                others += 1
+        return others
 
     def maybe_elsewhere(self, pending_ids: Iterable[str]) -> set[str]:
         # any of them: the store cannot tell which a shared queue handed to another process
@@ -503,31 +532,32 @@ class RedisStore(DedupStore):
     # -- decisions shared by processes ----------------------------------------
     @contextmanager
     def hold_document(self, key: str, reads: DecisionReads | None = None) -> Iterator[None]:
-        """Hold ``key``'s decision: a lock with an expiry (a dead holder frees it), taken with
-        ``SET NX PX`` and released only by its holder. The store never waits: when another
-        process holds it, :class:`DecisionBusy` (the crawl waits without blocking, and tries
-        again).
+        """Hold ``key``'s decision: a lock tagged with this holder, taken with ``HSETNX``, released
+        by its holder only, or dropped when its holder is recovered (dead). The store never waits:
+        when another process holds it, :class:`DecisionBusy` (the crawl waits without blocking,
+        and tries again).
 
         The key's URL record, which a decision reads first, comes in the same round trip: the
         next ``get`` of it inside the block is that answer (read once, before any write). On
         one server so do ``reads`` (the SimHash and band buckets the matching scans, and its
         first records), and the block's writes go with the release.
         """
-        lock = rk.decision_key(self.prefix, key)
-        holder = f"{self._writer}:{next(self._holds)}"
+        lock, field = rk.decision_slot(self.prefix, key)
+        holder = b""
         d = self._decision
         # on one server a connection runs a pipeline in order: the reads come after the lock is
         # taken; on a cluster they are on other masters, so they are read afterwards
         one_server = not is_cluster(self.client)
         outermost = d.depth == 0
         try:
+            holder = self._tag(str(next(self._holds)).encode())
             self._send_queued()
             if not one_server:
                 self.flush()
             pipe = self.client.pipeline(transaction=False)
             # the writes that wait go first (one server): the reads below see them
             waiting = self._queue_waiting(pipe) if one_server else 0
-            pipe.set(lock, holder, nx=True, px=DECISION_LEASE_MS)
+            pipe.hsetnx(lock, field, holder)
             decode = None
             if one_server:
                 pipe.execute_command(*self._read_command(URL, key))
@@ -538,7 +568,7 @@ class RedisStore(DedupStore):
             # the server refused a write of the round trip (full) after the lock was taken, say:
             # the lock goes (a release by this holder's name deletes nothing it did not take)
             with contextlib.suppress(*_STORE_FAILURES):
-                self.client.fcall("sdd_lock_release", 1, lock, holder)
+                self.client.fcall("sdd_release", 1, lock, field, holder)
             raise self._stopped_by(exc) from None
         if not taken:
             raise DecisionBusy(key)
@@ -550,7 +580,7 @@ class RedisStore(DedupStore):
         try:
             yield
         finally:
-            self._leave_hold(("FCALL", "sdd_lock_release", 1, lock, holder), True)
+            self._leave_hold(("FCALL", "sdd_release", 1, lock, field, holder), True)
 
     def _queue_first_reads(self, pipe: Any, first: DecisionReads) -> Callable[[list], None]:
         """Queue what a decision reads first: its SimHash and band buckets and its first
@@ -638,7 +668,7 @@ class RedisStore(DedupStore):
         """A full server refused a decision's writes and, in the same transaction, the lock's
         release sent with them (:meth:`_leave_hold`). The release goes again on its own, as a
         function a full server runs, so that the decisions of other processes, and of the next
-        run, need not wait out its lease. The crawl stops all the same."""
+        run, need not wait for its recovery. The crawl stops all the same."""
         releases = [command for group, atomic, _ in queued if not atomic for command in group]
         if not releases:
             return
@@ -652,8 +682,8 @@ class RedisStore(DedupStore):
     def _journal_key(self) -> str:
         return f"{self.prefix}:j:{{{self.prefix}:m}}"
 
-    def _members_key(self) -> str:
-        return f"{self.prefix}:r:{{{self.prefix}:m}}"
+    def _holders_key(self) -> str:
+        return f"{self.prefix}:h:{{{self.prefix}:m}}"
 
     def _meta_key(self) -> str:
         return f"{self.prefix}:m:{{{self.prefix}:m}}"
@@ -735,9 +765,9 @@ class RedisStore(DedupStore):
         # that dies in between leaves the entry, which the next store opened replays: every
         # write is an absolute put, delete, add or remove, so applying it again is harmless (but
         # a variant's count, reporting detail, which may then count one sighting twice).
-        entry = f"{self._writer}:{next(self._batch_ids)}"
+        entry = f"{self._holder()}:{next(self._batch_ids)}"
         journal = self._journal_key()
-        self.client.hset(journal, entry, _encode_commands(commands, time.time()))
+        self.client.hset(journal, entry, self._tag(_encode_commands(commands)))
         self._apply_by_slot(commands)
         self.client.hdel(journal, entry)
 
@@ -754,42 +784,9 @@ class RedisStore(DedupStore):
                 pipe.execute_command(*command)
             pipe.execute()
 
-    def replay_journal(self, older_than_s: float = JOURNAL_REPLAY_AFTER_S) -> int:
-        """Finish the cluster batches of writers that died mid-way; returns how many.
-
-        An entry is replayed once it is ``older_than_s`` old, or at once when its writer's own
-        lease ran out: that process is dead (its heartbeat renews the lease while it lives,
-        whatever its crawl thread is doing), and the requests it owed are about to be taken
-        over, so its half-applied batch is whole before they are decided again.
-        """
-        if not is_cluster(self.client):
-            return 0
-        journal = self._journal_key()
-        entries = self._hash(journal)
-        if not entries:
-            return 0
-        dead = self._dead_writers()
-        replayed = 0
-        for entry, raw in entries.items():
-            written_at, commands = _decode_commands(raw)
-            writer = entry.decode().rsplit(":", 1)[0]
-            if time.time() - written_at < older_than_s and writer not in dead:
-                continue  # its writer may still be applying it
-            self._apply_by_slot(commands)
-            self.client.hdel(journal, entry)
-            replayed += 1
-        return replayed
-
     def _hash(self, key: str) -> dict[bytes, bytes]:
         """A hash's fields and values, as bytes: the client is made without decode_responses."""
         return cast("dict[bytes, bytes]", self.client.hgetall(key))
-
-    def _dead_writers(self) -> set[str]:
-        """Processes whose own lease ran out (a process that closed cleanly has none)."""
-        seconds, micros = self.client.time()
-        now_ms = seconds * 1000 + micros // 1000
-        leases = self._hash(rk.pending_owners(self.prefix, 0))
-        return {owner.decode() for owner, deadline in leases.items() if int(deadline) <= now_ms}
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
@@ -799,7 +796,7 @@ class RedisStore(DedupStore):
                 value = prefetched.pop((table, key))
                 return value if value is None else rk.table_layout(table).read(value)
         if table == PENDING:
-            raw = self._carrying("HGET", rk.pending_keys(self.prefix, key)[0], key)
+            raw = self._carrying("HGET", rk.pending_key(self.prefix, key), key)
             return _payload(raw) if raw is not None else None
         value = self._carrying(*self._read_command(table, key))
         return value if value is None else rk.table_layout(table).read(value)
@@ -832,7 +829,7 @@ class RedisStore(DedupStore):
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         if table == PENDING:
             for shard in range(rk.PENDING_SHARDS):
-                rows = self._hash(rk.pending_shard(self.prefix, shard)[0])
+                rows = self._hash(rk.pending_shard(self.prefix, shard))
                 for field in sorted(rows):
                     yield field.decode("utf-8", "surrogatepass"), _payload(rows[field])
             return
@@ -933,9 +930,9 @@ class RedisStore(DedupStore):
 
     def _mark_owe_command(self, key: str, run: int, url: str, owe: OweOffer) -> tuple:
         bucket, rid = rk.frontier_slot(self.prefix, key)
-        held, deadlines = rk.pending_keys(self.prefix, owe.pending_id)
-        return ("FCALL", "sdd_frontier_mark_owe", 5, bucket, self._first_urls_key(bucket), held, deadlines,
-                self._slot(URL, key)[0], run, rid, url, owe.pending_id, self._writer, self.lease_ms, owe.blob, key)
+        return ("FCALL", "sdd_frontier_mark_owe", 4, bucket, self._first_urls_key(bucket),
+                rk.pending_key(self.prefix, owe.pending_id), self._slot(URL, key)[0], run, rid, url,
+                owe.pending_id, self._holder(), owe.blob, key)
 
     def _marked_owing(self, key: str, url: str, owe: OweOffer, reply: list) -> tuple[int, str] | None:
         previous, first_url, owed, recorded = reply
@@ -1019,7 +1016,7 @@ class RedisStore(DedupStore):
 
 
 def _payload(held: bytes) -> bytes:
-    """An owed request as the lease hash keeps it: its holder, a newline, the request."""
+    """An owed request as its shard keeps it: its holder, a newline, the request."""
     return held.split(b"\n", 1)[1]
 
 
