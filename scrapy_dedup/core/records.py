@@ -167,9 +167,6 @@ class Cluster:
     #: digest of the members when this cluster was last settled (decide.settle); a cluster
     #: whose members no longer match it has changed since, and is settled again
     settled: str | None = None
-    #: URLs serving the representative's exact text (see core.representative); appended last,
-    #: so a cluster stored before it was kept reads as 1
-    rep_copies: int = 1
 
     def to_json(self) -> bytes:
         """The stored form (see the module docstring).
@@ -183,12 +180,11 @@ class Cluster:
             values[2] = None
         return _dumps(values, _CLUSTER_DEFAULTS)
 
-    def represent(self, record: UrlRecord, copies: int = 1) -> None:
-        """Make ``record`` the representative (the fields the representative order reads);
-        ``copies``: the URLs serving its text."""
+    def represent(self, record: UrlRecord) -> None:
+        """Make ``record`` the representative (the fields the representative order reads)."""
         self.representative, self.rep_url = record.key, record.url
         self.rep_text_length, self.rep_first_run = record.text_length or 0, record.first_run
-        self.rep_canonical_alias, self.rep_copies = record.canonical_alias, copies
+        self.rep_canonical_alias = record.canonical_alias
 
     @classmethod
     def from_json(cls, raw: bytes, cluster_id: str | None = None) -> Cluster:

@@ -7,33 +7,23 @@ fetched in.  Order of preference:
 1. not a page that declared another page of the cluster as its rel=canonical;
 2. the most authoritative source (``DEDUP_AUTHORITY``, an ordered list of hosts or URL
    prefixes, e.g. the original language's ``https://host/en-US/`` before its translations):
-   what a user lists is what they want kept, so it outranks the rest;
-3. the text the most URLs serve (``copies``: the URL records of its scope holding exactly
-   this canonical text): a site that serves one text under several URLs (an original and its
-   untranslated copies, a page and its print view) treats it as the page, and a variant
-   served once (a partial translation, an edited copy) as a variant. Length does not say
-   that: a partial translation is the original with some lines translated, and translated
-   lines are often longer, so the longest text picked it;
-4. the longest canonical text (the most complete copy; what a member adds that the
-   representative lacks is kept with the document as merged passages either way);
-5. the earliest crawl run it was first seen in (an established URL keeps its place);
-6. the smallest URL key (a stable last resort).
+   what a user lists is what they want kept, so it outranks the length;
+3. the longest canonical text (the most complete copy);
+4. the earliest crawl run it was first seen in (an established URL keeps its place);
+5. the smallest URL key (a stable last resort).
 
-The copies are counted by settling over every document it settles (all copies of one text
-settle together, so the count is the same whatever else changed). The crawl's provisional
-choice uses the same order with what it knows: a page with its cluster representative's text
-adds a copy to it (``Cluster.rep_copies``); a page with another member's text counts that
-text's copies among the members, and the first of them represents when that text now comes
-first; any other page counts as one.
-
-Measured on debian-handbook 11.20220922 (26 languages): of the 112 settled documents holding an
-English page and other pages, a partial translation represented 88 with the longest text first,
-70 with the copies first (the 70: sections whose English text only ``en-US/`` serves, every
-other language having changed a label); see docs/how-it-works.md.
-
-Nothing in a page says which of several exact copies is the original when the pages do not
-declare a language: among them the order falls to the run and the URL key, and
-``DEDUP_AUTHORITY`` is the way to name the original (``*/en-US/*``).
+Length before anything the text cannot say: a truncated or abridged copy never represents the
+full one, even when more URLs serve it. That is also why a partial translation (the original with
+some lines translated, often longer) represents its original when nothing ranks the original
+first. Measured on debian-handbook 11.20220922 (26 languages, pages declaring no language): of
+the 112 settled documents holding an English page and other pages, a partial translation
+represents 88 and an exact copy of the English text under another language's URL 24 (the
+smallest URL key: ``ar-MA/``, ``cs-CZ/``...); with ``DEDUP_AUTHORITY = ["*/en-US/*"]``, none.
+Two rules were measured and not taken (docs/how-it-works.md): the text the most URLs serve
+before the length fixes 18 of the 88 but lets a truncated copy served twice represent the full
+page; the most central member is the English one in 30 of the other 70, at the cost of
+comparing every pair of members. Nothing in a page says which of its exact copies is the
+original: ``DEDUP_AUTHORITY`` is the way to name it.
 
 First-seen counts in crawl runs, not seconds: within one run, fetch order
 depends on concurrency and must not decide anything.  For the same reason the
@@ -60,13 +50,11 @@ class Candidate:
     text_length: int
     first_run: int
     canonical_alias: bool = False
-    #: the URLs serving exactly this text (the member's own included)
-    copies: int = 1
 
     @classmethod
-    def of(cls, record: UrlRecord, copies: int = 1) -> Candidate:
-        """A member, from its URL record and the number of URLs serving its text."""
-        return cls(record.key, record.url, record.text_length or 0, record.first_run, record.canonical_alias, copies)
+    def of(cls, record: UrlRecord) -> Candidate:
+        """A member, from its URL record."""
+        return cls(record.key, record.url, record.text_length or 0, record.first_run, record.canonical_alias)
 
     @classmethod
     def representing(cls, cluster: Cluster) -> Candidate:
@@ -77,7 +65,6 @@ class Candidate:
             cluster.rep_text_length,
             cluster.rep_first_run,
             cluster.rep_canonical_alias,
-            cluster.rep_copies,
         )
 
 
@@ -117,7 +104,6 @@ def representative_order(candidate: Candidate, authority: Sequence[str] = ()) ->
     return (
         candidate.canonical_alias,
         authority_rank(candidate.url, authority),
-        -candidate.copies,
         -candidate.text_length,
         candidate.first_run,
         candidate.key,
@@ -134,8 +120,5 @@ def choose_representative(candidates: Iterable[Candidate], authority: Sequence[s
     'http://h/a'
     >>> choose_representative([a, b, c]).url
     'http://h/c'
-    >>> original = Candidate("http://h/en/p", "http://h/en/p", 100, 1, copies=2)
-    >>> choose_representative([original, c]).key
-    'http://h/en/p'
     """
     return min(candidates, key=lambda c: representative_order(c, authority))

@@ -8,7 +8,6 @@ together.  The writes of one decision go to the store in one atomic batch.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import xxhash
@@ -20,11 +19,6 @@ from scrapy_dedup.core.representative import Candidate, choose_representative, r
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.matching import Match
 from scrapy_dedup.store.base import TEXT, DedupStore, StoreBatch
-
-
-#: the statuses a change of representative rewrites (a lifecycle status, ``unchanged`` or
-#: ``updated``, says what the last fetch found and stays)
-DUPLICATE_OR_NEW = ("new", "exact_duplicate", "near_duplicate")
 
 
 def cluster_id_for(scope: str, key: str) -> str:
@@ -116,17 +110,9 @@ class Clusters:
         assert cluster is not None, "a match names a live cluster"
         assert record.content_hash is not None, "a page is given its content hash before it is clustered"
         old_rep = self.store.get_url(cluster.representative)
-        # the copies of the representative's text as the crawl meets them (a page with its text
-        # adds one: the representative is the first of them in the order); a copy of a member's
-        # text may make that text the one more URLs serve: the members are counted (below)
-        same_text = old_rep is not None and record.content_hash == old_rep.content_hash
-        member_text = old_rep is not None and not same_text and match.reason == "exact_content"
-        if same_text:
-            cluster.rep_copies += 1
-        copies = cluster.rep_copies if same_text else 1
-        wins = not member_text and representative_order(
-            Candidate.of(record, copies), self.authority
-        ) < representative_order(Candidate.representing(cluster), self.authority)
+        wins = representative_order(Candidate.of(record), self.authority) < representative_order(
+            Candidate.representing(cluster), self.authority
+        )
         record.cluster_id, record.scope = match.cluster_id, doc.scope
         # exact or near is said against the representative, as every report says it: a text
         # found in the exact index may be a member's, not the representative's
@@ -161,7 +147,7 @@ class Clusters:
                 if self._indexable(record):
                     assert record.simhash is not None and doc.fingerprint is not None, "an indexable page has its fingerprint"
                     batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), match.cluster_id)
-                cluster.represent(record, copies)
+                cluster.represent(record)
                 cluster.max_distance = max(cluster.max_distance, gap or 0)
                 record.clear_match()
                 if doc.text is None and record.content_hash == old_rep.content_hash:
@@ -186,54 +172,15 @@ class Clusters:
                 decision.duplicate_of = self._url_of(match.duplicate_of)
                 decision.distance = record.distance
                 decision.jaccard = match.jaccard
-            if member_text:
-                assert old_rep is not None, "member_text says there is one"
-                rep = self._recount(batch, cluster, old_rep, record)
-                if rep is not None:
-                    decision.status, decision.reason = record.status, record.reason
-                    decision.canonical_url = decision.duplicate_of = rep.url
-                    decision.distance, decision.jaccard = record.distance, None
-                    if rep is record:
-                        decision.supersedes, decision.duplicate_of = [old_rep.url], old_rep.url
-                        decision.is_representative = True
             self._write_content(batch, record, doc)
             batch.put_cluster(cluster)
         return decision
 
-    def _recount(self, batch: StoreBatch, cluster: Cluster, old_rep: UrlRecord, record: UrlRecord) -> UrlRecord | None:
-        """``record`` joined ``cluster`` with the text of a member that is not the
-        representative: when that text now comes first in the order (more URLs serve it than
-        the representative's), the first of its copies represents; returns it, else None.
-        One read a member, only for such a copy."""
-        members = [r for r in map(self.store.get_url, self.store.members_of(cluster)) if r is not None]
-        members = [r for r in members if r.key != record.key] + [record]
-        copies = Counter(r.content_hash for r in members)
-        if copies[record.content_hash] < cluster.rep_copies:
-            return None  # (the representative's text is served by more URLs still)
-        best = choose_representative((Candidate.of(r, copies[r.content_hash]) for r in members), self.authority)
-        if best.key == old_rep.key:
-            return None
-        if self._indexable(old_rep):
-            assert old_rep.simhash is not None, "an indexable record has its SimHash"
-            batch.unindex_near(cluster.scope, old_rep.simhash, self._bands_of(old_rep.key), cluster.cluster_id)
-        batch.add_member(cluster.cluster_id, old_rep.key)  # a member no longer implied
-        rep = self._promote(batch, cluster, members)
-        for other in members:
-            # what the new and the old representative and the new page are now
-            if other.key in (rep.key, old_rep.key, record.key) and other.status in DUPLICATE_OR_NEW:
-                other.status = (
-                    "new" if other is rep else duplicate_status(duplicate_reason(other.content_hash, rep.content_hash))
-                )
-                batch.put_url(other)
-        return rep
-
     def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:
         """The best of the remaining ``members`` now represents ``cluster``; the others point to it."""
         by_key = {r.key: r for r in members}
-        copies = Counter(r.content_hash for r in members)
-        best = choose_representative((Candidate.of(r, copies[r.content_hash]) for r in members), self.authority)
-        rep = by_key[best.key]
-        cluster.represent(rep, best.copies)
+        rep = by_key[choose_representative((Candidate.of(r) for r in members), self.authority).key]
+        cluster.represent(rep)
         cluster.max_distance = 0
         for other in members:
             if other.key == rep.key:

@@ -8,9 +8,7 @@ fingerprints, URL, scope and representative inputs) and writes the result back, 
 export, ``lookup`` and the cluster reports read one corpus per set of pages:
 
 1. every document in the representative order (:func:`~scrapy_dedup.core.representative.
-   representative_order`: the URL key is its last tie-break, so the order is total), with
-   the number of documents of its scope holding its exact text (its copies: every copy of a
-   text is settled with the others, so an incremental settle counts them all too);
+   representative_order`: the URL key is its last tie-break, so the order is total);
 2. in that order, a document joins the first representative already chosen that it
    duplicates (the same text, or near by the crawl's own test,
    :func:`~scrapy_dedup.core.fingerprints.near_match`), else it becomes a representative.
@@ -34,8 +32,8 @@ while the founder still represents the cluster.
 from __future__ import annotations
 
 import itertools
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -66,8 +64,6 @@ class Settled:
     representative: UrlRecord
     #: (member, distance to the representative, Jaccard with it)
     members: list[tuple[UrlRecord, int | None, float | None]] = field(default_factory=list)
-    #: the documents holding the representative's exact text (the representative order's copies)
-    copies: int = 1
 
     @property
     def cluster_id(self) -> str:
@@ -215,7 +211,6 @@ def _settle_one(
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
     max_distance: int,
-    copies: int = 1,
 ) -> Settled:
     """Put ``record`` in the cluster it settles in (a new one when it represents); returns it."""
     # _follows_canonical checks that duplicate_of is set
@@ -236,7 +231,7 @@ def _settle_one(
             settled[n].members.append((record, gap, jaccard))
             exact.setdefault(record.content_hash, settled[n])
             return settled[n]
-    cluster = Settled(record, copies=copies)
+    cluster = Settled(record)
     exact[record.content_hash] = cluster
     settled.append(cluster)
     for k in keys:
@@ -262,14 +257,11 @@ def settle_clusters(
     min_tokens: int,
     authority: Sequence[str] = (),
     max_distance: int = 64,
-    copies: Mapping[tuple[str, str | None], int] | None = None,
 ) -> list[Settled]:
     """The settled clusters of ``records`` (documents: URL records with content), in
     representative order. Pure given ``near`` and ``minhash_of``: the same set of records
     gives the same clusters whatever order it is given in. A representative sharing only a
     SimHash block with a record is a candidate within ``max_distance`` bits (64: any).
-    ``copies``: the documents holding each (scope, content hash) held more than once, when
-    the caller counted them (else counted here).
 
     >>> from scrapy_dedup.core.records import UrlRecord
     >>> def doc(key, length, content):
@@ -278,16 +270,9 @@ def settle_clusters(
     >>> never = lambda a, b: (False, None, None)
     >>> [(s.representative.key, [m.key for m, _, _ in s.members])
     ...  for s in settle_clusters(docs, never, minhash_of=lambda k: None, min_tokens=1)]
-    [('http://h/a', ['http://h/b']), ('http://h/c', [])]
+    [('http://h/c', []), ('http://h/a', ['http://h/b'])]
     """
-    records = list(records)
-    if copies is None:
-        copies = {text: n for text, n in Counter((r.scope, r.content_hash) for r in records).items() if n > 1}
-    count = copies.get
-    ordered = sorted(
-        records,
-        key=lambda r: (r.scope, representative_order(Candidate.of(r, count((r.scope, r.content_hash), 1)), authority)),
-    )
+    ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
     settled: list[Settled] = []
     # the settled cluster of each page an honoured rel=canonical names (only those: memory)
     targets = {r.duplicate_of for r in ordered if _follows_canonical(r)}
@@ -300,10 +285,7 @@ def settle_clusters(
             exact: dict[str | None, Settled] = {}
             # the representatives by SimHash block and by MinHash band: the store's key math, in memory
             near_index: dict[int | bytes, int | list[int]] = {}
-        home = _settle_one(
-            record, placed, exact, near_index, settled, near, minhash_of, min_tokens, max_distance,
-            count((record.scope, record.content_hash), 1),
-        )
+        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens, max_distance)
         if record.key in targets:
             placed[record.key] = home
     return settled
@@ -446,10 +428,8 @@ def settle(
     # whole clusters: a cluster with a member to settle again has every member among them
     every = old
     old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
-    # (every copy of a text is among docs_in when one is: the counts of the store are theirs)
     settled = settle_clusters(
-        docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority, max_distance=max_distance,
-        copies={text: len(keys) for text, keys in copies.items()},
+        docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority, max_distance=max_distance
     )
     result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
     # the split of the whole store: the clusters settled now, and those kept as they were
@@ -550,7 +530,7 @@ def _write(
             provisional[record.key] = before.representative if before is not None else None
         result.revised += sum(1 for key, was in provisional.items() if was != rep.key)
         cluster = Cluster(cid, rep.key, rep.url, 0, 0, scope=rep.scope, size=1 + len(s.members))
-        cluster.represent(rep, s.copies)
+        cluster.represent(rep)
         cluster.settled = _digest(s.keys())
         cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
         if cid in kept:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
@@ -82,10 +81,9 @@ def why_kept(cluster: Cluster, records: list[UrlRecord], authority: Sequence[str
     if len(records) == 1:
         return "the only copy"
 
-    copies = Counter(r.content_hash for r in records)
-
     def order(r: UrlRecord) -> tuple:
-        return representative_order(Candidate.of(r, copies[r.content_hash]), authority)
+        candidate = Candidate.of(r)
+        return representative_order(candidate, authority)
 
     ranked = sorted(records, key=order)
     runner = ranked[1] if ranked[0].key == rep.key else ranked[0]
@@ -97,10 +95,8 @@ def why_kept(cluster: Cluster, records: list[UrlRecord], authority: Sequence[str
     if a[1] != b[1]:
         return "most authoritative source (DEDUP_AUTHORITY)"
     if a[2] != b[2]:
-        return f"the text most URLs serve ({-a[2]:,} URLs, next {-b[2]:,})"
-    if a[3] != b[3]:
         return f"longest text ({rep.text_length or 0:,} characters, next {runner.text_length or 0:,})"
-    if a[4] != b[4]:
+    if a[3] != b[3]:
         return f"known since an earlier crawl run ({rep.first_run})"
     return "same text length: the smallest URL"
 

@@ -147,8 +147,9 @@ def _cluster_of(cid: str, members: list[UrlRecord], old: Cluster | None, authori
     if old is not None and old.representative in keys:
         old.size = len(members)
         return old
-    copies = Counter(r.content_hash for r in members)
-    best = choose_representative((Candidate.of(r, copies[r.content_hash]) for r in members), authority)
+    best = choose_representative(
+        (Candidate(r.key, r.url, r.text_length or 0, r.first_run, r.canonical_alias) for r in members), authority
+    )
     rep = next(r for r in members if r.key == best.key)
     return Cluster(
         cluster_id=cid,
@@ -160,5 +161,4 @@ def _cluster_of(cid: str, members: list[UrlRecord], old: Cluster | None, authori
         scope=rep.scope,
         size=len(members),
         max_distance=max((r.distance or 0) for r in members),
-        rep_copies=best.copies,
     )
