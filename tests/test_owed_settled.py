@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -233,3 +235,38 @@ def test_owed_requests_a_resumed_run_drops_are_settled(site, tmp_path, backend, 
     # "closed", not "settled": settling is what the clusters and chunk statuses do at the end
     closed = re.findall(r"closed (\d+) owed requests that left the crawl", second.log)
     assert closed and sum(map(int, closed)) == second.stat("dedup/frontier/left")
+
+
+def test_a_one_process_store_s_crawl_fetches_each_page_once_while_it_looks_for_stopped_processes(tmp_path):
+    """Every half ``DEDUP_REDIS_LEASE`` (and at idle moments) the crawl claims the requests of a
+    process that stopped, on every backend: a one-process store hands over what was owed when
+    its run began, never a request in flight, so no page is fetched twice."""
+    fetched: Counter[str] = Counter()
+    lock = threading.Lock()
+    pages = 16
+
+    def reply(raw_path: str) -> tuple[int, dict[str, str], bytes]:
+        path = raw_path.split("?")[0]
+        with lock:
+            fetched[path] += 1
+        time.sleep(0.15)  # requests in flight when the claims come (every 0.5 s)
+        if path == "/":
+            return 200, {}, page("home", [f"/q{i}.html" for i in range(pages)])
+        match = re.fullmatch(r"/q(\d+)\.html", path)
+        if match:
+            i = int(match[1])
+            return 200, {}, page(f"page {i}", [f"/q{(i + 1) % pages}.html"])
+        return 404, {}, page("not found", [])
+
+    served = LocalSite(reply)
+    try:
+        result = run_crawl(
+            served.url + "/", tmp_path,
+            {**SETTINGS, "DEDUP_STORE": str(tmp_path / "store"), "DEDUP_REDIS_LEASE": 1, "CONCURRENT_REQUESTS": 2},
+            spider="tutorial", timeout=180,
+        )
+    finally:
+        served.close()
+    assert closing_states(result) == ["complete"]
+    assert len(result.items) == pages
+    assert fetched and max(fetched.values()) == 1, sorted(p for p, n in fetched.items() if n > 1)

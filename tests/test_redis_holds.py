@@ -171,10 +171,10 @@ def test_one_process_backends_hold_nothing():
         pass
     with store.batch() as batch:
         batch.put_pending("k", b"owed")
-    assert not store.shared and list(store.claim_pending()) == [("k", b"owed")]
-    # the one process holds every owed request: what it owes later is its own, never claimed
+    store.begin_run()  # the next process: it takes over what the one before left owed
     with store.batch() as batch:
-        batch.put_pending("k2", b"owed later")
+        batch.put_pending("k2", b"owed later")  # its own: in flight, never claimed
+    assert not store.shared and list(store.claim_pending()) == [("k", b"owed")]
     assert list(store.claim_pending()) == []
     assert store.pending_held_elsewhere() == 0 and store.held_pending() == ["k", "k2"]
     # no other process may be about to hold one, nor writes the store

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,6 +81,9 @@ class PendingRequests:
         self._warned_unserializable = False
         self._warned_unresumable = False
         self._method_names: dict[Any, str] = {}
+        #: requests found unserializable: tried (and counted) once, whether marked ahead,
+        #: offered with their check or owed after it
+        self._unkept: weakref.WeakSet[Request] = weakref.WeakSet()
 
     @property
     def store(self) -> DedupStore:
@@ -135,10 +139,13 @@ class PendingRequests:
         if meta.get(META_RESUMED) == run and meta.get(META_PENDING) == pending_id:
             meta[META_RUN] = run  # already in the store
             return None
+        if request in self._unkept:
+            return None
         meta[META_PENDING], meta[META_RUN] = pending_id, run
         blob = self._serialize(request)
         if blob is None:
             del meta[META_PENDING], meta[META_RUN]
+            self._unkept.add(request)
         return blob
 
     def close_request(self, request: Request | None, emitted: Iterable[tuple[str, str]] = ()) -> None:

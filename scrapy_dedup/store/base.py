@@ -299,8 +299,8 @@ class DedupStore(abc.ABC):
     #: several crawl processes share the store at once (embedded backends: one process)
     shared: bool = False
     _run: int = 0
-    #: :meth:`claim_pending` was called (an embedded backend hands everything owed over once)
-    _claimed: bool = False
+    #: ids owed when the run began, until :meth:`claim_pending` hands them over (embedded backends)
+    _left_owed: list[str] = []  # noqa: RUF012 -- replaced, never mutated
 
     # -- primitives: life cycle ---------------------------------------------
     @classmethod
@@ -483,6 +483,8 @@ class DedupStore(abc.ABC):
     def begin_run(self) -> int:
         """Start a crawl run; returns its number (1 for the first run)."""
         self._run = self.increment_meta("run")
+        # what the process before this one left owed: all that claim_pending hands over
+        self._left_owed = [pending_id for pending_id, _ in self.scan(PENDING)]
         return self._run
 
     @property
@@ -526,13 +528,14 @@ class DedupStore(abc.ABC):
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """(id, serialized request) of every request owed that a dead process held, now held by
         this one (atomic); a shared backend recovers everything else such a process held in the
-        same call. An embedded backend is held by one process: at the first call, every request
-        owed (the process before it left them), and none after (this process holds every request
-        owed since)."""
-        if self._claimed:
-            return
-        self._claimed = True
-        yield from self.scan(PENDING)
+        same call. An embedded backend is held by one process: at the first call, the requests
+        owed when its run began (the process before it left them), and none after: this process
+        holds every request owed since, whether in flight or still to come."""
+        left, self._left_owed = self._left_owed, []
+        for pending_id in left:
+            blob = self.get(PENDING, pending_id)
+            if blob is not None:  # not closed meanwhile
+                yield pending_id, blob
 
     def hold_pending(self, pending_id: str) -> bool:
         """This process is about to fetch the request owed under ``pending_id``: it holds it
