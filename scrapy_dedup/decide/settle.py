@@ -225,7 +225,7 @@ class _KeyJoin:
             (_is_indexable(r, min_tokens, m) for r, m in zip(records, signatures)), bool, n
         )
         blank = bytes(_BANDS_OF.size)
-        bands = b"".join(m[: _BANDS_OF.size] if ok else blank for m, ok in zip(signatures, indexable.tolist()))
+        bands = b"".join(m[: _BANDS_OF.size] if ok and m else blank for m, ok in zip(signatures, indexable.tolist()))
         del signatures
         # column b < BLOCKS: SimHash block b; then band b's 8 slots as one little-endian int
         self.keys = np.empty((n, _COLUMNS), np.uint64)
