@@ -56,7 +56,7 @@ CHANGED = 0.01
 CRAWL_CPU_MS = 19.8
 REDIS_PREFIX = "bench:settle"
 #: a full settle of the store once settled too (the first one writes most clusters again) up to this size
-FULL_AGAIN_UP_TO = 200_000
+FULL_AGAIN_UP_TO = 1_000_000
 
 
 def cpu() -> float:

@@ -238,6 +238,15 @@ def test_short_pages_are_exact_only():
 # -- the exact check of borderline pairs ---------------------------------------------------------
 
 
+def test_shingle_set_hashes_are_pinned():
+    # what settling compares pairs on: a change of tokenization or hashing changes settled clusters
+    texts = ["Straße ﬁle Ünïcode, 東京の天気は晴れ; naïve café — x_y 42", "", "one", "a b c d e f g", "  \t\n  ",
+             "ＡＢＣ def ghi jkl mno pqr"]
+    digests = [xxhash.xxh64_hexdigest(F.shingle_set(t).tobytes()) for t in texts]
+    assert digests == ["e9d4314f965f81e7", "ef46db3751d8e999", "f524094997b50bb8", "f31b78744b226575",
+                       "ef46db3751d8e999", "8be0830bf22f6e66"]
+
+
 def test_shingle_jaccard_is_the_exact_jaccard_of_the_shingle_sets():
     a = " ".join(f"w{i}" for i in range(100))
     b = a.replace("w50", "x50")  # 5 of 96 shingles change on each side

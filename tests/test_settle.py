@@ -219,6 +219,36 @@ def test_every_backend_settles_alike(tmp_path, redis_single):
 LATER = {"y": " ".join(f"y{i}" for i in random.Random(3).sample(range(5000), 400))}
 
 
+def near_entries(store) -> set[tuple[str, str]]:
+    """(document, cluster id) of every entry the SimHash tables and bands answer for a
+    document's own fingerprints (its representative's, and those of others it shares a band with)."""
+    from scrapy_dedup.core.bands import band_hashes
+
+    found = set()
+    for r in store.iter_urls():
+        if r.has_content and r.simhash is not None:
+            found |= {(r.key, cid) for _, cid in store.simhash_candidates(r.scope, r.simhash, 0)}
+            found |= {(r.key, cid) for cid in store.band_candidates(r.scope, band_hashes(store.get_minhash(r.key)))}
+    return found
+
+
+def test_settled_near_index_holds_the_representatives_only(backend, tmp_path):
+    """Settling keeps one entry in the SimHash tables and bands per representative: a cluster
+    settled under its id keeps its entry, a new one is added, one gone is removed."""
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, orders()[3])
+        for change in (None, "a"):
+            if change:  # A goes: B takes its cluster over, C moves; then Y, near nothing
+                ContentIndex(store, store.run, **SETTINGS).forget(url(change), 404)
+                ingest(store, ["y"], texts=LATER)
+            settle(store, **SETTINGS)
+            clusters = {c.cluster_id: c.representative for c in store.iter_clusters()}
+            entries = near_entries(store)
+            assert {cid for _, cid in entries} <= set(clusters)  # no entry of a cluster gone
+            assert {(rep, cid) for cid, rep in clusters.items()} <= entries  # each representative's
+
+
 def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
     """After a settle, only the clusters decided since are settled again, with every document
     connected to theirs; the result is the one of settling every page of the store at once."""
