@@ -208,7 +208,7 @@ def bench(tmp: Path, pages: int, rounds: int, sites: bool, workers: int = 1) -> 
     from latency_proxy import LatencyProxy
     from redis_servers import RedisServer
 
-    from scrapy_dedup.store.redis_functions import connect
+    from scrapy_dedup.store.redis.functions import connect
 
     site, chosen, label = docs_site(pages)
     settings = {**CRAWL_SETTINGS, "DEDUP_WORKERS": workers}

@@ -91,7 +91,7 @@ def url(i: int) -> str:
 
 
 def used_memory(client) -> int:
-    from scrapy_dedup.store.redis_functions import primaries
+    from scrapy_dedup.store.redis.functions import primaries
 
     return sum(int(node.info("memory")["used_memory"]) for node in primaries(client))
 
@@ -100,7 +100,7 @@ def used_memory(client) -> int:
 
 
 def bench_frontier(server_url: str, n: int, one_by_one: int) -> dict:
-    from scrapy_dedup.store.redis_functions import StoreFunctions, connect
+    from scrapy_dedup.store.redis.functions import StoreFunctions, connect
 
     client = connect(server_url)
     client.flushall()
@@ -162,7 +162,7 @@ def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
     """Write the settled buckets of ``fps`` (tokens = their index) in the store's layout:
     one HSET per slot group and chunk of its buckets."""
     from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
-    from scrapy_dedup.store import redis_keys as rk
+    from scrapy_dedup.store.redis import keys as rk
 
     records = np.empty(len(fps), dtype=[("fp", ">u8"), ("token", ">u8")])
     records["fp"] = fps
@@ -190,7 +190,7 @@ def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
 
 def _decide_worker(server_url, prefix, worker, queries, batch, barrier, out):
     from scrapy_dedup.core.fingerprints import hamming
-    from scrapy_dedup.store.redis_functions import StoreFunctions, connect
+    from scrapy_dedup.store.redis.functions import StoreFunctions, connect
 
     fn = StoreFunctions(connect(server_url), prefix)
     # tokens above the preloaded documents' (their index): worker and query number
@@ -230,7 +230,7 @@ NEAR_COMMANDS = ("cmdstat_fcall", "cmdstat_fcall_ro")
 
 def _server_stats(client) -> list[tuple[int, int, float]]:
     """(commands, usec) on each master of the commands decisions send, and its CPU seconds."""
-    from scrapy_dedup.store.redis_functions import primaries
+    from scrapy_dedup.store.redis.functions import primaries
 
     out = []
     for node in primaries(client):
@@ -307,7 +307,7 @@ def bench_near(server_url: str, docs: int, per_client: int, seed: int = 11, *, b
                one_by_one: int = NEAR_ONE_BY_ONE["default"]) -> dict:
     """Preload ``docs`` documents, then decide ``per_client`` SimHashes in each of CLIENTS
     processes, and ``one_by_one`` more (a second sample)."""
-    from scrapy_dedup.store.redis_functions import StoreFunctions, connect, is_cluster
+    from scrapy_dedup.store.redis.functions import StoreFunctions, connect, is_cluster
 
     batch = batch or NEAR_BATCH
     client = connect(server_url)
@@ -345,7 +345,7 @@ def bench_datasketch(server_url: str, docs: int) -> dict | None:
         return None
     from urllib.parse import urlsplit
 
-    from scrapy_dedup.store.redis_functions import connect
+    from scrapy_dedup.store.redis.functions import connect
 
     client = connect(server_url)
     client.flushall()
@@ -372,7 +372,7 @@ def bench_datasketch(server_url: str, docs: int) -> dict | None:
 
 def _commandstats(client) -> tuple[int, int]:
     """(calls, usec) of every command, summed over the masters."""
-    from scrapy_dedup.store.redis_functions import primaries
+    from scrapy_dedup.store.redis.functions import primaries
 
     calls = usec = 0
     for node in primaries(client):
@@ -420,8 +420,8 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
     from redis_time import QUEUE_CLIENT
 
     from scrapy_dedup.store.leveldb import LevelDBStore
-    from scrapy_dedup.store.redis_functions import connect
-    from scrapy_dedup.store.redis_store import RedisStore
+    from scrapy_dedup.store.redis.functions import connect
+    from scrapy_dedup.store.redis.store import RedisStore
 
     site, chosen = postgres_site(pages)
     # the crawl processes time their round trips (redis_time.py, from this folder)
@@ -523,7 +523,7 @@ def _family(key: bytes, prefix: str) -> str:
 
 def bytes_by_family(client, prefix: str) -> dict[str, dict[str, int]]:
     """Per key family of one crawl's prefix: keys and bytes (``MEMORY USAGE``, exact: SAMPLES 0)."""
-    from scrapy_dedup.store.redis_functions import primaries
+    from scrapy_dedup.store.redis.functions import primaries
 
     out: dict[str, dict[str, int]] = {}
     for node in primaries(client):
@@ -546,7 +546,7 @@ def bench_index_bytes(server_url: str, counts: tuple[int, ...], seed: int = 17) 
     import uuid
 
     from scrapy_dedup.core.bands import BANDS
-    from scrapy_dedup.store.redis_store import RedisStore
+    from scrapy_dedup.store.redis.store import RedisStore
 
     rng = random.Random(seed)
     out = {}
@@ -588,8 +588,8 @@ def bench_band_bucket_cost(server_url: str, calls: int = 1000, seed: int = 23) -
     bits: what the choice of BAND_BUCKET_BITS trades against the per-bucket bytes."""
     import uuid
 
-    from scrapy_dedup.store import redis_keys as rk
-    from scrapy_dedup.store.redis_functions import StoreFunctions, connect, primaries
+    from scrapy_dedup.store.redis import keys as rk
+    from scrapy_dedup.store.redis.functions import StoreFunctions, connect, primaries
 
     client = connect(server_url)
     StoreFunctions(client, "bench")
@@ -671,7 +671,7 @@ def bench_store_time(server_url: str, pages: int) -> dict:
 
     from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analysed_and_packed
     from scrapy_dedup.store.leveldb import LevelDBStore
-    from scrapy_dedup.store.redis_store import RedisStore
+    from scrapy_dedup.store.redis.store import RedisStore
 
     root = _corpus.docs_root()
     paths = _corpus.html_pages(root)[:pages]
@@ -774,7 +774,7 @@ def bench_document_bytes(server_url: str, counts: tuple[int, ...], pages: int) -
 def _document_bytes(server_url: str, documents: int, texts: list[str]) -> dict:
     import uuid
 
-    from scrapy_dedup.store.redis_store import RedisStore
+    from scrapy_dedup.store.redis.store import RedisStore
 
     store = RedisStore(server_url, {"bench": 1}, prefix=f"bench:{uuid.uuid4().hex[:8]}")
     try:

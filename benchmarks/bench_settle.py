@@ -75,7 +75,7 @@ def crawl_cpu_ms() -> tuple[float, str]:
 
 def open_store(location: str, backend: str, create: bool = False):
     if backend == "redis":
-        from scrapy_dedup.store.redis_store import RedisStore
+        from scrapy_dedup.store.redis.store import RedisStore
 
         if create:
             return RedisStore(location, {"bench": NAME}, prefix=REDIS_PREFIX)

@@ -42,7 +42,7 @@ def redis_backend(url: str):
     key prefix of its own on the server at ``url``."""
     import hashlib
 
-    from scrapy_dedup.store.redis_store import RedisStore
+    from scrapy_dedup.store.redis.store import RedisStore
 
     def prefix_of(path) -> str:
         return "test:" + hashlib.sha1(str(path).encode()).hexdigest()[:16]

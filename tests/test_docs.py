@@ -12,7 +12,7 @@ import scrapy_dedup
 from scrapy_dedup.commands.dedup import SUBCOMMANDS
 from scrapy_dedup.crawl.settings import DEFAULTS
 from scrapy_dedup.store.base import STORE_FORMAT
-from scrapy_dedup.store.redis_keys import LAYOUT
+from scrapy_dedup.store.redis.keys import LAYOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -8,7 +8,7 @@ import pytest
 from redis_servers import counting_connection
 
 from scrapy_dedup.decide.frontier import SCHEDULED_KEPT, Frontier
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.store import RedisStore
 
 
 @pytest.fixture

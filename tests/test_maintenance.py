@@ -182,7 +182,7 @@ def ingested(request, tmp_path):
     """A store on each backend that the CLI reads, filled by ``scrapy dedup ingest``: its CLI
     arguments and a way to open it."""
     if request.param == "redis":
-        from scrapy_dedup.store.redis_store import RedisStore
+        from scrapy_dedup.store.redis.store import RedisStore
 
         url, prefix = request.getfixturevalue("redis_single").url, f"test:{uuid.uuid4().hex[:12]}"
         where = ["--store", url, "--redis-prefix", prefix]

@@ -18,8 +18,8 @@ from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
 from scrapy_dedup.store.base import STORE_FORMAT, DedupStore
 from scrapy_dedup.store.leveldb import LevelDBStore
 from scrapy_dedup.store.memory import MemoryStore
-from scrapy_dedup.store.redis_keys import LAYOUT
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.keys import LAYOUT
+from scrapy_dedup.store.redis.store import RedisStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -42,11 +42,11 @@ DOCUMENTED = {
     "scrapy_dedup.crawl.pending.PendingDownloaderMiddleware": PendingDownloaderMiddleware,
     "scrapy_dedup.store.leveldb.LevelDBStore": LevelDBStore,
     "scrapy_dedup.store.memory.MemoryStore": MemoryStore,
-    "scrapy_dedup.store.redis_store.RedisStore": RedisStore,
+    "scrapy_dedup.store.redis.store.RedisStore": RedisStore,
     # the store interface and the store's format numbers (docs: how it works, contributing)
     "scrapy_dedup.store.base.DedupStore": DedupStore,
     "scrapy_dedup.store.base.STORE_FORMAT": STORE_FORMAT,
-    "scrapy_dedup.store.redis_keys.LAYOUT": LAYOUT,
+    "scrapy_dedup.store.redis.keys.LAYOUT": LAYOUT,
 }
 
 
@@ -192,3 +192,19 @@ def test_a_moved_module_keeps_its_old_path():
     finally:
         sys.modules.pop(old, None)
         vars(scrapy_dedup.store).pop("not_here_any_more", None)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("scrapy_dedup.store.redis_store.RedisStore", "scrapy_dedup.store.redis.store"),
+        ("scrapy_dedup.store.redis_keys.LAYOUT", "scrapy_dedup.store.redis.keys"),
+        ("scrapy_dedup.store.redis_functions.RetryPolicy", "scrapy_dedup.store.redis.functions"),
+        ("scrapy_dedup.store.redis_wire.FunctionsMissing", "scrapy_dedup.store.redis.wire"),
+    ],
+)
+def test_the_redis_modules_old_paths_still_work(old, new):
+    """Settings and imports written before the Redis modules moved into store/redis/."""
+    name = old.rpartition(".")[2]
+    with pytest.warns(DeprecationWarning, match=f"^{old.rpartition('.')[0]} is deprecated: import {name} from {new}$"):
+        assert load_object(old) is load_object(f"{new}.{name}")

@@ -19,9 +19,9 @@ import pytest
 from test_resume import Crawl, Site, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.core.urls import url_key
-from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.redis_functions import connect
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.functions import connect
+from scrapy_dedup.store.redis.store import RedisStore
 
 #: the page whose decision the dead process held: linked from the start page, fetched early
 HELD = "a/0"

@@ -18,10 +18,10 @@ from redis_servers import free_port
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
 
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.redis_functions import connect, primaries
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.functions import connect, primaries
+from scrapy_dedup.store.redis.store import RedisStore
 
-REDIS_BACKEND = "scrapy_dedup.store.redis_store.RedisStore"
+REDIS_BACKEND = "scrapy_dedup.store.redis.store.RedisStore"
 
 
 def summary(*args: str) -> dict:

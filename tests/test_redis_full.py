@@ -16,9 +16,9 @@ from redis_servers import RedisServer
 from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.core.urls import url_key
-from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.redis_functions import StoreFull, StoreFunctions, connect
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.functions import StoreFull, StoreFunctions, connect
+from scrapy_dedup.store.redis.store import RedisStore
 
 #: room left on the server for the crawl, in bytes: a part of what the whole crawl takes
 ROOM = 1_500_000

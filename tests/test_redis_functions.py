@@ -11,9 +11,9 @@ import time
 import pytest
 import redis
 
-from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import StoreError
-from scrapy_dedup.store.redis_functions import (
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.functions import (
     LIBRARY_CODE,
     LIBRARY_VERSION,
     RetryPolicy,
@@ -52,14 +52,14 @@ PACKED = [
 
 @pytest.mark.parametrize("command", PACKED, ids=["arguments", "two-word", "two-word-bytes", "fcall"])
 def test_the_store_packs_a_command_as_redis_py_does(command):
-    from scrapy_dedup.store.redis_wire import HiredisPacker
+    from scrapy_dedup.store.redis.wire import HiredisPacker
 
     assert b"".join(HiredisPacker().pack(*command)) == b"".join(redis.Connection().pack_command(*command))
 
 
 @pytest.mark.parametrize("value", [None, True, object()])
 def test_the_store_refuses_what_redis_py_refuses(value):
-    from scrapy_dedup.store.redis_wire import HiredisPacker
+    from scrapy_dedup.store.redis.wire import HiredisPacker
 
     with pytest.raises(redis.DataError):
         redis.Connection().pack_command("SET", "k", value)
@@ -68,7 +68,7 @@ def test_the_store_refuses_what_redis_py_refuses(value):
 
 
 def test_every_node_of_a_store_client_packs_with_hiredis(redis_url, redis_prefix):
-    from scrapy_dedup.store.redis_wire import HiredisPacker
+    from scrapy_dedup.store.redis.wire import HiredisPacker
 
     client = connect(redis_url)
     try:

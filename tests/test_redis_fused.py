@@ -21,9 +21,9 @@ from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex, Document
-from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import EXACT, DecisionBusy, OweOffer
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.store import RedisStore
 
 PARAMS = {"test": 1}
 def prose(seed: int, n: int = 300) -> str:

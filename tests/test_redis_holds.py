@@ -17,7 +17,7 @@ from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.memory import MemoryStore
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.store import RedisStore
 
 PARAMS = {"test": 1}
 
@@ -76,7 +76,7 @@ def test_a_dead_holder_s_requests_are_recovered_once_its_heartbeat_is_gone(redis
 
 
 def _fcalls(store: RedisStore) -> int:
-    from scrapy_dedup.store.redis_functions import primaries
+    from scrapy_dedup.store.redis.functions import primaries
 
     return sum(int(n.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for n in primaries(store.client))
 
@@ -239,7 +239,7 @@ def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_aga
 
 
 def _fcalls(store: RedisStore) -> int:
-    from scrapy_dedup.store.redis_functions import primaries
+    from scrapy_dedup.store.redis.functions import primaries
 
     return sum(int(node.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for node in primaries(store.client))
 

@@ -25,9 +25,9 @@ import pytest
 from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.crawl.pending import META_PENDING
-from scrapy_dedup.store import redis_keys as rk
-from scrapy_dedup.store.redis_functions import connect
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.functions import connect
+from scrapy_dedup.store.redis.store import RedisStore
 
 PROCESSES = 4
 LEASE_S = 3

@@ -12,7 +12,7 @@ from crawl_helpers import process_count_outcome
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
 
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.store import RedisStore
 
 DROPPING = textwrap.dedent('''
     import zlib

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from scrapy_dedup.store.redis_functions import StoreFunctions, connect
+from scrapy_dedup.store.redis.functions import StoreFunctions, connect
 
 
 def families(count: int, copies: int, seed: int = 1) -> list[tuple[int, int, bytes]]:
@@ -37,7 +37,7 @@ def test_decisions_are_spread_over_the_masters(redis_cluster, redis_prefix):
 
 
 def test_the_loop_over_a_few_records_answers_as_the_vectorised_pass():
-    from scrapy_dedup.store import redis_keys as rk
+    from scrapy_dedup.store.redis import keys as rk
 
     rng = random.Random(5)
     found = 0

@@ -24,8 +24,8 @@ from local_site import LocalSite
 from testing import run_crawl
 
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.redis_functions import connect, primaries
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.functions import connect, primaries
+from scrapy_dedup.store.redis.store import RedisStore
 
 FAMILIES = 40
 MEMBERS = 4

@@ -13,8 +13,8 @@ from scrapy.settings import Settings
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
 
 from scrapy_dedup.crawl.dupefilter import DedupDupeFilter
-from scrapy_dedup.store.redis_functions import connect
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.functions import connect
+from scrapy_dedup.store.redis.store import RedisStore
 
 
 def scrapy_redis_settings(url: str, persist: bool) -> dict:

@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from scrapy_dedup.core.records import UrlRecord
-from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import EXACT, STORE_FORMAT, IncompatibleStore, StoreError
-from scrapy_dedup.store.redis_store import RedisStore, _encode_commands
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.store import RedisStore, _encode_commands
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 
@@ -193,7 +193,7 @@ def test_processes_alive_together_share_one_run(redis_url, redis_prefix):
 
 
 def _fcalls(client) -> int:
-    from scrapy_dedup.store.redis_functions import primaries
+    from scrapy_dedup.store.redis.functions import primaries
 
     return sum(int(node.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for node in primaries(client))
 
@@ -232,7 +232,7 @@ def test_requests_outlive_the_lease_while_their_holder_lives(redis_url, redis_pr
 def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
     from redis_servers import RedisServer
 
-    from scrapy_dedup.store.redis_functions import RetryPolicy, StoreConnectionLost
+    from scrapy_dedup.store.redis.functions import RetryPolicy, StoreConnectionLost
 
     server = RedisServer(tmp_path / "goes-away", extra=("--requirepass", "pw-9")).start()
     url = f"redis://:pw-9@127.0.0.1:{server.port}/0"
@@ -253,7 +253,7 @@ def test_a_lost_cluster_is_retried_then_stops_with_one_error(tmp_path):
     # its master) stop the crawl as a lost connection does, not as one page's failure
     from redis_servers import RedisCluster
 
-    from scrapy_dedup.store.redis_functions import RetryPolicy, StoreConnectionLost
+    from scrapy_dedup.store.redis.functions import RetryPolicy, StoreConnectionLost
 
     cluster = RedisCluster(tmp_path / "goes-away").start()
     try:

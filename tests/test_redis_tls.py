@@ -15,9 +15,9 @@ from redis_servers import RedisServer, free_port
 from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.store.base import StoreError
-from scrapy_dedup.store.redis_functions import connect
-from scrapy_dedup.store.redis_store import RedisStore
-from scrapy_dedup.store.redis_wire import HiredisPacker
+from scrapy_dedup.store.redis.functions import connect
+from scrapy_dedup.store.redis.store import RedisStore
+from scrapy_dedup.store.redis.wire import HiredisPacker
 
 PASSWORD = "tls-s3cret"
 

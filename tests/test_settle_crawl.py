@@ -25,8 +25,8 @@ from local_site import LocalSite
 from test_settle import TEXTS
 from testing import EXAMPLE_PROJECT, run_crawl
 
-from scrapy_dedup.store.redis_functions import connect, primaries
-from scrapy_dedup.store.redis_store import RedisStore
+from scrapy_dedup.store.redis.functions import connect, primaries
+from scrapy_dedup.store.redis.store import RedisStore
 
 NAMES = sorted(TEXTS)
 SETTINGS = {"DEDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "DEDUP_LOGSTATS_INTERVAL": 0}

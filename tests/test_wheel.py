@@ -73,7 +73,7 @@ def test_wheel_holds_every_package_file(dist):
     assert dist["wheel"].name == f"scrapy_dedup-{__version__}-py3-none-any.whl"
     names = set(zipfile.ZipFile(dist["wheel"]).namelist())
     expected = package_files()
-    assert "scrapy_dedup/store/redis_functions.lua" in expected and "scrapy_dedup/py.typed" in expected
+    assert "scrapy_dedup/store/redis/functions.lua" in expected and "scrapy_dedup/py.typed" in expected
     assert [f for f in expected if f not in names] == []
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     assert any(n.endswith("licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names)
@@ -141,7 +141,7 @@ def test_the_installed_wheel_crawls(dist, tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
 
     check = run([str(PYTHON), "-c", (
-        "import scrapy_dedup, scrapy_dedup.store.redis_functions as f, sys;"
+        "import scrapy_dedup, scrapy_dedup.store.redis.functions as f, sys;"
         "print(scrapy_dedup.__file__); print(scrapy_dedup.__version__); print(f.LIBRARY_VERSION)"
     )], tmp_path)
     assert check.returncode == 0, check.stderr[-3000:]

@@ -95,7 +95,7 @@ def redis_options(config: DedupConfig, crawler: Crawler | None) -> dict[str, Any
     """The key prefix and retries of a Redis store (nothing for other backends)."""
     if not config.store or not is_redis_url(config.store):
         return {}
-    from scrapy_dedup.store.redis_functions import RetryPolicy
+    from scrapy_dedup.store.redis.functions import RetryPolicy
 
     spider = getattr(crawler, "spider", None)
     prefix = config.redis_prefix or f"dedup:{spider.name if spider else 'default'}"

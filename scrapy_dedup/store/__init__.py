@@ -2,11 +2,12 @@
 
 ``scrapy_dedup.store.leveldb.LevelDBStore`` (the default) keeps a store on
 disk; ``scrapy_dedup.store.memory.MemoryStore`` keeps it in memory;
-``scrapy_dedup.store.redis_store.RedisStore`` shares one on a Redis server or cluster.
+``scrapy_dedup.store.redis.store.RedisStore`` shares one on a Redis server or cluster.
 """
 
 from typing import Any
 
+from scrapy_dedup._moved import moved_module
 from scrapy_dedup.store.base import (
     STORE_FORMAT,
     DedupStore,
@@ -18,7 +19,7 @@ from scrapy_dedup.store.base import (
 )
 
 #: the backend a ``redis://`` or ``rediss://`` location selects (it needs the ``redis`` extra)
-REDIS_BACKEND = "scrapy_dedup.store.redis_store.RedisStore"
+REDIS_BACKEND = "scrapy_dedup.store.redis.store.RedisStore"
 
 
 def is_redis_url(value: Any) -> bool:
@@ -29,6 +30,11 @@ def is_redis_url(value: Any) -> bool:
     """
     return isinstance(value, str) and value.split("://", 1)[0].lower() in ("redis", "rediss")
 
+
+# the Redis backend's modules before they moved into store/redis/: old imports and settings work on
+for _old, _new in (("redis_store", "store"), ("redis_keys", "keys"), ("redis_functions", "functions"),
+                   ("redis_wire", "wire")):
+    moved_module(f"{__name__}.{_old}", f"{__name__}.redis.{_new}")
 
 __all__ = [
     "REDIS_BACKEND",

@@ -2,9 +2,9 @@
 
 ``connect(url)`` opens a standalone server or a Redis Cluster (recognised from the
 server's own ``INFO cluster``), with bounded retries and backoff, and never puts a
-password in a message. :class:`StoreFunctions` loads ``redis_functions.lua`` (Redis
+password in a message. :class:`StoreFunctions` loads ``functions.lua`` (Redis
 7+ Functions, versioned) on every master and calls its functions with the keys of
-:mod:`scrapy_dedup.store.redis_keys`.
+:mod:`scrapy_dedup.store.redis.keys`.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from scrapy_dedup.store import is_redis_url, redis_keys as rk
+from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import StoreError, StoreWriteError
-from scrapy_dedup.store.redis_wire import FunctionsMissing, StorePool
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.wire import FunctionsMissing, StorePool
 
 logger = logging.getLogger(__name__)
 
 LIBRARY_NAME = "scrapy_dedup"
-LIBRARY_CODE = resources.files("scrapy_dedup.store").joinpath("redis_functions.lua").read_text(encoding="utf-8")
+LIBRARY_CODE = resources.files("scrapy_dedup.store.redis").joinpath("functions.lua").read_text(encoding="utf-8")
 _VERSION_LINE = re.search(r"^local LIBRARY_VERSION = (\d+)$", LIBRARY_CODE, re.M)
-assert _VERSION_LINE is not None, "redis_functions.lua declares its LIBRARY_VERSION"
+assert _VERSION_LINE is not None, "functions.lua declares its LIBRARY_VERSION"
 LIBRARY_VERSION = int(_VERSION_LINE.group(1))
 MIN_SERVER_MAJOR = 7
 
@@ -48,7 +49,7 @@ _CLUSTER_LOST = (
 #: what stops a crawl on the Redis store: the connection lost once the retries ran out, a write
 #: the server refused because its memory limit (``maxmemory``) is reached (:func:`refused_as_full`),
 #: a transaction it discarded whole at EXEC, or a server without the store's functions (restarted
-#: empty or flushed: :class:`~scrapy_dedup.store.redis_wire.FunctionsMissing`)
+#: empty or flushed: :class:`~scrapy_dedup.store.redis.wire.FunctionsMissing`)
 _STORE_FAILURES = (*_CONNECTION_ERRORS, *_CLUSTER_LOST, redis.exceptions.OutOfMemoryError,
                    redis.exceptions.ExecAbortError, FunctionsMissing)
 

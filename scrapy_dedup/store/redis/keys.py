@@ -5,7 +5,7 @@ Pure: no Redis client here, so the layout can be read and tested on its own.
 Every key starts with the crawl's prefix (``DEDUP_REDIS_PREFIX``, by default
 ``dedup:<spider name>``), so several crawls share one server, and carries a
 ``{hash tag}``: Redis Cluster puts keys with the same tag in the same slot. Each
-server-side function (``redis_functions.lua``) touches the keys of one tag only,
+server-side function (``functions.lua``) touches the keys of one tag only,
 so no call is CROSSSLOT, and the tags are chosen so that the work spreads:
 
 =============================  =====================================  =====================
@@ -93,7 +93,7 @@ def check_prefix(prefix: str) -> str:
     >>> check_prefix("a{b}")
     Traceback (most recent call last):
     ...
-    scrapy_dedup.store.redis_keys.BadPrefix: a Redis key prefix is 1-100 characters among letters, digits and _ . : - (got 'a{b}')
+    scrapy_dedup.store.redis.keys.BadPrefix: a Redis key prefix is 1-100 characters among letters, digits and _ . : - (got 'a{b}')
     """
     if not isinstance(prefix, str) or not _PREFIX_RE.fullmatch(prefix):
         raise BadPrefix(

@@ -3,8 +3,8 @@
 ``DEDUP_STORE = "redis://[user:password@]host:port/db"`` (``rediss://`` for TLS). A
 Redis Cluster is recognised from the server itself. Keys carry the crawl's prefix
 (``DEDUP_REDIS_PREFIX``, by default ``dedup:<spider name>``); their layout and slots
-are in :mod:`scrapy_dedup.store.redis_keys`, the atomic calls in
-``redis_functions.lua``. Beyond that layout:
+are in :mod:`scrapy_dedup.store.redis.keys`, the atomic calls in
+``functions.lua``. Beyond that layout:
 
 =================================  ===========================================
 ``P:m:{P:m}``                      metadata (hash: name -> JSON), the run counter
@@ -57,7 +57,6 @@ import xxhash
 from redis.cluster import RedisCluster
 
 from scrapy_dedup.core.records import UrlRecord
-from scrapy_dedup.store import redis_keys as rk
 from scrapy_dedup.store.base import (
     ALIASES,
     EXACT,
@@ -75,7 +74,8 @@ from scrapy_dedup.store.base import (
     StoreWriteError,
     band_tuple,
 )
-from scrapy_dedup.store.redis_functions import (
+from scrapy_dedup.store.redis import keys as rk
+from scrapy_dedup.store.redis.functions import (
     _STORE_FAILURES,
     RetryPolicy,
     StoreConnectionLost,
@@ -87,7 +87,7 @@ from scrapy_dedup.store.redis_functions import (
     redact,
     refused_as_full,
 )
-from scrapy_dedup.store.redis_wire import FunctionsMissing
+from scrapy_dedup.store.redis.wire import FunctionsMissing
 
 logger = logging.getLogger(__name__)
 
@@ -689,7 +689,7 @@ class RedisStore(DedupStore):
         return f"{self.prefix}:m:{{{self.prefix}:m}}"
 
     def _slot(self, table: str, key: str) -> tuple[str, bytes]:
-        """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis_keys.table_slot`)."""
+        """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis.keys.table_slot`)."""
         return rk.table_slot(self.prefix, table, key)
 
     def _read_command(self, table: str, key: str) -> tuple:

@@ -2,7 +2,7 @@
 -- The atomic decisions of the Redis store, run inside the server (Redis 7+ Functions).
 --
 -- Every function touches the keys of one hash slot only (its KEYS share one {hash tag}),
--- so none is CROSSSLOT on a cluster; the slot layout is in scrapy_dedup/store/redis_keys.py.
+-- so none is CROSSSLOT on a cluster; the slot layout is in scrapy_dedup/store/redis/keys.py.
 -- Binary arguments are fixed-width big-endian strings built by the client.
 --
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
