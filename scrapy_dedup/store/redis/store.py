@@ -10,7 +10,7 @@ are in :mod:`scrapy_dedup.store.redis.keys`, the atomic calls in
 ``P:m:{P:m}``                      metadata (hash: name -> JSON), the run counter
 ``P:h:{P:m}``                      holders: id -> heartbeat deadline and run (see below)
 ``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 or 16,384 hashes (see
-                                   *record tables* in redis_keys: digests as fields)
+                                   *record tables* in keys: digests as fields)
 ``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value): a URL's
                                    aliases, a cluster's members but its representative
 ``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
