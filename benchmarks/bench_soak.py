@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -90,7 +91,7 @@ def _status() -> dict[str, int]:
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon"):
+            if key in ("VmRSS", "RssAnon", "RssFile"):
                 out[key] = int(value.split()[0]) * 1024
     return out
 
@@ -128,7 +129,7 @@ class RssProbe:
         if self.responses % self.every == 0 or self.responses == self.pages:
             s = _status()
             self.samples.append({"responses": self.responses, "rss": s["VmRSS"], "anon": s["RssAnon"],
-                                 "seconds": time.monotonic() - self.t0})
+                                 "file": s["RssFile"], "seconds": time.monotonic() - self.t0})
             # written as it goes: a crawl stopped early still shows its curve
             self.out.with_suffix(".partial").write_text(json.dumps(self.samples) + "\n", encoding="utf-8")
             if self.trace:
@@ -143,7 +144,7 @@ class RssProbe:
 
     def spider_closed(self, spider=None, reason=None) -> None:
         s = _status()
-        payload = {"samples": self.samples, "closed": {"rss": s["VmRSS"], "anon": s["RssAnon"]},
+        payload = {"samples": self.samples, "closed": {"rss": s["VmRSS"], "anon": s["RssAnon"], "file": s["RssFile"]},
                    "responses": self.responses}
         if self.trace and 0.2 in self.snapshots:
             lines = []
@@ -183,7 +184,7 @@ def store_child(n: int, every: int) -> dict:
             if done % every < 16 or done == n:
                 st = _status()
                 samples.append({"responses": done, "rss": st["VmRSS"], "anon": st["RssAnon"],
-                                "seconds": time.monotonic() - t0})
+                                "file": st["RssFile"], "seconds": time.monotonic() - t0})
         store.close()
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -259,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, help="distinct pages (default by size)")
     parser.add_argument("--modes", default="dedup,scrapy,store",
                         help="dedup (the crawl with the add-on), scrapy (plain Scrapy), store (the store alone)")
+    parser.add_argument("--parallel", action="store_true", help="run the modes at the same time (a long soak)")
     parser.add_argument("--trace", action="store_true", help="tracemalloc in the crawl process (slow)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--store-child", type=int, help=argparse.SUPPRESS)
@@ -270,14 +272,25 @@ def main(argv: list[str] | None = None) -> int:
     site = serve(pages)
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     runs = {}
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+
+    def one(mode: str) -> None:
+        log(NAME, f"{mode}: {pages:,} pages ...")
+        r = crawl(mode, site.url, pages, work, args.trace)
+        log(NAME, f"{mode}: {r['responses']:,} responses in {r['wall_s']:.0f} s; RSS {r['warm']['rss'] >> 20} MB "
+                  f"at {r['warm']['responses']:,} -> {r['end']['rss'] >> 20} MB at {r['end']['responses']:,}: "
+                  f"{r['growth_mb_per_1e5']:.1f} MB per 10^5 pages")
+        runs[mode] = r
+
     try:
-        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-            log(NAME, f"{mode}: {pages:,} pages ...")
-            r = crawl(mode, site.url, pages, work, args.trace)
-            log(NAME, f"{mode}: {r['responses']:,} responses in {r['wall_s']:.0f} s; RSS {r['warm']['rss'] >> 20} MB "
-                      f"at {r['warm']['responses']:,} -> {r['end']['rss'] >> 20} MB at {r['end']['responses']:,}: "
-                      f"{r['growth_mb_per_1e5']:.1f} MB per 10^5 pages")
-            runs[mode] = r
+        if args.parallel:
+            # the crawls side by side under the same load, each in its own process
+            with ThreadPoolExecutor(len(modes)) as pool:
+                for future in [pool.submit(one, mode) for mode in modes]:
+                    future.result()
+        else:
+            for mode in modes:
+                one(mode)
     finally:
         site.close()
         shutil.rmtree(work, ignore_errors=True)
