@@ -62,10 +62,10 @@ _trim = _malloc_trim()
 def release_freed_memory() -> None:
     """Give the memory the allocator holds free back to the system (glibc's ``malloc_trim``).
 
-    The levels' merges free numpy arrays of every size up to tens of MB, and glibc kept much of
-    it in its heap: a store's private memory climbed about 25 MB with each level written out,
-    though what it held stayed the same. Called once a level is written out (every 65,536 or
-    2^19 documents; a few milliseconds).
+    A write-out frees sorted copies of the level (megabytes a table) and the keys it wrote, and
+    glibc keeps much of it in its heap. Measured on the store alone, 2 x 10^5 documents: private
+    memory from 68,000 documents on grew 15 MB per 10^5 without it, 10 MB with it. Called once a
+    level is written out (every 65,536 or 2^19 documents; a few milliseconds).
     """
     _trim(0)
 
