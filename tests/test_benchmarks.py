@@ -98,7 +98,14 @@ def test_soak(tmp_path):
         # link (its start request, dont_filter, is not in its dupefilter's set)
         assert r["responses"] == {"dedup": 400, "scrapy": 401, "store": 400}[mode] and not r["errors"]
         assert r["end"]["responses"] == 400 and r["warm"]["responses"] < r["end"]["responses"]
-        assert all(s["rss"] >= s["anon"] > 0 for s in r["samples"])
+        # VmRSS is private memory plus mapped files (plus shared memory): each is sampled
+        assert all(s["rss"] >= s["anon"] + s["file"] and s["anon"] > 0 for s in r["samples"])
+        assert r["growth_anon_mb_per_1e5"] is not None and r["growth_file_mb_per_1e5"] is not None
+    # the target judges private memory; VmRSS is reported beside it, for both crawls
+    measures = [r["measure"] for r in data["rows"]]
+    for label in ("scrapy-dedup", "plain Scrapy"):
+        assert any("RssAnon" in m and m.endswith(label) for m in measures)
+        assert any("VmRSS" in m and m.endswith(label) for m in measures)
 
 
 def test_longlived(tmp_path):

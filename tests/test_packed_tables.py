@@ -209,6 +209,40 @@ def test_bands_are_packed_into_few_keys(tmp_path):
     model.db.close()
 
 
+def test_the_memory_levels_hold_the_same_memory_fill_after_fill(tmp_path):
+    """The levels are allocated once at their bound: filling them and writing them out again
+    and again allocates no more than a fraction of one level (the copies merges used to make
+    swung a crawl's private memory by tens of MB)."""
+    import tracemalloc
+
+    l0_max, l1_max = 256, 4096
+    level_bytes = (l0_max + l1_max) * (8 * (BANDS + 3) + 6 * BANDS)  # entries, block and order per band
+    model = BandModel(str(tmp_path), l0_max, l1_max)
+    rng = random.Random(11)
+
+    def fill(n: int) -> None:  # as model.add, without the model's own set of what it holds
+        for _ in range(n):
+            pending: list = []
+            with model.db.write_batch(transaction=True) as wb:
+                model.bands.stage_add(wb, bytes(8), [rng.getrandbits(64) for _ in range(BANDS)],
+                                      rng.getrandbits(64).to_bytes(8, "big"), pending, set())
+            model.bands.apply(pending)
+
+    fill(l1_max + l0_max)  # the first write-out
+    assert model.bands.gen == 1
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        fill(3 * (l1_max + l0_max))
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        model.db.close()
+    assert model.bands.gen == 4
+    assert peak - base < level_bytes / 2, (peak - base, level_bytes)
+    assert current - base < level_bytes / 20, (current - base, level_bytes)
+
+
 # --- compaction ---------------------------------------------------------------
 
 

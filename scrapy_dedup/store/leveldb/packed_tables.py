@@ -25,7 +25,8 @@ entries are written in packed runs instead:
   tombstones: a long-lived store with many updates stays as small and as fast as a
   fresh one with the same documents.
 
-Memory is bounded by the two levels whatever the number of documents; a lookup
+Memory is bounded by the two levels whatever the number of documents: each is
+allocated once at its bound and reused after every merge and write-out; a lookup
 reads at most one key per table and generation of level 1 written out.  The two
 indexes are :data:`SIMHASH_SPEC` and :data:`BANDS_SPEC`.
 """
@@ -61,10 +62,10 @@ _trim = _malloc_trim()
 def release_freed_memory() -> None:
     """Give the memory the allocator holds free back to the system (glibc's ``malloc_trim``).
 
-    The levels' merges free numpy arrays of every size up to tens of MB, and glibc kept much of
-    it in its heap: a store's private memory climbed about 25 MB with each level written out,
-    though what it held stayed the same. Called once a level is written out (every 65,536 or
-    2^19 documents; a few milliseconds).
+    A write-out frees sorted copies of the level (megabytes a table) and the keys it wrote, and
+    glibc keeps much of it in its heap. Measured on the store alone, 2 x 10^5 documents: private
+    memory from 68,000 documents on grew 15 MB per 10^5 without it, 10 MB with it. Called once a
+    level is written out (every 65,536 or 2^19 documents; a few milliseconds).
     """
     _trim(0)
 
@@ -120,13 +121,14 @@ SIMHASH_SPEC = TableSpec(
     tomb=b"z",
     gen_key=b"m:tables_gen",
     shift=lambda table: BLOCK_BITS * table,
-    # about 40 MB of memory at these sizes
+    # 56 bytes a document in level 1 (entry, block and order per table): about 32 MB at most
     l0_max=8192,
     l1_max=1 << 19,
 )
 
 #: The MinHash LSH bands: band t is keyed by the top 12 bits of its hash.  12 bits
-#: and 2^16 documents a run put 16 entries (256 bytes) in a key; about 30 MB of memory.
+#: and 2^16 documents a run put 16 entries (256 bytes) in a key; 472 bytes a document in
+#: level 1 (entry, block and order per band): about 33 MB at most.
 BANDS_SPEC = TableSpec(
     layout="bands-packed-1",
     tables=BANDS,
@@ -143,7 +145,12 @@ BANDS_SPEC = TableSpec(
 
 
 class _Level:
-    """Entries in memory: scope id, values (n x width), cluster id, write-ahead seq."""
+    """Entries in memory: scope id, values (n x width), cluster id, write-ahead seq.
+
+    Allocated once at its capacity and reused after each merge or write-out: the process
+    touches the same pages again instead of freeing arrays and allocating bigger ones
+    (glibc kept much of what such merges freed, and private memory swung by tens of MB).
+    """
 
     def __init__(self, capacity: int, width: int) -> None:
         self.sid = np.empty(capacity, np.uint64)
@@ -153,16 +160,17 @@ class _Level:
         self.n = 0
 
     def append(self, sid: int, values: Sequence[int], cid: int, seq: int) -> None:
-        if self.n == len(self.sid):
-            for name in ("sid", "vals", "cid", "seq"):
-                old = getattr(self, name)
-                grown = np.empty((2 * len(old), *old.shape[1:]), np.uint64)
-                grown[: self.n] = old[: self.n]
-                setattr(self, name, grown)
         i = self.n
         self.sid[i], self.cid[i], self.seq[i] = sid, cid, seq
         self.vals[i] = values
         self.n += 1
+
+    def extend(self, other: _Level) -> None:
+        """Copy ``other``'s entries after this level's."""
+        start, end = self.n, self.n + other.n
+        self.sid[start:end], self.cid[start:end] = other.sid[: other.n], other.cid[: other.n]
+        self.seq[start:end], self.vals[start:end] = other.seq[: other.n], other.vals[: other.n]
+        self.n = end
 
 
 class PackedTables:
@@ -177,7 +185,14 @@ class PackedTables:
         raw_gen = db.get(spec.gen_key)
         self.gen = int(raw_gen) if raw_gen else 0
         self.l0 = _Level(self.l0_max, spec.width)
-        self._reset_l1()
+        # level 1 takes whole level 0s: it may pass its bound by one before it is written out
+        capacity = self.l1_max + self.l0_max
+        self.l1 = _Level(capacity, spec.width)
+        # per table: the block of each entry (in entry order), the entries in block order,
+        # and where each block's run starts in that order
+        self.l1_blocks = [np.empty(capacity, np.uint16) for _ in range(spec.tables)]
+        self.l1_order = [np.empty(capacity, np.uint32) for _ in range(spec.tables)]
+        self.l1_starts = [np.zeros((1 << spec.block_bits) + 1, np.int64) for _ in range(spec.tables)]
         self.seq = 0
         # until something is removed, an insert need not look for a tombstone to lift
         self.any_removed = next(db.iterator(prefix=spec.tomb, include_value=False), None) is not None
@@ -221,55 +236,34 @@ class PackedTables:
                 self._merge_l0()
 
     def _merge_l0(self) -> None:
-        l0, n0, base = self.l0, self.l0.n, len(self.l1_sid)
-        new_vals = l0.vals[:n0].copy()
-        self.l1_sid = np.concatenate([self.l1_sid, l0.sid[:n0]])
-        self.l1_vals = np.concatenate([self.l1_vals, new_vals])
-        self.l1_cid = np.concatenate([self.l1_cid, l0.cid[:n0]])
-        self.l1_seq = np.concatenate([self.l1_seq, l0.seq[:n0]])
-        self.l0 = _Level(self.l0_max, self.spec.width)
-        if len(self.l1_sid) >= self.l1_max:
+        spec, l1, base = self.spec, self.l1, self.l1.n
+        l1.extend(self.l0)
+        self.l0.n = 0
+        if l1.n >= self.l1_max:
             self._flush_l1()
             return
-        for table in range(self.spec.tables):
-            # merge the new entries into the table's block order: O(n), not a full sort
-            blocks = self.spec.blocks(new_vals[:, self.spec.column(table)], table).astype(np.uint16)
-            order = np.argsort(blocks, kind="stable")
-            blocks = blocks[order]
-            at = np.searchsorted(self.l1_blocks[table], blocks, side="right")
-            self.l1_blocks[table] = np.insert(self.l1_blocks[table], at, blocks)
-            self.l1_order[table] = np.insert(self.l1_order[table], at, (order + base).astype(np.uint32))
-            self.l1_starts[table][1:] = np.cumsum(np.bincount(self.l1_blocks[table], minlength=1 << self.spec.block_bits))
-
-    # level 1, set by _reset_l1: entries as columns, and per table its block order
-    l1_sid: np.ndarray
-    l1_cid: np.ndarray
-    l1_seq: np.ndarray
-    l1_vals: np.ndarray
-    l1_blocks: list[np.ndarray]
-    l1_order: list[np.ndarray]
-    l1_starts: list[np.ndarray]
+        for table in range(spec.tables):
+            blocks = self.l1_blocks[table]
+            blocks[base : l1.n] = spec.blocks(l1.vals[base : l1.n, spec.column(table)], table)
+            # block order, entry order within a block: a stable sort of 16-bit keys is a radix
+            # sort, O(n), into the level's own array
+            self.l1_order[table][: l1.n] = np.argsort(blocks[: l1.n], kind="stable")
+            self.l1_starts[table][1:] = np.cumsum(np.bincount(blocks[: l1.n], minlength=1 << spec.block_bits))
 
     def _reset_l1(self) -> None:
-        spec = self.spec
-        empty = np.empty(0, np.uint64)
-        self.l1_sid, self.l1_cid, self.l1_seq = empty, empty, empty
-        self.l1_vals = np.empty((0, spec.width), np.uint64)
-        # per table: block of each entry in block order, the entry indices in that order,
-        # and where each block's run starts
-        self.l1_blocks = [np.empty(0, np.uint16) for _ in range(spec.tables)]
-        self.l1_order = [np.empty(0, np.uint32) for _ in range(spec.tables)]
-        self.l1_starts = [np.zeros((1 << spec.block_bits) + 1, np.int64) for _ in range(spec.tables)]
+        self.l1.n = 0
+        for starts in self.l1_starts:
+            starts[:] = 0
 
     def _flush_l1(self) -> None:
-        gen = self.gen.to_bytes(4, "big")
-        packed = np.empty((len(self.l1_sid), 2), np.uint64)
+        gen, l1 = self.gen.to_bytes(4, "big"), self.l1
+        packed = np.empty((l1.n, 2), np.uint64)
         for table in range(self.spec.tables):
-            values = self.l1_vals[:, self.spec.column(table)]
+            values = l1.vals[: l1.n, self.spec.column(table)]
             blocks = self.spec.blocks(values, table)
-            order = np.lexsort((blocks, self.l1_sid))
-            sids, blks = self.l1_sid[order], blocks[order]
-            packed[:, 0], packed[:, 1] = values[order], self.l1_cid[order]
+            order = np.lexsort((blocks, l1.sid[: l1.n]))
+            sids, blks = l1.sid[order], blocks[order]
+            packed[:, 0], packed[:, 1] = values[order], l1.cid[order]
             raw = packed.astype("<u8").tobytes()
             cuts = np.flatnonzero((np.diff(sids) != 0) | (np.diff(blks) != 0)) + 1
             starts, ends = [0, *cuts.tolist()], [*cuts.tolist(), len(order)]
@@ -281,10 +275,10 @@ class PackedTables:
                         wb.put(key, raw[16 * s : 16 * e])
         # the run is on disk: its write-ahead keys go, and the generation moves on, together
         with self.db.write_batch(transaction=True) as wb:
-            for seq in self.l1_seq.tolist():
+            for seq in l1.seq[: l1.n].tolist():
                 wb.delete(self.spec.wal + _SEQ.pack(seq))
             wb.put(self.spec.gen_key, str(self.gen + 1).encode())
-            self.on_disk += len(self.l1_sid)
+            self.on_disk += l1.n
             wb.put(self._counts_key, self._counts())
         self.gen += 1
         self._reset_l1()
@@ -330,7 +324,7 @@ class PackedTables:
             self.on_disk, self.removed = kept[0], 0
             wb.put(self._counts_key, self._counts())
         self.any_removed = False
-        self.l0 = _Level(self.l0_max, self.spec.width)
+        self.l0.n = 0
         self._reset_l1()
         self._replay()
         return len(dead[0]) if 0 in dead else sum(len(d) for d in dead.values())
@@ -440,8 +434,8 @@ class PackedTables:
             lo, hi = int(self.l1_starts[table][block]), int(self.l1_starts[table][block + 1])
             if hi > lo:
                 idx = self.l1_order[table][lo:hi]
-                idx = idx[self.l1_sid[idx] == sid_n]
-                found.append((column, self.l1_vals[idx, column], self.l1_cid[idx]))
+                idx = idx[self.l1.sid[idx] == sid_n]
+                found.append((column, self.l1.vals[idx, column], self.l1.cid[idx]))
             chunks = b"".join(self.db.iterator(prefix=self._run_prefix(table, sid, block), include_key=False))
             if chunks:
                 pairs = np.frombuffer(chunks, dtype="<u8").reshape(-1, 2)
@@ -510,8 +504,8 @@ class PackedBands(PackedTables):
             lo, hi = int(self.l1_starts[band][block]), int(self.l1_starts[band][block + 1])
             if hi > lo:
                 idx = self.l1_order[band][lo:hi]
-                idx = idx[(self.l1_vals[idx, band] == query[band]) & (self.l1_sid[idx] == sid_n)]
-                hits += ((band, c) for c in self.l1_cid[idx].tolist())
+                idx = idx[(self.l1.vals[idx, band] == query[band]) & (self.l1.sid[idx] == sid_n)]
+                hits += ((band, c) for c in self.l1.cid[idx].tolist())
             prefix = self._run_prefix(band, sid, block)
             for gen in gens:
                 raw = self.db.get(prefix + gen)
