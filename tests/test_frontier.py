@@ -96,3 +96,19 @@ def test_a_key_an_earlier_run_still_owes_is_dropped_as_seen_on_every_backend(sto
         b.settle_pending("http://h/fetched")
     store.begin_run()
     assert Frontier(store, 3).check("http://h/fetched", "http://h/fetched") is None  # owed no more: a hub
+
+
+def test_the_spelling_fetched_after_a_mark_ahead_is_never_its_own_variant(store):
+    # a page marks its link to the key ahead under one spelling; another page's link to the same
+    # key, under another spelling, reaches its check first and is the one fetched
+    from scrapy_dedup.store.base import OweOffer
+
+    frontier = Frontier(store, 1)
+    key = "http://h/a"
+    marked, fetched = "http://h/a;jsessionid=1", "http://h/a?sid=2"
+    frontier.mark_ahead([(marked, key, OweOffer(key, b"request"))])
+    assert frontier.check(fetched, key) is None
+    assert frontier.check(fetched, key) == "seen"
+    assert frontier.check(marked, key) == "seen"
+    assert store.get_variant(fetched) is None
+    assert store.get_variant(marked)["reason"] == "seen"

@@ -67,6 +67,10 @@ class Frontier:
         first = self._scheduled.get(key)
         if ahead is not None:
             previous: tuple[int, str] | None = ahead[0]  # marked with its page's other links
+            if previous is None:
+                # new: this spelling is fetched, whichever of the key's links was marked (another
+                # page's link may reach its check first); the later spellings are its variants
+                self._remember(key, url)
         elif first is not None:
             # scheduled in this run already (that stays true): what frontier_mark would answer
             self._scheduled.move_to_end(key)
