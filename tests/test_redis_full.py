@@ -27,7 +27,8 @@ ROOM = 1_500_000
 def left_held(client, prefix: str) -> dict[str, int]:
     """What a stopped process still holds, by kind: decision locks, and a heartbeat that runs
     (what it owed stays owed, for the holder that recovers it)."""
-    now = int(client.time()[0]) * 1000
+    seconds, micros = client.time()
+    now = int(seconds) * 1000 + int(micros) // 1000  # the deadlines are in ms: so is the comparison
     holders = client.hgetall(f"{prefix}:h:{{{prefix}:m}}")
     held = {
         "locks": sum(client.hlen(rk.decision_shard(prefix, shard)) for shard in range(rk.LOCK_SHARDS)),

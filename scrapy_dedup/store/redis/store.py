@@ -298,6 +298,8 @@ class RedisStore(DedupStore):
         self._holder_lock = threading.Lock()
         #: until when (time.monotonic()) this holder's heartbeat surely runs; 0: not entered
         self._alive_until = 0.0
+        #: closed: what it holds is left to be recovered, and it enters as a holder no more
+        self._closed = False
         #: the run this process crawls in (begin_run); 0: none
         self._joined = 0
         self._heartbeat: threading.Thread | None = None
@@ -321,6 +323,7 @@ class RedisStore(DedupStore):
             self.flush()
         except Exception:  # noqa: BLE001 -- the connection is gone: the requests stay owed
             logger.warning("could not send %d writes that waited to %s", waiting, self.path)
+        self._closed = True
         if self._heartbeat is not None:
             self._stopping.set()
             self._heartbeat.join(timeout=5)
@@ -349,6 +352,9 @@ class RedisStore(DedupStore):
     def _holder(self) -> str:
         """This process's holder id, for what it tags: entered at its first use (its heartbeat
         starts then), and its heartbeat renewed first when it is not sure to run on."""
+        if self._closed:
+            # a late write after close would enter a new holder whose heartbeat nobody stops
+            raise StoreWriteError(f"the Redis store at {self.path} is closed: this process writes no more")
         if not self._surely_alive():
             with self._holder_lock:
                 if not self._surely_alive():
@@ -387,6 +393,8 @@ class RedisStore(DedupStore):
     def _beat(self) -> None:
         """One heartbeat; a holder found dead (silent longer than a lease: the others recover
         what it held) goes on under a new id, in its run."""
+        if self._closed:
+            return  # stopped at close: dead, and recovered like any dead holder
         sent = time.monotonic()
         if self._id is not None and self.client.fcall("sdd_holder_beat", 1, self._holders_key(), self._id, self.lease_ms):
             self._alive_until = sent + self.lease_ms / 1000
