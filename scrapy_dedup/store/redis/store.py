@@ -316,6 +316,9 @@ class RedisStore(DedupStore):
         #: sends them first, or carries them in its own round trip (see _CARRIERS)
         self._waiting: list[tuple] = []
         self._waiting_lock = threading.Lock()
+        #: the refusal that stopped this process's writes (a full server): a write after it may
+        #: depend on one refused (a request settled whose page's records were not), so none goes
+        self._refused: StoreWriteError | None = None
 
     def close(self) -> None:
         waiting = len(self._waiting)  # counted first: sending takes them off the list
@@ -516,15 +519,19 @@ class RedisStore(DedupStore):
 
     def _stopped_by(self, exc: Exception) -> StoreWriteError:
         """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
+        if isinstance(exc, StoreWriteError):
+            return exc  # this process's writes stopped already (_refused)
         if refused_as_full(exc):
             # the reply names the command (binary arguments): only the server's reason is kept
             reason = str(exc).rsplit("caused error: ", 1)[-1].rsplit("because of: ", 1)[-1].rstrip(".")
-            return StoreFull(
+            self._refused = self._refused or StoreFull(
                 f"the Redis store at {self.path} is full: the server refused a write ({reason}); "
                 "raise its maxmemory or free memory, then run the crawl again: it goes on where it stopped"
             )
+            return self._refused
         if isinstance(exc, redis.exceptions.ExecAbortError):
-            return StoreWriteError(f"the Redis store at {self.path} refused a write: {exc}")
+            self._refused = self._refused or StoreWriteError(f"the Redis store at {self.path} refused a write: {exc}")
+            return self._refused
         if isinstance(exc, FunctionsMissing):
             return StoreLost(
                 f"the Redis store at {self.path} no longer has the store's functions: the server restarted "
@@ -558,13 +565,14 @@ class RedisStore(DedupStore):
         one_server = not is_cluster(self.client)
         outermost = d.depth == 0
         try:
+            self._check_not_refused()
             holder = self._tag(str(next(self._holds)).encode())
             self._send_queued()
             if not one_server:
                 self.flush()
-            pipe = self.client.pipeline(transaction=False)
-            # the writes that wait go first (one server): the reads below see them
-            waiting = self._queue_waiting(pipe) if one_server else 0
+            # the writes that wait go first (one server), in the same transaction: the reads
+            # below see them, and no lock is taken if the server refuses them
+            pipe, waiting = self._pipeline(carry=one_server)
             pipe.hsetnx(lock, field, holder)
             decode = None
             if one_server:
@@ -653,17 +661,17 @@ class RedisStore(DedupStore):
             return
         commands = [command for group, _, _ in queued for command in group]
         try:
+            self._check_not_refused()
             if len(commands) == 1 and not self._waiting:
                 replies = [self.client.execute_command(*commands[0])]
             else:
-                pipe = self.client.pipeline(transaction=any(atomic for _, atomic, _ in queued))
                 # a record this process wrote before the hold goes first, in the same round trip
-                waiting = self._queue_waiting(pipe)
+                pipe, waiting = self._pipeline(transaction=any(atomic for _, atomic, _ in queued))
                 for command in commands:
                     pipe.execute_command(*command)
                 replies = pipe.execute()[waiting:]
-        except (redis.exceptions.OutOfMemoryError, redis.exceptions.ExecAbortError) as exc:
-            if refused_as_full(exc):
+        except (redis.exceptions.OutOfMemoryError, redis.exceptions.ExecAbortError, StoreWriteError) as exc:
+            if isinstance(exc, StoreWriteError) or refused_as_full(exc):
                 self._release_refused(queued)
             raise
         at = 0
@@ -737,7 +745,10 @@ class RedisStore(DedupStore):
         if not self.fn.fused:
             self._journalled(waiting)
             return
-        pipe = self.client.pipeline(transaction=False)
+        if len(waiting) == 1:
+            self.client.execute_command(*waiting[0])
+            return
+        pipe = self.client.pipeline(transaction=True)
         for command in waiting:
             pipe.execute_command(*command)
         pipe.execute()
@@ -756,8 +767,7 @@ class RedisStore(DedupStore):
                 # one command is atomic by itself: no MULTI/EXEC around it
                 self.client.execute_command(*commands[0])
                 return
-            pipe = self.client.pipeline(transaction=True)
-            self._queue_waiting(pipe)  # the writes that wait go first, in the same round trip
+            pipe, _ = self._pipeline(transaction=True)  # the writes that wait go first
             for command in commands:
                 pipe.execute_command(*command)
             pipe.execute()
@@ -814,16 +824,9 @@ class RedisStore(DedupStore):
         trip (a connection runs them in order, so this process reads its own writes)."""
         if not (self._waiting and self.fn.fused):
             return self.client.execute_command(*command)
-        pipe = self.client.pipeline(transaction=False)
-        self._queue_waiting(pipe)
+        pipe, _ = self._pipeline()
         pipe.execute_command(*command)
-        *carried, reply = pipe.execute(raise_on_error=False)
-        failed = [r for r in carried if isinstance(r, Exception)]
-        if failed:  # a write that waited is not this call's failure: logged
-            logger.warning("%d writes sent to %s failed: %s", len(failed), self.path, failed[0])
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+        return pipe.execute()[-1]
 
     def _url_put(self, key: str, value: bytes, if_absent: bool = False) -> list[tuple]:
         # a recorded URL keeps its own first URL: the frontier's copy can go
@@ -922,8 +925,7 @@ class RedisStore(DedupStore):
     ) -> list[tuple[int, str] | None]:
         if not self.fn.fused or len(entries) < 2:
             return super().frontier_mark_many(run, entries)
-        pipe = self.client.pipeline(transaction=False)
-        waiting = self._queue_waiting(pipe)  # the writes that wait go first, in the same round trip
+        pipe, waiting = self._pipeline()  # the writes that wait go first, in the same round trip
         for key, url, offer in entries:
             pipe.execute_command(*self._mark_owe_command(key, run, url, offer))
         replies = pipe.execute(raise_on_error=False)
@@ -960,8 +962,7 @@ class RedisStore(DedupStore):
         for key in urls:
             bucket, rid = rk.frontier_slot(self.prefix, key)
             by_bucket.setdefault(bucket, []).append((key, rid))
-        pipe = self.client.pipeline(transaction=False)
-        counts = self._queue_waiting(pipe)  # the writes that wait go in the same round trip
+        pipe, counts = self._pipeline()  # the writes that wait go in the same round trip
         for bucket, rids in by_bucket.items():
             pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
         for key in urls:
@@ -982,14 +983,25 @@ class RedisStore(DedupStore):
                 answers[key] = (int(previous), first)
         return answers
 
-    def _queue_waiting(self, pipe) -> int:
-        """Queue the writes that wait on ``pipe``; returns how many replies they take."""
-        waiting = self._take_waiting()
+    def _pipeline(self, transaction: bool = False, carry: bool = True) -> tuple[Any, int]:
+        """A pipeline that carries the writes that wait (unless ``carry`` is false) ahead of
+        what the caller queues, and how many replies they take. Carried writes make it one
+        transaction: the server applies them, and the caller's commands, all or none, so a
+        write refused (a full server) is never left behind while a later one, a request
+        settled by it, goes through."""
+        waiting = self._take_waiting() if carry else []
+        pipe = self.client.pipeline(transaction=transaction or bool(waiting))
         for call in waiting:
             pipe.execute_command(*call)
-        return len(waiting)
+        return pipe, len(waiting)
+
+    def _check_not_refused(self) -> None:
+        if self._refused is not None:
+            raise self._refused
 
     def _take_waiting(self) -> list[tuple]:
+        if self._waiting:
+            self._check_not_refused()  # they stay, owed, like the requests they belong to
         with self._waiting_lock:
             waiting, self._waiting = self._waiting, []
         return waiting
@@ -1033,6 +1045,8 @@ def _guard(name: str) -> None:
 
     def guarded(self, *args, **kwargs):
         try:
+            if name in _WRITERS:
+                self._check_not_refused()
             if self._waiting and name != "flush" and (name not in _CARRIERS or not self.fn.fused):
                 self.flush()  # what this process wrote is in before anything else
             if self._decision.queued and name != "_apply":
@@ -1058,6 +1072,10 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 #: the calls that send the writes that wait with their own round trip (on one server)
 _CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark", "frontier_mark_many", "frontier_peek",
                        "flush", "hold_pending"})
+
+#: the calls that write: none goes once a write of this process was refused (RedisStore._refused)
+_WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "put_meta_if_absent", "increment_meta", "_frontier_mark",
+                      "frontier_mark", "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
