@@ -53,8 +53,8 @@ update under concurrency; they carry reporting detail, not a decision.
 Writes that may wait.  ``batch(later=True)`` holds what the crawl recovers when it is
 lost (a fetch's record, a settle, the variants a page's links counted): a backend with
 round trips sends it with this process's next call (or ``flush()``) instead of a round
-trip of its own, in order, and this process reads it at once; an embedded backend writes
-it at once.  There is no other deferred write: a batch is the unit the store applies.
+trip of its own, in order, applied with that call whole or not at all, and this process
+reads it at once; an embedded backend writes it at once.  There is no other deferred write: a batch is the unit the store applies.
 """
 
 from __future__ import annotations
