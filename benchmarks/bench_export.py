@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from scrapy_dedup.store.records import get_text, iter_clusters
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -66,8 +68,8 @@ def child(mode: str, path: str) -> dict:
             docs = counts.documents
         else:
             docs = 0
-            for cluster in store.iter_clusters():
-                out.write(json.dumps({"url": cluster.rep_url, "text": store.get_text(cluster.representative)}) + "\n")
+            for cluster in iter_clusters(store):
+                out.write(json.dumps({"url": cluster.rep_url, "text": get_text(store, cluster.representative)}) + "\n")
                 docs += 1
         seconds = time.perf_counter() - start
     report = mem.report()

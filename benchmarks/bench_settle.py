@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from scrapy_dedup.store.records import get_minhash, get_text, get_url
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -186,8 +188,8 @@ def decide_more(location: str, backend: str, n: int, changes: int) -> dict:
     rng, edits = random.Random(3), np.random.default_rng(3)
     with open_store(location, backend) as store:
         keys = [f"http://bench.example/doc/{i}" for i in range(changes)]
-        texts = [store.get_text(key) for key in keys]
-        fingerprints = [(store.get_url(key).simhash, store.get_minhash(key)) for key in keys]
+        texts = [get_text(store, key) for key in keys]
+        fingerprints = [(get_url(store, key).simhash, get_minhash(store, key)) for key in keys]
         store.begin_run()
         index = ContentIndex(store, store.run, **SETTINGS)
         before, server_before = cpu(), server_cpu(location, backend)

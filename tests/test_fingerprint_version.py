@@ -8,6 +8,7 @@ import pytest
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.store import IncompatibleStore
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import get_minhash
 
 
 def test_a_store_of_the_punctuation_attached_tokenizer_is_refused(tmp_path):
@@ -50,5 +51,5 @@ def test_a_store_of_the_token_minhash_is_migrated_from_its_kept_texts(tmp_path):
     migration = migrate_store(path)
     assert migration.rebuilt
     with LevelDBStore(path, {"fingerprint": dict(FINGERPRINT_PARAMS)}) as store:
-        assert store.get_minhash("http://h/a") == fingerprint(text).minhash
+        assert get_minhash(store, "http://h/a") == fingerprint(text).minhash
     assert not migrate_store(path).rebuilt  # done once

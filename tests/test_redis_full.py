@@ -16,6 +16,7 @@ from redis_servers import RedisServer
 from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.store.records import get_url
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import StoreFull, StoreFunctions, connect
 from scrapy_dedup.store.redis.store import RedisStore
@@ -62,7 +63,7 @@ def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
             assert store.pending_count() > 0  # what it had not finished is still owed
             for line in decided:
-                assert store.get_url(url_key(line["url"])) is not None, line["url"]
+                assert get_url(store, url_key(line["url"])) is not None, line["url"]
         # the stopping process let go of its locks, the decisions cut off by the refused writes
         # included, and stopped its heartbeat (both run on a full server): nothing waits for a
         # lease to run out
@@ -76,7 +77,7 @@ def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
             check_same_store(state_of(store), uninterrupted)
             assert store.pending_count() == 0
-            rep_urls = {store.get_url(key).url for key in uninterrupted["documents"]}
+            rep_urls = {get_url(store, key).url for key in uninterrupted["documents"]}
         # every document emitted once, and no page fetched twice by the next run: it took over
         # every owed request at its start, and dropped the links to them that its pages held
         emitted = [line["url"] for line in crawl.emitted_lines()]

@@ -17,6 +17,7 @@ from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.memory import MemoryStore
+from scrapy_dedup.store.records import get_cluster, get_url, has_pending
 from scrapy_dedup.store.redis.store import RedisStore
 
 PARAMS = {"test": 1}
@@ -228,7 +229,7 @@ def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_aga
         state.frontier.mark(url, key)  # the dead process got this far
         assert dupefilter.request_seen(Request(url))  # an ordinary link: seen in this run
         assert not dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
-        assert state.store.has_pending(key)  # owed now, by this process
+        assert has_pending(state.store, key)  # owed now, by this process
         # owed (or recorded) keys stay seen, checked again or not
         assert dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
         known = "http://h/known"
@@ -308,16 +309,16 @@ def test_a_decision_reads_its_url_record_with_its_lock(redis_url, redis_prefix):
         with a.batch() as batch:
             batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new"))
         with b.hold_document("http://h/a"):
-            assert b.get_url("http://h/a").status == "new"
+            assert get_url(b, "http://h/a").status == "new"
             with a.batch() as batch:  # another process writes it meanwhile (outside any hold)
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
-            assert b.get_url("http://h/a").status == "updated"  # the read-ahead answers once
+            assert get_url(b, "http://h/a").status == "updated"  # the read-ahead answers once
             with b.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="gone"))
-            assert b.get_url("http://h/a").status == "gone"
+            assert get_url(b, "http://h/a").status == "gone"
         with b.hold_document("http://h/new"):
-            assert b.get_url("http://h/new") is None
-            assert b.get_url("http://h/a").status == "gone"  # another key: read from the server
+            assert get_url(b, "http://h/new") is None
+            assert get_url(b, "http://h/a").status == "gone"  # another key: read from the server
     finally:
         a.close()
         b.close()
@@ -355,11 +356,11 @@ def test_a_batch_a_dead_process_left_half_applied_is_finished_before_its_request
     assert proc.exitcode == -signal.SIGKILL
     other = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
     try:
-        record, cluster = other.get_url("http://h/p"), other.get_cluster("00000000000000c1")
+        record, cluster = get_url(other, "http://h/p"), get_cluster(other, "00000000000000c1")
         assert (record is None) != (cluster is None)  # one slot written, the other not
         time.sleep(0.5)  # its lease runs out: it is dead
         assert list(other.claim_pending()) == [("http://h/p", b"request")]
-        assert other.get_url("http://h/p").cluster_id == "00000000000000c1"
-        assert other.get_cluster("00000000000000c1").representative == "http://h/p"
+        assert get_url(other, "http://h/p").cluster_id == "00000000000000c1"
+        assert get_cluster(other, "00000000000000c1").representative == "http://h/p"
     finally:
         other.close()

@@ -8,6 +8,7 @@ import pytest
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store import STORE_FORMAT, IncompatibleStore, StoreLocked
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import get_url
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 
@@ -78,4 +79,4 @@ def test_a_store_of_the_fast_mode_extraction_is_refused_then_migrated_keeping_it
     assert "\n" not in str(refused.value)
     assert f"from store format 4 to {STORE_FORMAT}" in str(migrate_store(store_path))
     with LevelDBStore.open_existing(store_path) as store:
-        assert store.get_url("http://h/a").content_hash == "ab" * 16
+        assert get_url(store, "http://h/a").content_hash == "ab" * 16

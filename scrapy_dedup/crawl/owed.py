@@ -20,6 +20,7 @@ from scrapy import Request
 from scrapy.utils.request import request_from_dict
 
 from scrapy_dedup.store.base import OweOffer
+from scrapy_dedup.store.records import get_cluster, get_emitted, get_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -238,7 +239,7 @@ class PendingRequests:
         """
         if decision.status != "unchanged":
             return
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         if record is None or record.first_run != self.state.first_run:
             return
         if not resumed:
@@ -248,9 +249,9 @@ class PendingRequests:
             # died); any other fetch is of a page emitted already, or decided by another
             # process of this crawl, which emits it itself
             return
-        if self.store.get_emitted(key) == record.content_hash:
+        if get_emitted(self.store, key) == record.content_hash:
             return
-        cluster = self.store.get_cluster(record.cluster_id) if record.cluster_id else None
+        cluster = get_cluster(self.store, record.cluster_id) if record.cluster_id else None
         if cluster is None or cluster.representative != key:
             return
         self.state.inc("frontier/replayed")

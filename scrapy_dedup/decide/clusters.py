@@ -19,6 +19,7 @@ from scrapy_dedup.core.representative import Candidate, choose_representative, r
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.matching import Match
 from scrapy_dedup.store.base import TEXT, DedupStore, StoreBatch
+from scrapy_dedup.store.records import claim_exact, get_cluster, get_minhash, get_url
 
 
 def cluster_id_for(scope: str, key: str) -> str:
@@ -46,13 +47,13 @@ class Clusters:
         return record.simhash is not None and (record.tokens or 0) >= self.min_tokens
 
     def _bands_of(self, key: str) -> tuple[int, ...]:
-        minhash = self.store.get_minhash(key)
+        minhash = get_minhash(self.store, key)
         return band_hashes(minhash) if minhash else ()
 
     def _url_of(self, key: str | None) -> str | None:
         if key is None:
             return None
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         return record.url if record is not None else key
 
     def _found_cluster(self, record: UrlRecord, doc: Document, status: str = "new") -> Decision:
@@ -63,13 +64,13 @@ class Clusters:
         # a cluster outlives its founder's content (its founder may have changed and left it
         # to another representative): never take over a live cluster's id
         salt = 0
-        while self.store.get_cluster(cid) is not None:
+        while get_cluster(self.store, cid) is not None:
             salt += 1
             cid = cluster_id_for(doc.scope, f"{record.key}/{salt}")
         # the exact hash is claimed before the cluster is written: where another process of a
         # shared store founded a cluster for the same text meanwhile, this document joins it
-        owner = self.store.claim_exact(doc.scope, record.content_hash, cid)
-        owner_cluster = self.store.get_cluster(owner) if owner is not None else None
+        owner = claim_exact(self.store, doc.scope, record.content_hash, cid)
+        owner_cluster = get_cluster(self.store, owner) if owner is not None else None
         if owner is not None and owner_cluster is not None:
             return self._join(record, doc, Match(owner, "exact_content", owner_cluster.representative, 0, 1.0))
         cluster = Cluster(cid, record.key, record.url, 0, 0, scope=doc.scope)
@@ -106,10 +107,10 @@ class Clusters:
             batch.put_text(record.key, doc.text, packed=doc.packed_text)
 
     def _join(self, record: UrlRecord, doc: Document, match: Match) -> Decision:
-        cluster = self.store.get_cluster(match.cluster_id)
+        cluster = get_cluster(self.store, match.cluster_id)
         assert cluster is not None, "a match names a live cluster"
         assert record.content_hash is not None, "a page is given its content hash before it is clustered"
-        old_rep = self.store.get_url(cluster.representative)
+        old_rep = get_url(self.store, cluster.representative)
         wins = representative_order(Candidate.of(record), self.authority) < representative_order(
             Candidate.representing(cluster), self.authority
         )

@@ -36,7 +36,7 @@ import struct
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import CHUNKS, CLUSTER, DedupStore, StoreBatch
+from scrapy_dedup.store.records import get_minhash, get_text, get_url, iter_clusters, iter_urls, members_of
 
 __all__ = ["Settled", "SettleResult", "StoreSettled", "affected", "settle", "settle_clusters", "settle_store"]
 
@@ -409,7 +410,7 @@ def settle(
     The near test is the crawl's (:func:`near_match` with its settings; a pair is decided by
     the exact Jaccard of the two texts, and their languages, when the store keeps them).
     """
-    docs = [r for r in store.iter_urls() if r.has_content]
+    docs = [r for r in iter_urls(store) if r.has_content]
     # the keys of each text kept under several (only those: memory), in the order they are tried
     shared: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     for r in docs:
@@ -417,14 +418,14 @@ def settle(
     copies = {text: sorted(keys) for text, keys in shared.items() if len(keys) > 1}
     del shared
     # bounded caches: the working set of a settle does not grow with the store
-    minhash_of = lru_cache(maxsize=_CACHED)(store.get_minhash)
+    minhash_of = lru_cache(maxsize=_CACHED)(partial(get_minhash, store))
 
     @lru_cache(maxsize=_CACHED)
     def text_of(scope: str, content_hash: str | None, key: str) -> str | None:
         # a page whose bytes were seen before skipped extraction: its text is kept under a
         # copy, and which copy came first depends on the order
         for k in copies.get((scope, content_hash), (key,)):
-            text = store.get_text(k)
+            text = get_text(store, k)
             if text is not None:
                 return text
         return None
@@ -464,8 +465,8 @@ def settle(
 
     params = {"max_distance": max_distance, "min_jaccard": min_jaccard, "min_tokens": min_tokens,
               "authority": list(authority)}
-    old = {c.cluster_id: c for c in store.iter_clusters()}
-    old_members = {cid: store.members_of(c) for cid, c in old.items()}
+    old = {c.cluster_id: c for c in iter_clusters(store)}
+    old_members = {cid: members_of(store, c) for cid, c in old.items()}
     if incremental and store.get_meta(SETTLED_META) == params:
         # only the clusters decided since the last settle, and what they are connected to
         clean = {
@@ -581,7 +582,7 @@ def _write(
         if s is not None and s.representative.key == cluster.representative and set(old_members[cid]) == set(s.keys()):
             kept.add(cid)
             continue
-        rep = store.get_url(cluster.representative)
+        rep = get_url(store, cluster.representative)
         if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
             if s is not None and s.representative.key == rep.key:
                 same_entry.add(cid)

@@ -68,8 +68,9 @@ from typing import Any
 
 import xxhash
 
+from scrapy_dedup._moved import MovedMethod
 from scrapy_dedup.core.bands import BANDS
-from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
+from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
 #: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
@@ -228,7 +229,11 @@ class StoreBatch(abc.ABC):
         goes on from its record (``first_seen`` kept), and a variant that now points to another
         key is listed under that key."""
         counted: dict[str, dict[str, Any]] = self.__dict__.setdefault("_counted", {})
-        previous = counted.get(url) or self._store.get_variant(url)  # a batch does not read its own writes
+        if url in counted:  # a batch does not read its own writes
+            previous: dict[str, Any] | None = counted[url]
+        else:
+            raw = self._store.get(VARIANT, url)
+            previous = json.loads(raw) if raw is not None else None
         data: dict[str, Any] = dict(previous) if previous else {"key": key, "first_seen": seen_at, "count": 0}
         data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
         counted[url] = data
@@ -495,33 +500,7 @@ class DedupStore(abc.ABC):
     def _read_run(self) -> None:
         self._run = int(self.get_meta("run") or 0)
 
-    # -- URL records --------------------------------------------------------
-    def get_url(self, key: str) -> UrlRecord | None:
-        raw = self.get(URL, key)
-        return UrlRecord.from_json(raw, key) if raw is not None else None
-
-    def iter_urls(self) -> Iterator[UrlRecord]:
-        for key, raw in self.scan(URL):
-            yield UrlRecord.from_json(raw, key)
-
-    def get_variant(self, url: str) -> dict[str, Any] | None:
-        raw = self.get(VARIANT, url)
-        return json.loads(raw) if raw is not None else None
-
-    def iter_variants(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(url, {"key", "first_seen", "last_seen", "count"}) for every variant."""
-        for url, raw in self.scan(VARIANT):
-            yield url, json.loads(raw)
-
-    def iter_aliases_of(self, key: str) -> Iterator[tuple[str, str]]:
-        """(url, reason) of every redirect and URL variant that points to ``key``."""
-        for url, reason in self.set_members(ALIASES, key):
-            yield url, reason.decode()
-
     # -- requests still owed (the resumable frontier) -------------------------
-    def has_pending(self, pending_id: str) -> bool:
-        return self.get(PENDING, pending_id) is not None
-
     def pending_count(self) -> int:
         return sum(1 for _ in self.scan(PENDING))
 
@@ -566,60 +545,18 @@ class DedupStore(abc.ABC):
         one process: none."""
         return set()
 
-    def get_emitted(self, key: str) -> str | None:
-        """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""
-        raw = self.get(EMITTED, key)
-        return raw.decode() if raw is not None else None
-
-    # -- content index ------------------------------------------------------
-    def find_exact(self, scope: str, content_hash: str) -> str | None:
-        raw = self.get(EXACT, exact_key(scope, content_hash))
-        return raw.decode() if raw is not None else None
-
-    def claim_exact(self, scope: str, content_hash: str, cluster_id: str) -> str | None:
-        """Claim ``content_hash`` for ``cluster_id`` unless a cluster holds it; return that one (atomic)."""
-        raw = self.put_if_absent(EXACT, exact_key(scope, content_hash), cluster_id.encode())
-        return raw.decode() if raw is not None else None
-
-    def find_raw(self, raw_hash: str) -> str | None:
-        raw = self.get(RAW, raw_hash)
-        return raw.decode() if raw is not None else None
-
-    def get_minhash(self, key: str) -> bytes | None:
-        return self.get(MINHASH, key)
-
-    def get_text(self, key: str) -> str | None:
-        """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
-        raw = self.get(TEXT, key)
-        return unpack_text(raw) if raw is not None else None
-
-    def get_cluster(self, cluster_id: str) -> Cluster | None:
-        raw = self.get(CLUSTER, cluster_id)
-        return Cluster.from_json(raw, cluster_id) if raw is not None else None
-
-    def members_of(self, cluster: Cluster | str) -> list[str]:
-        """The URL keys of a cluster's members, sorted: its member set and its representative.
-        ``cluster``: the cluster, already read, or its id.
-
-        A cluster's record names its representative, so the set need not list it: a cluster
-        of one has no set (a set costs a Redis key), and a representative that is replaced
-        enters the set then.
-        """
-        if isinstance(cluster, str):
-            found = self.get_cluster(cluster)
-            if found is None:  # a cluster gone: what its set still lists
-                return sorted(key for key, _ in self.set_members(MEMBERS, cluster))
-            cluster = found
-        members = {key for key, _ in self.set_members(MEMBERS, cluster.cluster_id)}
-        members.add(cluster.representative)
-        return sorted(members)
-
-    def iter_clusters(self) -> Iterator[Cluster]:
-        for cluster_id, raw in self.scan(CLUSTER):
-            yield Cluster.from_json(raw, cluster_id)
-
     def __enter__(self) -> DedupStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# The typed reads (get_url, iter_clusters, ...) were methods before 0.3.0; they are functions of
+# scrapy_dedup.store.records now, and the old names call them with a DeprecationWarning.
+_READS = (
+    "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
+    "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
+)  # fmt: skip
+for _name in _READS:
+    setattr(DedupStore, _name, MovedMethod("DedupStore", _name, "scrapy_dedup.store.records"))

@@ -22,6 +22,7 @@ from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.core.representative import Candidate, choose_representative
 from scrapy_dedup.store.base import CHUNKS, MINHASH, OLDEST_MIGRATABLE, STORE_FORMAT, TEXT, StoreError
 from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore
+from scrapy_dedup.store.records import get_minhash, iter_clusters, iter_urls
 
 
 @dataclass
@@ -96,8 +97,8 @@ def _names(path: str) -> list[str]:
 def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -> RepairResult:
     """Rebuild every derived index of ``store`` from its URL records (repair and migrate)."""
     result = RepairResult()
-    old_clusters = {c.cluster_id: c for c in store.iter_clusters()}
-    records = list(store.iter_urls())
+    old_clusters = {c.cluster_id: c for c in iter_clusters(store)}
+    records = list(iter_urls(store))
     result.records = len(records)
     by_cluster: dict[str, list[UrlRecord]] = defaultdict(list)
     for record in records:
@@ -128,7 +129,7 @@ def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) ->
                 if member.content_hash:
                     batch.index_exact(member.scope, member.content_hash, cid)
             if rep.simhash is not None and (rep.tokens or 0) >= min_tokens:
-                minhash = store.get_minhash(rep.key)
+                minhash = get_minhash(store, rep.key)
                 batch.index_near(rep.scope, rep.simhash, band_hashes(minhash) if minhash else (), cid)
         result.clusters += 1
     if next(store.scan(CHUNKS), None) is not None:
