@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scrapy_dedup.store.records import iter_clusters
+from scrapy_dedup.store.records import iter_clusters, put_emitted, put_pending, settle_pending
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -647,7 +647,7 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
         frontier.check(url, key, owe=offer)
         if offer is None or not offer.owed:
             with store.batch() as batch:
-                batch.put_pending(key, request_blob)
+                put_pending(batch, key, request_blob)
         frontier.record_fetch(url, key, 200, None, None)
         body_hash = raw_hash(body)
         index.recall(body_hash)  # as the pipeline asks before it extracts
@@ -655,8 +655,8 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
         decision = index.ingest(doc)
         with store.batch(later=True) as batch:  # as the crawl settles
             if decision.content_hash:
-                batch.put_emitted(key, decision.content_hash)
-            batch.settle_pending(key)
+                put_emitted(batch, key, decision.content_hash)
+            settle_pending(batch, key)
         count += 1
     return (time.perf_counter() - t0) / max(1, count)
 

@@ -43,13 +43,13 @@ class MovedMethod:
     then, with a DeprecationWarning that names it. A descriptor, not a method: the class's
     interface no longer lists it."""
 
-    def __init__(self, owner: str, name: str, new: str) -> None:
-        self.owner, self.name, self.new = owner, name, new
+    def __init__(self, owner: str, name: str, new: str, first: str) -> None:
+        self.owner, self.name, self.new, self.first = owner, name, new, first
 
     def __get__(self, obj: object, objtype: type | None = None) -> Any:
         function = getattr(importlib.import_module(self.new), self.name)
         warnings.warn(
-            f"{self.owner}.{self.name} is deprecated: call {self.new}.{self.name}(store, ...)",
+            f"{self.owner}.{self.name} is deprecated: call {self.new}.{self.name}({self.first}, ...)",
             DeprecationWarning,
             stacklevel=2,
         )

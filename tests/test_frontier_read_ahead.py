@@ -8,7 +8,7 @@ import pytest
 from redis_servers import counting_connection
 
 from scrapy_dedup.decide.frontier import SCHEDULED_KEPT, Frontier
-from scrapy_dedup.store.records import get_variant, has_pending, iter_aliases_of
+from scrapy_dedup.store.records import get_variant, has_pending, iter_aliases_of, put_pending, settle_pending
 from scrapy_dedup.store.redis.store import RedisStore
 
 
@@ -184,13 +184,13 @@ def test_a_request_settles_only_after_the_variants_its_page_added(redis_url, red
             RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as other:  # fmt: skip
         crawl.begin_run()
         with crawl.batch() as batch:
-            batch.put_pending(page, b"request")
+            put_pending(batch, page, b"request")
         assert has_pending(other, page)
         with crawl.batch(later=True) as batch:  # they wait
             batch.count_variant(variant, "http://h/a", 1.0, "normalized")
         assert get_variant(other, variant) is None
         with crawl.batch(later=True) as batch:  # the page's output is exhausted: it settles
-            batch.settle_pending(page)
+            settle_pending(batch, page)
         # the settle waits behind the variants for this process's next call, or a flush
         assert has_pending(other, page) and get_variant(other, variant) is None
         crawl.flush()

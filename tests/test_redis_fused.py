@@ -22,7 +22,15 @@ from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store.base import EXACT, DecisionBusy, OweOffer
-from scrapy_dedup.store.records import claim_exact, find_exact, get_emitted, get_url
+from scrapy_dedup.store.records import (
+    claim_exact,
+    find_exact,
+    get_emitted,
+    get_url,
+    index_exact,
+    put_emitted,
+    settle_pending,
+)
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.store import RedisStore
 
@@ -197,7 +205,7 @@ def test_a_decision_s_first_reads_come_with_its_lock(redis_single, redis_prefix)
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         with store.batch() as batch:
-            batch.index_exact("", "c" * 16, "ab" * 8)
+            index_exact(batch, "", "c" * 16, "ab" * 8)
         key = f"{rk.scope_digest('').hex()}:{'c' * 16}"
         with store.hold_document("k", ("", 0x0123_4567_89AB_CDEF, (), 3, ((EXACT, key), (EXACT, "absent")))):
             calls = _calls(store.client, "hget")
@@ -324,7 +332,7 @@ def test_a_fetch_record_goes_with_the_next_call(redis_single, redis_prefix):
         frontier.record_fetch("http://h/p", "http://h/p", 200, '"v3"', None)
         trips = Counting.round_trips
         with a.batch() as batch:
-            batch.put_emitted("http://h/p", "c" * 32)
+            put_emitted(batch, "http://h/p", "c" * 32)
         assert Counting.round_trips == trips + 1
         assert get_url(b, "http://h/p").etag == '"v3"' and get_emitted(b, "http://h/p") == "c" * 32
         # a decision's lock reads the record with the write ahead of it
@@ -399,8 +407,8 @@ def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
         a.client.ping()  # the counted connection is made
         trips = Counting.round_trips
         with a.batch(later=True) as batch:
-            batch.put_emitted("http://h/p", "c" * 32)
-            batch.settle_pending("http://h/p")
+            put_emitted(batch, "http://h/p", "c" * 32)
+            settle_pending(batch, "http://h/p")
         assert Counting.round_trips == trips
         # another process still finds it owed: a process killed now has it fetched again
         assert b.pending_held_elsewhere() == 1 and get_emitted(b, "http://h/p") is None

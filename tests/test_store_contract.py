@@ -11,22 +11,35 @@ import xxhash
 from scrapy_dedup.core.bands import BANDS, simhash_blocks
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store import IncompatibleStore, StoreError
-from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.base import DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
+    add_member,
     claim_exact,
     find_exact,
     find_raw,
     get_cluster,
+    get_emitted,
     get_minhash,
     get_text,
     get_url,
     get_variant,
     has_pending,
+    index_exact,
+    index_raw,
     iter_aliases_of,
     iter_clusters,
     iter_urls,
     iter_variants,
     members_of,
+    put_alias,
+    put_cluster,
+    put_emitted,
+    put_minhash,
+    put_pending,
+    put_text,
+    remove_member,
+    settle_pending,
+    unindex_exact,
 )
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
@@ -101,7 +114,7 @@ def test_a_batch_applies_its_writes_in_order(store):
     with store.batch() as b:
         b.put_url(UrlRecord(key="k", url="first"))
         b.put_url(UrlRecord(key="k", url="second"))
-        b.put_text("k", "gone")
+        put_text(b, "k", "gone")
         b.delete("text", "k")
     assert get_url(store, "k").url == "second"
     assert get_text(store, "k") is None
@@ -135,9 +148,9 @@ def test_a_variant_that_moves_is_listed_under_its_new_key(store):
 
 def test_aliases_list_and_can_be_deleted(store):
     with store.batch() as b:
-        b.put_alias("http://h/t", "http://h/z", "redirect")
-        b.put_alias("http://h/t", "http://h/a", "redirect")
-        b.put_alias("http://h/u", "http://h/b", "redirect")
+        put_alias(b, "http://h/t", "http://h/z", "redirect")
+        put_alias(b, "http://h/t", "http://h/a", "redirect")
+        put_alias(b, "http://h/u", "http://h/b", "redirect")
     assert sorted(iter_aliases_of(store, "http://h/t")) == [("http://h/a", "redirect"), ("http://h/z", "redirect")]
     with store.batch() as b:
         b.remove_from_set("aliases", "http://h/t", "http://h/a")
@@ -160,11 +173,11 @@ def test_meta_if_absent_and_counters(store):
 
 def test_exact_index_is_scoped(store):
     with store.batch() as b:
-        b.index_exact("", "abc", "00000000000000aa")
+        index_exact(b, "", "abc", "00000000000000aa")
     assert find_exact(store, "", "abc") == "00000000000000aa"
     assert find_exact(store, "tenant-b", "abc") is None
     with store.batch() as b:
-        b.unindex_exact("", "abc")
+        unindex_exact(b, "", "abc")
     assert find_exact(store, "", "abc") is None
 
 
@@ -177,9 +190,9 @@ def test_claim_exact_is_insert_if_absent(store):
 
 def test_raw_hashes_minhashes_and_texts(store):
     with store.batch() as b:
-        b.index_raw("r1", "http://h/a")
-        b.put_minhash("http://h/a", b"\x01\x02\x03\x04")
-        b.put_text("http://h/a", "Grüße \ud800 and more")
+        index_raw(b, "r1", "http://h/a")
+        put_minhash(b, "http://h/a", b"\x01\x02\x03\x04")
+        put_text(b, "http://h/a", "Grüße \ud800 and more")
     assert find_raw(store, "r1") == "http://h/a"
     assert find_raw(store, "r2") is None
     assert get_minhash(store, "http://h/a") == b"\x01\x02\x03\x04"
@@ -255,14 +268,14 @@ def test_a_wrong_number_of_bands_is_refused(store):
 def test_clusters_and_members(store):
     cluster = Cluster("00000000000000aa", "http://h/a", "http://h/a", 100, 1)
     with store.batch() as b:
-        b.put_cluster(cluster)
-        b.add_member(cluster.cluster_id, "http://h/b")
-        b.add_member(cluster.cluster_id, "http://h/a")
+        put_cluster(b, cluster)
+        add_member(b, cluster.cluster_id, "http://h/b")
+        add_member(b, cluster.cluster_id, "http://h/a")
     assert get_cluster(store, cluster.cluster_id) == cluster
     assert sorted(members_of(store, cluster.cluster_id)) == ["http://h/a", "http://h/b"]
     assert [c.cluster_id for c in iter_clusters(store)] == [cluster.cluster_id]
     with store.batch() as b:
-        b.remove_member(cluster.cluster_id, "http://h/a")
+        remove_member(b, cluster.cluster_id, "http://h/a")
         b.delete("cluster", cluster.cluster_id)
     assert members_of(store, cluster.cluster_id) == ["http://h/b"]
     assert list(iter_clusters(store)) == []
@@ -292,12 +305,12 @@ def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, s
     with backend(store_path, PARAMS) as s:
         assert s.pending_count() == 0 and list(s.scan("pending")) == []
         with s.batch() as b:
-            b.put_pending("http://h/a", b"request a")
-            b.put_pending("http://h/b", b"request b")
+            put_pending(b, "http://h/a", b"request a")
+            put_pending(b, "http://h/b", b"request b")
         assert has_pending(s, "http://h/a") and not has_pending(s, "http://h/c")
         with s.batch() as b:
-            b.settle_pending("http://h/a")
-            b.settle_pending("http://h/never-owed")  # settling twice, or what was never owed, is harmless
+            settle_pending(b, "http://h/a")
+            settle_pending(b, "http://h/never-owed")  # settling twice, or what was never owed, is harmless
     with backend(store_path, PARAMS) as s:
         assert dict(s.scan("pending")) == {"http://h/b": b"request b"}
         assert s.pending_count() == 1
@@ -306,7 +319,7 @@ def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, s
 def test_a_batch_that_fails_owes_nothing(store):
     with pytest.raises(RuntimeError):
         with store.batch() as b:
-            b.put_pending("http://h/a", b"request a")
+            put_pending(b, "http://h/a", b"request a")
             raise RuntimeError("crash before the batch is applied")
     assert not has_pending(store, "http://h/a")
 
@@ -314,13 +327,13 @@ def test_a_batch_that_fails_owes_nothing(store):
 def test_iterating_pending_requests_while_settling_them(store):
     with store.batch() as b:
         for i in range(50):
-            b.put_pending(f"http://h/{i}", b"r")
+            put_pending(b, f"http://h/{i}", b"r")
     seen = []
     for pending_id, _ in store.scan("pending"):
         seen.append(pending_id)
         with store.batch() as b:
-            b.settle_pending(pending_id)
-            b.put_pending(pending_id + "/child", b"r")
+            settle_pending(b, pending_id)
+            put_pending(b, pending_id + "/child", b"r")
     assert len(seen) >= 50 and store.pending_count() == 50
 
 
@@ -387,13 +400,13 @@ def test_an_old_read_method_warns_and_reads_what_its_function_reads(store, name)
     with store.batch() as b:
         b.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new", cluster_id=AA))
         b.count_variant("http://h/a?x", "http://h/a", 1.0)
-        b.put_pending("http://h/a", b"request")
-        b.put_emitted("http://h/a", C1)
-        b.index_exact("s", C1, AA)
-        b.index_raw(R1, "http://h/a")
-        b.put_minhash("http://h/a", b"\x01\x02")
-        b.put_text("http://h/a", "text")
-        b.put_cluster(Cluster(AA, "http://h/a", "http://h/a", rep_text_length=4, rep_first_run=1))
+        put_pending(b, "http://h/a", b"request")
+        put_emitted(b, "http://h/a", C1)
+        index_exact(b, "s", C1, AA)
+        index_raw(b, R1, "http://h/a")
+        put_minhash(b, "http://h/a", b"\x01\x02")
+        put_text(b, "http://h/a", "text")
+        put_cluster(b, Cluster(AA, "http://h/a", "http://h/a", rep_text_length=4, rep_first_run=1))
     function = getattr(records, name)
     args = OLD_READS[name]
     message = rf"^DedupStore\.{name} is deprecated: call scrapy_dedup\.store\.records\.{name}\(store, \.\.\.\)$"
@@ -406,3 +419,40 @@ def test_an_old_read_method_warns_and_reads_what_its_function_reads(store, name)
     if name.startswith("iter_"):
         old, new = list(old), list(new)
     assert old == new and new not in (None, [], False)
+
+
+CL = Cluster(AA, "http://h/a", "http://h/a", rep_text_length=4, rep_first_run=1)
+#: the typed writes that were StoreBatch methods: each old name, its arguments, and what reads it back
+OLD_WRITES = {
+    "put_alias": (("http://h/a", "http://h/b", "redirect"),
+                  lambda s: list(iter_aliases_of(s, "http://h/a")) == [("http://h/b", "redirect")]),
+    "put_cluster": ((CL,), lambda s: get_cluster(s, AA) == CL),
+    "add_member": ((AA, "http://h/n"), lambda s: members_of(s, AA) == ["http://h/m", "http://h/n"]),
+    "remove_member": ((AA, "http://h/m"), lambda s: members_of(s, AA) == []),
+    "index_exact": (("s", "c2" * 16, BB), lambda s: find_exact(s, "s", "c2" * 16) == BB),
+    "unindex_exact": (("s", C1), lambda s: find_exact(s, "s", C1) is None),
+    "index_raw": ((R1, "http://h/a"), lambda s: find_raw(s, R1) == "http://h/a"),
+    "put_minhash": (("http://h/a", b"\x01\x02"), lambda s: get_minhash(s, "http://h/a") == b"\x01\x02"),
+    "put_text": (("http://h/a", "text"), lambda s: get_text(s, "http://h/a") == "text"),
+    "put_pending": (("http://h/q", b"request"), lambda s: has_pending(s, "http://h/q")),
+    "settle_pending": (("http://h/p",), lambda s: not has_pending(s, "http://h/p")),
+    "put_emitted": (("http://h/a", C1), lambda s: get_emitted(s, "http://h/a") == C1),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(OLD_WRITES))
+def test_an_old_batch_write_warns_and_writes_what_its_function_writes(store, name):
+    from scrapy_dedup.store import records
+
+    store.begin_run()
+    with store.batch() as b:  # what the removals remove
+        records.add_member(b, AA, "http://h/m")
+        records.index_exact(b, "s", C1, AA)
+        records.put_pending(b, "http://h/p", b"request")
+    args, read_back = OLD_WRITES[name]
+    message = rf"^StoreBatch\.{name} is deprecated: call scrapy_dedup\.store\.records\.{name}\(batch, \.\.\.\)$"
+    with store.batch() as b, pytest.warns(DeprecationWarning, match=message):
+        getattr(b, name)(*args)
+    assert read_back(store)
+    with pytest.warns(DeprecationWarning, match=message):
+        assert getattr(StoreBatch, name) is getattr(records, name)

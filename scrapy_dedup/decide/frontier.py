@@ -13,7 +13,7 @@ from urllib.parse import urldefrag
 
 from scrapy_dedup.core.records import UrlRecord, record_time
 from scrapy_dedup.store.base import ALIASES, DedupStore, OweOffer
-from scrapy_dedup.store.records import get_url, has_pending
+from scrapy_dedup.store.records import get_url, has_pending, put_alias
 
 #: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
 DROP_SEEN = "seen"  # the key was already scheduled in this run
@@ -240,7 +240,7 @@ class Frontier:
                 record.http_status = code if isinstance(code, int) else record.http_status
                 record.fetched_at = record.last_seen = now
                 batch.put_url(record)
-                batch.put_alias(target_key, record.url, "redirect")
+                put_alias(batch, target_key, record.url, "redirect")
         return count
 
     def record_fetch(

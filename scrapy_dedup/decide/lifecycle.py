@@ -12,7 +12,7 @@ from collections.abc import Callable
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.store.base import CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
-from scrapy_dedup.store.records import get_cluster, get_url, members_of
+from scrapy_dedup.store.records import get_cluster, get_url, members_of, put_cluster, remove_member, unindex_exact
 
 
 class Lifecycle:
@@ -104,9 +104,9 @@ class Lifecycle:
         record.clear_match()
         promoted = None
         with self.store.batch() as batch:
-            batch.remove_member(cid, record.key)
+            remove_member(batch, cid, record.key)
             if not any(r.content_hash == content_hash for r in other_records):
-                batch.unindex_exact(record.scope, content_hash)
+                unindex_exact(batch, record.scope, content_hash)
             if is_rep and indexable:
                 assert record.simhash is not None, "an indexable record has its SimHash"
                 batch.unindex_near(record.scope, record.simhash, bands, cid)
@@ -116,7 +116,7 @@ class Lifecycle:
                 cluster.size = len(other_records)
                 if is_rep:
                     promoted = self._promote(batch, cluster, other_records).url
-                batch.put_cluster(cluster)
+                put_cluster(batch, cluster)
             batch.delete(MINHASH, record.key)
             batch.delete(TEXT, record.key)
             batch.put_url(record)

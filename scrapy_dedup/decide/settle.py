@@ -49,7 +49,18 @@ from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import CHUNKS, CLUSTER, DedupStore, StoreBatch
-from scrapy_dedup.store.records import get_minhash, get_text, get_url, iter_clusters, iter_urls, members_of
+from scrapy_dedup.store.records import (
+    add_member,
+    get_minhash,
+    get_text,
+    get_url,
+    index_exact,
+    iter_clusters,
+    iter_urls,
+    members_of,
+    put_cluster,
+    remove_member,
+)
 
 __all__ = ["Settled", "SettleResult", "StoreSettled", "affected", "settle", "settle_clusters", "settle_store"]
 
@@ -599,7 +610,7 @@ def _write(
             simhash, key = unindex[cid]
             batch.unindex_near(cluster.scope, simhash, band_hashes(minhash_of(key)), cid)  # type: ignore[arg-type]
         for key in old_members[cid]:
-            batch.remove_member(cid, key)
+            remove_member(batch, cid, key)
         batch.delete(CLUSTER, cid)
     for cid, s in new.items():
         if cid in old:
@@ -630,19 +641,19 @@ def _write_cluster(
     cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
     if cid in kept:
         if cluster.to_json() != old[cid].to_json():
-            batch.put_cluster(cluster)  # (most often: its first settled digest)
+            put_cluster(batch, cluster)  # (most often: its first settled digest)
     else:
         result.rewritten += 1
-        batch.put_cluster(cluster)
+        put_cluster(batch, cluster)
         for member, _, _ in s.members:
-            batch.add_member(cid, member.key)
+            add_member(batch, cid, member.key)
         if cid not in same_entry and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
             # _is_indexable checked that the SimHash and the MinHash are there
             batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)  # type: ignore[arg-type]
         # (a cluster kept as it was has its exact entries: every member's decision wrote them)
         for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
             if content is not None:
-                batch.index_exact(rep.scope, content, cid)
+                index_exact(batch, rep.scope, content, cid)
     result.records += _place(batch, rep, cid, None, None, None)
     keys = set(s.keys())
     for member, gap, jaccard in s.members:

@@ -70,7 +70,7 @@ import xxhash
 
 from scrapy_dedup._moved import MovedMethod
 from scrapy_dedup.core.bands import BANDS
-from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text
+from scrapy_dedup.core.records import UrlRecord
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
 #: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
@@ -239,53 +239,7 @@ class StoreBatch(abc.ABC):
         counted[url] = data
         self.put(VARIANT, url, _json(data))
         if previous is None or previous.get("key") != key:
-            self.put_alias(key, url, "url_variant")
-
-    def put_alias(self, target_key: str, url: str, reason: str) -> None:
-        """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
-        self.add_to_set(ALIASES, target_key, url, reason.encode())
-
-    def put_cluster(self, cluster: Cluster) -> None:
-        self.put(CLUSTER, cluster.cluster_id, cluster.to_json())
-
-    def add_member(self, cluster_id: str, key: str) -> None:
-        self.add_to_set(MEMBERS, cluster_id, key)
-
-    def remove_member(self, cluster_id: str, key: str) -> None:
-        self.remove_from_set(MEMBERS, cluster_id, key)
-
-    def index_exact(self, scope: str, content_hash: str, cluster_id: str) -> None:
-        self.put(EXACT, exact_key(scope, content_hash), cluster_id.encode())
-
-    def unindex_exact(self, scope: str, content_hash: str) -> None:
-        self.delete(EXACT, exact_key(scope, content_hash))
-
-    def index_raw(self, raw_hash: str, key: str) -> None:
-        self.put(RAW, raw_hash, key.encode())
-
-    def put_minhash(self, key: str, minhash: bytes) -> None:
-        self.put(MINHASH, key, minhash)
-
-    def put_text(self, key: str, text: str | None, packed: bytes | None = None) -> None:
-        """Keep a document's text (for diffs in reports); replaces the previous one.
-        ``packed``: the text as :func:`~scrapy_dedup.core.records.pack_text` gives it, when
-        an extraction worker packed it already (``text`` is then not read)."""
-        if packed is None:
-            assert text is not None, "put_text is given the text or its packed form"
-            packed = pack_text(text)
-        self.put(TEXT, key, packed)
-
-    def put_pending(self, pending_id: str, request: bytes) -> None:
-        """Owe a request: it passed the frontier and its outcome is not durable yet."""
-        self.put(PENDING, pending_id, request)
-
-    def settle_pending(self, pending_id: str) -> None:
-        """The request's outcome is recorded: it is owed no more."""
-        self.delete(PENDING, pending_id)
-
-    def put_emitted(self, key: str, content_hash: str) -> None:
-        """An item with this content left the pipelines for ``key``."""
-        self.put(EMITTED, key, content_hash.encode())
+            self.add_to_set(ALIASES, key, url, b"url_variant")  # as records.put_alias
 
 
 class DedupStore(abc.ABC):
@@ -385,14 +339,15 @@ class DedupStore(abc.ABC):
         Returns None for a key never seen, else the run it was last scheduled in
         and the URL it was first scheduled with; that first URL never changes.
 
-        ``owe``: when ``key`` is new, also owe its request (as :meth:`StoreBatch.put_pending`),
-        setting ``owe.owed``. A shared store does both in one atomic call where it can, so no
-        process dies between marking a key and owing its request; this default marks, then owes.
+        ``owe``: when ``key`` is new, also owe its request (as
+        :func:`~scrapy_dedup.store.records.put_pending`), setting ``owe.owed``. A shared store
+        does both in one atomic call where it can, so no process dies between marking a key and
+        owing its request; this default marks, then owes.
         """
         previous = self._frontier_mark(key, run, url)
         if previous is None and owe is not None:
             with self.batch() as batch:
-                batch.put_pending(owe.pending_id, owe.blob)
+                batch.put(PENDING, owe.pending_id, owe.blob)  # as records.put_pending
             owe.owed = True
         return previous
 
@@ -552,11 +507,18 @@ class DedupStore(abc.ABC):
         self.close()
 
 
-# The typed reads (get_url, iter_clusters, ...) were methods before 0.3.0; they are functions of
-# scrapy_dedup.store.records now, and the old names call them with a DeprecationWarning.
+# The typed reads (get_url, iter_clusters, ...) and a batch's typed writes (put_cluster, put_pending,
+# ...) were methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old
+# names call them with a DeprecationWarning.
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
 )  # fmt: skip
+_WRITES = (
+    "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",
+    "put_minhash", "put_text", "put_pending", "settle_pending", "put_emitted",
+)  # fmt: skip
 for _name in _READS:
-    setattr(DedupStore, _name, MovedMethod("DedupStore", _name, "scrapy_dedup.store.records"))
+    setattr(DedupStore, _name, MovedMethod("DedupStore", _name, "scrapy_dedup.store.records", "store"))
+for _name in _WRITES:
+    setattr(StoreBatch, _name, MovedMethod("StoreBatch", _name, "scrapy_dedup.store.records", "batch"))

@@ -1,5 +1,6 @@
-"""The store's records as the decisions and reports read them: plain functions over a store's
-primitives (``get``, ``scan``, ``set_members``, ``put_if_absent``), written once for every backend.
+"""The store's records as the decisions and reports read and write them: plain functions over a
+store's primitives (``get``, ``scan``, ``set_members``, ``put_if_absent``) and a batch's
+(``put``, ``delete``, ``add_to_set``, ``remove_from_set``), written once for every backend.
 
 A backend makes them fast by making its primitives fast (the Redis store answers ``get`` from
 what a decision read ahead), so none of them is a method a backend implements.
@@ -16,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from scrapy_dedup.core.records import Cluster, UrlRecord, unpack_text
+from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
 from scrapy_dedup.store.base import (
     ALIASES,
     CLUSTER,
@@ -33,7 +34,7 @@ from scrapy_dedup.store.base import (
 )
 
 if TYPE_CHECKING:
-    from scrapy_dedup.store.base import DedupStore
+    from scrapy_dedup.store.base import DedupStore, StoreBatch
 
 
 # -- URL records ------------------------------------------------------------
@@ -130,3 +131,62 @@ def iter_clusters(store: DedupStore) -> Iterator[Cluster]:
     for cluster_id, raw in store.scan(CLUSTER):
         yield Cluster.from_json(raw, cluster_id)
 
+
+
+# -- writes on a batch --------------------------------------------------------
+def put_alias(batch: StoreBatch, target_key: str, url: str, reason: str) -> None:
+    """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
+    batch.add_to_set(ALIASES, target_key, url, reason.encode())
+
+
+def put_cluster(batch: StoreBatch, cluster: Cluster) -> None:
+    batch.put(CLUSTER, cluster.cluster_id, cluster.to_json())
+
+
+def add_member(batch: StoreBatch, cluster_id: str, key: str) -> None:
+    batch.add_to_set(MEMBERS, cluster_id, key)
+
+
+def remove_member(batch: StoreBatch, cluster_id: str, key: str) -> None:
+    batch.remove_from_set(MEMBERS, cluster_id, key)
+
+
+def index_exact(batch: StoreBatch, scope: str, content_hash: str, cluster_id: str) -> None:
+    batch.put(EXACT, exact_key(scope, content_hash), cluster_id.encode())
+
+
+def unindex_exact(batch: StoreBatch, scope: str, content_hash: str) -> None:
+    batch.delete(EXACT, exact_key(scope, content_hash))
+
+
+def index_raw(batch: StoreBatch, raw_hash: str, key: str) -> None:
+    batch.put(RAW, raw_hash, key.encode())
+
+
+def put_minhash(batch: StoreBatch, key: str, minhash: bytes) -> None:
+    batch.put(MINHASH, key, minhash)
+
+
+def put_text(batch: StoreBatch, key: str, text: str | None, packed: bytes | None = None) -> None:
+    """Keep a document's text (for diffs in reports); replaces the previous one.
+    ``packed``: the text as :func:`~scrapy_dedup.core.records.pack_text` gives it, when
+    an extraction worker packed it already (``text`` is then not read)."""
+    if packed is None:
+        assert text is not None, "put_text is given the text or its packed form"
+        packed = pack_text(text)
+    batch.put(TEXT, key, packed)
+
+
+def put_pending(batch: StoreBatch, pending_id: str, request: bytes) -> None:
+    """Owe a request: it passed the frontier and its outcome is not durable yet."""
+    batch.put(PENDING, pending_id, request)
+
+
+def settle_pending(batch: StoreBatch, pending_id: str) -> None:
+    """The request's outcome is recorded: it is owed no more."""
+    batch.delete(PENDING, pending_id)
+
+
+def put_emitted(batch: StoreBatch, key: str, content_hash: str) -> None:
+    """An item with this content left the pipelines for ``key``."""
+    batch.put(EMITTED, key, content_hash.encode())

@@ -31,7 +31,7 @@ from scrapy_dedup.store.base import (
 )  # fmt: skip
 from scrapy_dedup.store.leveldb.repair import rebuild
 from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore, record_key
-from scrapy_dedup.store.records import get_text, iter_urls
+from scrapy_dedup.store.records import get_text, iter_urls, put_minhash
 
 _BATCH = 5_000
 
@@ -157,6 +157,6 @@ def _refingerprint(store: LevelDBStore) -> int:
         record.content_hash, record.simhash, record.tokens = fp.content_hash, fp.simhash, fp.tokens
         with store.batch() as batch:
             batch.put_url(record)
-            batch.put_minhash(record.key, fp.minhash)
+            put_minhash(batch, record.key, fp.minhash)
         done += 1
     return done
