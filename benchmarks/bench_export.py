@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from scrapy_dedup.store.records import add_member, get_text, iter_clusters, put_cluster, put_text
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -47,9 +49,9 @@ def build(path: str, n: int) -> None:
                     text = " ".join(words[(i * 37 + k) % len(words)] for k in range(160))
                     b.put_url(UrlRecord(key, key, status="new", cluster_id=cid, content_hash=f"{i:032x}",
                                         text_length=len(text), first_seen=1.7e9 + i, last_seen=1.7e9 + i, first_run=1))
-                    b.put_cluster(Cluster(cid, key, key, len(text), 1))
-                    b.add_member(cid, key)
-                    b.put_text(key, text)
+                    put_cluster(b, Cluster(cid, key, key, len(text), 1))
+                    add_member(b, cid, key)
+                    put_text(b, key, text)
                     for variant in ("?utm_source=a", "#top"):
                         b.count_variant(key + variant, key, 1.7e9 + i)
 
@@ -66,8 +68,8 @@ def child(mode: str, path: str) -> dict:
             docs = counts.documents
         else:
             docs = 0
-            for cluster in store.iter_clusters():
-                out.write(json.dumps({"url": cluster.rep_url, "text": store.get_text(cluster.representative)}) + "\n")
+            for cluster in iter_clusters(store):
+                out.write(json.dumps({"url": cluster.rep_url, "text": get_text(store, cluster.representative)}) + "\n")
                 docs += 1
         seconds = time.perf_counter() - start
     report = mem.report()

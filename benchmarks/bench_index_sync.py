@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from scrapy_dedup.store.records import iter_urls
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -88,7 +90,7 @@ def history_cost(n: int) -> dict:
                 batch.put_url(UrlRecord(key, key, cluster_id=cluster_id_for("", rep), content_hash=f"{i:032x}"))
         timed = {}
         start = time.perf_counter()
-        records = list(store.iter_urls())
+        records = list(iter_urls(store))
         timed["read_every_url_record"] = round(time.perf_counter() - start, 2)
         for name in ("record_first", "record_unchanged"):
             start = time.perf_counter()

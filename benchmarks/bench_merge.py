@@ -36,6 +36,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from scrapy_dedup.store.records import get_cluster, get_url, members_of
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -94,7 +96,7 @@ def measure(texts: dict[str, str], tmp: Path, authority: tuple[str, ...] = ()) -
             for occurrence in chunk["documents"]:
                 by_doc[occurrence["document_id"]].append(chunk["text"])
         member_records = {
-            d["document_id"]: [store.get_url(k) for k in store.members_of(store.get_cluster(d["document_id"]))]
+            d["document_id"]: [get_url(store, k) for k in members_of(store, get_cluster(store, d["document_id"]))]
             for d in docs
         }
         member_urls = {cid: [r.url for r in records] for cid, records in member_records.items()}

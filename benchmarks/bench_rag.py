@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from scrapy_dedup.store.records import iter_clusters
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -129,7 +131,7 @@ def representatives(texts: dict[str, str]) -> tuple[list[str], dict[str, int]]:
                            raw_hash=raw_hash(texts[page].encode("utf-8", "surrogatepass")))
             doc.text = texts[page]
             statuses[index.ingest(doc).status] += 1
-        reps = sorted(c.representative.removeprefix(HOST + "/") for c in store.iter_clusters())
+        reps = sorted(c.representative.removeprefix(HOST + "/") for c in iter_clusters(store))
     finally:
         MemoryStore.discard(path)
     return reps, dict(statuses)

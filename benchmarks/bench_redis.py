@@ -45,6 +45,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from scrapy_dedup.store.records import iter_clusters, put_emitted, put_pending, settle_pending
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -476,7 +478,7 @@ def bench_processes(single_url: str, tmp: Path, pages: int, counts: tuple[int, .
                                 "--redis-prefix", prefix], check=True, capture_output=True, cwd=tmp, timeout=600)
                 with RedisStore.open_existing(single_url, prefix=prefix) as store:
                     got = process_count_outcome(store)
-                    documents = sum(1 for _ in store.iter_clusters())
+                    documents = sum(1 for _ in iter_clusters(store))
                     urls = len(got["per_key"])
                 client.delete(f"{prefix}:requests")
                 memory = used_memory(client) - memory_before
@@ -645,7 +647,7 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
         frontier.check(url, key, owe=offer)
         if offer is None or not offer.owed:
             with store.batch() as batch:
-                batch.put_pending(key, request_blob)
+                put_pending(batch, key, request_blob)
         frontier.record_fetch(url, key, 200, None, None)
         body_hash = raw_hash(body)
         index.recall(body_hash)  # as the pipeline asks before it extracts
@@ -653,8 +655,8 @@ def decide_pages(store, pages, request_blob: bytes) -> float:
         decision = index.ingest(doc)
         with store.batch(later=True) as batch:  # as the crawl settles
             if decision.content_hash:
-                batch.put_emitted(key, decision.content_hash)
-            batch.settle_pending(key)
+                put_emitted(batch, key, decision.content_hash)
+            settle_pending(batch, key)
         count += 1
     return (time.perf_counter() - t0) / max(1, count)
 
@@ -704,7 +706,7 @@ def bench_store_time(server_url: str, pages: int) -> dict:
             store.client.ping()
         ping_us = (time.perf_counter() - t0) * 1000
         families = bytes_by_family(store.client, store.prefix)
-        documents = sum(1 for _ in store.iter_clusters())
+        documents = sum(1 for _ in iter_clusters(store))
     finally:
         store.close()
     n = len(analysed)
@@ -784,7 +786,7 @@ def _document_bytes(server_url: str, documents: int, texts: list[str]) -> dict:
         store = RedisStore(server_url, {"bench": 1}, prefix=store.prefix)
         used = used_memory(store.client) - used_before
         families = bytes_by_family(store.client, store.prefix)
-        kept = sum(1 for _ in store.iter_clusters())
+        kept = sum(1 for _ in iter_clusters(store))
         store.client.delete(*[k for k in store.client.scan_iter(match=f"{store.prefix}:*", count=1000)])
     finally:
         store.close()

@@ -34,6 +34,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from scrapy_dedup.store.records import (
+    add_member,
+    get_minhash,
+    get_text,
+    get_url,
+    index_exact,
+    index_raw,
+    put_cluster,
+    put_minhash,
+    put_text,
+)
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -154,7 +166,7 @@ def build(location: str, backend: str, n: int, texts: bool = True) -> dict:
                     if i == family:
                         cluster = Cluster(cid, key, key, 0, 0, scope="", size=n // families + (family < n % families))
                         cluster.represent(record)
-                        batch.put_cluster(cluster)
+                        put_cluster(batch, cluster)
                         batch.index_near("", fp.simhash, band_hashes(fp.minhash), cid)
                         founder_fp[family] = (fp.simhash, fp.content_hash)
                     else:
@@ -162,13 +174,13 @@ def build(location: str, backend: str, n: int, texts: bool = True) -> dict:
                         record.reason = duplicate_reason(fp.content_hash, content)
                         record.status = duplicate_status(record.reason)
                         record.duplicate_of, record.distance = founder, hamming(fp.simhash, simhash)
-                        batch.add_member(cid, key)
+                        add_member(batch, cid, key)
                     batch.put_url(record)
-                    batch.put_minhash(key, fp.minhash)
+                    put_minhash(batch, key, fp.minhash)
                     if texts:
-                        batch.put_text(key, text)
-                    batch.index_raw(record.raw_hash, key)
-                    batch.index_exact("", fp.content_hash, cid)
+                        put_text(batch, key, text)
+                    index_raw(batch, record.raw_hash, key)
+                    index_exact(batch, "", fp.content_hash, cid)
             if first and first % 100_000 == 0:
                 log(NAME, f"  {first:,} documents written")
     return {"docs": n, "seconds": time.perf_counter() - start}
@@ -186,8 +198,8 @@ def decide_more(location: str, backend: str, n: int, changes: int) -> dict:
     rng, edits = random.Random(3), np.random.default_rng(3)
     with open_store(location, backend) as store:
         keys = [f"http://bench.example/doc/{i}" for i in range(changes)]
-        texts = [store.get_text(key) for key in keys]
-        fingerprints = [(store.get_url(key).simhash, store.get_minhash(key)) for key in keys]
+        texts = [get_text(store, key) for key in keys]
+        fingerprints = [(get_url(store, key).simhash, get_minhash(store, key)) for key in keys]
         store.begin_run()
         index = ContentIndex(store, store.run, **SETTINGS)
         before, server_before = cpu(), server_cpu(location, backend)

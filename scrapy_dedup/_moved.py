@@ -35,3 +35,22 @@ def moved_module(old: str, new: str) -> None:
     package, _, name = old.rpartition(".")
     if package in sys.modules:
         setattr(sys.modules[package], name, stand_in)
+
+
+class MovedMethod:
+    """A method that became a function taking its object first: ``obj.name(*args)`` (and
+    ``Class.name(obj, *args)``) calls ``name(obj, *args)`` of the module ``new``, imported only
+    then, with a DeprecationWarning that names it. A descriptor, not a method: the class's
+    interface no longer lists it."""
+
+    def __init__(self, owner: str, name: str, new: str, first: str) -> None:
+        self.owner, self.name, self.new, self.first = owner, name, new, first
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        function = getattr(importlib.import_module(self.new), self.name)
+        warnings.warn(
+            f"{self.owner}.{self.name} is deprecated: call {self.new}.{self.name}({self.first}, ...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return function if obj is None else types.MethodType(function, obj)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import iter_aliases_of, iter_clusters, iter_urls, iter_variants, members_of
 
 
 def dedup(store: Path, *args: str) -> subprocess.CompletedProcess:
@@ -44,10 +45,10 @@ class StoreView:
     def __init__(self, path: Path, host_rules: dict | None = None) -> None:
         self.host_rules = host_rules
         with LevelDBStore.open_existing(str(path)) as store:
-            self.records = {r.key: r for r in store.iter_urls()}
-            self.clusters = {c.cluster_id: c for c in store.iter_clusters()}
-            self.members = {cid: store.members_of(cid) for cid in self.clusters}
-            self.variants = dict(store.iter_variants())
+            self.records = {r.key: r for r in iter_urls(store)}
+            self.clusters = {c.cluster_id: c for c in iter_clusters(store)}
+            self.members = {cid: members_of(store, cid) for cid in self.clusters}
+            self.variants = dict(iter_variants(store))
 
     def key(self, url: str) -> str:
         return url_key(url, self.host_rules)
@@ -70,16 +71,16 @@ class StoreView:
 def process_count_outcome(store) -> dict:
     """What must not depend on the process count: per URL key its status and the URL key
     of its cluster's representative; each cluster as (members, representative)."""
-    clusters = {c.cluster_id: c for c in store.iter_clusters()}
+    clusters = {c.cluster_id: c for c in iter_clusters(store)}
     per_key = {}
-    for record in store.iter_urls():
+    for record in iter_urls(store):
         cluster = clusters.get(record.cluster_id)
         # every spelling of the key, the one fetched and its variants: which spelling came first
         # (and so is the record's, the others variants) depends on fetch order, with one process
         # as with several; a link to an #anchor is its page (stores of earlier versions kept it)
-        aliases = {(url.split("#", 1)[0], reason) for url, reason in store.iter_aliases_of(record.key)}
+        aliases = {(url.split("#", 1)[0], reason) for url, reason in iter_aliases_of(store, record.key)}
         spellings = tuple(sorted({record.url, *(url for url, _ in aliases)}))
         reasons = tuple(sorted({reason for url, reason in aliases if url != record.url}))
         per_key[record.key] = (record.kind, cluster.representative if cluster else None, spellings, reasons)
-    partition = {frozenset(store.members_of(cid)): c.representative for cid, c in clusters.items()}
+    partition = {frozenset(members_of(store, cid)): c.representative for cid, c in clusters.items()}
     return {"per_key": per_key, "partition": partition}

@@ -29,6 +29,7 @@ from scrapy_dedup.crawl.sources import ItemSource, ItemSources
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.store.memory import MemoryStore
+from scrapy_dedup.store.records import get_url
 
 # conftest.py installs it: the pipeline awaits its extraction pool on the asyncio loop
 assert is_asyncio_reactor_installed()
@@ -332,7 +333,7 @@ def test_a_page_waiting_for_its_canonical_when_the_crawl_stops_stays_owed(make_c
     assert counts["canonical/left_owed"] == 1 and counts["doc/left_pending"] == 1
     assert "canonical/timeout" not in counts
     # nothing recorded for P: the next run decides it against its canonical
-    assert pipeline.state.store.get_url(pipeline.state.key("http://h/p")) is None
+    assert get_url(pipeline.state.store, pipeline.state.key("http://h/p")) is None
     pipeline.close_spider()
 
 

@@ -7,6 +7,7 @@ import pytest
 from scrapy_dedup.core.records import Cluster
 from scrapy_dedup.decide.chunk_layer import ChunkLayer
 from scrapy_dedup.store.base import BOILERPLATE, BOILERPLATE_GROUP, CHUNK_EXACT, CHUNKS
+from scrapy_dedup.store.records import put_cluster, put_text
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 
@@ -51,8 +52,8 @@ def crawl(store, order: list[str], layer: ChunkLayer | None = None) -> ChunkLaye
     texts = pages()
     for n, url in enumerate(order):
         with store.batch() as b:
-            b.put_text(url, texts[url])
-            b.put_cluster(Cluster(f"{n + 1:016x}", url, url, len(texts[url]), 1))
+            put_text(b, url, texts[url])
+            put_cluster(b, Cluster(f"{n + 1:016x}", url, url, len(texts[url]), 1))
         layer.record(url, url, "", layer.chunk(texts[url], url, url))
     return layer
 

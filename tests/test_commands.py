@@ -26,6 +26,7 @@ from testing import DemoServer, run_crawl
 
 from scrapy_dedup.core.urls import normalize_url, url_key
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import get_text
 
 ALIAS_FIELDS = ["url", "canonical_url", "reason", "distance", "first_seen", "last_seen"]
 PROVENANCE_FIELDS = [
@@ -393,7 +394,7 @@ def test_fetch_text_diffs_the_pages_as_served_now(demo):
     with LevelDBStore.open_existing(str(demo.store)) as store:
         texts = Texts(store, fetch=True)
         fetched = texts.fetch_text(demo.url("/near/release-3-2-date.html"))
-        stored = store.get_text(demo.key(demo.url("/near/release-3-2-date.html")))
+        stored = get_text(store, demo.key(demo.url("/near/release-3-2-date.html")))
     assert fetched and stored and word_diff(stored, fetched) == []
     assert Texts(store, fetch=True).fetch_text(demo.url("/never/linked.html")) is None
 

@@ -14,6 +14,7 @@ from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.decide.chunk_layer import OWED, ChunkLayer
 from scrapy_dedup.store.base import CHUNKS
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import get_text
 
 MANIFEST = load_manifest()
 PLANTED = MANIFEST["chunks"]
@@ -30,7 +31,7 @@ def stored(path: Path) -> dict[str, dict]:
         out = {}
         for key, raw in store.scan(CHUNKS):
             record = json.loads(raw)
-            text = store.get_text(key)
+            text = get_text(store, key)
             record["texts"] = [text[row[2] : row[3]] for row in record["chunks"]]
             out[key] = record
         assert not store.get_meta(OWED)

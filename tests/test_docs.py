@@ -7,11 +7,12 @@ import ast
 import re
 from importlib.metadata import version
 from pathlib import Path
+from types import FunctionType
 
 import scrapy_dedup
 from scrapy_dedup.commands.dedup import SUBCOMMANDS
 from scrapy_dedup.crawl.settings import DEFAULTS
-from scrapy_dedup.store.base import STORE_FORMAT
+from scrapy_dedup.store.base import STORE_FORMAT, DedupStore, StoreBatch
 from scrapy_dedup.store.redis.keys import LAYOUT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,6 +170,22 @@ def test_readme_is_the_pitch_and_links_to_the_manual():
     assert 'ADDONS = {"scrapy_dedup.Addon": 500}' in readme and "make demo" in readme and "make test" in readme
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).exists(), link
+
+
+def protocol(cls: type) -> list[str]:
+    """The public methods a class defines (properties and class methods included): the store
+    protocol a backend implements or inherits. An old name kept with a deprecation (a
+    descriptor, not a method) is not one of them."""
+    kinds = (FunctionType, property, classmethod, staticmethod)
+    return sorted(name for name, value in vars(cls).items() if not name.startswith("_") and isinstance(value, kinds))
+
+
+def test_the_readme_counts_the_store_protocol():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = re.search(r"^\| `DedupStore` / `StoreBatch` public methods \| [^|]+ \| (\d+) / (\d+) \|", readme, re.M)
+    assert row, "the README's Inside table counts the store's public methods"
+    assert (int(row[1]), int(row[2])) == (len(protocol(DedupStore)), len(protocol(StoreBatch)))
+    assert "frontier_mark" in protocol(DedupStore) and "get_url" not in protocol(DedupStore)
 
 
 #: the words the code uses that must each mean one thing (docs/glossary.md)

@@ -8,6 +8,7 @@ import pytest
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
 from scrapy_dedup.store import IncompatibleStore
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import get_minhash, put_text
 
 
 def test_a_store_of_the_punctuation_attached_tokenizer_is_refused(tmp_path):
@@ -46,9 +47,9 @@ def test_a_store_of_the_token_minhash_is_migrated_from_its_kept_texts(tmp_path):
         stale.fingerprint = type(fp)(fp.content_hash, fp.simhash, bytes(len(fp.minhash)), fp.tokens, fp.length)
         index.ingest(stale)
         with store.batch() as batch:
-            batch.put_text("http://h/a", text)
+            put_text(batch, "http://h/a", text)
     migration = migrate_store(path)
     assert migration.rebuilt
     with LevelDBStore(path, {"fingerprint": dict(FINGERPRINT_PARAMS)}) as store:
-        assert store.get_minhash("http://h/a") == fingerprint(text).minhash
+        assert get_minhash(store, "http://h/a") == fingerprint(text).minhash
     assert not migrate_store(path).rebuilt  # done once

@@ -8,6 +8,7 @@ import pytest
 from redis_servers import counting_connection
 
 from scrapy_dedup.decide.frontier import SCHEDULED_KEPT, Frontier
+from scrapy_dedup.store.records import get_variant, has_pending, iter_aliases_of, put_pending, settle_pending
 from scrapy_dedup.store.redis.store import RedisStore
 
 
@@ -48,11 +49,11 @@ def test_read_ahead_answers_what_checks_answer_and_marks_nothing(store):
     clock[0] = 1001.5
     assert other.check("http://h/b", "http://h/b", original="http://h/b?utm_source=1") == "seen"
     assert other.check("http://h/c", "http://h/c") == "seen"
-    assert store.get_variant("http://h/b") == {
+    assert get_variant(store, "http://h/b") == {
         "key": "http://h/b", "first_seen": 1001.5, "last_seen": 1001.5, "count": 1, "reason": "seen"
     }  # fmt: skip
-    assert store.get_variant("http://h/b?utm_source=1")["count"] == 1
-    assert dict(store.iter_aliases_of("http://h/b")) == {
+    assert get_variant(store, "http://h/b?utm_source=1")["count"] == 1
+    assert dict(iter_aliases_of(store, "http://h/b")) == {
         "http://h/b": "url_variant", "http://h/b?utm_source=1": "url_variant"
     }  # fmt: skip
 
@@ -64,15 +65,15 @@ def test_variant_counts_go_on_from_the_record_with_the_same_fields_on_every_back
     for _ in range(3):
         assert frontier.check("http://h/a", "http://h/a", original="http://h/a?gclid=1") == "seen"
     # the same record LevelDB writes: the first sighting's time to the microsecond, the last one's, the count
-    assert store.get_variant("http://h/a?gclid=1") == {
+    assert get_variant(store, "http://h/a?gclid=1") == {
         "key": "http://h/a", "first_seen": 1000.123456, "last_seen": 4000.0, "count": 4, "reason": "seen"
     }  # fmt: skip
-    assert dict(store.iter_aliases_of("http://h/a")) == {"http://h/a?gclid=1": "url_variant"}
+    assert dict(iter_aliases_of(store, "http://h/a")) == {"http://h/a?gclid=1": "url_variant"}
     # several variants in one batch, one of them twice: counted in order
     with store.batch(later=True) as batch:
         batch.count_variant("http://h/v", "http://h/a", 5.0, "seen")
         batch.count_variant("http://h/v", "http://h/a", 6.0, "fresh")
-    assert store.get_variant("http://h/v") == {
+    assert get_variant(store, "http://h/v") == {
         "key": "http://h/a", "first_seen": 5.0, "last_seen": 6.0, "count": 2, "reason": "fresh"
     }  # fmt: skip
 
@@ -81,9 +82,9 @@ def test_a_variant_that_points_to_a_new_key_is_listed_under_it(store):
     for key, seen_at in (("http://h/a", 1.0), ("http://h/b", 2.0)):
         with store.batch(later=True) as batch:
             batch.count_variant("http://h/v", key, seen_at, "seen")
-    assert store.get_variant("http://h/v")["key"] == "http://h/b"
-    assert store.get_variant("http://h/v")["count"] == 2
-    assert dict(store.iter_aliases_of("http://h/b")) == {"http://h/v": "url_variant"}
+    assert get_variant(store, "http://h/v")["key"] == "http://h/b"
+    assert get_variant(store, "http://h/v")["count"] == 2
+    assert dict(iter_aliases_of(store, "http://h/b")) == {"http://h/v": "url_variant"}
 
 
 def test_a_frontier_remembers_a_bounded_number_of_keys(store):
@@ -128,20 +129,20 @@ def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_st
         assert counting.round_trips == before
         second.flush()
         assert counting.round_trips == before + 1
-        assert first.get_variant("http://h/p1?utm_source=x")["count"] == 3
-        assert dict(first.iter_aliases_of("http://h/p2")) == {"http://h/p2?utm_medium=y": "url_variant"}
+        assert get_variant(first, "http://h/p1?utm_source=x")["count"] == 3
+        assert dict(iter_aliases_of(first, "http://h/p2")) == {"http://h/p2?utm_medium=y": "url_variant"}
         frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
         frontier.read_ahead([("http://h/q", "http://h/q")])
         assert counting.round_trips == before + 2
-        assert first.get_variant("http://h/p1?utm_source=x")["count"] == 4
+        assert get_variant(first, "http://h/p1?utm_source=x")["count"] == 4
         # what waits is sent before this process reads variants or aliases, and when the store closes
         frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
-        assert second.get_variant("http://h/p1?utm_source=x")["count"] == 5
+        assert get_variant(second, "http://h/p1?utm_source=x")["count"] == 5
         frontier.check("http://h/p3", "http://h/p3", original="http://h/p3?utm_term=x")
-        assert dict(second.iter_aliases_of("http://h/p3")) == {"http://h/p3?utm_term=x": "url_variant"}
+        assert dict(iter_aliases_of(second, "http://h/p3")) == {"http://h/p3?utm_term=x": "url_variant"}
         frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
     with RedisStore.open_existing(redis_single.url, prefix=redis_prefix) as store:
-        assert store.get_variant("http://h/p1?utm_source=x")["count"] == 6
+        assert get_variant(store, "http://h/p1?utm_source=x")["count"] == 6
 
 
 def test_a_new_link_read_ahead_by_two_processes_is_fetched_by_one(redis_url, redis_prefix):
@@ -183,15 +184,15 @@ def test_a_request_settles_only_after_the_variants_its_page_added(redis_url, red
             RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as other:  # fmt: skip
         crawl.begin_run()
         with crawl.batch() as batch:
-            batch.put_pending(page, b"request")
-        assert other.has_pending(page)
+            put_pending(batch, page, b"request")
+        assert has_pending(other, page)
         with crawl.batch(later=True) as batch:  # they wait
             batch.count_variant(variant, "http://h/a", 1.0, "normalized")
-        assert other.get_variant(variant) is None
+        assert get_variant(other, variant) is None
         with crawl.batch(later=True) as batch:  # the page's output is exhausted: it settles
-            batch.settle_pending(page)
+            settle_pending(batch, page)
         # the settle waits behind the variants for this process's next call, or a flush
-        assert other.has_pending(page) and other.get_variant(variant) is None
+        assert has_pending(other, page) and get_variant(other, variant) is None
         crawl.flush()
-        assert not other.has_pending(page)
-        assert other.get_variant(variant)["count"] == 1
+        assert not has_pending(other, page)
+        assert get_variant(other, variant)["count"] == 1

@@ -6,8 +6,17 @@ import pytest
 
 from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.decide.index import ContentIndex, Document
-from scrapy_dedup.store.base import MEMBERS
+from scrapy_dedup.store.base import EXACT, MEMBERS
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import (
+    find_exact,
+    get_cluster,
+    get_minhash,
+    get_text,
+    get_url,
+    iter_clusters,
+    members_of,
+)
 
 WORDS = (
     "crawler index page query token shingle server client cache header body anchor link table column row "
@@ -46,7 +55,7 @@ def test_new_then_exact_duplicate(store):
     assert not second.is_representative
     assert second.canonical_url == "http://h/b"
     assert second.cluster_id == first.cluster_id
-    assert store.get_url("http://h/c").reason == "exact_content"
+    assert get_url(store, "http://h/c").reason == "exact_content"
 
 
 def test_a_cluster_of_one_has_no_member_set_and_a_replaced_representative_enters_it(store):
@@ -54,11 +63,11 @@ def test_a_cluster_of_one_has_no_member_set_and_a_replaced_representative_enters
     text = prose(2)
     first = index.ingest(doc("http://h/z", text))
     assert list(store.set_members(MEMBERS, first.cluster_id)) == []
-    assert store.members_of(first.cluster_id) == ["http://h/z"]
+    assert members_of(store, first.cluster_id) == ["http://h/z"]
     assert index.ingest(doc("http://h/a", text)).is_representative  # the smaller URL takes over
     assert sorted(k for k, _ in store.set_members(MEMBERS, first.cluster_id)) == ["http://h/a", "http://h/z"]
-    cluster = store.get_cluster(first.cluster_id)
-    assert store.members_of(cluster) == store.members_of(first.cluster_id) == ["http://h/a", "http://h/z"]
+    cluster = get_cluster(store, first.cluster_id)
+    assert members_of(store, cluster) == members_of(store, first.cluster_id) == ["http://h/a", "http://h/z"]
 
 
 def test_smaller_url_takes_over_with_supersedes(store):
@@ -68,8 +77,8 @@ def test_smaller_url_takes_over_with_supersedes(store):
     decision = index.ingest(doc("http://h/a", text))
     assert decision.is_representative
     assert decision.supersedes == ["http://h/z"]
-    assert store.get_url("http://h/z").duplicate_of == "http://h/a"
-    assert store.get_cluster(decision.cluster_id).representative == "http://h/a"
+    assert get_url(store, "http://h/z").duplicate_of == "http://h/a"
+    assert get_cluster(store, decision.cluster_id).representative == "http://h/a"
 
 
 def test_near_duplicate_added_sentence(store):
@@ -86,7 +95,7 @@ def test_distinct_pages_stay_apart(store):
     index = make_index(store)
     statuses = [index.ingest(doc(f"http://h/{i}", prose(100 + i))).status for i in range(20)]
     assert statuses == ["new"] * 20
-    assert len(list(store.iter_clusters())) == 20
+    assert len(list(iter_clusters(store))) == 20
 
 
 def test_short_pages_are_exact_only(store):
@@ -99,7 +108,7 @@ def test_short_pages_are_exact_only(store):
 def test_empty_text_is_skipped(store):
     decision = make_index(store).ingest(doc("http://h/a", " \u200b\n "))
     assert decision.status == "skipped_empty"
-    assert store.get_url("http://h/a").status == "skipped_empty"
+    assert get_url(store, "http://h/a").status == "skipped_empty"
 
 
 def test_recrawl_unchanged_updated_and_forgotten(store):
@@ -113,15 +122,15 @@ def test_recrawl_unchanged_updated_and_forgotten(store):
     assert index.ingest(doc("http://h/a", a)).status == "unchanged"
     updated = index.ingest(doc("http://h/a", prose(7)))
     assert updated.status == "updated" and updated.is_representative
-    assert store.get_url("http://h/a").status == "updated"  # the reports read what the item said
-    assert store.find_exact("", fingerprint(a).content_hash) is None
+    assert get_url(store, "http://h/a").status == "updated"  # the reports read what the item said
+    assert find_exact(store, "", fingerprint(a).content_hash) is None
     promoted = index.forget("http://h/b", 404)
     assert promoted == "http://h/c"
-    assert store.get_url("http://h/b").status == "deleted"
-    cluster = store.get_cluster(store.get_url("http://h/c").cluster_id)
+    assert get_url(store, "http://h/b").status == "deleted"
+    cluster = get_cluster(store, get_url(store, "http://h/c").cluster_id)
     assert cluster.representative == "http://h/c" and cluster.size == 1
     assert index.forget("http://h/c", 410) is None
-    assert list(store.iter_clusters()) == [store.get_cluster(updated.cluster_id)]
+    assert list(iter_clusters(store)) == [get_cluster(store, updated.cluster_id)]
 
 
 def test_scopes_never_merge(store):
@@ -146,7 +155,7 @@ def test_canonical_honored_and_mismatch(store):
         doc("http://h/page2", prose(11), canonical_key="http://h/page1", canonical_url="http://h/page1")
     )
     assert mismatch.canonical == "mismatch" and mismatch.status == "new"
-    assert store.get_url("http://h/page2").canonical_mismatch == "http://h/page1"
+    assert get_url(store, "http://h/page2").canonical_mismatch == "http://h/page1"
 
 
 def test_representative_independent_of_order(store_path, tmp_path):
@@ -158,7 +167,7 @@ def test_representative_independent_of_order(store_path, tmp_path):
             index = make_index(s)
             for url in order:
                 index.ingest(doc(url, texts[url]))
-            reps.add(tuple(sorted(c.rep_url for c in s.iter_clusters())))
+            reps.add(tuple(sorted(c.rep_url for c in iter_clusters(s))))
     assert reps == {("http://h/m",)}
 
 
@@ -174,7 +183,7 @@ def test_a_copy_that_skipped_extraction_takes_over_with_the_kept_text(store):
     copy.fingerprint = index.recall(copy.raw_hash)
     decision = index.ingest(copy)
     assert decision.is_representative and decision.supersedes == ["http://h/z"]
-    assert store.get_text("http://h/a") == text
+    assert get_text(store, "http://h/a") == text
 
 
 def test_recall_skips_extraction_for_known_bodies(store):
@@ -204,12 +213,12 @@ def test_a_returning_text_never_takes_over_a_live_cluster(store):
     back = index.ingest(doc("http://h/d", a))
     assert back.status == "new"
     assert back.cluster_id != first.cluster_id
-    assert store.get_cluster(first.cluster_id).representative == "http://h/c"
-    assert store.get_cluster(back.cluster_id).representative == "http://h/d"
+    assert get_cluster(store, first.cluster_id).representative == "http://h/c"
+    assert get_cluster(store, back.cluster_id).representative == "http://h/d"
     for cid in {first.cluster_id, back.cluster_id}:
-        cluster = store.get_cluster(cid)
-        assert cluster.representative in store.members_of(cid)
-        assert cluster.size == len(store.members_of(cid))
+        cluster = get_cluster(store, cid)
+        assert cluster.representative in members_of(store, cid)
+        assert cluster.size == len(members_of(store, cid))
 
 
 def test_a_gone_body_is_not_recalled(store):
@@ -226,10 +235,10 @@ def test_forgetting_writes_the_record_with_its_cluster_change(store):
     index = make_index(store)
     index.ingest(doc("http://h/a", prose(24)))
     index.forget("http://h/a", 410)
-    record = store.get_url("http://h/a")
+    record = get_url(store, "http://h/a")
     assert record.status == "deleted" and record.cluster_id is None
-    assert list(store.iter_clusters()) == []
-    assert store.get_minhash("http://h/a") is None and store.get_text("http://h/a") is None
+    assert list(iter_clusters(store)) == []
+    assert get_minhash(store, "http://h/a") is None and get_text(store, "http://h/a") is None
 
 
 def test_an_updated_representative_hands_its_old_text_to_a_member(store):
@@ -239,7 +248,7 @@ def test_an_updated_representative_hands_its_old_text_to_a_member(store):
     index.ingest(doc("http://h/a", text + " extra words here to be longer than b"))
     updated = index.ingest(doc("http://h/a", prose(26)))
     assert updated.status == "updated" and updated.promoted == "http://h/b"
-    cluster = store.get_cluster(store.get_url("http://h/b").cluster_id)
+    cluster = get_cluster(store, get_url(store, "http://h/b").cluster_id)
     assert cluster.representative == "http://h/b"
 
 
@@ -275,11 +284,11 @@ def test_a_cluster_founded_meanwhile_by_another_process_is_joined(store_path):
     class RacedStore(MemoryStore):
         other = None
 
-        def claim_exact(self, scope, content_hash, cluster_id):
-            if self.other is not None:
+        def put_if_absent(self, table, key, value):  # claim_exact: the exact hash's claim
+            if table == EXACT and self.other is not None:
                 other, self.other = self.other, None
                 other()
-            return super().claim_exact(scope, content_hash, cluster_id)
+            return super().put_if_absent(table, key, value)
 
     text = prose(41)
     try:
@@ -288,10 +297,10 @@ def test_a_cluster_founded_meanwhile_by_another_process_is_joined(store_path):
             mine, theirs = make_index(s), make_index(s)
             s.other = lambda: theirs.ingest(doc("http://b/page", text))
             decision = mine.ingest(doc("http://a/page", text))
-            clusters = list(s.iter_clusters())
+            clusters = list(iter_clusters(s))
             assert len(clusters) == 1
             assert decision.status == "exact_duplicate" and decision.cluster_id == clusters[0].cluster_id
-            assert sorted(s.members_of(clusters[0].cluster_id)) == ["http://a/page", "http://b/page"]
+            assert sorted(members_of(s, clusters[0].cluster_id)) == ["http://a/page", "http://b/page"]
     finally:
         MemoryStore.discard(store_path)
 
@@ -341,4 +350,4 @@ def test_a_candidate_above_the_threshold_by_estimate_and_below_by_its_kept_text_
     first = index.ingest(kept("http://h/a", a))
     second = index.ingest(kept("http://h/b", b))
     assert second.status == "new" and second.cluster_id != first.cluster_id
-    assert store.get_url("http://h/b").reason is None
+    assert get_url(store, "http://h/b").reason is None

@@ -24,6 +24,7 @@ from scrapy_dedup.store import maintenance
 from scrapy_dedup.store.leveldb import LevelDBStore
 from scrapy_dedup.store.leveldb.migrate import migrate_store
 from scrapy_dedup.store.memory import MemoryStore
+from scrapy_dedup.store.records import get_cluster, get_url, iter_urls, members_of, put_cluster
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-0.1.0" / "store"
 
@@ -64,7 +65,7 @@ def test_a_sound_store_is_consistent(store_dir):
 def test_half_written_decisions_are_found_and_repaired(store_dir):
     """What a decision written without its batch leaves: every invariant broken once."""
     with LevelDBStore.open_existing(str(store_dir)) as store:
-        record = next(r for r in store.iter_urls() if r.cluster_id is not None)
+        record = next(r for r in iter_urls(store) if r.cluster_id is not None)
         db = store._db
         # a cluster whose representative has no record, a record pointing at a dead cluster,
         # orphan fingerprints
@@ -90,9 +91,9 @@ def test_half_written_decisions_are_found_and_repaired(store_dir):
     assert not _check(store_dir).notes
     with LevelDBStore.open_existing(str(store_dir)) as store:
         # the moved record founded its own cluster again: nothing was lost
-        assert store.get_url(record.key).cluster_id == "00000000000000bb"
-        assert store.members_of("00000000000000bb") == [record.key]
-        assert store.get_cluster("00000000000000aa") is None
+        assert get_url(store, record.key).cluster_id == "00000000000000bb"
+        assert members_of(store, "00000000000000bb") == [record.key]
+        assert get_cluster(store, "00000000000000aa") is None
 
 
 def test_deleted_table_file(store_dir):
@@ -115,7 +116,7 @@ def test_truncated_table_file(store_dir):
     assert proc.returncode == 0, proc.stderr
     assert _check(store_dir).consistent
     with LevelDBStore.open_existing(str(store_dir)) as store:
-        kept = sum(1 for _ in store.iter_urls())
+        kept = sum(1 for _ in iter_urls(store))
     assert 0 < kept <= 76  # what the first half of the table held survives
 
 
@@ -129,12 +130,12 @@ def _check_or_error(path: Path) -> bool | str:
 def test_torn_batch_at_the_end_of_the_log(store_dir):
     """A crash in the middle of writing a batch: LevelDB drops the whole batch on open."""
     with LevelDBStore.open_existing(str(store_dir)) as store:
-        records = list(store.iter_urls())
+        records = list(iter_urls(store))
         first = records[0]
         with store.batch() as batch:
             for i in range(200):
                 clone = Cluster(f"{i:016x}", first.key, first.url, 1, 1)
-                batch.put_cluster(clone)  # clusters without members: inconsistent if half-applied
+                put_cluster(batch, clone)  # clusters without members: inconsistent if half-applied
         # keep the log: no compaction on close for a small write
     log = max(store_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
     size = log.stat().st_size
@@ -143,7 +144,7 @@ def test_torn_batch_at_the_end_of_the_log(store_dir):
         f.truncate(size - 3000)
     assert _check(store_dir).consistent
     with LevelDBStore.open_existing(str(store_dir)) as store:
-        assert store.get_cluster(f"{0:016x}") is None  # none of the batch, not half of it
+        assert get_cluster(store, f"{0:016x}") is None  # none of the batch, not half of it
 
 
 def test_repair_refuses_a_held_store(store_dir):
@@ -213,7 +214,7 @@ def test_check_works_on_every_backend(ingested, tmp_path):
     assert any(line.startswith("records") and " 3 checked" in line for line in lines)
     # a record that points at a cluster that does not exist
     with open_store() as store:
-        record = store.get_url("http://site.example/b")
+        record = get_url(store, "http://site.example/b")
         record.cluster_id = "00000000000000bb"
         with store.batch() as batch:
             batch.put_url(record)

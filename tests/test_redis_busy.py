@@ -19,6 +19,7 @@ import pytest
 from test_resume import Crawl, Site, check_same_store, reply, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.store.records import get_url, iter_clusters, members_of
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import connect
 from scrapy_dedup.store.redis.store import RedisStore
@@ -125,7 +126,7 @@ def _left_while_locked(tmp_path, server, prefix: str, site: _ChangingSite, stop,
     crawl.run_to_end()
     held_key = url_key(site.url + HELD)
     with RedisStore.open_existing(server.url, prefix=prefix) as store:
-        assert store.get_url(held_key).cluster_id is not None
+        assert get_url(store, held_key).cluster_id is not None
     getattr(site, change).add(f"/{HELD}")
     client = connect(server.url)
     # another process's lock (a holder the store does not know: never recovered): it outlasts
@@ -138,7 +139,7 @@ def _left_while_locked(tmp_path, server, prefix: str, site: _ChangingSite, stop,
         _wait_for(lambda: sum(site.snapshot().values()) >= fetched + DECIDED_MEANWHILE, 60,
                   f"the crawl did not fetch {DECIDED_MEANWHILE} other pages while /{HELD}'s {change} waited", crawl)
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
-            assert store.get_url(held_key).cluster_id is not None  # not taken out yet
+            assert get_url(store, held_key).cluster_id is not None  # not taken out yet
         if stop is not None:
             stop(proc)
             code = crawl.wait(proc, timeout=120)
@@ -162,15 +163,15 @@ def _check_left(change: str, server, prefix: str, site: _ChangingSite, held_key:
     """/HELD is out of its cluster, and nothing is owed: deleted (gone), or a redirect to its
     new URL recorded as its alias, where its document lives now, fetched once (moved)."""
     with RedisStore.open_existing(server.url, prefix=prefix) as store:
-        record = store.get_url(held_key)
+        record = get_url(store, held_key)
         assert record.cluster_id is None
-        assert all(held_key not in store.members_of(c) for c in store.iter_clusters())
+        assert all(held_key not in members_of(store, c) for c in iter_clusters(store))
         if change == "gone":
             assert record.status == "deleted" and record.http_status == 404
         else:
             new_key = url_key(site.url + MOVED_TO.lstrip("/") + "/" + HELD)
             assert record.status == "redirect" and record.duplicate_of == new_key
-            assert store.get_url(new_key).cluster_id is not None
+            assert get_url(store, new_key).cluster_id is not None
             assert site.snapshot()[f"{MOVED_TO}/{HELD}"] == 1
         assert store.pending_count() == 0
 
@@ -212,7 +213,7 @@ def test_a_crawl_stopped_while_a_page_that_left_waits_leaves_it_to_the_next_run(
         assert stats["finish_reason"] == "shutdown" and stats["dedup/doc/left_pending"] >= 1
         assert LEFT_STAT[change] not in stats
         with RedisStore.open_existing(redis_single.url, prefix=prefix) as store:
-            assert store.get_url(held_key).cluster_id is not None
+            assert get_url(store, held_key).cluster_id is not None
             assert held_key in {pending_id for pending_id, _ in store.scan("pending")}  # still owed
         before = site.snapshot()[f"/{HELD}"]
         crawl.run_to_end()

@@ -18,6 +18,7 @@ from redis_servers import free_port
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
 
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import iter_urls, iter_variants
 from scrapy_dedup.store.redis.functions import connect, primaries
 from scrapy_dedup.store.redis.store import RedisStore
 
@@ -185,7 +186,7 @@ def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server,
         keys = [k.decode() for k in client.scan_iter(match=f"*{name}*", count=1000)]
         assert keys and all(k.startswith(f"dedup:{name}:") for k in keys)
         with RedisStore.open_existing(redis_single.url, prefix=f"dedup:{name}") as store:
-            assert {r.url for r in store.iter_urls()} >= set(crawl.urls)
+            assert {r.url for r in iter_urls(store)} >= set(crawl.urls)
         assert f"dedup store {redis_single.url} opened" in crawl.log
     # reports pick the backend from the URL; the prefix comes from the option or the setting
     assert summary("--store", redis_single.url, "--redis-prefix", f"dedup:{names[0]}")["documents"] > 10
@@ -193,7 +194,7 @@ def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server,
     # an explicit prefix puts a crawl under it, whatever its spider's name
     run_crawl(demo_site, tmp_path / "c", {"DEDUP_STORE": redis_single.url, "DEDUP_REDIS_PREFIX": f"own:{names[0]}"})
     with RedisStore.open_existing(redis_single.url, prefix=f"own:{names[0]}") as store:
-        assert next(store.iter_urls(), None) is not None
+        assert next(iter_urls(store), None) is not None
 
 
 @pytest.mark.parametrize("kind", ["single", "cluster", "one master", "restarted empty"])
@@ -296,9 +297,9 @@ def test_links_read_ahead_drop_and_count_what_leveldb_does(demo_server, tmp_path
         # (which spelling came first, and so the variants' reasons, depends on fetch order, on
         # LevelDB as well)
         found = {}
-        for url, v in store.iter_variants():
+        for url, v in iter_variants(store):
             found.setdefault(v["key"], set()).add(url.split("#", 1)[0])
-        for record in store.iter_urls():
+        for record in iter_urls(store):
             if record.key in found:
                 found[record.key].add(record.url.split("#", 1)[0])
         return found

@@ -19,6 +19,7 @@ from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.store.base import PENDING
+from scrapy_dedup.store.records import get_url
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import StoreFull, StoreFunctions, connect
 from scrapy_dedup.store.redis.store import RedisStore
@@ -65,7 +66,7 @@ def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
             assert store.pending_count() > 0  # what it had not finished is still owed
             for line in decided:
-                assert store.get_url(url_key(line["url"])) is not None, line["url"]
+                assert get_url(store, url_key(line["url"])) is not None, line["url"]
             owed = [pickle.loads(blob)["url"] for _, blob in store.scan(PENDING)]
         # the stopping process let go of its locks, the decisions cut off by the refused writes
         # included, and stopped its heartbeat (both run on a full server): nothing waits for a
@@ -80,10 +81,10 @@ def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
             check_same_store(state_of(store), uninterrupted)
             assert store.pending_count() == 0
-            rep_urls = {store.get_url(key).url for key in uninterrupted["documents"]}
+            rep_urls = {get_url(store, key).url for key in uninterrupted["documents"]}
             # the documents of the requests the stop left owed (a redirect's: its target)
             cut_off = {record.duplicate_of if record.status == "redirect" else record.key
-                       for record in (store.get_url(url_key(url)) for url in owed) if record is not None}
+                       for record in (get_url(store, url_key(url)) for url in owed) if record is not None}
         # every document emitted, and no page fetched twice by the next run: it took over every
         # owed request at its start, and dropped the links to them that its pages held
         lines = crawl.emitted_lines()
@@ -149,6 +150,6 @@ def test_a_refused_write_takes_no_later_write_with_it(tmp_path):
             with pytest.raises(StoreFull), store.batch() as batch:
                 batch.settle_pending("owed")
             assert store.get(PENDING, "owed") == b"a request"  # reads go on
-            assert store.get_url("page") is None
+            assert get_url(store, "page") is None
         finally:
             store.close()

@@ -22,6 +22,15 @@ from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.store.base import EXACT, DecisionBusy, OweOffer
+from scrapy_dedup.store.records import (
+    claim_exact,
+    find_exact,
+    get_emitted,
+    get_url,
+    index_exact,
+    put_emitted,
+    settle_pending,
+)
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.store import RedisStore
 
@@ -188,7 +197,7 @@ def test_a_lock_held_elsewhere_makes_the_decision_busy_at_once(redis_single, red
             with pytest.raises(DecisionBusy):  # the store never waits: the crawl tries again
                 index.ingest(page)
             assert time.monotonic() - started < 1
-            assert store.get_url("http://h/contended") is None  # nothing written
+            assert get_url(store, "http://h/contended") is None  # nothing written
         assert index.ingest(page).status == "new"
 
 
@@ -196,14 +205,14 @@ def test_a_decision_s_first_reads_come_with_its_lock(redis_single, redis_prefix)
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         with store.batch() as batch:
-            batch.index_exact("", "c" * 16, "ab" * 8)
+            index_exact(batch, "", "c" * 16, "ab" * 8)
         key = f"{rk.scope_digest('').hex()}:{'c' * 16}"
         with store.hold_document("k", ("", 0x0123_4567_89AB_CDEF, (), 3, ((EXACT, key), (EXACT, "absent")))):
             calls = _calls(store.client, "hget")
-            assert store.find_exact("", "c" * 16) == "ab" * 8
+            assert find_exact(store, "", "c" * 16) == "ab" * 8
             assert store.get(EXACT, "absent") is None
             assert _calls(store.client, "hget") == calls
-            assert store.find_exact("", "c" * 16) == "ab" * 8  # read once: now from the server
+            assert find_exact(store, "", "c" * 16) == "ab" * 8  # read once: now from the server
             assert _calls(store.client, "hget") == calls + 1
     finally:
         store.close()
@@ -211,18 +220,18 @@ def test_a_decision_s_first_reads_come_with_its_lock(redis_single, redis_prefix)
 
 def test_a_claim_read_absent_with_the_lock_goes_with_the_release(redis_single, redis_prefix):
     with _two_processes(redis_single.url, redis_prefix) as (store, other):
-        other.claim_exact("", "d" * 16, "cd" * 8)  # another process's text, claimed before the hold
+        claim_exact(other, "", "d" * 16, "cd" * 8)  # another process's text, claimed before the hold
         keys = [f"{rk.scope_digest('').hex()}:{c * 16}" for c in "ed"]
         with store.hold_document("k", ("", 0x0123_4567_89AB_CDEF, (), 3, tuple((EXACT, k) for k in keys))):
             claims = _calls(store.client, "fcall")
-            assert store.claim_exact("", "e" * 16, "ef" * 8) is None  # read absent with the lock: no call
+            assert claim_exact(store, "", "e" * 16, "ef" * 8) is None  # read absent with the lock: no call
             assert _calls(store.client, "fcall") == claims
-            assert other.find_exact("", "e" * 16) is None  # not before the release
-            assert store.claim_exact("", "d" * 16, "ef" * 8) == "cd" * 8  # held by another: asked
-        assert other.find_exact("", "e" * 16) == "ef" * 8
-        assert other.find_exact("", "d" * 16) == "cd" * 8
+            assert find_exact(other, "", "e" * 16) is None  # not before the release
+            assert claim_exact(store, "", "d" * 16, "ef" * 8) == "cd" * 8  # held by another: asked
+        assert find_exact(other, "", "e" * 16) == "ef" * 8
+        assert find_exact(other, "", "d" * 16) == "cd" * 8
         # outside a hold, a claim is the server's answer again
-        assert store.claim_exact("", "e" * 16, "00" * 8) == "ef" * 8
+        assert claim_exact(store, "", "e" * 16, "00" * 8) == "ef" * 8
 
 
 
@@ -233,16 +242,16 @@ def test_writes_inside_a_hold_reach_the_server_with_its_release(redis_single, re
         with mine.hold_document("http://h/a"):
             with mine.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new"))
-            assert other.get_url("http://h/a") is None  # not sent yet
+            assert get_url(other, "http://h/a") is None  # not sent yet
             # a batch of another thread (the crawl's, beside a decision thread) goes at once
             thread = threading.Thread(target=lambda: _put(mine, "http://h/b"))
             thread.start()
             thread.join(10)
-            assert other.get_url("http://h/b").status == "new"
-            assert mine.get_url("http://h/a").status == "new"  # a read of this thread sends them first
+            assert get_url(other, "http://h/b").status == "new"
+            assert get_url(mine, "http://h/a").status == "new"  # a read of this thread sends them first
             with mine.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
-        assert other.get_url("http://h/a").status == "updated"
+        assert get_url(other, "http://h/a").status == "updated"
         assert not mine.client.hexists(*rk.decision_slot(mine.prefix, "http://h/a"))  # released
     finally:
         mine.close()
@@ -271,7 +280,7 @@ def test_a_decision_killed_before_its_hold_ends_writes_nothing(redis_single, red
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         # all or nothing: its page is still owed and decided again by whoever fetches it
-        assert store.get_url("http://h/doomed") is None
+        assert get_url(store, "http://h/doomed") is None
     finally:
         store.close()
 
@@ -310,27 +319,27 @@ def test_a_fetch_record_goes_with_the_next_call(redis_single, redis_prefix):
         trips = Counting.round_trips
         record = frontier.record_fetch("http://h/p", "http://h/p", 200, '"v1"', None)
         assert Counting.round_trips == trips + 1  # the read of the record; the write waits
-        assert b.get_url("http://h/p") is None  # not sent yet
+        assert get_url(b, "http://h/p") is None  # not sent yet
         # this process reads its own write, in the round trip of the read
-        assert a.get_url("http://h/p") == record
+        assert get_url(a, "http://h/p") == record
         assert Counting.round_trips == trips + 2
-        assert b.get_url("http://h/p") == record
+        assert get_url(b, "http://h/p") == record
         # a call that cannot carry it sends it first: nothing reads around it
         frontier.record_fetch("http://h/p", "http://h/p", 200, '"v2"', None)
         assert a.pending_count() == 0
-        assert b.get_url("http://h/p").etag == '"v2"' and b.get_url("http://h/p").fetch_count == 2
+        assert get_url(b, "http://h/p").etag == '"v2"' and get_url(b, "http://h/p").fetch_count == 2
         # and a batch carries it ahead of its own writes, in its transaction
         frontier.record_fetch("http://h/p", "http://h/p", 200, '"v3"', None)
         trips = Counting.round_trips
         with a.batch() as batch:
-            batch.put_emitted("http://h/p", "c" * 32)
+            put_emitted(batch, "http://h/p", "c" * 32)
         assert Counting.round_trips == trips + 1
-        assert b.get_url("http://h/p").etag == '"v3"' and b.get_emitted("http://h/p") == "c" * 32
+        assert get_url(b, "http://h/p").etag == '"v3"' and get_emitted(b, "http://h/p") == "c" * 32
         # a decision's lock reads the record with the write ahead of it
         frontier.record_fetch("http://h/p", "http://h/p", 200, '"v4"', None)
         index = ContentIndex(a, run, max_distance=3, min_jaccard=0.8, min_tokens=50)
         assert index.ingest(doc("http://h/p", prose(40))).status == "new"
-        stored = b.get_url("http://h/p")
+        stored = get_url(b, "http://h/p")
         assert stored.etag == '"v4"' and stored.fetch_count == 4 and stored.has_content
 
 
@@ -353,7 +362,7 @@ def test_a_fetch_record_not_sent_when_the_process_dies_is_fetched_again(redis_si
     time.sleep(0.5)  # its heartbeat stopped a lease ago: it is dead
     b = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
-        assert b.get_url("http://h/p") is None
+        assert get_url(b, "http://h/p") is None
         assert list(b.claim_pending()) == [("http://h/p", b"the request")]
     finally:
         b.close()
@@ -384,9 +393,9 @@ def test_a_first_fetch_of_a_key_without_a_record_reads_nothing(redis_single, red
             batch.put_url(UrlRecord(key="http://h/raced", url="http://h/raced", cluster_id="c2", status="new"))
         frontier.record_fetch("http://h/raced", "http://h/raced", 200, None, None)
         a.flush()
-        assert b.get_url("http://h/new") == record
-        assert b.get_url("http://h/ingested") == kept
-        assert b.get_url("http://h/raced").cluster_id == "c2"
+        assert get_url(b, "http://h/new") == record
+        assert get_url(b, "http://h/ingested") == kept
+        assert get_url(b, "http://h/raced").cluster_id == "c2"
 
 
 def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
@@ -398,14 +407,14 @@ def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
         a.client.ping()  # the counted connection is made
         trips = Counting.round_trips
         with a.batch(later=True) as batch:
-            batch.put_emitted("http://h/p", "c" * 32)
-            batch.settle_pending("http://h/p")
+            put_emitted(batch, "http://h/p", "c" * 32)
+            settle_pending(batch, "http://h/p")
         assert Counting.round_trips == trips
         # another process still finds it owed: a process killed now has it fetched again
-        assert b.pending_held_elsewhere() == 1 and b.get_emitted("http://h/p") is None
-        assert a.get_emitted("http://h/p") == "c" * 32  # read with the writes ahead of it
+        assert b.pending_held_elsewhere() == 1 and get_emitted(b, "http://h/p") is None
+        assert get_emitted(a, "http://h/p") == "c" * 32  # read with the writes ahead of it
         assert Counting.round_trips == trips + 1
-        assert b.pending_count() == 0 and b.get_emitted("http://h/p") == "c" * 32
+        assert b.pending_count() == 0 and get_emitted(b, "http://h/p") == "c" * 32
 
 
 def test_a_page_s_new_links_are_marked_ahead_in_one_round_trip(redis_single, redis_prefix):

@@ -17,6 +17,7 @@ from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.memory import MemoryStore
+from scrapy_dedup.store.records import get_cluster, get_url, has_pending, put_cluster, put_pending, settle_pending
 from scrapy_dedup.store.redis.store import RedisStore
 
 PARAMS = {"test": 1}
@@ -31,21 +32,21 @@ def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_u
     a, b = two_processes(redis_url, redis_prefix)
     try:
         with a.batch() as batch:
-            batch.put_pending("k1", b"request one")
-            batch.put_pending("k2", b"request two")
+            put_pending(batch, "k1", b"request one")
+            put_pending(batch, "k2", b"request two")
         assert sorted(a.held_pending()) == ["k1", "k2"]
         assert list(b.claim_pending()) == []  # held by a live process
         assert b.pending_held_elsewhere() == 2 and a.pending_held_elsewhere() == 0
         assert b.get("pending", "k1") == b"request one"  # readers see the request, not its holder
         with a.batch() as batch:
-            batch.settle_pending("k1")
+            settle_pending(batch, "k1")
         a.begin_run()
         a.close()  # its heartbeat stops at once: the others recover what it still owes
         assert list(b.claim_pending()) == [("k2", b"request two")]
         assert list(b.claim_pending()) == []  # handed to one process only
         assert b.held_pending() == ["k2"] and b.pending_count() == 1
         with b.batch() as batch:
-            batch.settle_pending("k2")
+            settle_pending(batch, "k2")
         assert b.pending_count() == 0 and b.held_pending() == []
     finally:
         b.close()
@@ -55,7 +56,7 @@ def test_a_dead_holder_s_requests_are_recovered_once_its_heartbeat_is_gone(redis
     a, b = two_processes(redis_url, redis_prefix, lease_ms=1000)
     try:
         with a.batch() as batch:
-            batch.put_pending("k", b"owed")
+            put_pending(batch, "k", b"owed")
         time.sleep(1.3)  # longer than a lease: a's heartbeat keeps it alive
         assert list(b.claim_pending()) == []
         stop_heartbeat(a)  # as if it had been killed
@@ -66,7 +67,7 @@ def test_a_dead_holder_s_requests_are_recovered_once_its_heartbeat_is_gone(redis
         assert a.hold_pending("k")
         assert a.held_pending() == ["k"] and b.held_pending() == []
         with a.batch() as batch:
-            batch.settle_pending("k")
+            settle_pending(batch, "k")
         # another copy of it (a shared queue's) is owed no more: its outcome is recorded
         assert not b.hold_pending("k")
         assert b.held_pending() == [] and b.pending_count() == 0
@@ -86,9 +87,9 @@ def test_fetching_a_request_this_live_process_owes_asks_nothing(redis_url, redis
     try:
         a.begin_run()  # its heartbeat runs while it lives
         with a.batch() as batch:
-            batch.put_pending("mine", b"owed by a")
+            put_pending(batch, "mine", b"owed by a")
         with b.batch() as batch:
-            batch.put_pending("theirs", b"owed by b")
+            put_pending(batch, "theirs", b"owed by b")
         before = _fcalls(a)
         assert a.hold_pending("mine")  # nobody can have recovered it: its heartbeat never stopped
         assert _fcalls(a) == before
@@ -98,7 +99,7 @@ def test_fetching_a_request_this_live_process_owes_asks_nothing(redis_url, redis
         assert sorted(a.held_pending()) == ["mine", "theirs"] and b.pending_held_elsewhere() == 2
         # settled: its outcome is recorded, a later copy asks again and is not fetched
         with a.batch() as batch:
-            batch.settle_pending("mine")
+            settle_pending(batch, "mine")
         assert not a.hold_pending("mine")
         assert _fcalls(a) == before + 2
     finally:
@@ -110,14 +111,14 @@ def test_a_process_found_dead_asks_again_and_goes_on_as_a_new_holder(redis_url, 
     a, b = two_processes(redis_url, redis_prefix, lease_ms=600)
     try:
         with a.batch() as batch:
-            batch.put_pending("k", b"owed")
-            batch.put_pending("k2", b"owed too")
+            put_pending(batch, "k", b"owed")
+            put_pending(batch, "k2", b"owed too")
         dead = a._id
         stop_heartbeat(a)  # a stands still longer than a lease (stopped, swapped out)
         time.sleep(0.8)
         assert sorted(b.claim_pending()) == [("k", b"owed"), ("k2", b"owed too")]
         with b.batch() as batch:
-            batch.settle_pending("k")
+            settle_pending(batch, "k")
         # a still counts them as its own, but its heartbeat is refused: it asks, as a new holder
         assert not a.hold_pending("k")  # done elsewhere
         assert a._id != dead
@@ -170,10 +171,10 @@ def test_one_process_backends_hold_nothing():
     with store.hold_document("k"), store.hold_document("k"):
         pass
     with store.batch() as batch:
-        batch.put_pending("k", b"owed")
+        put_pending(batch, "k", b"owed")
     store.begin_run()  # the next process: it takes over what the one before left owed
     with store.batch() as batch:
-        batch.put_pending("k2", b"owed later")  # its own: in flight, never claimed
+        put_pending(batch, "k2", b"owed later")  # its own: in flight, never claimed
     assert not store.shared and list(store.claim_pending()) == [("k", b"owed")]
     assert list(store.claim_pending()) == []
     assert store.pending_held_elsewhere() == 0 and store.held_pending() == ["k", "k2"]
@@ -228,7 +229,7 @@ def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_aga
         state.frontier.mark(url, key)  # the dead process got this far
         assert dupefilter.request_seen(Request(url))  # an ordinary link: seen in this run
         assert not dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
-        assert state.store.has_pending(key)  # owed now, by this process
+        assert has_pending(state.store, key)  # owed now, by this process
         # owed (or recorded) keys stay seen, checked again or not
         assert dupefilter.request_seen(Request(url, meta={"dedup_recheck": True}))
         known = "http://h/known"
@@ -308,16 +309,16 @@ def test_a_decision_reads_its_url_record_with_its_lock(redis_url, redis_prefix):
         with a.batch() as batch:
             batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new"))
         with b.hold_document("http://h/a"):
-            assert b.get_url("http://h/a").status == "new"
+            assert get_url(b, "http://h/a").status == "new"
             with a.batch() as batch:  # another process writes it meanwhile (outside any hold)
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
-            assert b.get_url("http://h/a").status == "updated"  # the read-ahead answers once
+            assert get_url(b, "http://h/a").status == "updated"  # the read-ahead answers once
             with b.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="gone"))
-            assert b.get_url("http://h/a").status == "gone"
+            assert get_url(b, "http://h/a").status == "gone"
         with b.hold_document("http://h/new"):
-            assert b.get_url("http://h/new") is None
-            assert b.get_url("http://h/a").status == "gone"  # another key: read from the server
+            assert get_url(b, "http://h/new") is None
+            assert get_url(b, "http://h/a").status == "gone"  # another key: read from the server
     finally:
         a.close()
         b.close()
@@ -327,7 +328,7 @@ def _die_mid_batch(url: str, prefix: str) -> None:
     store = RedisStore(url, PARAMS, prefix=prefix, lease_ms=300)
     store.begin_run()
     with store.batch() as batch:
-        batch.put_pending("http://h/p", b"request")
+        put_pending(batch, "http://h/p", b"request")
     applied = []
     apply_slot = store.client.pipeline
 
@@ -342,7 +343,7 @@ def _die_mid_batch(url: str, prefix: str) -> None:
     record = UrlRecord(key="http://h/p", url="http://h/p", cluster_id="00000000000000c1", status="new")
     with store.batch() as batch:
         batch.put_url(record)
-        batch.put_cluster(Cluster("00000000000000c1", "http://h/p", "http://h/p", 100, 1))
+        put_cluster(batch, Cluster("00000000000000c1", "http://h/p", "http://h/p", 100, 1))
 
 
 def test_a_batch_a_dead_process_left_half_applied_is_finished_before_its_requests_are_taken_over(
@@ -355,11 +356,11 @@ def test_a_batch_a_dead_process_left_half_applied_is_finished_before_its_request
     assert proc.exitcode == -signal.SIGKILL
     other = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
     try:
-        record, cluster = other.get_url("http://h/p"), other.get_cluster("00000000000000c1")
+        record, cluster = get_url(other, "http://h/p"), get_cluster(other, "00000000000000c1")
         assert (record is None) != (cluster is None)  # one slot written, the other not
         time.sleep(0.5)  # its lease runs out: it is dead
         assert list(other.claim_pending()) == [("http://h/p", b"request")]
-        assert other.get_url("http://h/p").cluster_id == "00000000000000c1"
-        assert other.get_cluster("00000000000000c1").representative == "http://h/p"
+        assert get_url(other, "http://h/p").cluster_id == "00000000000000c1"
+        assert get_cluster(other, "00000000000000c1").representative == "http://h/p"
     finally:
         other.close()

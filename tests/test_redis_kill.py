@@ -25,6 +25,7 @@ import pytest
 from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  # noqa: F401 - fixtures
 
 from scrapy_dedup.crawl.pending import META_PENDING
+from scrapy_dedup.store.records import get_url
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import connect
 from scrapy_dedup.store.redis.store import RedisStore
@@ -83,7 +84,7 @@ def test_a_killed_process_s_requests_are_taken_over_by_the_others(
     with RedisStore.open_existing(server.url, prefix=prefix) as store:
         got = state_of(store)
         assert store.pending_count() == 0
-        rep_urls = {store.get_url(key).url for key in uninterrupted["documents"]}
+        rep_urls = {get_url(store, key).url for key in uninterrupted["documents"]}
     check_same_store(got, uninterrupted)
     # no page lost downstream: every document was emitted by some process
     emitted = {line["url"] for line in crawls[0].emitted_lines()}

@@ -24,6 +24,7 @@ from local_site import LocalSite
 from testing import run_crawl
 
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import iter_clusters, members_of
 from scrapy_dedup.store.redis.functions import connect, primaries
 from scrapy_dedup.store.redis.store import RedisStore
 
@@ -120,7 +121,7 @@ SETTINGS = {"DEDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 16, "DEDUP_LOGSTATS_INTER
 
 
 def partition(store) -> dict[frozenset, str]:
-    return {frozenset(store.members_of(c.cluster_id)): c.representative for c in store.iter_clusters()}
+    return {frozenset(members_of(store, c.cluster_id)): c.representative for c in iter_clusters(store)}
 
 
 def family_of(url: str) -> str:

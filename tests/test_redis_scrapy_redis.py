@@ -13,6 +13,7 @@ from scrapy.settings import Settings
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
 
 from scrapy_dedup.crawl.dupefilter import DedupDupeFilter
+from scrapy_dedup.store.records import iter_urls
 from scrapy_dedup.store.redis.functions import connect
 from scrapy_dedup.store.redis.store import RedisStore
 
@@ -42,7 +43,7 @@ def test_scrapy_redis_scheduler_without_persist_leaves_the_store(demo_server, tm
     # scrapy-redis flushed its own queue on close; the dedup store is still all there
     assert client.exists(f"{name}:requests") == 0
     with RedisStore.open_existing(redis_single.url, prefix=f"dedup:{name}") as store:
-        assert {r.url for r in store.iter_urls()} >= set(first.urls)
+        assert {r.url for r in iter_urls(store)} >= set(first.urls)
     # the next run finds what the first fetched: the pages without links are not fetched again,
     # and those that link are, but none is a new document
     second = run_crawl(demo_server.url + "/", tmp_path / "b", settings, spider_args={"name": name})
@@ -72,7 +73,7 @@ def test_two_processes_share_the_scrapy_redis_queue_and_the_store(demo_server, t
     assert len(emitted) > 10
     assert len(emitted) == len(set(emitted))
     with RedisStore.open_existing(redis_single.url, prefix=f"dedup:{name}") as store:
-        assert {r.url for r in store.iter_urls()} >= set(emitted)
+        assert {r.url for r in iter_urls(store)} >= set(emitted)
     assert sum(r.stat("scheduler/dequeued/redis") for r in results) > 10
     # the shared queue was drained (Redis drops an empty queue's key)
     assert connect(redis_single.url).exists(f"{name}:requests") == 0

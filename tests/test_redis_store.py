@@ -12,6 +12,19 @@ import redis
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store.base import EXACT, STORE_FORMAT, IncompatibleStore, StoreError
+from scrapy_dedup.store.records import (
+    claim_exact,
+    find_exact,
+    get_emitted,
+    get_minhash,
+    get_url,
+    index_exact,
+    iter_urls,
+    put_emitted,
+    put_minhash,
+    put_pending,
+    settle_pending,
+)
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.store import RedisStore, _encode_commands
 
@@ -35,11 +48,11 @@ def test_a_half_applied_cluster_batch_is_applied_whole_when_its_holder_is_recove
     _dead_holder(store, "dead")
     store.client.hset(store._journal_key(), "dead:1", b"dead\n" + _encode_commands(batch_commands))
     store._apply_by_slot(batch_commands[:7])  # ... and after applying a few slots
-    assert sum(store.get_url(r.key) is not None for r in records) < 20
+    assert sum(get_url(store, r.key) is not None for r in records) < 20
     store.close()
     other = RedisStore(redis_cluster.url, PARAMS, prefix=redis_prefix)
     assert list(other.claim_pending()) == []
-    assert all(other.get_url(r.key) == r for r in records)
+    assert all(get_url(other, r.key) == r for r in records)
     assert other.client.hlen(other._journal_key()) == 0
     assert not other.client.hexists(other._holders_key(), "dead")  # recovered, then forgotten
     other.close()
@@ -96,7 +109,7 @@ def test_scan_streams_a_large_table(redis_url, redis_prefix):
     with store.batch() as b:
         for i in range(3000):
             b.put_url(UrlRecord(key=f"http://h/{i}", url=f"http://h/{i}"))
-    seen = {r.key for r in store.iter_urls()}
+    seen = {r.key for r in iter_urls(store)}
     assert len(seen) == 3000
     assert seen == {f"http://h/{i}" for i in range(3000)}
 
@@ -105,10 +118,10 @@ def test_small_tables_keep_digests_in_compact_hashes(redis_single, redis_prefix)
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     with store.batch() as b:
         for i in range(500):
-            b.index_exact("", f"{i:032x}", f"{i:016x}")
-            b.put_emitted(f"http://h/{i}", f"{i:032x}")
-    assert store.find_exact("", f"{7:032x}") == f"{7:016x}" and store.get_emitted("http://h/7") == f"{7:032x}"
-    assert store.claim_exact("", f"{7:032x}", "ab" * 8) == f"{7:016x}"
+            index_exact(b, "", f"{i:032x}", f"{i:016x}")
+            put_emitted(b, f"http://h/{i}", f"{i:032x}")
+    assert find_exact(store, "", f"{7:032x}") == f"{7:016x}" and get_emitted(store, "http://h/7") == f"{7:032x}"
+    assert claim_exact(store, "", f"{7:032x}", "ab" * 8) == f"{7:016x}"
     shards = list(store.client.scan_iter(match=f"{redis_prefix}:t:exact:*", count=1000))
     assert len(shards) > 480  # 500 entries over 16,384 shards: nearly one each
     for key in shards[:50]:
@@ -119,11 +132,11 @@ def test_small_tables_keep_digests_in_compact_hashes(redis_single, redis_prefix)
         list(store.scan(EXACT))
     with pytest.raises(ValueError, match="a cluster id is 16 lowercase hex digits"):
         with store.batch() as b:
-            b.index_exact("", "0" * 32, "not-an-id")
+            index_exact(b, "", "0" * 32, "not-an-id")
     with pytest.raises(ValueError, match="a content hash is 32 lowercase hex digits"):
         with store.batch() as b:
-            b.put_emitted("http://h/x", "ABC")
-    assert store.get_emitted("http://h/x") is None and store.find_exact("", "0" * 32) == f"{0:016x}"
+            put_emitted(b, "http://h/x", "ABC")
+    assert get_emitted(store, "http://h/x") is None and find_exact(store, "", "0" * 32) == f"{0:016x}"
 
 
 def test_minhash_signatures_are_packed_several_to_a_field(redis_url, redis_prefix):
@@ -133,17 +146,17 @@ def test_minhash_signatures_are_packed_several_to_a_field(redis_url, redis_prefi
     signatures["http://h/short"] = b"x"
     with store.batch() as b:
         for key, signature in signatures.items():
-            b.put_minhash(key, signature)
-    assert [key for key, signature in signatures.items() if store.get_minhash(key) != signature] == []
-    assert store.get_minhash("http://h/never") is None
+            put_minhash(b, key, signature)
+    assert [key for key, signature in signatures.items() if get_minhash(store, key) != signature] == []
+    assert get_minhash(store, "http://h/never") is None
     # replaced in place, taken out, and the others stay
     with store.batch() as b:
-        b.put_minhash("http://h/5", b"new" * 90)
+        put_minhash(b, "http://h/5", b"new" * 90)
         for i in range(0, 2000, 2):
             b.delete("minhash", f"http://h/{i}")
-    assert store.get_minhash("http://h/5") == b"new" * 90
-    assert all(store.get_minhash(f"http://h/{i}") is None for i in range(0, 2000, 2))
-    assert all(store.get_minhash(f"http://h/{i}") == signatures[f"http://h/{i}"] for i in range(7, 2000, 2))
+    assert get_minhash(store, "http://h/5") == b"new" * 90
+    assert all(get_minhash(store, f"http://h/{i}") is None for i in range(0, 2000, 2))
+    assert all(get_minhash(store, f"http://h/{i}") == signatures[f"http://h/{i}"] for i in range(7, 2000, 2))
     shards = list(store.client.scan_iter(match=f"{redis_prefix}:t:minhash:*", count=1000))
     fields = [store.client.hlen(key) for key in shards]
     assert len(shards) <= rk.TABLE_SHARDS and max(fields) <= rk.PACKED_FIELDS
@@ -205,7 +218,7 @@ def test_a_heartbeat_costs_one_call_for_three_owed_requests_or_three_thousand(re
     for owed in (3, 3000):
         with store.batch() as batch:
             for i in range(owed - len(store.held_pending())):
-                batch.put_pending(f"https://h/{owed}/{i}", b"request")
+                put_pending(batch, f"https://h/{owed}/{i}", b"request")
         assert len(store.held_pending()) == owed
         before = _fcalls(store.client)
         store._beat()
@@ -219,7 +232,7 @@ def test_requests_outlive_the_lease_while_their_holder_lives(redis_url, redis_pr
     holder.begin_run()  # its heartbeat: every third of a second
     with holder.batch() as batch:
         for i in range(50):
-            batch.put_pending(f"https://h/{i}", b"request")
+            put_pending(batch, f"https://h/{i}", b"request")
     other = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     other.begin_run()
     time.sleep(1.3)  # past a lease
@@ -268,7 +281,7 @@ def test_a_lost_cluster_is_retried_then_stops_with_one_error(tmp_path):
             batch.put_url(UrlRecord(key="http://h/c", url="http://h/c"))
 
     started = time.monotonic()
-    for call in (lambda: store.frontier_mark("http://h/b", 1, "http://h/b"), lambda: store.get_url("http://h/a"), write):
+    for call in (lambda: store.frontier_mark("http://h/b", 1, "http://h/b"), lambda: get_url(store, "http://h/a"), write):
         with pytest.raises(StoreConnectionLost) as info:
             call()
         message = str(info.value)
@@ -321,7 +334,7 @@ def test_a_url_an_earlier_run_owes_is_left_to_its_owed_copy(redis_url, redis_pre
         offer = OweOffer(url, b"request")
         assert frontier.check(url, url, owe=offer) is None and offer.owed
     with first.batch() as batch:
-        batch.settle_pending(settled)  # its outcome was recorded... without a URL record
+        settle_pending(batch, settled)  # its outcome was recorded... without a URL record
     first.close()  # stops with `owed` still owed
 
     second = RedisStore(redis_url, PARAMS, prefix=redis_prefix)

@@ -29,6 +29,7 @@ import pytest
 from local_site import LocalSite
 
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import get_url, iter_clusters, iter_urls, iter_variants
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIDERS = Path(__file__).resolve().parent / "spiders"
@@ -263,9 +264,9 @@ def store_state(path: Path) -> dict:
 
 def state_of(store) -> dict:
     """:func:`store_state` of an open store, of any backend."""
-    records = {r.key: r for r in store.iter_urls()}
-    clusters = {c.cluster_id: c for c in store.iter_clusters()}
-    variants = {url: v["key"] for url, v in store.iter_variants()}
+    records = {r.key: r for r in iter_urls(store)}
+    clusters = {c.cluster_id: c for c in iter_clusters(store)}
+    variants = {url: v["key"] for url, v in iter_variants(store)}
     pending = store.pending_count() if hasattr(store, "pending_count") else None
 
     def canonical(key: str, hops: int = 0) -> str | None:
@@ -304,7 +305,7 @@ def check_emissions(crawl: Crawl, expected: dict) -> None:
         line for line in lines if line["status"] not in ("new", "updated")
     ][:5]
     with LevelDBStore.open_existing(str(crawl.store)) as store:
-        rep_urls = {store.get_url(key).url for key in expected["documents"]}
+        rep_urls = {get_url(store, key).url for key in expected["documents"]}
     emitted_urls = {line["url"] for line in lines}
     assert rep_urls <= emitted_urls, f"documents never emitted: {sorted(rep_urls - emitted_urls)[:10]}"
     # A document is emitted once; again only as `updated` or as a take-over (`supersedes`).

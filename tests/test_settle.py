@@ -15,6 +15,7 @@ from scrapy_dedup.decide.clusters import cluster_id_for
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.decide.settle import settle
 from scrapy_dedup.reports import export
+from scrapy_dedup.store.records import get_minhash, get_url, iter_clusters, iter_urls, members_of
 
 PARAMS = {"v": 1}
 SETTINGS = {"max_distance": 3, "min_jaccard": 0.8, "min_tokens": 50}
@@ -68,22 +69,22 @@ def ingest(store, order: list[str], authority=(), texts=TEXTS) -> None:
 
 
 def partition(store) -> set[tuple[str, frozenset]]:
-    return {(c.representative, frozenset(store.members_of(c))) for c in store.iter_clusters()}
+    return {(c.representative, frozenset(members_of(store, c))) for c in iter_clusters(store)}
 
 
 def representatives(store) -> dict[str, str]:
     """Each document's representative's URL key."""
-    reps = {c.cluster_id: c.representative for c in store.iter_clusters()}
-    return {r.key: reps[r.cluster_id] for r in store.iter_urls() if r.has_content}
+    reps = {c.cluster_id: c.representative for c in iter_clusters(store)}
+    return {r.key: reps[r.cluster_id] for r in iter_urls(store) if r.has_content}
 
 
 def settled_state(store) -> dict:
     """Everything settled: each URL's place, each cluster, the export (without its times)."""
     places = {
         r.key: (r.cluster_id, r.status, r.reason, r.duplicate_of, r.distance, r.jaccard)
-        for r in store.iter_urls()
+        for r in iter_urls(store)
     }
-    clusters = {c.cluster_id: (c.to_json(), tuple(store.members_of(c))) for c in store.iter_clusters()}
+    clusters = {c.cluster_id: (c.to_json(), tuple(members_of(store, c))) for c in iter_clusters(store)}
     documents = [
         {k: v for k, v in doc.items() if k not in ("first_seen", "last_seen")} for doc in export.documents(store)
     ]
@@ -130,17 +131,17 @@ def test_no_member_is_chained_to_its_representative(backend, tmp_path):
         store.begin_run()
         ingest(store, orders()[1])
         settle(store, **SETTINGS)
-        clusters = list(store.iter_clusters())
+        clusters = list(iter_clusters(store))
         assert 1 < len(clusters) < len(TEXTS)
         for cluster in clusters:
             rep = fingerprint(TEXTS[cluster.representative.rsplit("/", 1)[1]])
             # named after its representative: the document_id stays while the representative does
             assert cluster.cluster_id == cluster_id_for(cluster.scope, cluster.representative)
-            for key in store.members_of(cluster):
+            for key in members_of(store, cluster):
                 member = fingerprint(TEXTS[key.rsplit("/", 1)[1]])
                 assert member.content_hash == rep.content_hash or near_match(member, rep, **{
                     "max_distance": 3, "min_jaccard": 0.8, "min_tokens": 50})[0], key
-                record = store.get_url(key)
+                record = get_url(store, key)
                 assert record.cluster_id == cluster.cluster_id
                 assert (record.duplicate_of is None) == (key == cluster.representative)
 
@@ -155,7 +156,7 @@ def test_the_settled_store_goes_on_deciding(backend, tmp_path):
             store.begin_run()
             ingest(store, first, texts={**TEXTS, **later})
             settle(store, **SETTINGS)
-            settled_ids = {c.cluster_id for c in store.iter_clusters()}
+            settled_ids = {c.cluster_id for c in iter_clusters(store)}
             index = ContentIndex(store, store.run, **SETTINGS)
             for name in then:
                 text = later[name]
@@ -175,7 +176,7 @@ def test_authority_url_prefixes_choose_the_representative(backend, tmp_path):
             store.begin_run()
             ingest(store, ["b2", "b", "a", "x"], authority=(preferred,))
             settle(store, **SETTINGS, authority=(preferred,))
-            chosen[preferred] = {c.representative for c in store.iter_clusters()}
+            chosen[preferred] = {c.representative for c in iter_clusters(store)}
     assert "http://h/a" in chosen["http://h/a"] and "http://h/b" not in chosen["http://h/a"]
     assert "http://h/b2" in chosen["http://h/b2"] and "http://h/b" not in chosen["http://h/b2"]
 
@@ -190,7 +191,7 @@ def test_authority_outranks_the_length(backend, tmp_path):
             store.begin_run()
             ingest(store, ["a", "b"], authority=authority)
             settle(store, **SETTINGS, authority=authority)
-            (cluster,) = store.iter_clusters()
+            (cluster,) = iter_clusters(store)
             chosen[name] = cluster.representative
     assert chosen == {"default": "http://h/a", "preferred": "http://h/b"}
 
@@ -225,10 +226,10 @@ def near_entries(store) -> set[tuple[str, str]]:
     from scrapy_dedup.core.bands import band_hashes
 
     found = set()
-    for r in store.iter_urls():
+    for r in iter_urls(store):
         if r.has_content and r.simhash is not None:
             found |= {(r.key, cid) for _, cid in store.simhash_candidates(r.scope, r.simhash, 0)}
-            found |= {(r.key, cid) for cid in store.band_candidates(r.scope, band_hashes(store.get_minhash(r.key)))}
+            found |= {(r.key, cid) for cid in store.band_candidates(r.scope, band_hashes(get_minhash(store, r.key)))}
     return found
 
 
@@ -243,7 +244,7 @@ def test_settled_near_index_holds_the_representatives_only(backend, tmp_path):
                 ContentIndex(store, store.run, **SETTINGS).forget(url(change), 404)
                 ingest(store, ["y"], texts=LATER)
             settle(store, **SETTINGS)
-            clusters = {c.cluster_id: c.representative for c in store.iter_clusters()}
+            clusters = {c.cluster_id: c.representative for c in iter_clusters(store)}
             entries = near_entries(store)
             assert {cid for _, cid in entries} <= set(clusters)  # no entry of a cluster gone
             assert {(rep, cid) for cid, rep in clusters.items()} <= entries  # each representative's
@@ -280,7 +281,7 @@ def test_an_incremental_settle_ends_where_a_full_one_does(backend, tmp_path):
 
 
 def places(store) -> dict:
-    return {r.key: (r.cluster_id, r.status, r.reason, r.duplicate_of, r.distance, r.jaccard) for r in store.iter_urls()}
+    return {r.key: (r.cluster_id, r.status, r.reason, r.duplicate_of, r.distance, r.jaccard) for r in iter_urls(store)}
 
 
 def test_settling_keeps_what_a_recrawl_found(backend, tmp_path):
@@ -296,7 +297,7 @@ def test_settling_keeps_what_a_recrawl_found(backend, tmp_path):
         settle(store, **SETTINGS)
         store.begin_run()
         ingest(store, first, texts=texts)
-        assert {r.status for r in store.iter_urls()} == {"unchanged"}
+        assert {r.status for r in iter_urls(store)} == {"unchanged"}
         ingest(store, ["b3"], texts=texts)
         before = places(store)
         result = settle(store, **SETTINGS)
@@ -324,9 +325,9 @@ def test_an_honoured_canonical_stays_with_its_target(backend, tmp_path):
                 index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text,
                                       canonical_key=target, canonical_url=target))
             settle(store, **SETTINGS)
-            c = store.get_url(url("c"))
+            c = get_url(store, url("c"))
             assert c.canonical_alias and c.reason == "rel_canonical" and c.duplicate_of == url("b"), order
-            assert c.cluster_id == store.get_url(url("b")).cluster_id, order
+            assert c.cluster_id == get_url(store, url("b")).cluster_id, order
             assert {d["url"] for d in export.documents(store)} == {url("a"), url("x")}, order
             states.append(settled_state(store))
     assert len(states) == 12 and all(state == states[0] for state in states[1:])
@@ -369,7 +370,7 @@ def test_the_feed_id_is_provisional_and_the_settled_one_named_after_the_represen
             text = TEXTS[name]
             decision = index.ingest(Document(url(name), url(name), fingerprint(text), raw_hash(text.encode()), text=text))
             items[name] = decision.as_item_field()
-        scope = store.get_url(url("a")).scope
+        scope = get_url(store, url("a")).scope
         assert items["a"]["supersedes"] == [url("b")]
         assert items["a"]["document_id"] == items["b"]["document_id"] == cluster_id_for(scope, url("b"))
         settle(store, **SETTINGS)

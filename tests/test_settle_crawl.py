@@ -25,6 +25,7 @@ from local_site import LocalSite
 from test_settle import TEXTS
 from testing import EXAMPLE_PROJECT, run_crawl
 
+from scrapy_dedup.store.records import iter_clusters, iter_urls
 from scrapy_dedup.store.redis.functions import connect, primaries
 from scrapy_dedup.store.redis.store import RedisStore
 
@@ -85,8 +86,8 @@ def settled(out: Path, redis_url: str | None = None) -> dict:
     assert chunks
     if redis_url:
         with RedisStore.open_existing(redis_url, prefix="dedup:site") as store:
-            records_by_key = {r.key: r for r in store.iter_urls()}
-            clusters = {c.cluster_id: c for c in store.iter_clusters()}
+            records_by_key = {r.key: r for r in iter_urls(store)}
+            clusters = {c.cluster_id: c for c in iter_clusters(store)}
     else:
         view = StoreView(out / "store")
         records_by_key, clusters = view.records, view.clusters

@@ -8,6 +8,7 @@ import pytest
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store import STORE_FORMAT, IncompatibleStore, StoreLocked
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import add_member, get_url, put_alias
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 
@@ -30,8 +31,8 @@ def test_the_key_layout_is_the_documented_one(store):
     # the layout is the store format: reports and migrations read these keys
     with store.batch() as b:
         b.put_url(UrlRecord(key="http://h/a", url="http://h/a"))
-        b.put_alias("http://h/a", "http://h/b", "redirect")
-        b.add_member("00000000000000aa", "http://h/a")
+        put_alias(b, "http://h/a", "http://h/b", "redirect")
+        add_member(b, "00000000000000aa", "http://h/a")
     store.put_meta("url_rules", {})
     keys = set(store._db.iterator(include_value=False))
     assert {b"u:http://h/a", b"a:http://h/a\0http://h/b", b"k:00000000000000aa:http://h/a", b"m:url_rules"} <= keys
@@ -78,4 +79,4 @@ def test_a_store_of_the_fast_mode_extraction_is_refused_then_migrated_keeping_it
     assert "\n" not in str(refused.value)
     assert f"from store format 4 to {STORE_FORMAT}" in str(migrate_store(store_path))
     with LevelDBStore.open_existing(store_path) as store:
-        assert store.get_url("http://h/a").content_hash == "ab" * 16
+        assert get_url(store, "http://h/a").content_hash == "ab" * 16

@@ -11,7 +11,36 @@ import xxhash
 from scrapy_dedup.core.bands import BANDS, simhash_blocks
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store import IncompatibleStore, StoreError
-from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.base import DedupStore, StoreBatch
+from scrapy_dedup.store.records import (
+    add_member,
+    claim_exact,
+    find_exact,
+    find_raw,
+    get_cluster,
+    get_emitted,
+    get_minhash,
+    get_text,
+    get_url,
+    get_variant,
+    has_pending,
+    index_exact,
+    index_raw,
+    iter_aliases_of,
+    iter_clusters,
+    iter_urls,
+    iter_variants,
+    members_of,
+    put_alias,
+    put_cluster,
+    put_emitted,
+    put_minhash,
+    put_pending,
+    put_text,
+    remove_member,
+    settle_pending,
+    unindex_exact,
+)
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 AA, BB = "00000000000000aa", "00000000000000bb"
@@ -56,9 +85,9 @@ def test_url_records_round_trip(store):
     record = UrlRecord(key="http://h/a", url="http://h/a/", status="new", simhash=2**63 + 5, jaccard=0.5)
     with store.batch() as b:
         b.put_url(record)
-    assert store.get_url("http://h/a") == record
-    assert store.get_url("http://h/missing") is None
-    assert [r.key for r in store.iter_urls()] == ["http://h/a"]
+    assert get_url(store, "http://h/a") == record
+    assert get_url(store, "http://h/missing") is None
+    assert [r.key for r in iter_urls(store)] == ["http://h/a"]
 
 
 def test_records_iterate_once_each(store):
@@ -67,7 +96,7 @@ def test_records_iterate_once_each(store):
         for key in keys:
             b.put_url(UrlRecord(key=key, url=key))
     # in no particular order: a shared backend streams its keys as they come
-    assert sorted(r.key for r in store.iter_urls()) == sorted(keys)
+    assert sorted(r.key for r in iter_urls(store)) == sorted(keys)
 
 
 def test_batch_is_atomic(store):
@@ -76,7 +105,7 @@ def test_batch_is_atomic(store):
             b.put_url(UrlRecord(key="k", url="u"))
             b.index_near("", 7, bands(1, {0: 11}), AA)
             raise RuntimeError("decision failed halfway")
-    assert store.get_url("k") is None
+    assert get_url(store, "k") is None
     assert list(store.simhash_candidates("", 7)) == []
     assert store.band_candidates("", bands(2, {0: 11})) == set()
 
@@ -85,10 +114,10 @@ def test_a_batch_applies_its_writes_in_order(store):
     with store.batch() as b:
         b.put_url(UrlRecord(key="k", url="first"))
         b.put_url(UrlRecord(key="k", url="second"))
-        b.put_text("k", "gone")
+        put_text(b, "k", "gone")
         b.delete("text", "k")
-    assert store.get_url("k").url == "second"
-    assert store.get_text("k") is None
+    assert get_url(store, "k").url == "second"
+    assert get_text(store, "k") is None
 
 
 def test_variants_count_repeats(store):
@@ -96,16 +125,16 @@ def test_variants_count_repeats(store):
         b.count_variant("http://h/a?utm_source=x", "http://h/a", 10.0)
     with store.batch() as b:
         b.count_variant("http://h/a?utm_source=x", "http://h/a", 20.0, "fresh")
-    assert store.get_variant("http://h/a?utm_source=x") == {
+    assert get_variant(store, "http://h/a?utm_source=x") == {
         "key": "http://h/a",
         "first_seen": 10.0,
         "last_seen": 20.0,
         "count": 2,
         "reason": "fresh",
     }
-    assert [u for u, _ in store.iter_variants()] == ["http://h/a?utm_source=x"]
-    assert list(store.iter_aliases_of("http://h/a")) == [("http://h/a?utm_source=x", "url_variant")]
-    assert list(store.iter_aliases_of("http://h/b")) == []
+    assert [u for u, _ in iter_variants(store)] == ["http://h/a?utm_source=x"]
+    assert list(iter_aliases_of(store, "http://h/a")) == [("http://h/a?utm_source=x", "url_variant")]
+    assert list(iter_aliases_of(store, "http://h/b")) == []
 
 
 def test_a_variant_that_moves_is_listed_under_its_new_key(store):
@@ -113,19 +142,19 @@ def test_a_variant_that_moves_is_listed_under_its_new_key(store):
         b.count_variant("http://h/a?s=1", "http://h/a", 10.0)
     with store.batch() as b:
         b.count_variant("http://h/a?s=1", "http://h/b", 20.0)
-    assert store.get_variant("http://h/a?s=1")["key"] == "http://h/b"
-    assert list(store.iter_aliases_of("http://h/b")) == [("http://h/a?s=1", "url_variant")]
+    assert get_variant(store, "http://h/a?s=1")["key"] == "http://h/b"
+    assert list(iter_aliases_of(store, "http://h/b")) == [("http://h/a?s=1", "url_variant")]
 
 
 def test_aliases_list_and_can_be_deleted(store):
     with store.batch() as b:
-        b.put_alias("http://h/t", "http://h/z", "redirect")
-        b.put_alias("http://h/t", "http://h/a", "redirect")
-        b.put_alias("http://h/u", "http://h/b", "redirect")
-    assert sorted(store.iter_aliases_of("http://h/t")) == [("http://h/a", "redirect"), ("http://h/z", "redirect")]
+        put_alias(b, "http://h/t", "http://h/z", "redirect")
+        put_alias(b, "http://h/t", "http://h/a", "redirect")
+        put_alias(b, "http://h/u", "http://h/b", "redirect")
+    assert sorted(iter_aliases_of(store, "http://h/t")) == [("http://h/a", "redirect"), ("http://h/z", "redirect")]
     with store.batch() as b:
         b.remove_from_set("aliases", "http://h/t", "http://h/a")
-    assert list(store.iter_aliases_of("http://h/t")) == [("http://h/z", "redirect")]
+    assert list(iter_aliases_of(store, "http://h/t")) == [("http://h/z", "redirect")]
 
 
 def test_meta_round_trip(store):
@@ -144,35 +173,35 @@ def test_meta_if_absent_and_counters(store):
 
 def test_exact_index_is_scoped(store):
     with store.batch() as b:
-        b.index_exact("", "abc", "00000000000000aa")
-    assert store.find_exact("", "abc") == "00000000000000aa"
-    assert store.find_exact("tenant-b", "abc") is None
+        index_exact(b, "", "abc", "00000000000000aa")
+    assert find_exact(store, "", "abc") == "00000000000000aa"
+    assert find_exact(store, "tenant-b", "abc") is None
     with store.batch() as b:
-        b.unindex_exact("", "abc")
-    assert store.find_exact("", "abc") is None
+        unindex_exact(b, "", "abc")
+    assert find_exact(store, "", "abc") is None
 
 
 def test_claim_exact_is_insert_if_absent(store):
-    assert store.claim_exact("", "abc", "00000000000000aa") is None
-    assert store.claim_exact("", "abc", "00000000000000bb") == "00000000000000aa"
-    assert store.find_exact("", "abc") == "00000000000000aa"
-    assert store.claim_exact("other", "abc", "00000000000000bb") is None
+    assert claim_exact(store, "", "abc", "00000000000000aa") is None
+    assert claim_exact(store, "", "abc", "00000000000000bb") == "00000000000000aa"
+    assert find_exact(store, "", "abc") == "00000000000000aa"
+    assert claim_exact(store, "other", "abc", "00000000000000bb") is None
 
 
 def test_raw_hashes_minhashes_and_texts(store):
     with store.batch() as b:
-        b.index_raw("r1", "http://h/a")
-        b.put_minhash("http://h/a", b"\x01\x02\x03\x04")
-        b.put_text("http://h/a", "Grüße \ud800 and more")
-    assert store.find_raw("r1") == "http://h/a"
-    assert store.find_raw("r2") is None
-    assert store.get_minhash("http://h/a") == b"\x01\x02\x03\x04"
-    assert store.get_text("http://h/a") == "Grüße \ud800 and more"
+        index_raw(b, "r1", "http://h/a")
+        put_minhash(b, "http://h/a", b"\x01\x02\x03\x04")
+        put_text(b, "http://h/a", "Grüße \ud800 and more")
+    assert find_raw(store, "r1") == "http://h/a"
+    assert find_raw(store, "r2") is None
+    assert get_minhash(store, "http://h/a") == b"\x01\x02\x03\x04"
+    assert get_text(store, "http://h/a") == "Grüße \ud800 and more"
     with store.batch() as b:
         b.delete("minhash", "http://h/a")
         b.delete("text", "http://h/a")
-    assert store.get_minhash("http://h/a") is None
-    assert store.get_text("http://h/a") is None
+    assert get_minhash(store, "http://h/a") is None
+    assert get_text(store, "http://h/a") is None
 
 
 def test_simhash_candidates_share_a_block(store):
@@ -239,17 +268,17 @@ def test_a_wrong_number_of_bands_is_refused(store):
 def test_clusters_and_members(store):
     cluster = Cluster("00000000000000aa", "http://h/a", "http://h/a", 100, 1)
     with store.batch() as b:
-        b.put_cluster(cluster)
-        b.add_member(cluster.cluster_id, "http://h/b")
-        b.add_member(cluster.cluster_id, "http://h/a")
-    assert store.get_cluster(cluster.cluster_id) == cluster
-    assert sorted(store.members_of(cluster.cluster_id)) == ["http://h/a", "http://h/b"]
-    assert [c.cluster_id for c in store.iter_clusters()] == [cluster.cluster_id]
+        put_cluster(b, cluster)
+        add_member(b, cluster.cluster_id, "http://h/b")
+        add_member(b, cluster.cluster_id, "http://h/a")
+    assert get_cluster(store, cluster.cluster_id) == cluster
+    assert sorted(members_of(store, cluster.cluster_id)) == ["http://h/a", "http://h/b"]
+    assert [c.cluster_id for c in iter_clusters(store)] == [cluster.cluster_id]
     with store.batch() as b:
-        b.remove_member(cluster.cluster_id, "http://h/a")
+        remove_member(b, cluster.cluster_id, "http://h/a")
         b.delete("cluster", cluster.cluster_id)
-    assert store.members_of(cluster.cluster_id) == ["http://h/b"]
-    assert list(store.iter_clusters()) == []
+    assert members_of(store, cluster.cluster_id) == ["http://h/b"]
+    assert list(iter_clusters(store)) == []
 
 
 def test_other_parameters_are_refused(backend, store_path):
@@ -264,7 +293,7 @@ def test_open_existing_reads_the_recorded_parameters(backend, store_path):
             b.put_url(UrlRecord(key="k", url="u"))
     with backend.open_existing(store_path) as s:
         assert s.params["max_distance"] == 3
-        assert s.get_url("k").url == "u"
+        assert get_url(s, "k").url == "u"
 
 
 def test_open_existing_needs_a_store(backend, tmp_path):
@@ -276,12 +305,12 @@ def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, s
     with backend(store_path, PARAMS) as s:
         assert s.pending_count() == 0 and list(s.scan("pending")) == []
         with s.batch() as b:
-            b.put_pending("http://h/a", b"request a")
-            b.put_pending("http://h/b", b"request b")
-        assert s.has_pending("http://h/a") and not s.has_pending("http://h/c")
+            put_pending(b, "http://h/a", b"request a")
+            put_pending(b, "http://h/b", b"request b")
+        assert has_pending(s, "http://h/a") and not has_pending(s, "http://h/c")
         with s.batch() as b:
-            b.settle_pending("http://h/a")
-            b.settle_pending("http://h/never-owed")  # settling twice, or what was never owed, is harmless
+            settle_pending(b, "http://h/a")
+            settle_pending(b, "http://h/never-owed")  # settling twice, or what was never owed, is harmless
     with backend(store_path, PARAMS) as s:
         assert dict(s.scan("pending")) == {"http://h/b": b"request b"}
         assert s.pending_count() == 1
@@ -290,21 +319,21 @@ def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, s
 def test_a_batch_that_fails_owes_nothing(store):
     with pytest.raises(RuntimeError):
         with store.batch() as b:
-            b.put_pending("http://h/a", b"request a")
+            put_pending(b, "http://h/a", b"request a")
             raise RuntimeError("crash before the batch is applied")
-    assert not store.has_pending("http://h/a")
+    assert not has_pending(store, "http://h/a")
 
 
 def test_iterating_pending_requests_while_settling_them(store):
     with store.batch() as b:
         for i in range(50):
-            b.put_pending(f"http://h/{i}", b"r")
+            put_pending(b, f"http://h/{i}", b"r")
     seen = []
     for pending_id, _ in store.scan("pending"):
         seen.append(pending_id)
         with store.batch() as b:
-            b.settle_pending(pending_id)
-            b.put_pending(pending_id + "/child", b"r")
+            settle_pending(b, pending_id)
+            put_pending(b, pending_id + "/child", b"r")
     assert len(seen) >= 50 and store.pending_count() == 50
 
 
@@ -328,7 +357,7 @@ def test_chunk_tables_round_trip_and_scan(store):
         assert store.get(table, key) == value
         assert list(store.scan(table)) == [(key, value)]
     # tables are apart from each other and from the page tables
-    assert store.get_url("http://h/a") is None
+    assert get_url(store, "http://h/a") is None
     with store.batch() as b:
         b.delete(CHUNKS, "http://h/a")
     assert store.get(CHUNKS, "http://h/a") is None and store.get(CHUNK_PRINT, "http://h/a\0abcd") == b"\x01\x02"
@@ -350,3 +379,80 @@ def test_chunk_bands_are_a_table_of_their_own(store):
     assert store.get(CHUNK_BANDS, "s:0:ff") == b'[[1,"http://h/a\\u0000c1"]]'
     assert store.get(EXACT, "s:0:ff") is None
     assert [k for k, _ in store.scan(CHUNK_BANDS)] == ["s:0:ff"]
+
+
+#: the typed reads that were DedupStore methods: each old name, with arguments to call it with
+C1, R1 = "c1" * 16, "e1" * 16  # content hashes: 32 hex digits
+OLD_READS = {
+    "get_url": ("http://h/a",), "iter_urls": (), "get_variant": ("http://h/a?x",), "iter_variants": (),
+    "iter_aliases_of": ("http://h/a",), "has_pending": ("http://h/a",), "get_emitted": ("http://h/a",),
+    "find_exact": ("s", C1), "claim_exact": ("s", C1, BB), "find_raw": (R1,),
+    "get_minhash": ("http://h/a",), "get_text": ("http://h/a",), "get_cluster": (AA,),
+    "members_of": (AA,), "iter_clusters": (),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(OLD_READS))
+def test_an_old_read_method_warns_and_reads_what_its_function_reads(store, name):
+    from scrapy_dedup.store import records
+
+    store.begin_run()
+    with store.batch() as b:
+        b.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new", cluster_id=AA))
+        b.count_variant("http://h/a?x", "http://h/a", 1.0)
+        put_pending(b, "http://h/a", b"request")
+        put_emitted(b, "http://h/a", C1)
+        index_exact(b, "s", C1, AA)
+        index_raw(b, R1, "http://h/a")
+        put_minhash(b, "http://h/a", b"\x01\x02")
+        put_text(b, "http://h/a", "text")
+        put_cluster(b, Cluster(AA, "http://h/a", "http://h/a", rep_text_length=4, rep_first_run=1))
+    function = getattr(records, name)
+    args = OLD_READS[name]
+    message = rf"^DedupStore\.{name} is deprecated: call scrapy_dedup\.store\.records\.{name}\(store, \.\.\.\)$"
+    with pytest.warns(DeprecationWarning, match=message):
+        old = getattr(store, name)(*args)
+    with pytest.warns(DeprecationWarning, match=message):
+        unbound = getattr(type(store), name)
+    assert unbound is function
+    new = function(store, *args)
+    if name.startswith("iter_"):
+        old, new = list(old), list(new)
+    assert old == new and new not in (None, [], False)
+
+
+CL = Cluster(AA, "http://h/a", "http://h/a", rep_text_length=4, rep_first_run=1)
+#: the typed writes that were StoreBatch methods: each old name, its arguments, and what reads it back
+OLD_WRITES = {
+    "put_alias": (("http://h/a", "http://h/b", "redirect"),
+                  lambda s: list(iter_aliases_of(s, "http://h/a")) == [("http://h/b", "redirect")]),
+    "put_cluster": ((CL,), lambda s: get_cluster(s, AA) == CL),
+    "add_member": ((AA, "http://h/n"), lambda s: members_of(s, AA) == ["http://h/m", "http://h/n"]),
+    "remove_member": ((AA, "http://h/m"), lambda s: members_of(s, AA) == []),
+    "index_exact": (("s", "c2" * 16, BB), lambda s: find_exact(s, "s", "c2" * 16) == BB),
+    "unindex_exact": (("s", C1), lambda s: find_exact(s, "s", C1) is None),
+    "index_raw": ((R1, "http://h/a"), lambda s: find_raw(s, R1) == "http://h/a"),
+    "put_minhash": (("http://h/a", b"\x01\x02"), lambda s: get_minhash(s, "http://h/a") == b"\x01\x02"),
+    "put_text": (("http://h/a", "text"), lambda s: get_text(s, "http://h/a") == "text"),
+    "put_pending": (("http://h/q", b"request"), lambda s: has_pending(s, "http://h/q")),
+    "settle_pending": (("http://h/p",), lambda s: not has_pending(s, "http://h/p")),
+    "put_emitted": (("http://h/a", C1), lambda s: get_emitted(s, "http://h/a") == C1),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(OLD_WRITES))
+def test_an_old_batch_write_warns_and_writes_what_its_function_writes(store, name):
+    from scrapy_dedup.store import records
+
+    store.begin_run()
+    with store.batch() as b:  # what the removals remove
+        records.add_member(b, AA, "http://h/m")
+        records.index_exact(b, "s", C1, AA)
+        records.put_pending(b, "http://h/p", b"request")
+    args, read_back = OLD_WRITES[name]
+    message = rf"^StoreBatch\.{name} is deprecated: call scrapy_dedup\.store\.records\.{name}\(batch, \.\.\.\)$"
+    with store.batch() as b, pytest.warns(DeprecationWarning, match=message):
+        getattr(b, name)(*args)
+    assert read_back(store)
+    with pytest.warns(DeprecationWarning, match=message):
+        assert getattr(StoreBatch, name) is getattr(records, name)

@@ -15,6 +15,7 @@ from scrapy_dedup.core.fingerprints import (
 )  # fmt: skip
 from scrapy_dedup.core.language import same_language, translated
 from scrapy_dedup.decide.index import ContentIndex, Document
+from scrapy_dedup.store.records import put_cluster, put_text
 
 # a section whose prose is short beside its commands and output, as in a system administration book
 COMMANDS = """
@@ -106,8 +107,8 @@ def chunk_statuses(store, pages: dict[str, str]) -> dict[str, list[str]]:
     layer = ChunkLayer(store)
     for n, (url, text) in enumerate(pages.items()):
         with store.batch() as b:
-            b.put_text(url, text)
-            b.put_cluster(Cluster(f"{n + 1:016x}", url, url, len(text), 1))
+            put_text(b, url, text)
+            put_cluster(b, Cluster(f"{n + 1:016x}", url, url, len(text), 1))
         layer.record(url, url, "", layer.chunk(text, url, url))
     live = {url: [r.status for r in layer.get_chunks(url)] for url in pages}
     layer.settle()

@@ -20,6 +20,7 @@ from scrapy import Request
 from scrapy.utils.request import request_from_dict
 
 from scrapy_dedup.store.base import OweOffer
+from scrapy_dedup.store.records import get_cluster, get_emitted, get_url, put_emitted, put_pending, settle_pending
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -111,9 +112,9 @@ class PendingRequests:
             return
         with self.store.batch() as batch:
             if blob is not None:
-                batch.put_pending(pending_id, blob)
+                put_pending(batch, pending_id, blob)
             if closes is not None and closes != pending_id:
-                batch.settle_pending(closes)
+                settle_pending(batch, closes)
 
     def offer(self, request: Request, pending_id: str) -> OweOffer | None:
         """``request`` serialized to be owed under ``pending_id`` with its URL key's mark in
@@ -159,14 +160,14 @@ class PendingRequests:
         # unchanged, and its item emitted again if the emitted record was lost with it
         with self.store.batch(later=True) as batch:
             for key, content_hash in emitted:
-                batch.put_emitted(key, content_hash)
+                put_emitted(batch, key, content_hash)
             if pending_id is not None:
-                batch.settle_pending(pending_id)
+                settle_pending(batch, pending_id)
 
     def close_ids(self, pending_ids: Iterable[str]) -> None:
         with self.store.batch() as batch:
             for pending_id in pending_ids:
-                batch.settle_pending(pending_id)
+                settle_pending(batch, pending_id)
 
     def _serialize(self, request: Request) -> bytes | None:
         try:
@@ -238,7 +239,7 @@ class PendingRequests:
         """
         if decision.status != "unchanged":
             return
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         if record is None or record.first_run != self.state.first_run:
             return
         if not resumed:
@@ -248,9 +249,9 @@ class PendingRequests:
             # died); any other fetch is of a page emitted already, or decided by another
             # process of this crawl, which emits it itself
             return
-        if self.store.get_emitted(key) == record.content_hash:
+        if get_emitted(self.store, key) == record.content_hash:
             return
-        cluster = self.store.get_cluster(record.cluster_id) if record.cluster_id else None
+        cluster = get_cluster(self.store, record.cluster_id) if record.cluster_id else None
         if cluster is None or cluster.representative != key:
             return
         self.state.inc("frontier/replayed")

@@ -35,6 +35,7 @@ import xxhash
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.clusters import cluster_id_for
 from scrapy_dedup.store.base import CHANGES, DedupStore, StoreError
+from scrapy_dedup.store.records import get_url, iter_urls
 
 __all__ = ["ChangeTokenError", "Changes", "History", "record", "since", "token"]
 
@@ -106,7 +107,7 @@ def _pending(
     meta = store.get_meta(META) or {}
     generation = meta.get("generation", 0) + 1
     old = {cid: History.from_json(raw) for cid, raw in store.scan(CHANGES)}
-    now = _current(store.iter_urls() if records is None else records)
+    now = _current(iter_urls(store) if records is None else records)
     written: dict[str, History] = {}
     for cid, (digest, rep) in now.items():
         h = old.get(cid)
@@ -116,7 +117,7 @@ def _pending(
             written[cid] = History(h.born, generation, digest, rep)
     for cid, h in old.items():
         if h.gone is None and cid not in now:
-            page = store.get_url(h.representative) if h.representative else None
+            page = get_url(store, h.representative) if h.representative else None
             into = page.cluster_id if page is not None and page.cluster_id in now else None
             written[cid] = History(h.born, h.changed, h.digest, h.representative, generation, into)
     return meta, old, written

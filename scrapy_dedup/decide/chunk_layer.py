@@ -51,6 +51,7 @@ from scrapy_dedup.store.base import (
     DedupStore,
     scope_id,
 )
+from scrapy_dedup.store.records import get_text, iter_clusters
 
 __all__ = ["ChunkLayer", "ChunkRecord", "ChunkRules", "ChunkSettleResult", "chunk_member", "split_member"]
 
@@ -446,7 +447,7 @@ class ChunkLayer:
         writes = store.get_meta(WRITES_META) or 0
         store.put_meta(OWED, True)
         reps = sorted(
-            (c.rep_first_run, c.representative, c.scope, c.rep_url) for c in store.iter_clusters()
+            (c.rep_first_run, c.representative, c.scope, c.rep_url) for c in iter_clusters(store)
         )
         rep_keys = {key for _, key, _, _ in reps}
         prints = self._clear(rep_keys)
@@ -504,7 +505,7 @@ class ChunkLayer:
                     paragraphs = tuple(tuple(p) for p in previous["paragraphs"])
                     headings = _headings(previous.get("headings"))
                     return PageChunks(paragraphs, tuple(previous["boilerplate"]), tuple(chunks), prints, headings)
-        text = self.store.get_text(key)
+        text = get_text(self.store, key)
         if text is None:
             result.without_text += 1
             return None
@@ -559,7 +560,7 @@ class ChunkLayer:
                 if record is not None and not self.params_changed:
                     paragraphs = [tuple(p) for p in record["paragraphs"]]
                 else:
-                    text = self.store.get_text(key)
+                    text = get_text(self.store, key)
                     if text is None:
                         continue
                     paragraphs = list(page_paragraphs(text))
@@ -578,7 +579,7 @@ class ChunkLayer:
                 with self.store.batch() as b:
                     for key, pkey, n in rows:
                         if text_of[0] != key:
-                            text_of = (key, self.store.get_text(key))
+                            text_of = (key, get_text(self.store, key))
                         url, _, start, end = example[pkey]
                         text = text_of[1]
                         line = canonical_text(text[start:end]) if text is not None else ""
@@ -629,7 +630,7 @@ class _ChunkTexts:
         if key not in self.docs:
             rows = self.layer.get_chunks(key) if key != self.key else None
             spans = {r.chunk_id: (r.start, r.end) for r in rows or ()}
-            self.docs[key] = (self.layer.store.get_text(key), spans)
+            self.docs[key] = (get_text(self.layer.store, key), spans)
         return self.docs[key]
 
     def text(self, member: str) -> str | None:

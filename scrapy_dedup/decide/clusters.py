@@ -19,6 +19,18 @@ from scrapy_dedup.core.representative import Candidate, choose_representative, r
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.matching import Match
 from scrapy_dedup.store.base import TEXT, DedupStore, StoreBatch
+from scrapy_dedup.store.records import (
+    add_member,
+    claim_exact,
+    get_cluster,
+    get_minhash,
+    get_url,
+    index_exact,
+    index_raw,
+    put_cluster,
+    put_minhash,
+    put_text,
+)
 
 
 def cluster_id_for(scope: str, key: str) -> str:
@@ -46,13 +58,13 @@ class Clusters:
         return record.simhash is not None and (record.tokens or 0) >= self.min_tokens
 
     def _bands_of(self, key: str) -> tuple[int, ...]:
-        minhash = self.store.get_minhash(key)
+        minhash = get_minhash(self.store, key)
         return band_hashes(minhash) if minhash else ()
 
     def _url_of(self, key: str | None) -> str | None:
         if key is None:
             return None
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         return record.url if record is not None else key
 
     def _found_cluster(self, record: UrlRecord, doc: Document, status: str = "new") -> Decision:
@@ -63,13 +75,13 @@ class Clusters:
         # a cluster outlives its founder's content (its founder may have changed and left it
         # to another representative): never take over a live cluster's id
         salt = 0
-        while self.store.get_cluster(cid) is not None:
+        while get_cluster(self.store, cid) is not None:
             salt += 1
             cid = cluster_id_for(doc.scope, f"{record.key}/{salt}")
         # the exact hash is claimed before the cluster is written: where another process of a
         # shared store founded a cluster for the same text meanwhile, this document joins it
-        owner = self.store.claim_exact(doc.scope, record.content_hash, cid)
-        owner_cluster = self.store.get_cluster(owner) if owner is not None else None
+        owner = claim_exact(self.store, doc.scope, record.content_hash, cid)
+        owner_cluster = get_cluster(self.store, owner) if owner is not None else None
         if owner is not None and owner_cluster is not None:
             return self._join(record, doc, Match(owner, "exact_content", owner_cluster.representative, 0, 1.0))
         cluster = Cluster(cid, record.key, record.url, 0, 0, scope=doc.scope)
@@ -79,11 +91,11 @@ class Clusters:
         record.status = status
         with self.store.batch() as batch:
             self._write_content(batch, record, doc)
-            batch.put_cluster(cluster)  # its representative is its one member: no member set yet
+            put_cluster(batch, cluster)  # its representative is its one member: no member set yet
             # the exact entry is the claim above (written already, or going with this batch),
             # unless it named a cluster that was never written (its process died)
             if owner not in (None, cid):
-                batch.index_exact(doc.scope, record.content_hash, cid)
+                index_exact(batch, doc.scope, record.content_hash, cid)
             if self._indexable(record):
                 assert record.simhash is not None and doc.fingerprint is not None, "an indexable page has its fingerprint"
                 batch.index_near(doc.scope, record.simhash, band_hashes(doc.fingerprint.minhash), cid)
@@ -99,17 +111,17 @@ class Clusters:
 
     def _write_content(self, batch: StoreBatch, record: UrlRecord, doc: Document) -> None:
         batch.put_url(record)
-        batch.index_raw(doc.raw_hash, record.key)
+        index_raw(batch, doc.raw_hash, record.key)
         if doc.fingerprint is not None and doc.fingerprint.minhash:
-            batch.put_minhash(record.key, doc.fingerprint.minhash)
+            put_minhash(batch, record.key, doc.fingerprint.minhash)
         if doc.text is not None:
-            batch.put_text(record.key, doc.text, packed=doc.packed_text)
+            put_text(batch, record.key, doc.text, packed=doc.packed_text)
 
     def _join(self, record: UrlRecord, doc: Document, match: Match) -> Decision:
-        cluster = self.store.get_cluster(match.cluster_id)
+        cluster = get_cluster(self.store, match.cluster_id)
         assert cluster is not None, "a match names a live cluster"
         assert record.content_hash is not None, "a page is given its content hash before it is clustered"
-        old_rep = self.store.get_url(cluster.representative)
+        old_rep = get_url(self.store, cluster.representative)
         wins = representative_order(Candidate.of(record), self.authority) < representative_order(
             Candidate.representing(cluster), self.authority
         )
@@ -132,15 +144,15 @@ class Clusters:
         )
         cluster.size += 1
         with self.store.batch() as batch:
-            batch.add_member(match.cluster_id, record.key)
-            batch.index_exact(doc.scope, record.content_hash, match.cluster_id)
+            add_member(batch, match.cluster_id, record.key)
+            index_exact(batch, doc.scope, record.content_hash, match.cluster_id)
             if wins and old_rep is not None:
                 gap = distance(record, old_rep)
                 old_rep.reason = duplicate_reason(old_rep.content_hash, record.content_hash)
                 old_rep.duplicate_of, old_rep.distance = record.key, gap
                 old_rep.status = duplicate_status(old_rep.reason)
                 batch.put_url(old_rep)
-                batch.add_member(match.cluster_id, old_rep.key)  # a member no longer implied
+                add_member(batch, match.cluster_id, old_rep.key)  # a member no longer implied
                 if self._indexable(old_rep):
                     assert old_rep.simhash is not None, "an indexable record has its SimHash"
                     batch.unindex_near(doc.scope, old_rep.simhash, self._bands_of(old_rep.key), match.cluster_id)
@@ -155,7 +167,7 @@ class Clusters:
                     # the one the old representative kept
                     kept = self.store.get(TEXT, old_rep.key)
                     if kept is not None:
-                        batch.put_text(record.key, None, packed=kept)
+                        put_text(batch, record.key, None, packed=kept)
                 decision.canonical_url = record.url
                 decision.supersedes = [old_rep.url]
                 decision.duplicate_of = old_rep.url
@@ -173,7 +185,7 @@ class Clusters:
                 decision.distance = record.distance
                 decision.jaccard = match.jaccard
             self._write_content(batch, record, doc)
-            batch.put_cluster(cluster)
+            put_cluster(batch, cluster)
         return decision
 
     def _promote(self, batch: StoreBatch, cluster: Cluster, members: list[UrlRecord]) -> UrlRecord:

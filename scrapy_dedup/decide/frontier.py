@@ -13,6 +13,7 @@ from urllib.parse import urldefrag
 
 from scrapy_dedup.core.records import UrlRecord, record_time
 from scrapy_dedup.store.base import ALIASES, DedupStore, OweOffer
+from scrapy_dedup.store.records import get_url, has_pending, put_alias
 
 #: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
 DROP_SEEN = "seen"  # the key was already scheduled in this run
@@ -161,7 +162,7 @@ class Frontier:
             return None
         if previous[0] == self.run:
             return DROP_SEEN
-        if self.store.has_pending(key):
+        if has_pending(self.store, key):
             # owed by an earlier run (or a process of it), its outcome never recorded: the crawl
             # issues that request again itself, past the dupefilter (PendingRequests.resume), so
             # this copy would fetch the page a second time
@@ -170,7 +171,7 @@ class Frontier:
 
     def _fetched_before(self, key: str) -> str | None:
         """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again."""
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         if record is None or record.fetched_at is None or record.kind == "hub" or record.links:
             # hubs, and documents that link, are always fetched again: that is where new links
             # appear, and where the crawl finds its way to the pages below them
@@ -185,7 +186,7 @@ class Frontier:
         """``key`` is marked scheduled but nobody owes it and nothing was recorded for it: what a
         process that died between marking and owing a request leaves (another process of the
         run may take its requests over)."""
-        return self.store.get_url(key) is None and not self.store.has_pending(key)
+        return get_url(self.store, key) is None and not has_pending(self.store, key)
 
     def revisit_due(self, record: UrlRecord) -> bool:
         if self.revisit_after is None or record.fetched_at is None:
@@ -196,7 +197,7 @@ class Frontier:
         """Validators for a conditional GET of a document fetched in an earlier run."""
         if self._never_fetched.pop(key, 0) is None:
             return {}  # its first request since this frontier found it never scheduled
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         if record is None or record.kind != "document" or record.fetch_count == 0 or record.links:
             # a page that links is asked for in full: a 304 carries no links, and its links lead
             # the crawl to the pages below it (an HTTP cache that keeps the body validates it)
@@ -222,7 +223,9 @@ class Frontier:
             for i, (url, key) in enumerate(sources):
                 if key == target_key or key in touched:
                     continue
-                record = self.store.get_url(key) or UrlRecord(key=key, url=url, first_seen=now, first_run=self.first_run)
+                record = get_url(self.store, key) or UrlRecord(
+                    key=key, url=url, first_seen=now, first_run=self.first_run
+                )
                 touched[key] = record
                 if record.status == "redirect" and record.duplicate_of == target_key:
                     continue
@@ -237,7 +240,7 @@ class Frontier:
                 record.http_status = code if isinstance(code, int) else record.http_status
                 record.fetched_at = record.last_seen = now
                 batch.put_url(record)
-                batch.put_alias(target_key, record.url, "redirect")
+                put_alias(batch, target_key, record.url, "redirect")
         return count
 
     def record_fetch(
@@ -253,7 +256,7 @@ class Frontier:
         # a key the store found never scheduled and without a record when this frontier marked
         # it: nothing to read (a record another process wrote since is kept: if_absent)
         fresh = self._recordless.pop(key, 0) is None
-        record = None if fresh else self.store.get_url(key)
+        record = None if fresh else get_url(self.store, key)
         record = record or UrlRecord(key=key, url=url, first_seen=now, first_run=self.first_run)
         record.http_status = http_status
         if http_status != 304:
@@ -273,7 +276,7 @@ class Frontier:
         ``hub`` (an HTML page: fetched again on every run, where new links
         appear) or ``asset`` (an image or other file: fresh like a document).
         """
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         if record is None or record.kind == kind or record.has_content:
             return
         record.kind, record.status = kind, kind
@@ -287,7 +290,7 @@ class Frontier:
         The caller knows the flag its fetch record had (``record_fetch``) and calls this only
         when the page changed it: the record is read again here, as the pipeline may have
         written it since."""
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         if record is None or record.links == links:
             return
         record.links = links

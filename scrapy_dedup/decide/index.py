@@ -22,6 +22,7 @@ from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
 from scrapy_dedup.store.base import CLUSTER, EXACT, DecisionReads, DedupStore, exact_key
+from scrapy_dedup.store.records import get_url
 
 __all__ = ["ContentIndex", "Decision", "Document", "cluster_id_for"]
 
@@ -84,7 +85,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
 
     def _decide_held(self, doc: Document) -> Decision:
         now = self.clock()
-        record = self.store.get_url(doc.key) or UrlRecord(key=doc.key, url=doc.url, first_seen=now, first_run=self.run)
+        record = get_url(self.store, doc.key) or UrlRecord(key=doc.key, url=doc.url, first_seen=now, first_run=self.run)
         record.last_seen = now
         record.kind = "document"
         fp = doc.fingerprint

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.store.base import CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
+from scrapy_dedup.store.records import get_cluster, get_url, members_of, put_cluster, remove_member, unindex_exact
 
 
 class Lifecycle:
@@ -38,7 +39,7 @@ class Lifecycle:
         process holds it (see ``hold_document``).
         """
         with self.store.hold_document(key):
-            record = self.store.get_url(key)
+            record = get_url(self.store, key)
             if record is None:
                 return None
             record.status, record.http_status, record.last_seen = "deleted", http_status, self.clock()
@@ -46,7 +47,7 @@ class Lifecycle:
 
     def mark_unchanged(self, key: str) -> None:
         """A conditional GET answered 304: the document is as it was."""
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         if record is None:
             return
         record.status, record.last_seen = "unchanged", self.clock()
@@ -60,7 +61,7 @@ class Lifecycle:
         record.fetch_count = max(record.fetch_count, 1)
         with self.store.batch() as batch:
             batch.put_url(record)
-        cluster = self.store.get_cluster(record.cluster_id)
+        cluster = get_cluster(self.store, record.cluster_id)
         return Decision(
             status="unchanged",
             url=doc.url,
@@ -92,10 +93,10 @@ class Lifecycle:
         return self._leave_cluster(record, cid, indexable, bands)
 
     def _leave_cluster(self, record: UrlRecord, cid: str, indexable: bool, bands: tuple[int, ...]) -> str | None:
-        cluster = self.store.get_cluster(cid)
-        members = self.store.members_of(cluster) if cluster is not None else self.store.members_of(cid)
+        cluster = get_cluster(self.store, cid)
+        members = members_of(self.store, cluster) if cluster is not None else members_of(self.store, cid)
         others = [k for k in members if k != record.key]
-        other_records = [r for r in (self.store.get_url(k) for k in others) if r is not None]
+        other_records = [r for r in (get_url(self.store, k) for k in others) if r is not None]
         is_rep = cluster is not None and cluster.representative == record.key
         content_hash = record.content_hash
         assert content_hash is not None, "a record in a cluster has its content hash"
@@ -103,9 +104,9 @@ class Lifecycle:
         record.clear_match()
         promoted = None
         with self.store.batch() as batch:
-            batch.remove_member(cid, record.key)
+            remove_member(batch, cid, record.key)
             if not any(r.content_hash == content_hash for r in other_records):
-                batch.unindex_exact(record.scope, content_hash)
+                unindex_exact(batch, record.scope, content_hash)
             if is_rep and indexable:
                 assert record.simhash is not None, "an indexable record has its SimHash"
                 batch.unindex_near(record.scope, record.simhash, bands, cid)
@@ -115,7 +116,7 @@ class Lifecycle:
                 cluster.size = len(other_records)
                 if is_rep:
                     promoted = self._promote(batch, cluster, other_records).url
-                batch.put_cluster(cluster)
+                put_cluster(batch, cluster)
             batch.delete(MINHASH, record.key)
             batch.delete(TEXT, record.key)
             batch.put_url(record)

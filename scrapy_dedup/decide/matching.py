@@ -15,6 +15,7 @@ from scrapy_dedup.core.fingerprints import Fingerprint, hamming, near_match
 from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, UrlRecord
 from scrapy_dedup.decide.decision import Document
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import find_exact, find_raw, get_cluster, get_minhash, get_text, get_url
 
 
 @dataclass(slots=True)
@@ -38,13 +39,13 @@ class Matching:
 
     def known_content(self, key: str) -> UrlRecord | None:
         """The URL record of ``key`` if it holds indexed content."""
-        record = self.store.get_url(key)
+        record = get_url(self.store, key)
         return record if record is not None and record.has_content else None
 
     def fingerprint_of(self, record: UrlRecord) -> Fingerprint | None:
         if record.simhash is None or record.content_hash is None:
             return None
-        minhash = self.store.get_minhash(record.key) or b""
+        minhash = get_minhash(self.store, record.key) or b""
         return Fingerprint(
             content_hash=record.content_hash,
             simhash=record.simhash,
@@ -55,8 +56,8 @@ class Matching:
 
     def recall(self, raw_hash: str) -> Fingerprint | None:
         """Fingerprints of a byte-identical body seen before (skips extraction)."""
-        key = self.store.find_raw(raw_hash)
-        record = self.store.get_url(key) if key else None
+        key = find_raw(self.store, raw_hash)
+        record = get_url(self.store, key) if key else None
         if record is None or record.raw_hash != raw_hash or not record.has_content:
             return None  # a gone or emptied page keeps its hashes but no longer its MinHash
         return self.fingerprint_of(record)
@@ -65,7 +66,7 @@ class Matching:
         """Follow recorded redirects from ``key`` (a bounded number of hops)."""
         seen = {key}
         for _ in range(max_hops):
-            record = self.store.get_url(key)
+            record = get_url(self.store, key)
             if record is None or record.status != "redirect" or record.duplicate_of is None:
                 break
             if record.duplicate_of in seen:
@@ -81,7 +82,7 @@ class Matching:
         # a candidate is decided by the exact Jaccard of the two texts, and their languages, when
         # both are kept (DEDUP_KEEP_TEXT); pages too short for near matching need no read
         if text is not None and other_key is not None and min(fp.tokens, other.tokens) >= self.min_tokens:
-            other_text = self.store.get_text(other_key)
+            other_text = get_text(self.store, other_key)
             if other_text is not None:
                 texts = (text, other_text)
         return near_match(
@@ -112,9 +113,9 @@ class Matching:
         return None, "mismatch"
 
     def _match_content(self, doc: Document, content_hash: str) -> Match | None:
-        cluster_id = self.store.find_exact(doc.scope, content_hash)
+        cluster_id = find_exact(self.store, doc.scope, content_hash)
         if cluster_id is not None:
-            cluster = self.store.get_cluster(cluster_id)
+            cluster = get_cluster(self.store, cluster_id)
             if cluster is not None:
                 return Match(cluster_id, "exact_content", cluster.representative, 0, 1.0)
         fp = doc.fingerprint
@@ -133,8 +134,8 @@ class Matching:
 
     def _confirm(self, fp: Fingerprint, cluster_id: str, text: str | None = None) -> Match | None:
         """A near-duplicate match with the cluster's representative, or None."""
-        cluster = self.store.get_cluster(cluster_id)
-        rep = self.store.get_url(cluster.representative) if cluster else None
+        cluster = get_cluster(self.store, cluster_id)
+        rep = get_url(self.store, cluster.representative) if cluster else None
         rep_fp = self.fingerprint_of(rep) if rep else None
         if rep is None or rep_fp is None:
             return None

@@ -36,7 +36,7 @@ import struct
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,18 @@ from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import CHUNKS, CLUSTER, DedupStore, StoreBatch
+from scrapy_dedup.store.records import (
+    add_member,
+    get_minhash,
+    get_text,
+    get_url,
+    index_exact,
+    iter_clusters,
+    iter_urls,
+    members_of,
+    put_cluster,
+    remove_member,
+)
 
 __all__ = ["Settled", "SettleResult", "StoreSettled", "affected", "settle", "settle_clusters", "settle_store"]
 
@@ -409,7 +421,7 @@ def settle(
     The near test is the crawl's (:func:`near_match` with its settings; a pair is decided by
     the exact Jaccard of the two texts, and their languages, when the store keeps them).
     """
-    docs = [r for r in store.iter_urls() if r.has_content]
+    docs = [r for r in iter_urls(store) if r.has_content]
     # the keys of each text kept under several (only those: memory), in the order they are tried
     shared: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     for r in docs:
@@ -417,14 +429,14 @@ def settle(
     copies = {text: sorted(keys) for text, keys in shared.items() if len(keys) > 1}
     del shared
     # bounded caches: the working set of a settle does not grow with the store
-    minhash_of = lru_cache(maxsize=_CACHED)(store.get_minhash)
+    minhash_of = lru_cache(maxsize=_CACHED)(partial(get_minhash, store))
 
     @lru_cache(maxsize=_CACHED)
     def text_of(scope: str, content_hash: str | None, key: str) -> str | None:
         # a page whose bytes were seen before skipped extraction: its text is kept under a
         # copy, and which copy came first depends on the order
         for k in copies.get((scope, content_hash), (key,)):
-            text = store.get_text(k)
+            text = get_text(store, k)
             if text is not None:
                 return text
         return None
@@ -464,8 +476,8 @@ def settle(
 
     params = {"max_distance": max_distance, "min_jaccard": min_jaccard, "min_tokens": min_tokens,
               "authority": list(authority)}
-    old = {c.cluster_id: c for c in store.iter_clusters()}
-    old_members = {cid: store.members_of(c) for cid, c in old.items()}
+    old = {c.cluster_id: c for c in iter_clusters(store)}
+    old_members = {cid: members_of(store, c) for cid, c in old.items()}
     if incremental and store.get_meta(SETTLED_META) == params:
         # only the clusters decided since the last settle, and what they are connected to
         clean = {
@@ -581,7 +593,7 @@ def _write(
         if s is not None and s.representative.key == cluster.representative and set(old_members[cid]) == set(s.keys()):
             kept.add(cid)
             continue
-        rep = store.get_url(cluster.representative)
+        rep = get_url(store, cluster.representative)
         if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
             if s is not None and s.representative.key == rep.key:
                 same_entry.add(cid)
@@ -598,7 +610,7 @@ def _write(
             simhash, key = unindex[cid]
             batch.unindex_near(cluster.scope, simhash, band_hashes(minhash_of(key)), cid)  # type: ignore[arg-type]
         for key in old_members[cid]:
-            batch.remove_member(cid, key)
+            remove_member(batch, cid, key)
         batch.delete(CLUSTER, cid)
     for cid, s in new.items():
         if cid in old:
@@ -629,19 +641,19 @@ def _write_cluster(
     cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
     if cid in kept:
         if cluster.to_json() != old[cid].to_json():
-            batch.put_cluster(cluster)  # (most often: its first settled digest)
+            put_cluster(batch, cluster)  # (most often: its first settled digest)
     else:
         result.rewritten += 1
-        batch.put_cluster(cluster)
+        put_cluster(batch, cluster)
         for member, _, _ in s.members:
-            batch.add_member(cid, member.key)
+            add_member(batch, cid, member.key)
         if cid not in same_entry and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
             # _is_indexable checked that the SimHash and the MinHash are there
             batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)  # type: ignore[arg-type]
         # (a cluster kept as it was has its exact entries: every member's decision wrote them)
         for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
             if content is not None:
-                batch.index_exact(rep.scope, content, cid)
+                index_exact(batch, rep.scope, content, cid)
     result.records += _place(batch, rep, cid, None, None, None)
     keys = set(s.keys())
     for member, gap, jaccard in s.members:

@@ -13,6 +13,7 @@ from typing import Any
 from scrapy_dedup.reports.formats import Progress, iso
 from scrapy_dedup.reports.resolve import Resolver, host_matcher
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import iter_urls
 
 FIELDS = ("url", "canonical_url", "reason", "distance", "first_seen", "last_seen")
 #: URL columns the table shortens to fit a terminal
@@ -32,7 +33,7 @@ def rows(
     resolver = Resolver(store)
     wanted: Callable[[str], bool] = host_matcher(host)
     if not reasons or set(reasons) - {"url_variant"}:
-        for record in progress(store.iter_urls(), "URL records"):
+        for record in progress(iter_urls(store), "URL records"):
             if not wanted(record.url):
                 continue
             placement = resolver.place(record)

@@ -24,6 +24,7 @@ from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.reports.texts import Texts
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import get_minhash, get_url, iter_clusters, members_of
 
 FIELDS = ("distance", "jaccard", "merged", "url", "other_url", "diff")
 #: documents looked at, at most (each costs a few prefix scans)
@@ -95,7 +96,7 @@ def sample(
             if slot < per_distance:
                 bucket[slot] = pair
 
-    for cluster in progress(store.iter_clusters()):
+    for cluster in progress(iter_clusters(store)):
         if cal.scanned >= max_clusters:
             cal.truncated = True
             break
@@ -104,8 +105,8 @@ def sample(
         if rep is None or rep.simhash is None:
             continue
         if cluster.size > 1:
-            for key in store.members_of(cluster):
-                member = store.get_url(key) if key != rep.key else None
+            for key in members_of(store, cluster):
+                member = get_url(store, key) if key != rep.key else None
                 if member is None or member.simhash is None:
                     continue
                 d = hamming(member.simhash, rep.simhash)
@@ -124,7 +125,7 @@ def sample(
                 offer(Pair(d, rep.url, other.rep_url, rep.key, other.representative, merged=False))
     progress.done()
     for pair in cal.pairs():
-        a, b = store.get_minhash(pair.key), store.get_minhash(pair.other_key)
+        a, b = get_minhash(store, pair.key), get_minhash(store, pair.other_key)
         pair.jaccard = round(jaccard_estimate(a, b), 3) if a and b else None
         if texts is not None and texts.available:
             ta, tb = texts.get(pair.key, pair.url), texts.get(pair.other_key, pair.other_url)

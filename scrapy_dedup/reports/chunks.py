@@ -17,6 +17,7 @@ from typing import Any
 
 from scrapy_dedup.decide.chunk_layer import ChunkRecord
 from scrapy_dedup.store.base import BOILERPLATE, BOILERPLATE_GROUP, CHUNKS, DedupStore
+from scrapy_dedup.store.records import get_text
 
 CHUNK_FIELDS = ("chunk_id", "content_hash", "documents", "first_source", "text", "copies", "urls")
 CHUNK_TABLE_FIELDS = ("documents", "first_source", "text")
@@ -76,7 +77,7 @@ def _shared(store: DedupStore, source: tuple[str, str] | None, copies: list[dict
     for row in record["chunks"]:
         chunk = ChunkRecord.from_list(row)
         if chunk.chunk_id == source_id:
-            full = store.get_text(source_key) or ""
+            full = get_text(store, source_key) or ""
             text, digest = full[chunk.start : chunk.end], chunk.content_hash
             break
     urls = [record["url"]] + sorted({c["url"] for c in copies} - {record["url"]})

@@ -17,6 +17,7 @@ from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import get_cluster, get_minhash, get_url, iter_clusters, members_of
 
 FIELDS = ("cluster_id", "size", "representative", "max_distance", "members")
 MEMBER_FIELDS = ("url", "reason", "distance", "jaccard", "text_length")
@@ -28,14 +29,14 @@ def select(
     store: DedupStore, *, min_size: int = 2, top: int | None = None, progress: Progress | None = None
 ) -> Iterator[Cluster]:
     progress = progress or Progress("clusters", streaming=top is None)
-    clusters = (c for c in progress(store.iter_clusters()) if c.size >= min_size)
+    clusters = (c for c in progress(iter_clusters(store)) if c.size >= min_size)
     if top is None:
         yield from clusters
     else:
         largest = heapq.nsmallest(top, ((-c.size, c.cluster_id) for c in clusters))
         progress.done()
         for _, cluster_id in largest:
-            cluster = store.get_cluster(cluster_id)
+            cluster = get_cluster(store, cluster_id)
             if cluster is not None:
                 yield cluster
     progress.done()
@@ -44,13 +45,13 @@ def select(
 def describe(store: DedupStore, resolver: Resolver, cluster: Cluster, authority: Sequence[str] = ()) -> dict[str, Any]:
     """The cluster with its members, representative first, then by distance."""
     rep = resolver.representative(cluster)
-    rep_minhash = store.get_minhash(cluster.representative) if rep is not None else None
-    records = [r for r in (store.get_url(k) for k in store.members_of(cluster)) if r is not None]
+    rep_minhash = get_minhash(store, cluster.representative) if rep is not None else None
+    records = [r for r in (get_url(store, k) for k in members_of(store, cluster)) if r is not None]
     members = []
     for record in records:
         is_rep = record.key == cluster.representative
         reason = None if is_rep else resolver.reason_against(record, rep)
-        minhash = store.get_minhash(record.key) if rep_minhash else None
+        minhash = get_minhash(store, record.key) if rep_minhash else None
         members.append(
             {
                 "url": record.url,

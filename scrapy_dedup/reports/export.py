@@ -39,6 +39,7 @@ from scrapy_dedup.core.merged import MergedPassage, merged_passages
 from scrapy_dedup.reports.formats import Progress, iso
 from scrapy_dedup.reports.resolve import Resolver, anchor_link
 from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError
+from scrapy_dedup.store.records import get_cluster, get_text, get_variant, iter_aliases_of, iter_clusters, members_of
 
 if TYPE_CHECKING:
     from scrapy_dedup.decide.changes import Changes
@@ -78,11 +79,11 @@ def _sources(store: DedupStore, resolver: Resolver, members: list[Any]) -> tuple
     for member in members:
         sources.append({"url": member.url, "reason": resolver.place(member).reason})
     for member in members:
-        for url, reason in store.iter_aliases_of(member.key):
+        for url, reason in iter_aliases_of(store, member.key):
             if reason == "url_variant" and anchor_link(url):
                 continue
             sources.append({"url": url, "reason": reason})
-            variant = store.get_variant(url) if reason == "url_variant" else None
+            variant = get_variant(store, url) if reason == "url_variant" else None
             if variant:
                 if variant.get("first_seen"):
                     first = min(first or variant["first_seen"], variant["first_seen"])
@@ -94,18 +95,18 @@ def _sources(store: DedupStore, resolver: Resolver, members: list[Any]) -> tuple
 def _text(store: DedupStore, resolver: Resolver, cluster: Any, members: list[Any]) -> str | None:
     """The representative's kept text."""
     rep = resolver.record(cluster.representative)
-    return store.get_text(cluster.representative) if rep is None else _kept_text(store, rep, members)
+    return get_text(store, cluster.representative) if rep is None else _kept_text(store, rep, members)
 
 
 def _kept_text(store: DedupStore, record: Any, members: list[Any]) -> str | None:
     """A member's kept text: its own, or (its bytes were seen before, so extraction was skipped)
     that of a member with the same content."""
-    text = store.get_text(record.key)
+    text = get_text(store, record.key)
     for other in members:
         if text is not None or record.content_hash is None:
             break
         if other.key != record.key and other.content_hash == record.content_hash:
-            text = store.get_text(other.key)
+            text = get_text(store, other.key)
     return text
 
 
@@ -136,8 +137,8 @@ def documents(
     counts = counts if counts is not None else ExportCounts()
     progress = progress or Progress("export", streaming=True)
     resolver = Resolver(store)
-    for cluster in progress(store.iter_clusters() if clusters is None else clusters, "documents"):
-        members = [r for r in (resolver.record(k) for k in store.members_of(cluster)) if r]
+    for cluster in progress(iter_clusters(store) if clusters is None else clusters, "documents"):
+        members = [r for r in (resolver.record(k) for k in members_of(store, cluster)) if r]
         text = _text(store, resolver, cluster, members)
         if text is None:
             counts.without_text += 1
@@ -293,7 +294,7 @@ def write_changes(
     for cid, reason, into in changes.deletes:
         out.write(json.dumps({"op": "delete", "reason": reason, "document_id": cid, "into": into}) + "\n")
     reasons = dict(changes.upserts)
-    wanted = (c for c in (store.get_cluster(cid) for cid in reasons) if c is not None)
+    wanted = (c for c in (get_cluster(store, cid) for cid in reasons) if c is not None)
     records = documents(store, ExportCounts(), progress, clusters=wanted)
     if chunks:
         records = chunked_documents(records, stored=_stored_chunks(store))

@@ -16,9 +16,10 @@ from typing import Any, TextIO
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.reports.clusters import why_kept
-from scrapy_dedup.reports.formats import Progress, iso, write_rows
+from scrapy_dedup.reports.formats import iso, write_rows
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import get_url, get_variant, iter_aliases_of, members_of
 
 MEMBER_FIELDS = ("url", "reason", "distance", "status")
 
@@ -43,16 +44,13 @@ def lookup(
     url: str,
     normalize: Callable[[str], str],
     key_of: Callable[[str], str],
-    *,
-    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    progress = progress or Progress("looking for the other URLs")
     resolver = Resolver(store)
     normalized = normalize(url)
     key = key_of(normalized)
-    variant = store.get_variant(normalized) or (store.get_variant(url) if url != normalized else None)
+    variant = get_variant(store, normalized) or (get_variant(store, url) if url != normalized else None)
     record_key = variant["key"] if variant else key
-    record = store.get_url(record_key)
+    record = get_url(store, record_key)
     answer: dict[str, Any] = {
         "url": url,
         "normalized_url": normalized,
@@ -102,7 +100,7 @@ def lookup(
         cluster_id=placement.cluster_id,
         path=path,
     )
-    answer["same_document"], answer["kept_because"] = _same_document(store, resolver, record, placement, progress)
+    answer["same_document"], answer["kept_because"] = _same_document(store, resolver, record, placement)
     return answer
 
 
@@ -116,49 +114,34 @@ def _variant_note(variant: dict) -> str:
 
 
 def _same_document(
-    store: DedupStore, resolver: Resolver, record: UrlRecord, placement: Any, progress: Progress
+    store: DedupStore, resolver: Resolver, record: UrlRecord, placement: Any
 ) -> tuple[list[dict[str, Any]], str | None]:
     if placement.canonical_url is None:
         return [], None  # no document: a deleted page, a hub, a page without text
     cluster = resolver.cluster(placement.cluster_id) if placement.cluster_id else None
     members: list[UrlRecord] = []
     if cluster is not None:
-        members = [r for r in (store.get_url(k) for k in store.members_of(cluster)) if r]
+        members = [r for r in (get_url(store, k) for k in members_of(store, cluster)) if r]
     else:
-        target = store.get_url(record.duplicate_of) if record.reason == "redirect" and record.duplicate_of else None
+        target = get_url(store, record.duplicate_of) if record.reason == "redirect" and record.duplicate_of else None
         members = [target or record]
     keys = {m.key for m in members}
     found = []
     for member in members:
         p = resolver.place(member)
         found.append({"url": member.url, "reason": p.reason, "distance": p.distance, "status": member.status})
-    for url, reason, status in _aliases_into(store, resolver, keys, cluster.cluster_id if cluster else None, progress):
+    for url, reason, status in _aliases_into(store, keys):
         found.append({"url": url, "reason": reason, "distance": None, "status": status})
     found.sort(key=lambda m: (m["reason"] is not None, m["reason"] or "", m["url"]))
     kept = why_kept(cluster, members) if cluster is not None else None
     return found, kept
 
 
-def _aliases_into(
-    store: DedupStore, resolver: Resolver, keys: set[str], cluster_id: str | None, progress: Progress
-) -> Iterator[tuple[str, str, str]]:
-    """Redirects and URL variants whose target is one of ``keys`` (or in the cluster)."""
-    reverse = getattr(store, "iter_aliases_of", None)
-    if reverse is not None:
-        for key in keys:
-            for url, reason in reverse(key):
-                yield url, reason, "redirect" if reason == "redirect" else "dropped"
-        return
-    for other in progress(store.iter_urls(), "URL records"):
-        if other.key in keys or not (other.status == "redirect" or other.reason == "redirect"):
-            continue
-        p = resolver.place(other)
-        if (cluster_id is not None and p.cluster_id == cluster_id) or other.duplicate_of in keys:
-            yield other.url, "redirect", other.status
-    for url, variant in progress(store.iter_variants(), "URL variants"):
-        if variant.get("key") in keys:
-            yield url, "url_variant", "dropped"
-    progress.done()
+def _aliases_into(store: DedupStore, keys: set[str]) -> Iterator[tuple[str, str, str]]:
+    """Redirects and URL variants whose target is one of ``keys``."""
+    for key in keys:
+        for url, reason in iter_aliases_of(store, key):
+            yield url, reason, "redirect" if reason == "redirect" else "dropped"
 
 
 def render(answer: dict[str, Any], fmt: str, out: TextIO) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from scrapy_dedup.reports.formats import Progress, hex64, iso
 from scrapy_dedup.reports.resolve import Resolver, host_matcher
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import iter_urls
 
 FIELDS = (
     "url",
@@ -39,7 +40,7 @@ def rows(store: DedupStore, *, host: str | None = None, progress: Progress | Non
     progress = progress or Progress("provenance", streaming=True)
     resolver = Resolver(store)
     wanted = host_matcher(host)
-    for record in progress(store.iter_urls(), "URL records"):
+    for record in progress(iter_urls(store), "URL records"):
         if not wanted(record.url):
             continue
         placement = resolver.place(record)

@@ -17,12 +17,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import get_cluster, get_url, iter_variants
 
 #: longest redirect chain followed (a loop or a longer chain stops there)
 MAX_HOPS = MAX_REDIRECT_HOPS
@@ -73,8 +75,8 @@ class Placement:
 class Resolver:
     def __init__(self, store: DedupStore, cache_size: int = 4096) -> None:
         self.store = store
-        self.cluster = LRU(store.get_cluster, cache_size)
-        self.record = LRU(store.get_url, cache_size)
+        self.cluster = LRU(partial(get_cluster, store), cache_size)
+        self.record = LRU(partial(get_url, store), cache_size)
 
     def representative(self, cluster: Cluster) -> UrlRecord | None:
         return self.record(cluster.representative)
@@ -153,7 +155,7 @@ def anchor_link(url: str) -> bool:
 
 def url_variants(store: DedupStore, progress: Any) -> Iterator[tuple[str, dict]]:
     """The store's URL variants, without :func:`anchor_link` ones."""
-    for url, variant in progress(store.iter_variants(), "URL variants"):
+    for url, variant in progress(iter_variants(store), "URL variants"):
         if not anchor_link(url):
             yield url, variant
 

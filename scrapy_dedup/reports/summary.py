@@ -15,6 +15,7 @@ from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver, host_of, url_variants
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import iter_clusters, iter_urls
 
 #: statuses of URL records that hold no document
 NOT_DOCUMENTS = ("hub", "skipped_empty", "deleted", "fetched", "seen", "error", "not_modified")
@@ -117,7 +118,7 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
             counts = summary.hosts[name] = HostCounts()
         return counts
 
-    for record in progress(store.iter_urls(), "URL records"):
+    for record in progress(iter_urls(store), "URL records"):
         summary.url_records += 1
         summary.statuses[record.status] += 1
         if record.canonical_mismatch:
@@ -141,7 +142,7 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
         summary.dropped_requests[reason] += int(variant.get("count") or 1)
         summary.aliases["url_variant"] += 1
         host(url).urls += 1
-    for cluster in progress(store.iter_clusters(), "clusters"):
+    for cluster in progress(iter_clusters(store), "clusters"):
         summary.documents += 1
         summary.cluster_sizes[cluster.size] += 1
     summary.frontier_keys = store.frontier_size()

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from functools import partial
 
 from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.records import get_text
 
 #: largest body read when fetching a page again
 MAX_BODY = 10 * 1024 * 1024
@@ -28,8 +31,7 @@ class Texts:
         user_agent: str | None = None,
         limit: int = 200,
     ) -> None:
-        # getattr: a backend written before get_text joined the interface
-        self._stored = getattr(store, "get_text", None)
+        self._stored: Callable[[str], str | None] | None = partial(get_text, store)
         self.fetch = fetch
         self.timeout = timeout
         self.user_agent = user_agent or "scrapy-dedup report"

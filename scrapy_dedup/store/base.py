@@ -68,8 +68,9 @@ from typing import Any
 
 import xxhash
 
+from scrapy_dedup._moved import MovedMethod
 from scrapy_dedup.core.bands import BANDS
-from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
+from scrapy_dedup.core.records import UrlRecord
 
 #: Version of the on-disk layout (keys and values).  A change is a migration.
 #: 3: the MinHash LSH bands are packed (format 2 kept one key per band per representative).
@@ -228,59 +229,17 @@ class StoreBatch(abc.ABC):
         goes on from its record (``first_seen`` kept), and a variant that now points to another
         key is listed under that key."""
         counted: dict[str, dict[str, Any]] = self.__dict__.setdefault("_counted", {})
-        previous = counted.get(url) or self._store.get_variant(url)  # a batch does not read its own writes
+        if url in counted:  # a batch does not read its own writes
+            previous: dict[str, Any] | None = counted[url]
+        else:
+            raw = self._store.get(VARIANT, url)
+            previous = json.loads(raw) if raw is not None else None
         data: dict[str, Any] = dict(previous) if previous else {"key": key, "first_seen": seen_at, "count": 0}
         data.update(key=key, last_seen=seen_at, count=data.get("count", 0) + 1, reason=reason)
         counted[url] = data
         self.put(VARIANT, url, _json(data))
         if previous is None or previous.get("key") != key:
-            self.put_alias(key, url, "url_variant")
-
-    def put_alias(self, target_key: str, url: str, reason: str) -> None:
-        """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
-        self.add_to_set(ALIASES, target_key, url, reason.encode())
-
-    def put_cluster(self, cluster: Cluster) -> None:
-        self.put(CLUSTER, cluster.cluster_id, cluster.to_json())
-
-    def add_member(self, cluster_id: str, key: str) -> None:
-        self.add_to_set(MEMBERS, cluster_id, key)
-
-    def remove_member(self, cluster_id: str, key: str) -> None:
-        self.remove_from_set(MEMBERS, cluster_id, key)
-
-    def index_exact(self, scope: str, content_hash: str, cluster_id: str) -> None:
-        self.put(EXACT, exact_key(scope, content_hash), cluster_id.encode())
-
-    def unindex_exact(self, scope: str, content_hash: str) -> None:
-        self.delete(EXACT, exact_key(scope, content_hash))
-
-    def index_raw(self, raw_hash: str, key: str) -> None:
-        self.put(RAW, raw_hash, key.encode())
-
-    def put_minhash(self, key: str, minhash: bytes) -> None:
-        self.put(MINHASH, key, minhash)
-
-    def put_text(self, key: str, text: str | None, packed: bytes | None = None) -> None:
-        """Keep a document's text (for diffs in reports); replaces the previous one.
-        ``packed``: the text as :func:`~scrapy_dedup.core.records.pack_text` gives it, when
-        an extraction worker packed it already (``text`` is then not read)."""
-        if packed is None:
-            assert text is not None, "put_text is given the text or its packed form"
-            packed = pack_text(text)
-        self.put(TEXT, key, packed)
-
-    def put_pending(self, pending_id: str, request: bytes) -> None:
-        """Owe a request: it passed the frontier and its outcome is not durable yet."""
-        self.put(PENDING, pending_id, request)
-
-    def settle_pending(self, pending_id: str) -> None:
-        """The request's outcome is recorded: it is owed no more."""
-        self.delete(PENDING, pending_id)
-
-    def put_emitted(self, key: str, content_hash: str) -> None:
-        """An item with this content left the pipelines for ``key``."""
-        self.put(EMITTED, key, content_hash.encode())
+            self.add_to_set(ALIASES, key, url, b"url_variant")  # as records.put_alias
 
 
 class DedupStore(abc.ABC):
@@ -380,14 +339,15 @@ class DedupStore(abc.ABC):
         Returns None for a key never seen, else the run it was last scheduled in
         and the URL it was first scheduled with; that first URL never changes.
 
-        ``owe``: when ``key`` is new, also owe its request (as :meth:`StoreBatch.put_pending`),
-        setting ``owe.owed``. A shared store does both in one atomic call where it can, so no
-        process dies between marking a key and owing its request; this default marks, then owes.
+        ``owe``: when ``key`` is new, also owe its request (as
+        :func:`~scrapy_dedup.store.records.put_pending`), setting ``owe.owed``. A shared store
+        does both in one atomic call where it can, so no process dies between marking a key and
+        owing its request; this default marks, then owes.
         """
         previous = self._frontier_mark(key, run, url)
         if previous is None and owe is not None:
             with self.batch() as batch:
-                batch.put_pending(owe.pending_id, owe.blob)
+                batch.put(PENDING, owe.pending_id, owe.blob)  # as records.put_pending
             owe.owed = True
         return previous
 
@@ -495,33 +455,7 @@ class DedupStore(abc.ABC):
     def _read_run(self) -> None:
         self._run = int(self.get_meta("run") or 0)
 
-    # -- URL records --------------------------------------------------------
-    def get_url(self, key: str) -> UrlRecord | None:
-        raw = self.get(URL, key)
-        return UrlRecord.from_json(raw, key) if raw is not None else None
-
-    def iter_urls(self) -> Iterator[UrlRecord]:
-        for key, raw in self.scan(URL):
-            yield UrlRecord.from_json(raw, key)
-
-    def get_variant(self, url: str) -> dict[str, Any] | None:
-        raw = self.get(VARIANT, url)
-        return json.loads(raw) if raw is not None else None
-
-    def iter_variants(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(url, {"key", "first_seen", "last_seen", "count"}) for every variant."""
-        for url, raw in self.scan(VARIANT):
-            yield url, json.loads(raw)
-
-    def iter_aliases_of(self, key: str) -> Iterator[tuple[str, str]]:
-        """(url, reason) of every redirect and URL variant that points to ``key``."""
-        for url, reason in self.set_members(ALIASES, key):
-            yield url, reason.decode()
-
     # -- requests still owed (the resumable frontier) -------------------------
-    def has_pending(self, pending_id: str) -> bool:
-        return self.get(PENDING, pending_id) is not None
-
     def pending_count(self) -> int:
         return sum(1 for _ in self.scan(PENDING))
 
@@ -566,60 +500,25 @@ class DedupStore(abc.ABC):
         one process: none."""
         return set()
 
-    def get_emitted(self, key: str) -> str | None:
-        """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""
-        raw = self.get(EMITTED, key)
-        return raw.decode() if raw is not None else None
-
-    # -- content index ------------------------------------------------------
-    def find_exact(self, scope: str, content_hash: str) -> str | None:
-        raw = self.get(EXACT, exact_key(scope, content_hash))
-        return raw.decode() if raw is not None else None
-
-    def claim_exact(self, scope: str, content_hash: str, cluster_id: str) -> str | None:
-        """Claim ``content_hash`` for ``cluster_id`` unless a cluster holds it; return that one (atomic)."""
-        raw = self.put_if_absent(EXACT, exact_key(scope, content_hash), cluster_id.encode())
-        return raw.decode() if raw is not None else None
-
-    def find_raw(self, raw_hash: str) -> str | None:
-        raw = self.get(RAW, raw_hash)
-        return raw.decode() if raw is not None else None
-
-    def get_minhash(self, key: str) -> bytes | None:
-        return self.get(MINHASH, key)
-
-    def get_text(self, key: str) -> str | None:
-        """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
-        raw = self.get(TEXT, key)
-        return unpack_text(raw) if raw is not None else None
-
-    def get_cluster(self, cluster_id: str) -> Cluster | None:
-        raw = self.get(CLUSTER, cluster_id)
-        return Cluster.from_json(raw, cluster_id) if raw is not None else None
-
-    def members_of(self, cluster: Cluster | str) -> list[str]:
-        """The URL keys of a cluster's members, sorted: its member set and its representative.
-        ``cluster``: the cluster, already read, or its id.
-
-        A cluster's record names its representative, so the set need not list it: a cluster
-        of one has no set (a set costs a Redis key), and a representative that is replaced
-        enters the set then.
-        """
-        if isinstance(cluster, str):
-            found = self.get_cluster(cluster)
-            if found is None:  # a cluster gone: what its set still lists
-                return sorted(key for key, _ in self.set_members(MEMBERS, cluster))
-            cluster = found
-        members = {key for key, _ in self.set_members(MEMBERS, cluster.cluster_id)}
-        members.add(cluster.representative)
-        return sorted(members)
-
-    def iter_clusters(self) -> Iterator[Cluster]:
-        for cluster_id, raw in self.scan(CLUSTER):
-            yield Cluster.from_json(raw, cluster_id)
-
     def __enter__(self) -> DedupStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# The typed reads (get_url, iter_clusters, ...) and a batch's typed writes (put_cluster, put_pending,
+# ...) were methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old
+# names call them with a DeprecationWarning.
+_READS = (
+    "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
+    "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
+)  # fmt: skip
+_WRITES = (
+    "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",
+    "put_minhash", "put_text", "put_pending", "settle_pending", "put_emitted",
+)  # fmt: skip
+for _name in _READS:
+    setattr(DedupStore, _name, MovedMethod("DedupStore", _name, "scrapy_dedup.store.records", "store"))
+for _name in _WRITES:
+    setattr(StoreBatch, _name, MovedMethod("StoreBatch", _name, "scrapy_dedup.store.records", "batch"))

@@ -34,6 +34,7 @@ from scrapy_dedup.store.base import (
     DedupStore,
 )
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import iter_clusters, iter_urls
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
@@ -78,8 +79,8 @@ class _View:
         self.store = store
         #: LevelDB, for the checks of what only that backend has; None on another
         self.leveldb = store if isinstance(store, LevelDBStore) else None
-        self.records: dict[str, UrlRecord] = {r.key: r for r in store.iter_urls()}
-        self.clusters: dict[str, Cluster] = {c.cluster_id: c for c in store.iter_clusters()}
+        self.records: dict[str, UrlRecord] = {r.key: r for r in iter_urls(store)}
+        self.clusters: dict[str, Cluster] = {c.cluster_id: c for c in iter_clusters(store)}
         self.members: dict[str, set[str]] = defaultdict(set)
         if self.leveldb is not None:  # every member set, a dead cluster's too
             for cid, member in self.leveldb.set_entries(MEMBERS):

@@ -11,7 +11,9 @@ import json
 import sys
 from collections import defaultdict
 
+from scrapy_dedup.store.base import URL
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import get_url
 
 
 class CountingLevelDBStore(LevelDBStore):
@@ -20,9 +22,11 @@ class CountingLevelDBStore(LevelDBStore):
             self._counted = {"get_url": defaultdict(list), "batch": defaultdict(int)}
         return self._counted
 
-    def get_url(self, key):
-        self._calls()["get_url"][sys._getframe(1).f_code.co_name].append(key)
-        return super().get_url(key)
+    def get(self, table, key):
+        caller = sys._getframe(1)
+        if table == URL and caller.f_code is get_url.__code__:  # a URL record read, for whom
+            self._calls()["get_url"][caller.f_back.f_code.co_name].append(key)
+        return super().get(table, key)
 
     def batch(self, later=False):
         self._calls()["batch"][sys._getframe(1).f_code.co_name] += 1

@@ -31,6 +31,7 @@ from scrapy_dedup.store.base import (
 )  # fmt: skip
 from scrapy_dedup.store.leveldb.repair import rebuild
 from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore, record_key
+from scrapy_dedup.store.records import get_text, iter_urls, put_minhash
 
 _BATCH = 5_000
 
@@ -146,16 +147,16 @@ def _refingerprint(store: LevelDBStore) -> int:
     definition; returns how many.  Clusters keep their members (past decisions stand); a
     document without its text keeps its old fingerprints, which match nothing new exactly."""
     done = 0
-    for record in list(store.iter_urls()):
+    for record in list(iter_urls(store)):
         if record.cluster_id is None:
             continue
-        text = store.get_text(record.key)
+        text = get_text(store, record.key)
         if text is None:
             continue
         fp = fingerprint(text)
         record.content_hash, record.simhash, record.tokens = fp.content_hash, fp.simhash, fp.tokens
         with store.batch() as batch:
             batch.put_url(record)
-            batch.put_minhash(record.key, fp.minhash)
+            put_minhash(batch, record.key, fp.minhash)
         done += 1
     return done

@@ -22,6 +22,15 @@ from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.core.representative import Candidate, choose_representative
 from scrapy_dedup.store.base import CHUNKS, MINHASH, OLDEST_MIGRATABLE, STORE_FORMAT, TEXT, StoreError
 from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore
+from scrapy_dedup.store.records import (
+    add_member,
+    get_minhash,
+    index_exact,
+    index_raw,
+    iter_clusters,
+    iter_urls,
+    put_cluster,
+)
 
 
 @dataclass
@@ -96,8 +105,8 @@ def _names(path: str) -> list[str]:
 def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) -> RepairResult:
     """Rebuild every derived index of ``store`` from its URL records (repair and migrate)."""
     result = RepairResult()
-    old_clusters = {c.cluster_id: c for c in store.iter_clusters()}
-    records = list(store.iter_urls())
+    old_clusters = {c.cluster_id: c for c in iter_clusters(store)}
+    records = list(iter_urls(store))
     result.records = len(records)
     by_cluster: dict[str, list[UrlRecord]] = defaultdict(list)
     for record in records:
@@ -114,21 +123,21 @@ def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) ->
     for record in records:
         if record.raw_hash:
             with store.batch() as batch:
-                batch.index_raw(record.raw_hash, record.key)
+                index_raw(batch, record.raw_hash, record.key)
     for cid, members in by_cluster.items():
         cluster = _cluster_of(cid, members, old_clusters.get(cid), authority)
         if cid not in old_clusters:
             result.lost_clusters += 1
         rep = next(r for r in members if r.key == cluster.representative)
         with store.batch() as batch:
-            batch.put_cluster(cluster)
+            put_cluster(batch, cluster)
             for member in members:
                 if member.key != cluster.representative:  # named by the cluster's record
-                    batch.add_member(cid, member.key)
+                    add_member(batch, cid, member.key)
                 if member.content_hash:
-                    batch.index_exact(member.scope, member.content_hash, cid)
+                    index_exact(batch, member.scope, member.content_hash, cid)
             if rep.simhash is not None and (rep.tokens or 0) >= min_tokens:
-                minhash = store.get_minhash(rep.key)
+                minhash = get_minhash(store, rep.key)
                 batch.index_near(rep.scope, rep.simhash, band_hashes(minhash) if minhash else (), cid)
         result.clusters += 1
     if next(store.scan(CHUNKS), None) is not None:

@@ -74,6 +74,7 @@ from scrapy_dedup.store.base import (
     StoreWriteError,
     band_tuple,
 )
+from scrapy_dedup.store.records import get_url
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import (
     _STORE_FAILURES,
@@ -907,7 +908,7 @@ class RedisStore(DedupStore):
         if previous == 0:
             return None
         if first_url is None:
-            record = self.get_url(key)
+            record = get_url(self, key)
             first = record.url if record is not None else url
         else:
             first = first_url.decode("utf-8", "surrogatepass")

@@ -1,0 +1,192 @@
+"""The store's records as the decisions and reports read and write them: plain functions over a
+store's primitives (``get``, ``scan``, ``set_members``, ``put_if_absent``) and a batch's
+(``put``, ``delete``, ``add_to_set``, ``remove_from_set``), written once for every backend.
+
+A backend makes them fast by making its primitives fast (the Redis store answers ``get`` from
+what a decision read ahead), so none of them is a method a backend implements.
+
+>>> from scrapy_dedup.store.memory import MemoryStore
+>>> with MemoryStore("doc", {}) as store:
+...     claim_exact(store, "site", "c0ffee", "k1"), claim_exact(store, "site", "c0ffee", "k2")
+(None, 'k1')
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
+from scrapy_dedup.store.base import (
+    ALIASES,
+    CLUSTER,
+    EMITTED,
+    EXACT,
+    MEMBERS,
+    MINHASH,
+    PENDING,
+    RAW,
+    TEXT,
+    URL,
+    VARIANT,
+    exact_key,
+)
+
+if TYPE_CHECKING:
+    from scrapy_dedup.store.base import DedupStore, StoreBatch
+
+
+# -- URL records ------------------------------------------------------------
+def get_url(store: DedupStore, key: str) -> UrlRecord | None:
+    raw = store.get(URL, key)
+    return UrlRecord.from_json(raw, key) if raw is not None else None
+
+
+def iter_urls(store: DedupStore) -> Iterator[UrlRecord]:
+    for key, raw in store.scan(URL):
+        yield UrlRecord.from_json(raw, key)
+
+
+def get_variant(store: DedupStore, url: str) -> dict[str, Any] | None:
+    raw = store.get(VARIANT, url)
+    return json.loads(raw) if raw is not None else None
+
+
+def iter_variants(store: DedupStore) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(url, {"key", "first_seen", "last_seen", "count"}) for every variant."""
+    for url, raw in store.scan(VARIANT):
+        yield url, json.loads(raw)
+
+
+def iter_aliases_of(store: DedupStore, key: str) -> Iterator[tuple[str, str]]:
+    """(url, reason) of every redirect and URL variant that points to ``key``."""
+    for url, reason in store.set_members(ALIASES, key):
+        yield url, reason.decode()
+
+
+# -- requests still owed, items emitted ---------------------------------------
+def has_pending(store: DedupStore, pending_id: str) -> bool:
+    return store.get(PENDING, pending_id) is not None
+
+
+def get_emitted(store: DedupStore, key: str) -> str | None:
+    """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""
+    raw = store.get(EMITTED, key)
+    return raw.decode() if raw is not None else None
+
+
+# -- content index ------------------------------------------------------------
+def find_exact(store: DedupStore, scope: str, content_hash: str) -> str | None:
+    raw = store.get(EXACT, exact_key(scope, content_hash))
+    return raw.decode() if raw is not None else None
+
+
+def claim_exact(store: DedupStore, scope: str, content_hash: str, cluster_id: str) -> str | None:
+    """Claim ``content_hash`` for ``cluster_id`` unless a cluster holds it; return that one (atomic)."""
+    raw = store.put_if_absent(EXACT, exact_key(scope, content_hash), cluster_id.encode())
+    return raw.decode() if raw is not None else None
+
+
+def find_raw(store: DedupStore, raw_hash: str) -> str | None:
+    raw = store.get(RAW, raw_hash)
+    return raw.decode() if raw is not None else None
+
+
+def get_minhash(store: DedupStore, key: str) -> bytes | None:
+    return store.get(MINHASH, key)
+
+
+def get_text(store: DedupStore, key: str) -> str | None:
+    """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
+    raw = store.get(TEXT, key)
+    return unpack_text(raw) if raw is not None else None
+
+
+# -- clusters -----------------------------------------------------------------
+def get_cluster(store: DedupStore, cluster_id: str) -> Cluster | None:
+    raw = store.get(CLUSTER, cluster_id)
+    return Cluster.from_json(raw, cluster_id) if raw is not None else None
+
+
+def members_of(store: DedupStore, cluster: Cluster | str) -> list[str]:
+    """The URL keys of a cluster's members, sorted: its member set and its representative.
+    ``cluster``: the cluster, already read, or its id.
+
+    A cluster's record names its representative, so the set need not list it: a cluster
+    of one has no set (a set costs a Redis key), and a representative that is replaced
+    enters the set then.
+    """
+    if isinstance(cluster, str):
+        found = get_cluster(store, cluster)
+        if found is None:  # a cluster gone: what its set still lists
+            return sorted(key for key, _ in store.set_members(MEMBERS, cluster))
+        cluster = found
+    members = {key for key, _ in store.set_members(MEMBERS, cluster.cluster_id)}
+    members.add(cluster.representative)
+    return sorted(members)
+
+
+def iter_clusters(store: DedupStore) -> Iterator[Cluster]:
+    for cluster_id, raw in store.scan(CLUSTER):
+        yield Cluster.from_json(raw, cluster_id)
+
+
+
+# -- writes on a batch --------------------------------------------------------
+def put_alias(batch: StoreBatch, target_key: str, url: str, reason: str) -> None:
+    """Index ``url`` under the key it points to (redirects, URL variants) for lookups."""
+    batch.add_to_set(ALIASES, target_key, url, reason.encode())
+
+
+def put_cluster(batch: StoreBatch, cluster: Cluster) -> None:
+    batch.put(CLUSTER, cluster.cluster_id, cluster.to_json())
+
+
+def add_member(batch: StoreBatch, cluster_id: str, key: str) -> None:
+    batch.add_to_set(MEMBERS, cluster_id, key)
+
+
+def remove_member(batch: StoreBatch, cluster_id: str, key: str) -> None:
+    batch.remove_from_set(MEMBERS, cluster_id, key)
+
+
+def index_exact(batch: StoreBatch, scope: str, content_hash: str, cluster_id: str) -> None:
+    batch.put(EXACT, exact_key(scope, content_hash), cluster_id.encode())
+
+
+def unindex_exact(batch: StoreBatch, scope: str, content_hash: str) -> None:
+    batch.delete(EXACT, exact_key(scope, content_hash))
+
+
+def index_raw(batch: StoreBatch, raw_hash: str, key: str) -> None:
+    batch.put(RAW, raw_hash, key.encode())
+
+
+def put_minhash(batch: StoreBatch, key: str, minhash: bytes) -> None:
+    batch.put(MINHASH, key, minhash)
+
+
+def put_text(batch: StoreBatch, key: str, text: str | None, packed: bytes | None = None) -> None:
+    """Keep a document's text (for diffs in reports); replaces the previous one.
+    ``packed``: the text as :func:`~scrapy_dedup.core.records.pack_text` gives it, when
+    an extraction worker packed it already (``text`` is then not read)."""
+    if packed is None:
+        assert text is not None, "put_text is given the text or its packed form"
+        packed = pack_text(text)
+    batch.put(TEXT, key, packed)
+
+
+def put_pending(batch: StoreBatch, pending_id: str, request: bytes) -> None:
+    """Owe a request: it passed the frontier and its outcome is not durable yet."""
+    batch.put(PENDING, pending_id, request)
+
+
+def settle_pending(batch: StoreBatch, pending_id: str) -> None:
+    """The request's outcome is recorded: it is owed no more."""
+    batch.delete(PENDING, pending_id)
+
+
+def put_emitted(batch: StoreBatch, key: str, content_hash: str) -> None:
+    """An item with this content left the pipelines for ``key``."""
+    batch.put(EMITTED, key, content_hash.encode())
