@@ -19,7 +19,7 @@ from test_resume import Crawl, check_same_store, site, state_of, uninterrupted  
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.store.base import PENDING
-from scrapy_dedup.store.records import get_url
+from scrapy_dedup.store.records import get_url, put_pending, settle_pending
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import StoreFull, StoreFunctions, connect
 from scrapy_dedup.store.redis.store import RedisStore
@@ -139,16 +139,16 @@ def test_a_refused_write_takes_no_later_write_with_it(tmp_path):
         store = RedisStore(server.url, {"test": 1}, prefix=f"full:{uuid.uuid4().hex[:10]}")
         try:
             with store.batch() as batch:
-                batch.put_pending("owed", b"a request")
+                put_pending(batch, "owed", b"a request")
             client.config_set("maxmemory", 1)  # full: every write that adds is refused
             with store.batch(later=True) as batch:
                 batch.put_url(UrlRecord(key="page", url="http://example.com/page", status="fetched"))
-                batch.settle_pending("owed")
+                settle_pending(batch, "owed")
             with pytest.raises(StoreFull):
                 store.get(PENDING, "owed")  # the call that carries them
             client.config_set("maxmemory", 0)  # room again, but this process has stopped writing
             with pytest.raises(StoreFull), store.batch() as batch:
-                batch.settle_pending("owed")
+                settle_pending(batch, "owed")
             assert store.get(PENDING, "owed") == b"a request"  # reads go on
             assert get_url(store, "page") is None
         finally:
