@@ -188,6 +188,30 @@ def test_the_readme_counts_the_store_protocol():
     assert "frontier_mark" in protocol(DedupStore) and "get_url" not in protocol(DedupStore)
 
 
+def test_the_readme_gives_each_memory_bound_the_code_has():
+    from scrapy_dedup.core import hostrules
+    from scrapy_dedup.crawl import sources
+    from scrapy_dedup.decide import chunk_layer, frontier
+    from scrapy_dedup.store.leveldb import packed_tables
+    from scrapy_dedup.store.redis import store as redis_store
+
+    bounds = {
+        "SCHEDULED_KEPT": frontier.SCHEDULED_KEPT,
+        "MAX_SOURCES": sources.MAX_SOURCES,
+        "_CACHE_LIMIT": hostrules._CACHE_LIMIT,
+        "VARIANT_ALIASES_KEPT": redis_store.VARIANT_ALIASES_KEPT,
+        "WAITING_MAX": redis_store.WAITING_MAX,
+        "BOILERPLATE_GROUPS_KEPT": chunk_layer.BOILERPLATE_GROUPS_KEPT,
+        "SIMHASH_SPEC": (packed_tables.SIMHASH_SPEC.l0_max, packed_tables.SIMHASH_SPEC.l1_max),
+        "BANDS_SPEC": (packed_tables.BANDS_SPEC.l0_max, packed_tables.BANDS_SPEC.l1_max),
+    }
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = {name: tuple(int(n.replace(",", "")) for n in value.split(" + "))
+            for name, value in re.findall(r"`([A-Z_]+)` = ([\d,]+(?: \+ [\d,]+)?)", readme)}
+    assert said == {name: bound if isinstance(bound, tuple) else (bound,) for name, bound in bounds.items()}
+    assert f"`DEDUP_STORE_CACHE_MB` ({DEFAULTS['DEDUP_STORE_CACHE_MB']}:" in readme
+
+
 #: the words the code uses that must each mean one thing (docs/glossary.md)
 GLOSSARY_TERMS = ("page", "document", "URL record", "alias", "representative", "cluster", "member",
                   "provisional", "settled", "owed request", "hold", "canonical URL", "rel=canonical target",
