@@ -17,7 +17,15 @@ from scrapy_dedup.core.bands import BANDS
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.store.base import DecisionBusy
 from scrapy_dedup.store.memory import MemoryStore
-from scrapy_dedup.store.records import get_cluster, get_url, has_pending, put_cluster, put_pending, settle_pending
+from scrapy_dedup.store.records import (
+    get_cluster,
+    get_url,
+    has_pending,
+    pending_held_elsewhere,
+    put_cluster,
+    put_pending,
+    settle_pending,
+)
 from scrapy_dedup.store.redis.store import RedisStore
 
 PARAMS = {"test": 1}
@@ -36,7 +44,7 @@ def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_u
             put_pending(batch, "k2", b"request two")
         assert sorted(a.held_pending()) == ["k1", "k2"]
         assert list(b.claim_pending()) == []  # held by a live process
-        assert b.pending_held_elsewhere() == 2 and a.pending_held_elsewhere() == 0
+        assert pending_held_elsewhere(b) == 2 and pending_held_elsewhere(a) == 0
         assert b.get("pending", "k1") == b"request one"  # readers see the request, not its holder
         with a.batch() as batch:
             settle_pending(batch, "k1")
@@ -96,7 +104,7 @@ def test_fetching_a_request_this_live_process_owes_asks_nothing(redis_url, redis
         # a request another process owes is asked for (and taken over: a fetches it now)
         assert a.hold_pending("theirs")
         assert _fcalls(a) == before + 1
-        assert sorted(a.held_pending()) == ["mine", "theirs"] and b.pending_held_elsewhere() == 2
+        assert sorted(a.held_pending()) == ["mine", "theirs"] and pending_held_elsewhere(b) == 2
         # settled: its outcome is recorded, a later copy asks again and is not fetched
         with a.batch() as batch:
             settle_pending(batch, "mine")
@@ -177,7 +185,7 @@ def test_one_process_backends_hold_nothing():
         put_pending(batch, "k2", b"owed later")  # its own: in flight, never claimed
     assert not store.shared and list(store.claim_pending()) == [("k", b"owed")]
     assert list(store.claim_pending()) == []
-    assert store.pending_held_elsewhere() == 0 and store.held_pending() == ["k", "k2"]
+    assert pending_held_elsewhere(store) == 0 and store.held_pending() == ["k", "k2"]
     # no other process may be about to hold one, nor writes the store
     assert store.maybe_elsewhere({"k", "k2"}) == set() and store.writing_elsewhere() == 0
 

@@ -456,3 +456,17 @@ def test_an_old_batch_write_warns_and_writes_what_its_function_writes(store, nam
     assert read_back(store)
     with pytest.warns(DeprecationWarning, match=message):
         assert getattr(StoreBatch, name) is getattr(records, name)
+
+
+def test_pending_held_elsewhere_is_a_function_and_the_old_name_warns(store):
+    from scrapy_dedup.store import records
+
+    store.begin_run()
+    with store.batch() as b:
+        put_pending(b, "http://h/a", b"request")
+    store.hold_pending("http://h/a")
+    # one process holds every request owed: none is held elsewhere
+    assert store.pending_count() == 1 and records.pending_held_elsewhere(store) == 0
+    message = r"^DedupStore\.pending_held_elsewhere is deprecated: call scrapy_dedup\.store\.records\.pending_held_elsewhere\(store, \.\.\.\)$"
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.pending_held_elsewhere() == 0

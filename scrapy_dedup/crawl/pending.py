@@ -50,6 +50,7 @@ from scrapy_dedup.crawl.owed import (  # noqa: F401
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.waits import crawl_closing
 from scrapy_dedup.store.base import PENDING, OweOffer, StoreError
+from scrapy_dedup.store.records import pending_held_elsewhere
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -142,7 +143,7 @@ class PendingSpiderMiddleware:
         try:
             waiting = self._close_left(store)
             self._take_over_abandoned()
-            elsewhere = store.pending_held_elsewhere()
+            elsewhere = pending_held_elsewhere(store)
         except Exception:
             state.failed("resume", "could not count the pending requests of the store")
             return

@@ -36,6 +36,7 @@ from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
 from scrapy_dedup.store.open import backend_class, open_store as opened, unusable
+from scrapy_dedup.store.records import pending_held_elsewhere
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -287,7 +288,7 @@ class DedupState:
         self.store = self.frontier = self.index = self.chunks = None
         try:
             owed = store.pending_count()
-            elsewhere = store.pending_held_elsewhere() if owed else 0
+            elsewhere = pending_held_elsewhere(store) if owed else 0
             store.put_meta(
                 "job",
                 {"first_run": self.first_run, "run": store.run, "state": "complete" if not owed else "interrupted"},

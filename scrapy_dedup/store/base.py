@@ -482,10 +482,6 @@ class DedupStore(abc.ABC):
         """Ids of the owed requests this process holds (embedded: all of them)."""
         return [pending_id for pending_id, _ in self.scan(PENDING)]
 
-    def pending_held_elsewhere(self) -> int:
-        """Owed requests another process holds (alive, or dead and not recovered yet)."""
-        return 0
-
     def writing_elsewhere(self) -> int:
         """How many other processes write this store now: a crawl settles it when it closes
         only when none does (it cannot know when they stop writing; the last one to close
@@ -513,6 +509,7 @@ class DedupStore(abc.ABC):
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
+    "pending_held_elsewhere",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

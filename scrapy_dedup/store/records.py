@@ -70,6 +70,14 @@ def has_pending(store: DedupStore, pending_id: str) -> bool:
     return store.get(PENDING, pending_id) is not None
 
 
+def pending_held_elsewhere(store: DedupStore) -> int:
+    """Owed requests another process holds (alive, or dead and not recovered yet): those owed
+    that this process does not hold. An embedded store is held by one process: none."""
+    if not store.shared:
+        return 0
+    return max(0, store.pending_count() - len(store.held_pending()))
+
+
 def get_emitted(store: DedupStore, key: str) -> str | None:
     """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""
     raw = store.get(EMITTED, key)

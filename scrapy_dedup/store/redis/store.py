@@ -498,9 +498,6 @@ class RedisStore(DedupStore):
             self._held.difference_update(gone)
         return [i for i in held if i not in gone]
 
-    def pending_held_elsewhere(self) -> int:
-        return max(0, self.pending_count() - len(self.held_pending()))
-
     def writing_elsewhere(self) -> int:
         # the other holders alive in this process's run (any run when it crawls in none); the
         # deadlines are the server's, so no clock is compared
@@ -1085,6 +1082,6 @@ for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
     "increment_meta", "_frontier_mark", "frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "frontier_size",
     "simhash_candidates", "band_candidates", "begin_run",
-    "claim_pending", "pending_count", "pending_held_elsewhere", "hold_pending", "held_pending",
+    "claim_pending", "pending_count", "hold_pending", "held_pending",
 ):
     _guard(_name)
