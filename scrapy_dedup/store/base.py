@@ -257,7 +257,8 @@ class DedupStore(abc.ABC):
     path: str
     #: several crawl processes share the store at once (embedded backends: one process)
     shared: bool = False
-    _run: int = 0
+    #: the current run number (0 before the first run): set by :meth:`begin_run`, or read at opening
+    run: int = 0
     #: ids owed when the run began, until :meth:`claim_pending` hands them over (embedded backends)
     _left_owed: list[str] = []  # noqa: RUF012 -- replaced, never mutated
 
@@ -442,18 +443,13 @@ class DedupStore(abc.ABC):
     # -- runs ---------------------------------------------------------------
     def begin_run(self) -> int:
         """Start a crawl run; returns its number (1 for the first run)."""
-        self._run = self.increment_meta("run")
+        self.run = self.increment_meta("run")
         # what the process before this one left owed: all that claim_pending hands over
         self._left_owed = [pending_id for pending_id, _ in self.scan(PENDING)]
-        return self._run
-
-    @property
-    def run(self) -> int:
-        """The current run number (0 before the first run)."""
-        return self._run
+        return self.run
 
     def _read_run(self) -> None:
-        self._run = int(self.get_meta("run") or 0)
+        self.run = int(self.get_meta("run") or 0)
 
     # -- requests still owed (the resumable frontier) -------------------------
     def pending_count(self) -> int:

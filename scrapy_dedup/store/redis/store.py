@@ -348,10 +348,10 @@ class RedisStore(DedupStore):
         scheduled a moment ago is "seen", not "fetched in an earlier run".
         """
         with self._holder_lock:
-            self._run, began = self._enter("next")
-            self._joined = self._run
-        logger.info("%s run %d of the shared store %s", "began" if began else "joined", self._run, self.path)
-        return self._run
+            self.run, began = self._enter("next")
+            self._joined = self.run
+        logger.info("%s run %d of the shared store %s", "began" if began else "joined", self.run, self.path)
+        return self.run
 
     def _holder(self) -> str:
         """This process's holder id, for what it tags: entered at its first use (its heartbeat
