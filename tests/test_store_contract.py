@@ -164,9 +164,11 @@ def test_meta_round_trip(store):
 
 
 def test_meta_if_absent_and_counters(store):
-    assert store.put_meta_if_absent("owner", {"a": 1}) is None
-    assert store.put_meta_if_absent("owner", {"b": 2}) == {"a": 1}
+    assert store.put_meta("owner", {"a": 1}, if_absent=True) is None
+    assert store.put_meta("owner", {"b": 2}, if_absent=True) == {"a": 1}
     assert store.get_meta("owner") == {"a": 1}
+    assert store.put_meta("owner", {"c": 3}) is None
+    assert store.get_meta("owner") == {"c": 3}
     assert store.increment_meta("hits") == 1
     assert store.increment_meta("hits") == 2
 
@@ -470,3 +472,13 @@ def test_pending_held_elsewhere_is_a_function_and_the_old_name_warns(store):
     message = r"^DedupStore\.pending_held_elsewhere is deprecated: call scrapy_dedup\.store\.records\.pending_held_elsewhere\(store, \.\.\.\)$"
     with pytest.warns(DeprecationWarning, match=message):
         assert store.pending_held_elsewhere() == 0
+
+
+def test_put_meta_if_absent_is_a_function_and_the_old_name_warns(store):
+    from scrapy_dedup.store import records
+
+    assert records.put_meta_if_absent(store, "owner", {"a": 1}) is None
+    message = r"^DedupStore\.put_meta_if_absent is deprecated: call scrapy_dedup\.store\.records\.put_meta_if_absent\(store, \.\.\.\)$"
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.put_meta_if_absent("owner", {"b": 2}) == {"a": 1}
+    assert store.get_meta("owner") == {"a": 1}

@@ -320,12 +320,11 @@ class DedupStore(abc.ABC):
     def get_meta(self, name: str) -> Any: ...
 
     @abc.abstractmethod
-    def put_meta(self, name: str, value: Any) -> None:
-        """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with."""
+    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
+        """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with.
 
-    @abc.abstractmethod
-    def put_meta_if_absent(self, name: str, value: Any) -> Any:
-        """Keep ``value`` unless ``name`` holds one; return the value already there, or None (atomic)."""
+        ``if_absent``: keep it only unless ``name`` holds one, and return the value already
+        there, or None (atomic). Without it, None."""
 
     @abc.abstractmethod
     def increment_meta(self, name: str) -> int:
@@ -416,7 +415,7 @@ class DedupStore(abc.ABC):
         """Record ``params`` in a new store; refuse a store recorded with others."""
         # JSON round trip so that tuples and lists compare equal
         params = json.loads(json.dumps(params, sort_keys=True))
-        stored = self.put_meta_if_absent("params", params)
+        stored = self.put_meta("params", params, if_absent=True)
         if stored is None:
             return params
         self._check_format(stored)
@@ -505,7 +504,7 @@ class DedupStore(abc.ABC):
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
-    "pending_held_elsewhere",
+    "pending_held_elsewhere", "put_meta_if_absent",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

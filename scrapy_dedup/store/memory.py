@@ -159,14 +159,11 @@ class MemoryStore(DedupStore):
         raw = self._data.meta.get(name)
         return json.loads(raw) if raw is not None else None
 
-    def put_meta(self, name: str, value: Any) -> None:
-        self._data.meta[name] = json.dumps(value, sort_keys=True)
-
-    def put_meta_if_absent(self, name: str, value: Any) -> Any:
+    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
         with self._data.lock:
-            previous = self.get_meta(name)
+            previous = self.get_meta(name) if if_absent else None
             if previous is None:
-                self.put_meta(name, value)
+                self._data.meta[name] = json.dumps(value, sort_keys=True)
             return previous
 
     def increment_meta(self, name: str) -> int:

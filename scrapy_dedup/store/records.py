@@ -78,6 +78,11 @@ def pending_held_elsewhere(store: DedupStore) -> int:
     return max(0, store.pending_count() - len(store.held_pending()))
 
 
+def put_meta_if_absent(store: DedupStore, name: str, value: Any) -> Any:
+    """Keep the JSON ``value`` unless ``name`` holds one; return the value already there, or None (atomic)."""
+    return store.put_meta(name, value, if_absent=True)
+
+
 def get_emitted(store: DedupStore, key: str) -> str | None:
     """The content hash last emitted for ``key`` (a resumed crawl re-emits what was cut off)."""
     raw = store.get(EMITTED, key)

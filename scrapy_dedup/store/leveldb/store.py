@@ -388,14 +388,11 @@ class LevelDBStore(DedupStore):
         raw = self._db.get(b"m:" + name.encode())
         return json.loads(raw) if raw is not None else None
 
-    def put_meta(self, name: str, value: Any) -> None:
-        with self._writing():
-            self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
-
-    def put_meta_if_absent(self, name: str, value: Any) -> Any:
-        previous = self.get_meta(name)
+    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
+        previous = self.get_meta(name) if if_absent else None  # one process writes the store
         if previous is None:
-            self.put_meta(name, value)
+            with self._writing():
+                self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
         return previous
 
     def increment_meta(self, name: str) -> int:

@@ -883,11 +883,12 @@ class RedisStore(DedupStore):
         raw = self.client.hget(self._meta_key(), name)
         return json.loads(raw) if raw is not None else None
 
-    def put_meta(self, name: str, value: Any) -> None:
-        self.client.hset(self._meta_key(), name, json.dumps(value, sort_keys=True))
-
-    def put_meta_if_absent(self, name: str, value: Any) -> Any:
-        current = self.client.fcall("sdd_exact_claim", 1, self._meta_key(), name, json.dumps(value, sort_keys=True))
+    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
+        raw = json.dumps(value, sort_keys=True)
+        if not if_absent:
+            self.client.hset(self._meta_key(), name, raw)
+            return None
+        current = self.client.fcall("sdd_exact_claim", 1, self._meta_key(), name, raw)
         return None if current is None else json.loads(current)
 
     def increment_meta(self, name: str) -> int:
@@ -1072,14 +1073,14 @@ _CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark", "fron
                        "flush", "hold_pending"})
 
 #: the calls that write: none goes once a write of this process was refused (RedisStore._refused)
-_WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "put_meta_if_absent", "increment_meta", "_frontier_mark",
+_WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "increment_meta", "_frontier_mark",
                       "frontier_mark", "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
-    "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta", "put_meta_if_absent",
+    "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta",
     "increment_meta", "_frontier_mark", "frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "frontier_size",
     "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "hold_pending", "held_pending",
