@@ -188,7 +188,7 @@ def shared_reads(root: Path = PACKAGE) -> list[str]:
     """Where a module outside ``store/`` reads whether a store is shared (``store.shared``, or
     ``getattr(store, "shared", ...)``): "module:line" of each. Every backend serves the crawl and
     the decisions by one path; what differs between backends is a store method that says what
-    to do (``claim_pending``, ``maybe_elsewhere``, ``writing_elsewhere``...), not a branch."""
+    to do (``claim_pending``, ``held_pending``, ``writing_elsewhere``...), not a branch."""
     found = []
     for name, path in modules(root).items():
         if package_of(name) == "store":

@@ -21,6 +21,7 @@ from scrapy_dedup.store.records import (
     get_cluster,
     get_url,
     has_pending,
+    maybe_elsewhere,
     pending_held_elsewhere,
     put_cluster,
     put_pending,
@@ -187,7 +188,7 @@ def test_one_process_backends_hold_nothing():
     assert list(store.claim_pending()) == []
     assert pending_held_elsewhere(store) == 0 and store.held_pending() == ["k", "k2"]
     # no other process may be about to hold one, nor writes the store
-    assert store.maybe_elsewhere({"k", "k2"}) == set() and store.writing_elsewhere() == 0
+    assert maybe_elsewhere(store, {"k", "k2"}) == set() and store.writing_elsewhere() == 0
 
 
 def test_a_process_knows_when_others_write_the_store(redis_url, redis_prefix):
@@ -199,7 +200,7 @@ def test_a_process_knows_when_others_write_the_store(redis_url, redis_prefix):
         assert a.writing_elsewhere() == 0
         b.begin_run()
         assert a.writing_elsewhere() == 1 and b.writing_elsewhere() == 1
-        assert a.maybe_elsewhere({"k"}) == {"k"}
+        assert maybe_elsewhere(a, {"k"}) == {"k"}
         b.close()
         assert a.writing_elsewhere() == 0  # the last one to close settles
     finally:

@@ -460,7 +460,7 @@ def test_an_old_batch_write_warns_and_writes_what_its_function_writes(store, nam
         assert getattr(StoreBatch, name) is getattr(records, name)
 
 
-def test_pending_held_elsewhere_is_a_function_and_the_old_name_warns(store):
+def test_pending_held_and_maybe_elsewhere_are_functions_and_the_old_names_warn(store):
     from scrapy_dedup.store import records
 
     store.begin_run()
@@ -472,6 +472,11 @@ def test_pending_held_elsewhere_is_a_function_and_the_old_name_warns(store):
     message = r"^DedupStore\.pending_held_elsewhere is deprecated: call scrapy_dedup\.store\.records\.pending_held_elsewhere\(store, \.\.\.\)$"
     with pytest.warns(DeprecationWarning, match=message):
         assert store.pending_held_elsewhere() == 0
+    # a queue several processes share may hand any of them to another: a shared store cannot tell which
+    assert records.maybe_elsewhere(store, {"http://h/a"}) == ({"http://h/a"} if store.shared else set())
+    message = r"^DedupStore\.maybe_elsewhere is deprecated: call scrapy_dedup\.store\.records\.maybe_elsewhere\(store, \.\.\.\)$"
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.maybe_elsewhere({"http://h/a"}) == records.maybe_elsewhere(store, {"http://h/a"})
 
 
 def test_put_meta_if_absent_is_a_function_and_the_old_name_warns(store):

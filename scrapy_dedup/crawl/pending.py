@@ -50,7 +50,7 @@ from scrapy_dedup.crawl.owed import (  # noqa: F401
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.waits import crawl_closing
 from scrapy_dedup.store.base import PENDING, OweOffer, StoreError
-from scrapy_dedup.store.records import pending_held_elsewhere
+from scrapy_dedup.store.records import maybe_elsewhere, pending_held_elsewhere
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -161,14 +161,14 @@ class PendingSpiderMiddleware:
         swallowed it) without its outcome being recorded, and nothing will fetch it.  A shared
         queue (scrapy-redis) is the exception: it hands a request to whichever process pops it,
         which holds it a moment later.  So a request the store says may be on its way to another
-        process (:meth:`DedupStore.maybe_elsewhere`) left only when this process held it at two
+        process (:func:`~scrapy_dedup.store.records.maybe_elsewhere`) left only when this process held it at two
         idle moments in a row; it is issued once more first, in case the process that popped it
         died before holding it, and closed when held again after that.
         """
         if not self.state.crawler.engine.spider_is_idle():
             return 0  # another handler of this idle moment issued requests: not idle any more
         held = set(store.held_pending())
-        passing = store.maybe_elsewhere(held)
+        passing = maybe_elsewhere(store, held)
         twice = passing & self._held_when_idle
         left = (held - passing) | (twice & self._reissued)
         again = twice - self._reissued

@@ -483,14 +483,6 @@ class DedupStore(abc.ABC):
         settles). An embedded backend has one process: 0."""
         return 0
 
-    def maybe_elsewhere(self, pending_ids: Iterable[str]) -> set[str]:
-        """Of ``pending_ids``, owed requests this process holds, those another process may hold
-        a moment later: a queue several processes share (scrapy-redis) hands a request to
-        whichever pops it, which holds it only then (:meth:`hold_pending`). Until it does, the
-        request looks held here although it is on its way elsewhere. An embedded backend has
-        one process: none."""
-        return set()
-
     def __enter__(self) -> DedupStore:
         return self
 
@@ -504,7 +496,7 @@ class DedupStore(abc.ABC):
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
-    "pending_held_elsewhere", "put_meta_if_absent",
+    "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

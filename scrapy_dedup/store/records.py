@@ -14,7 +14,7 @@ what a decision read ahead), so none of them is a method a backend implements.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
@@ -76,6 +76,15 @@ def pending_held_elsewhere(store: DedupStore) -> int:
     if not store.shared:
         return 0
     return max(0, store.pending_count() - len(store.held_pending()))
+
+
+def maybe_elsewhere(store: DedupStore, pending_ids: Iterable[str]) -> set[str]:
+    """Of ``pending_ids``, owed requests this process holds, those another process may hold a
+    moment later: a queue several processes share (scrapy-redis) hands a request to whichever
+    pops it, which holds it only then (:meth:`~DedupStore.hold_pending`). Until it does, the
+    request looks held here although it is on its way elsewhere. A shared store cannot tell
+    which: any of them. An embedded store has one process: none."""
+    return set(pending_ids) if store.shared else set()
 
 
 def put_meta_if_absent(store: DedupStore, name: str, value: Any) -> Any:

@@ -511,10 +511,6 @@ class RedisStore(DedupStore):
                 others += 1
         return others
 
-    def maybe_elsewhere(self, pending_ids: Iterable[str]) -> set[str]:
-        # any of them: the store cannot tell which a shared queue handed to another process
-        return set(pending_ids)
-
     def _stopped_by(self, exc: Exception) -> StoreWriteError:
         """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
         if isinstance(exc, StoreWriteError):
