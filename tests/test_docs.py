@@ -185,7 +185,7 @@ def test_the_readme_counts_the_store_protocol():
     row = re.search(r"^\| `DedupStore` / `StoreBatch` public methods \| [^|]+ \| (\d+) / (\d+) \|", readme, re.M)
     assert row, "the README's Inside table counts the store's public methods"
     assert (int(row[1]), int(row[2])) == (len(protocol(DedupStore)), len(protocol(StoreBatch)))
-    assert "frontier_mark" in protocol(DedupStore) and "get_url" not in protocol(DedupStore)
+    assert "frontier_mark_many" in protocol(DedupStore) and "get_url" not in protocol(DedupStore)
 
 
 def test_the_readme_gives_each_memory_bound_the_code_has():

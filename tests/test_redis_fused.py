@@ -25,6 +25,7 @@ from scrapy_dedup.store.base import EXACT, DecisionBusy, OweOffer
 from scrapy_dedup.store.records import (
     claim_exact,
     find_exact,
+    frontier_mark,
     get_emitted,
     get_url,
     index_exact,
@@ -296,7 +297,7 @@ def test_a_new_link_is_marked_and_owed_in_one_round_trip(redis_url, redis_prefix
             a.client.ping()  # the counted connection is made
         trips = Counting.round_trips
         offer = OweOffer("http://h/new", b"the request")
-        assert a.frontier_mark("http://h/new", run, "http://h/new", offer) is None
+        assert frontier_mark(a, "http://h/new", run, "http://h/new", offer) is None
         assert offer.owed
         if fused:  # one atomic call on one server (on a cluster: the mark, then the owe)
             assert Counting.round_trips - trips == 1
@@ -304,7 +305,7 @@ def test_a_new_link_is_marked_and_owed_in_one_round_trip(redis_url, redis_prefix
         assert a.held_pending() == ["http://h/new"] and pending_held_elsewhere(b) == 1
         # the same link found by the other process: seen, and nothing owed twice or taken over
         again = OweOffer("http://h/new", b"a copy")
-        assert b.frontier_mark("http://h/new", run, "http://h/new", again) == (run, "http://h/new")
+        assert frontier_mark(b, "http://h/new", run, "http://h/new", again) == (run, "http://h/new")
         assert not again.owed
         assert b.get("pending", "http://h/new") == b"the request"
         assert b.held_pending() == [] and pending_held_elsewhere(b) == 1
@@ -403,7 +404,7 @@ def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
     with _two_processes(redis_single.url, redis_prefix) as (a, b):
         run = a.begin_run()
         offer = OweOffer("http://h/p", b"request")
-        assert a.frontier_mark("http://h/p", run, "http://h/p", offer) is None and offer.owed
+        assert frontier_mark(a, "http://h/p", run, "http://h/p", offer) is None and offer.owed
         _counted(a)
         a.client.ping()  # the counted connection is made
         trips = Counting.round_trips

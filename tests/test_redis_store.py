@@ -15,6 +15,7 @@ from scrapy_dedup.store.base import EXACT, STORE_FORMAT, IncompatibleStore, Stor
 from scrapy_dedup.store.records import (
     claim_exact,
     find_exact,
+    frontier_mark,
     get_emitted,
     get_minhash,
     get_url,
@@ -90,18 +91,18 @@ def test_open_existing_needs_a_store_under_the_prefix(redis_url, redis_prefix):
 def test_prefixes_keep_crawls_apart(redis_url, redis_prefix):
     a = RedisStore(redis_url, PARAMS, prefix=redis_prefix + ":a")
     b = RedisStore(redis_url, {**PARAMS, "max_distance": 5}, prefix=redis_prefix + ":b")
-    assert a.frontier_mark("http://h/x", 1, "http://h/x") is None
-    assert b.frontier_mark("http://h/x", 1, "http://h/x") is None
+    assert frontier_mark(a, "http://h/x", 1, "http://h/x") is None
+    assert frontier_mark(b, "http://h/x", 1, "http://h/x") is None
     assert a.begin_run() == 1 and b.begin_run() == 1 and a.begin_run() == 2
 
 
 def test_first_urls_of_recorded_keys_are_dropped_from_the_frontier(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    assert store.frontier_mark("http://h/a", 1, "http://h/a/") is None
+    assert frontier_mark(store, "http://h/a", 1, "http://h/a/") is None
     with store.batch() as b:
         b.put_url(UrlRecord(key="http://h/a", url="http://h/a/"))
     assert store.client.hlen(store._first_urls_key(rk.frontier_slot(store.prefix, "http://h/a")[0])) == 0
-    assert store.frontier_mark("http://h/a", 2, "http://h/a?x") == (1, "http://h/a/")
+    assert frontier_mark(store, "http://h/a", 2, "http://h/a?x") == (1, "http://h/a/")
 
 
 def test_scan_streams_a_large_table(redis_url, redis_prefix):
@@ -193,8 +194,8 @@ def test_processes_alive_together_share_one_run(redis_url, redis_prefix):
     second = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     assert first.begin_run() == 1
     assert second.begin_run() == 1  # joins the run in progress
-    assert first.frontier_mark("http://h/a", first.run, "http://h/a") is None
-    assert second.frontier_mark("http://h/a", second.run, "http://h/a") == (1, "http://h/a")
+    assert frontier_mark(first, "http://h/a", first.run, "http://h/a") is None
+    assert frontier_mark(second, "http://h/a", second.run, "http://h/a") == (1, "http://h/a")
     first.close()
     late = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     assert late.begin_run() == 1  # second is still in it
@@ -250,11 +251,11 @@ def test_a_lost_connection_is_retried_then_stops_with_one_error(tmp_path):
     server = RedisServer(tmp_path / "goes-away", extra=("--requirepass", "pw-9")).start()
     url = f"redis://:pw-9@127.0.0.1:{server.port}/0"
     store = RedisStore(url, PARAMS, prefix="crawl", retry=RetryPolicy(retries=3, backoff_base=0.05, backoff_cap=0.2))
-    assert store.frontier_mark("http://h/a", 1, "http://h/a") is None
+    assert frontier_mark(store, "http://h/a", 1, "http://h/a") is None
     server.stop()
     started = time.monotonic()
     with pytest.raises(StoreConnectionLost) as info:
-        store.frontier_mark("http://h/b", 1, "http://h/b")
+        frontier_mark(store, "http://h/b", 1, "http://h/b")
     message = str(info.value)
     assert "3 retries" in message and "pw-9" not in message and ":***@" in message
     assert "\n" not in message
@@ -272,7 +273,7 @@ def test_a_lost_cluster_is_retried_then_stops_with_one_error(tmp_path):
     try:
         store = RedisStore(cluster.url, PARAMS, prefix="crawl",
                            retry=RetryPolicy(retries=3, backoff_base=0.05, backoff_cap=0.2))
-        assert store.frontier_mark("http://h/a", 1, "http://h/a") is None
+        assert frontier_mark(store, "http://h/a", 1, "http://h/a") is None
     finally:
         cluster.stop()
 
@@ -281,7 +282,7 @@ def test_a_lost_cluster_is_retried_then_stops_with_one_error(tmp_path):
             batch.put_url(UrlRecord(key="http://h/c", url="http://h/c"))
 
     started = time.monotonic()
-    for call in (lambda: store.frontier_mark("http://h/b", 1, "http://h/b"), lambda: get_url(store, "http://h/a"), write):
+    for call in (lambda: frontier_mark(store, "http://h/b", 1, "http://h/b"), lambda: get_url(store, "http://h/a"), write):
         with pytest.raises(StoreConnectionLost) as info:
             call()
         message = str(info.value)

@@ -17,6 +17,7 @@ from scrapy_dedup.store.records import (
     claim_exact,
     find_exact,
     find_raw,
+    frontier_mark,
     get_cluster,
     get_emitted,
     get_minhash,
@@ -74,10 +75,10 @@ def test_runs_count_up_and_persist(backend, store_path):
 
 
 def test_frontier_mark_reports_previous_run_and_first_url(store):
-    assert store.frontier_mark("http://h/a", 1, "http://h/a/") is None
-    assert store.frontier_mark("http://h/a", 1, "http://h/a?x") == (1, "http://h/a/")
-    assert store.frontier_mark("http://h/a", 2, "http://h/a") == (1, "http://h/a/")
-    assert store.frontier_mark("http://h/a", 2, "http://h/a") == (2, "http://h/a/")
+    assert frontier_mark(store, "http://h/a", 1, "http://h/a/") is None
+    assert frontier_mark(store, "http://h/a", 1, "http://h/a?x") == (1, "http://h/a/")
+    assert frontier_mark(store, "http://h/a", 2, "http://h/a") == (1, "http://h/a/")
+    assert frontier_mark(store, "http://h/a", 2, "http://h/a") == (2, "http://h/a/")
     assert store.frontier_size() == 1
 
 
@@ -487,3 +488,34 @@ def test_put_meta_if_absent_is_a_function_and_the_old_name_warns(store):
     with pytest.warns(DeprecationWarning, match=message):
         assert store.put_meta_if_absent("owner", {"b": 2}) == {"a": 1}
     assert store.get_meta("owner") == {"a": 1}
+
+
+def test_frontier_mark_many_marks_and_owes_each_entry_in_order(store):
+    from scrapy_dedup.store.base import OweOffer
+
+    store.begin_run()
+    offer, again = OweOffer("http://h/a", b"request a"), OweOffer("http://h/a2", b"request a again")
+    answers = store.frontier_mark_many(
+        1, [("http://h/a", "http://h/a", offer), ("http://h/b", "http://h/b", None), ("http://h/a", "http://h/a?x", again)]
+    )
+    assert answers == [None, None, (1, "http://h/a")]
+    assert offer.owed and not again.owed  # the second mark of a key finds it: nothing more is owed
+    assert has_pending(store, "http://h/a") and not has_pending(store, "http://h/a2")
+    assert store.frontier_mark_many(1, []) == []
+    # every entry with an offer (one round trip on a Redis server)
+    c, c2, d = OweOffer("http://h/c", b"c"), OweOffer("http://h/c2", b"c2"), OweOffer("http://h/d", b"d")
+    answers = store.frontier_mark_many(
+        2, [("http://h/c", "http://h/c", c), ("http://h/c", "http://h/c#x", c2), ("http://h/d", "http://h/d", d)]
+    )
+    assert answers == [None, (2, "http://h/c"), None]
+    assert c.owed and not c2.owed and d.owed and has_pending(store, "http://h/d")
+
+
+def test_frontier_mark_is_a_function_and_the_old_name_warns(store):
+    from scrapy_dedup.store import records
+
+    assert records.frontier_mark(store, "http://h/a", 1, "http://h/a") is None
+    message = r"^DedupStore\.frontier_mark is deprecated: call scrapy_dedup\.store\.records\.frontier_mark\(store, \.\.\.\)$"
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.frontier_mark("http://h/a", 2, "http://h/a?x") == (1, "http://h/a")
+    assert records.frontier_mark(store, "http://h/a", 2, "http://h/a") == (2, "http://h/a")

@@ -82,7 +82,7 @@ class DedupDupeFilter(BaseDupeFilter):
             known = state.frontier.known_checks
             # marked ahead with its page's other links (PendingSpiderMiddleware), or else: a key
             # the store is asked about is mostly new, so its request is owed with the mark (one
-            # call where the store can, see DedupStore.frontier_mark)
+            # call where the store can, see DedupStore.frontier_mark_many)
             offer = state.frontier.offered(key)
             if offer is None and not state.frontier.knows(key):
                 offer = state.pending.offer(request, key)

@@ -118,7 +118,7 @@ class PendingRequests:
 
     def offer(self, request: Request, pending_id: str) -> OweOffer | None:
         """``request`` serialized to be owed under ``pending_id`` with its URL key's mark in
-        the frontier (:meth:`DedupStore.frontier_mark`); then :meth:`owe` it with this
+        the frontier (:meth:`DedupStore.frontier_mark_many`); then :meth:`owe` it with this
         offer if it is fetched, or :meth:`withdraw` the offer if it is dropped.  None for a
         request the store issued again (it is owed already) or one that cannot be serialized."""
         if META_PENDING in request.meta:

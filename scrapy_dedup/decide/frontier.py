@@ -13,7 +13,7 @@ from urllib.parse import urldefrag
 
 from scrapy_dedup.core.records import UrlRecord, record_time
 from scrapy_dedup.store.base import ALIASES, DedupStore, OweOffer
-from scrapy_dedup.store.records import get_url, has_pending, put_alias
+from scrapy_dedup.store.records import frontier_mark, get_url, has_pending, put_alias
 
 #: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
 DROP_SEEN = "seen"  # the key was already scheduled in this run
@@ -62,7 +62,7 @@ class Frontier:
         ``original`` is the URL as the page wrote it, before normalization: when
         it differs from the URL fetched for ``key`` it is recorded as a variant.
         ``owe``: the request, owed with the mark when the key is new (``owe.owed``; see
-        :meth:`DedupStore.frontier_mark`), so that the caller need not owe it apart.
+        :func:`~scrapy_dedup.store.records.frontier_mark`), so that the caller need not owe it apart.
         """
         ahead = self._ahead.pop(key, None)
         first = self._scheduled.get(key)
@@ -78,7 +78,7 @@ class Frontier:
             self.known_checks += 1
             previous = (self.run, first or key)
         else:
-            previous = self.store.frontier_mark(key, self.run, url, owe)
+            previous = frontier_mark(self.store, key, self.run, url, owe)
             self._marked(key, url, previous, owe)
         reason = self._drop_reason(key, previous)
         fetched = urldefrag(url if previous is None else previous[1])[0]
@@ -134,7 +134,7 @@ class Frontier:
         """Mark ``key`` scheduled in this run without deciding anything."""
         if key in self._scheduled:
             return  # scheduled in this run already
-        previous = self.store.frontier_mark(key, self.run, url)
+        previous = frontier_mark(self.store, key, self.run, url)
         self._remember(key, url if previous is None else previous[1])
 
     def read_ahead(self, entries: Iterable[tuple[str, str]]) -> None:

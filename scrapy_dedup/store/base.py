@@ -20,10 +20,9 @@ Atomic calls.  A shared backend (several crawl processes on one store) must
 make these atomic, e.g. as server-side functions; an embedded backend owned
 by one process gets that for free:
 
-- ``frontier_mark``: check-and-mark, returns the previous state of the key; with ``owe``
-  it also owes the key's request when the key is new (one call where the backend can,
-  two otherwise), and ``frontier_mark_many`` does that for many keys in one go (each
-  mark atomic by itself);
+- ``frontier_mark_many``: check-and-mark of each key, returns the previous state of the key;
+  with an offer it also owes the key's request when the key is new (one call where the
+  backend can, two otherwise), for many keys in one go (each mark atomic by itself);
 - ``put_if_absent``: insert-if-absent, returns what was there (claiming an
   exact content hash for a cluster, recording the store's parameters);
 - ``increment_meta``: a counter (the run number);
@@ -112,7 +111,7 @@ DecisionReads = tuple[str, int | None, tuple[int, ...], int, tuple[tuple[str, st
 
 @dataclass
 class OweOffer:
-    """A request to owe if its URL key turns out new (:meth:`DedupStore.frontier_mark`):
+    """A request to owe if its URL key turns out new (:meth:`DedupStore.frontier_mark_many`):
     the id it is owed under and its serialized form; ``owed`` says whether it was."""
 
     pending_id: str
@@ -331,36 +330,35 @@ class DedupStore(abc.ABC):
         """Add one to a counter (0 when absent) and return the new value (atomic)."""
 
     # -- primitives: frontier -----------------------------------------------
-    def frontier_mark(
-        self, key: str, run: int, url: str, owe: OweOffer | None = None
-    ) -> tuple[int, str] | None:
-        """Mark ``key`` scheduled in ``run`` (atomic check-and-mark).
+    def frontier_mark_many(
+        self, run: int, entries: list[tuple[str, str, OweOffer | None]]
+    ) -> list[tuple[int, str] | None]:
+        """Mark each (url key, URL, offer) of ``entries`` scheduled in ``run``, in order (one
+        round trip on a shared store where it can); returns what each mark answered. Each
+        mark is an atomic check-and-mark
+        (:func:`~scrapy_dedup.store.records.frontier_mark` marks one key).
 
-        Returns None for a key never seen, else the run it was last scheduled in
-        and the URL it was first scheduled with; that first URL never changes.
+        A mark answers None for a key never seen, else the run it was last scheduled in and
+        the URL it was first scheduled with; that first URL never changes.
 
-        ``owe``: when ``key`` is new, also owe its request (as
-        :func:`~scrapy_dedup.store.records.put_pending`), setting ``owe.owed``. A shared store
+        An offer (None for none): when its key is new, also owe its request (as
+        :func:`~scrapy_dedup.store.records.put_pending`), setting ``offer.owed``. A shared store
         does both in one atomic call where it can, so no process dies between marking a key and
         owing its request; this default marks, then owes.
         """
-        previous = self._frontier_mark(key, run, url)
-        if previous is None and owe is not None:
-            with self.batch() as batch:
-                batch.put(PENDING, owe.pending_id, owe.blob)  # as records.put_pending
-            owe.owed = True
-        return previous
+        answers: list[tuple[int, str] | None] = []
+        for key, url, offer in entries:
+            previous = self._frontier_mark(key, run, url)
+            if previous is None and offer is not None:
+                with self.batch() as batch:
+                    batch.put(PENDING, offer.pending_id, offer.blob)  # as records.put_pending
+                offer.owed = True
+            answers.append(previous)
+        return answers
 
     @abc.abstractmethod
     def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
-        """:meth:`frontier_mark` without a request to owe (the primitive)."""
-
-    def frontier_mark_many(
-        self, run: int, entries: list[tuple[str, str, OweOffer]]
-    ) -> list[tuple[int, str] | None]:
-        """:meth:`frontier_mark` of each (url key, URL, offer) of ``entries``, in order
-        (one round trip on a shared store where it can); returns what each mark answered."""
-        return [self.frontier_mark(key, run, url, offer) for key, url, offer in entries]
+        """The mark of one key, without a request to owe (the primitive)."""
 
     @abc.abstractmethod
     def frontier_size(self) -> int: ...
@@ -496,7 +494,7 @@ class DedupStore(abc.ABC):
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
-    "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent",
+    "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

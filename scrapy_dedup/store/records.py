@@ -34,7 +34,7 @@ from scrapy_dedup.store.base import (
 )
 
 if TYPE_CHECKING:
-    from scrapy_dedup.store.base import DedupStore, StoreBatch
+    from scrapy_dedup.store.base import DedupStore, OweOffer, StoreBatch
 
 
 # -- URL records ------------------------------------------------------------
@@ -76,6 +76,14 @@ def pending_held_elsewhere(store: DedupStore) -> int:
     if not store.shared:
         return 0
     return max(0, store.pending_count() - len(store.held_pending()))
+
+
+def frontier_mark(
+    store: DedupStore, key: str, run: int, url: str, owe: OweOffer | None = None
+) -> tuple[int, str] | None:
+    """Mark one key scheduled in ``run``, owing ``owe`` with it when it is new: what
+    :meth:`~DedupStore.frontier_mark_many` answers for the one entry (key, url, owe)."""
+    return store.frontier_mark_many(run, [(key, url, owe)])[0]
 
 
 def maybe_elsewhere(store: DedupStore, pending_ids: Iterable[str]) -> set[str]:

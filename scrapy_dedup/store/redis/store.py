@@ -908,26 +908,23 @@ class RedisStore(DedupStore):
             first = first_url.decode("utf-8", "surrogatepass")
         return int(previous), first
 
-    def frontier_mark(
-        self, key: str, run: int, url: str, owe: OweOffer | None = None
-    ) -> tuple[int, str] | None:
-        if owe is None or not self.fn.fused:
-            return super().frontier_mark(key, run, url, owe)  # two slots on a cluster: two calls
-        return self._marked_owing(key, url, owe, self._carrying(*self._mark_owe_command(key, run, url, owe)))
-
     def frontier_mark_many(
-        self, run: int, entries: list[tuple[str, str, OweOffer]]
+        self, run: int, entries: list[tuple[str, str, OweOffer | None]]
     ) -> list[tuple[int, str] | None]:
-        if not self.fn.fused or len(entries) < 2:
-            return super().frontier_mark_many(run, entries)
+        if not self.fn.fused or any(offer is None for _, _, offer in entries):
+            return super().frontier_mark_many(run, entries)  # two slots on a cluster: two calls
+        owing = cast("list[tuple[str, str, OweOffer]]", entries)
+        if len(owing) < 2:  # one call, with the writes that wait
+            return [self._marked_owing(key, url, offer, self._carrying(*self._mark_owe_command(key, run, url, offer)))
+                    for key, url, offer in owing]
         pipe, waiting = self._pipeline()  # the writes that wait go first, in the same round trip
-        for key, url, offer in entries:
+        for key, url, offer in owing:
             pipe.execute_command(*self._mark_owe_command(key, run, url, offer))
         replies = pipe.execute(raise_on_error=False)
         # a mark the server refused (full) fails the call, but the requests owed by the marks
         # before it are held all the same: this process hands them over when it closes
         answers = [self._marked_owing(key, url, offer, reply)
-                   for (key, url, offer), reply in zip(entries, replies[waiting:]) if not isinstance(reply, Exception)]
+                   for (key, url, offer), reply in zip(owing, replies[waiting:]) if not isinstance(reply, Exception)]
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
@@ -1065,19 +1062,19 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 
 
 #: the calls that send the writes that wait with their own round trip (on one server)
-_CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark", "frontier_mark_many", "frontier_peek",
+_CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark_many", "frontier_peek",
                        "flush", "hold_pending"})
 
 #: the calls that write: none goes once a write of this process was refused (RedisStore._refused)
 _WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "increment_meta", "_frontier_mark",
-                      "frontier_mark", "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending"})
+                      "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta",
-    "increment_meta", "_frontier_mark", "frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "frontier_size",
+    "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "frontier_size",
     "simhash_candidates", "band_candidates", "begin_run",
     "claim_pending", "pending_count", "hold_pending", "held_pending",
 ):
