@@ -112,6 +112,19 @@ def test_every_stat_key_the_code_counts_is_documented():
     assert unknown == [], "in the stats table, counted nowhere in the code"
 
 
+def test_each_place_an_internal_error_is_counted_is_documented():
+    """``dedup/error/<where>``: every ``where`` the crawl counts is one word, listed in the row."""
+    where = set()
+    for path, text in package_sources().items():
+        if "crawl" in path.parts:
+            where |= set(re.findall(r"""\b_?failed\(\s*["']([^"']+)["']""", text))
+    row = next(line for line in (DOCS / "items-and-stats.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| `dedup/error/<where>` |"))
+    listed = set(re.findall(r"`([a-z_]+)`", row.split(" | ", 1)[1]))
+    assert len(where) > 10 and all(re.fullmatch(r"[a-z_]+", w) for w in where), sorted(where)
+    assert where == listed - {"undecided"}
+
+
 # -- commands ---------------------------------------------------------------------------------
 
 

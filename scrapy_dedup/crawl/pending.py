@@ -267,7 +267,7 @@ class PendingSpiderMiddleware:
             for request, _ in offers.values():
                 self.pending.withdraw(request)
             if not isinstance(exc, StoreError):
-                state.failed("mark ahead", "could not mark the links of a page ahead of their checks")
+                state.failed("mark_ahead", "could not mark the links of a page ahead of their checks")
         return elements
 
     def _count(self, page: _OpenResponse, element: Any) -> Any:
@@ -300,7 +300,7 @@ class PendingSpiderMiddleware:
         try:
             emitted = self.pending.emission(item)
         except Exception:
-            self.state.failed("settle", "could not read an emitted item")
+            self.state.failed("owed", "could not read an emitted item")
             emitted = None
         self._item_done(response, keep=False, emitted=emitted)
 
@@ -337,11 +337,11 @@ class PendingSpiderMiddleware:
             self.pending.close_request(request, emitted)
         except Exception:
             # a store that cannot be written stops the crawl once; the request stays owed
-            self.state.failed("settle", "could not close the request of %s", url)
+            self.state.failed("owed", "could not close the request of %s", url)
 
 
 class PendingDownloaderMiddleware:
-    """Settles requests that failed for good; drops stale copies from a persisted queue."""
+    """Closes requests that failed for good; drops stale copies from a persisted queue."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.state = DedupState.of(crawler)
@@ -361,7 +361,7 @@ class PendingDownloaderMiddleware:
                     # fetched here, whoever owed it: if this process dies, others take it over
                     owed = store.hold_pending(meta[META_PENDING])
                 except Exception:
-                    self.state.failed("settle", "could not hold the request of %s", request.url)
+                    self.state.failed("owed", "could not hold the request of %s", request.url)
                     return None
                 if not owed:
                     # a shared queue's copy of a request another process took over from one that
@@ -382,5 +382,5 @@ class PendingDownloaderMiddleware:
         try:
             self.pending.close_request(request)
         except Exception:
-            self.state.failed("settle", "could not close the failed request %s", request.url)
+            self.state.failed("owed", "could not close the failed request %s", request.url)
         return None

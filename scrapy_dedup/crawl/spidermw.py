@@ -138,7 +138,7 @@ class _Page:
                 # the checks read the store themselves, and meet (and report) this error there
                 logger.debug("could not read ahead the links of %s: %s", self.response.url, exc)
             except Exception:
-                state.failed("read ahead", "could not read ahead the links of %s", self.response.url)
+                state.failed("read_ahead", "could not read ahead the links of %s", self.response.url)
         return elements
 
     def prologue(self) -> Iterator[Request]:
