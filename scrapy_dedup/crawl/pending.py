@@ -27,6 +27,7 @@ Two components of the add-on carry the hooks:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,9 @@ class PendingSpiderMiddleware:
         self._take_over: task.LoopingCall | None = None
         self._held_when_idle: set[str] = set()
         self._reissued: set[str] = set()
+        #: when the crawl opened (monotonic), and whether a page's output here yielded anything since
+        self._opened_at = 0.0
+        self._yielded = False
         #: whether this is the outermost spider middleware (known once the crawl runs)
         self._outermost: bool | None = None
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
@@ -114,6 +118,7 @@ class PendingSpiderMiddleware:
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
     def _opened(self, spider=None) -> None:
+        self._opened_at = time.monotonic()
         if self.state.store is None:
             return
         # a store one process holds hands everything owed over at the start (resume): then
@@ -144,6 +149,7 @@ class PendingSpiderMiddleware:
             waiting = self._close_left(store)
             self._take_over_abandoned()
             elsewhere = pending_held_elsewhere(store)
+            starting = not (waiting or elsewhere) and self._others_starting(store)
         except Exception:
             state.failed("resume", "could not count the pending requests of the store")
             return
@@ -151,6 +157,21 @@ class PendingSpiderMiddleware:
             # other processes still owe requests: if one of them dies, its requests are ours
             # to fetch once its leases run out
             raise DontCloseSpider(f"{waiting} requests owed here, {elsewhere} by other processes")
+        if starting:
+            raise DontCloseSpider("nothing yielded here yet, while other processes of the crawl start")
+
+    def _others_starting(self, store: Any) -> bool:
+        """Whether to wait for the other processes of the crawl before ending with nothing done.
+
+        A spider's start requests are not filtered, so nothing is owed for them: of processes
+        started together over one shared queue (scrapy-redis), one may pop every start request,
+        and the others find nothing to do and nothing owed until its first page has owed its
+        links. A process none of whose pages has yielded anything yet waits for that, while
+        another process writes the store, for at most one lease (``DEDUP_REDIS_LEASE``) from
+        its start."""
+        if self._yielded or time.monotonic() - self._opened_at >= self.state.config.redis_lease:
+            return False
+        return store.writing_elsewhere() > 0
 
     def _close_left(self, store: Any) -> int:
         """Settle the owed requests that left the crawl without an outcome; returns how many
@@ -271,6 +292,7 @@ class PendingSpiderMiddleware:
         return elements
 
     def _count(self, page: _OpenResponse, element: Any) -> Any:
+        self._yielded = True
         if isinstance(element, Request):
             # A page issued again in this run: a process that died may have marked this link in
             # the frontier before owing it, so the dupefilter checks again.
