@@ -7,8 +7,8 @@ process and its extraction workers, SIGINT to the whole process group (a termina
 and a CLOSESPIDER_PAGECOUNT run; each followed by a run that finishes. The final store must
 equal the uninterrupted crawl's, every document must have been emitted, and none twice.
 
-The kill moments are random; the seed is printed when a check fails (``RESUME_SEED=...`` to
-replay it).
+The kill moments are random; every failure's message starts with its seed
+(``RESUME_SEED=... pytest ...`` replays it).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -338,10 +340,22 @@ def uninterrupted(site, tmp_path_factory):
     return state
 
 
-def seeded(name: str) -> tuple[random.Random, int]:
+@contextmanager
+def seeded(name: str) -> Iterator[random.Random]:
+    """The random moments of one test, from ``RESUME_SEED`` or a fresh seed. Every failure
+    inside carries the seed: an assertion's message starts with it (a CI log's one-line
+    summary shows it), any other exception has it as a note."""
     seed = int(os.environ.get("RESUME_SEED", random.randrange(10**6)))
     print(f"{name}: RESUME_SEED={seed}")
-    return random.Random(seed), seed
+    try:
+        yield random.Random(seed)
+    except AssertionError as error:
+        error.args = (f"{name}: RESUME_SEED={seed} replays this: {error.args[0] if error.args else ''}",
+                      *error.args[1:])
+        raise
+    except Exception as error:
+        error.add_note(f"{name}: RESUME_SEED={seed} replays this")
+        raise
 
 
 def test_the_uninterrupted_crawl_covers_the_site(uninterrupted):
@@ -355,38 +369,38 @@ def test_the_uninterrupted_crawl_covers_the_site(uninterrupted):
 
 
 def test_sigkill_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
-    rng, seed = seeded("sigkill")
-    kills = stores = 0
-    while kills < 10:
-        # on a fast machine a store may be crawled to the end before ten kills: the kills go on
-        # in a fresh store, and every store is checked
-        stores += 1
-        crawl = Crawl(site, tmp_path / f"store{stores}")
-        while kills < 10 and crawl.interrupt(signal.SIGKILL, rng):
-            kills += 1  # a run that ends by itself is not restarted: what it left is checked
-        crawl.run_to_end()
-        check_same_store(store_state(crawl.store), uninterrupted)
-        check_emissions(crawl, uninterrupted)
-        assert not crawl.double_fetches, f"seed {seed}: {crawl.double_fetches[:10]}"
-        assert crawl.killed_pids or stores == 1, f"seed {seed}: a fresh store finished before any kill"
+    with seeded("sigkill") as rng:
+        kills = stores = 0
+        while kills < 10:
+            # on a fast machine a store may be crawled to the end before ten kills: the kills go on
+            # in a fresh store, and every store is checked
+            stores += 1
+            crawl = Crawl(site, tmp_path / f"store{stores}")
+            while kills < 10 and crawl.interrupt(signal.SIGKILL, rng):
+                kills += 1  # a run that ends by itself is not restarted: what it left is checked
+            crawl.run_to_end()
+            check_same_store(store_state(crawl.store), uninterrupted)
+            check_emissions(crawl, uninterrupted)
+            assert not crawl.double_fetches, crawl.double_fetches[:10]
+            assert crawl.killed_pids or stores == 1, "a fresh store finished before any kill"
 
 
 def test_ctrl_c_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
-    rng, seed = seeded("sigint")
-    # JOBDIR persists Scrapy's own queue too: no request may be scheduled twice. A graceful
-    # stop finishes what is in flight: fewer requests at a time, so that ten stops fit in.
-    crawl = Crawl(site, tmp_path, JOBDIR=str(tmp_path / "job"), CONCURRENT_REQUESTS="8",
-                  CONCURRENT_REQUESTS_PER_DOMAIN="8", SCRAPER_SLOT_MAX_ACTIVE_SIZE="30000")
-    stops = 0
-    while stops < 10 and crawl.interrupt(signal.SIGINT, rng):
-        stops += 1
-    log = crawl.run_to_end()
-    check_same_store(store_state(crawl.store), uninterrupted)
-    check_emissions(crawl, uninterrupted)
-    assert not crawl.double_fetches, crawl.double_fetches[:10]
-    assert stops >= 10, f"seed {seed}: the crawl finished after {stops} stops"
-    assert "resuming" in "".join(crawl.logs[1:])
-    assert ": complete" in log
+    with seeded("sigint") as rng:
+        # JOBDIR persists Scrapy's own queue too: no request may be scheduled twice. A graceful
+        # stop finishes what is in flight: fewer requests at a time, so that ten stops fit in.
+        crawl = Crawl(site, tmp_path, JOBDIR=str(tmp_path / "job"), CONCURRENT_REQUESTS="8",
+                      CONCURRENT_REQUESTS_PER_DOMAIN="8", SCRAPER_SLOT_MAX_ACTIVE_SIZE="30000")
+        stops = 0
+        while stops < 10 and crawl.interrupt(signal.SIGINT, rng):
+            stops += 1
+        log = crawl.run_to_end()
+        check_same_store(store_state(crawl.store), uninterrupted)
+        check_emissions(crawl, uninterrupted)
+        assert not crawl.double_fetches, crawl.double_fetches[:10]
+        assert stops >= 10, f"the crawl finished after {stops} stops"
+        assert "resuming" in "".join(crawl.logs[1:])
+        assert ": complete" in log
 
 
 def test_a_page_limit_run_is_resumed(site, uninterrupted, tmp_path):
