@@ -104,11 +104,30 @@ def reply(path: str) -> tuple[int, dict[str, str], bytes]:
     return 404, {}, page("Not found", "<h1>Not found</h1>", [])
 
 
+#: the header in which each crawl process names itself (resume_spiders.SenderPid)
+SENDER_HEADER = "X-Crawl-Pid"
+
+
+class _Served(LocalSite):
+    """Serves a :class:`Site`, and counts each request under the crawl process that sent it."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        super().__init__(site._reply)
+
+    def answer(self, path: str, request_headers) -> tuple[int, dict[str, str], bytes]:
+        with self.site.lock:
+            self.site.sent[request_headers.get(SENDER_HEADER), path] += 1
+        return super().answer(path, request_headers)
+
+
 class Site:
     def __init__(self) -> None:
         self.hits: Counter = Counter()
+        #: (pid of the crawl process that sent it, path) -> requests answered
+        self.sent: Counter = Counter()
         self.lock = threading.Lock()
-        self.served = LocalSite(self._reply)
+        self.served = _Served(self)
         self.url = self.served.url + "/"
 
     def _reply(self, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -119,6 +138,18 @@ class Site:
     def snapshot(self) -> Counter:
         with self.lock:
             return Counter(self.hits)
+
+    def sent_by(self, pids: list[int]) -> Counter:
+        """(pid, path) -> requests answered, of the requests the processes ``pids`` sent."""
+        names = {str(pid) for pid in pids}
+        with self.lock:
+            return Counter({(int(pid), path): n for (pid, path), n in self.sent.items() if pid in names})
+
+    def unattributed(self) -> int:
+        """Requests answered that named no crawl process: none may, as what they fetched
+        would escape :attr:`Crawl.double_fetches`."""
+        with self.lock:
+            return sum(n for (pid, _), n in self.sent.items() if pid is None)
 
     def stop(self) -> None:
         self.served.close()
@@ -134,6 +165,7 @@ def site():
 SETTINGS = {
     "SPIDER_MODULES": "resume_spiders",
     "EXTENSIONS": json.dumps({"resume_spiders.EmittedLog": 100, "demo_project.extensions.StatsDump": 500}),
+    "DOWNLOADER_MIDDLEWARES": json.dumps({"resume_spiders.SenderPid": 1000}),
     "DEDUP_WORKERS": "1",
     "DEDUP_LOGSTATS_INTERVAL": "0",
     "CONCURRENT_REQUESTS": "32",
@@ -153,9 +185,10 @@ class Crawl:
         self.emitted = out / "emitted.jsonl"
         self.settings = {**SETTINGS, "DEDUP_STORE": str(self.store), "EMITTED_LOG": str(self.emitted), **settings}
         self.runs = 0
+        #: the crawl process of each run, in order
+        self.pids: list[int] = []
         self.killed_pids: list[int] = []
         self.logs: list[str] = []
-        self.double_fetches: list[tuple[int, str, int]] = []
         self.forced = 0
 
     def launch(self, *args: str, **extra: str) -> subprocess.Popen:
@@ -167,10 +200,11 @@ class Crawl:
         env = dict(os.environ, SCRAPY_SETTINGS_MODULE="demo_project.settings")
         env["PYTHONPATH"] = os.pathsep.join([str(SPIDERS), str(ROOT / "example_project"), env.get("PYTHONPATH", "")])
         self._log = open(self.out / f"run{self.runs}.log", "w+", encoding="utf-8")
-        self._before = self.site.snapshot()
         # a session of its own: the crawl and its extraction workers form one process group
-        return subprocess.Popen(cmd, cwd=self.out, env=env, stdout=subprocess.DEVNULL, stderr=self._log,
+        proc = subprocess.Popen(cmd, cwd=self.out, env=env, stdout=subprocess.DEVNULL, stderr=self._log,
                                 start_new_session=True)
+        self.pids.append(proc.pid)
+        return proc
 
     def wait(self, proc: subprocess.Popen, timeout: float = 120) -> int:
         try:
@@ -182,11 +216,21 @@ class Crawl:
         self._log.seek(0)
         self.logs.append(self._log.read())
         self._log.close()
-        after = self.site.snapshot()
-        for path, count in (after - self._before).items():
-            if count > 1:
-                self.double_fetches.append((self.runs, path, count))
         return code
+
+    @property
+    def double_fetches(self) -> list[tuple[int, str, int]]:
+        """(run, path, times) of each URL that one run fetched more than once.
+
+        Counted by the process that sent each request (resume_spiders.SenderPid), not by
+        when the site answered it: the site answers a SIGKILLed run's last requests, sent
+        before the kill, whenever its threads get to them, which under load can be after the
+        next run started; that run fetches the same owed requests again, and counting by
+        time would charge it with both fetches."""
+        assert not self.site.unattributed(), "requests that named no crawl process (SenderPid)"
+        run_of = {pid: run for run, pid in enumerate(self.pids, 1)}
+        sent = self.site.sent_by(self.pids)
+        return sorted((run_of[pid], path, n) for (pid, path), n in sent.items() if n > 1)
 
     def tail(self, lines: int = 30) -> str:
         self._log.flush()
