@@ -7,8 +7,8 @@ process and its extraction workers, SIGINT to the whole process group (a termina
 and a CLOSESPIDER_PAGECOUNT run; each followed by a run that finishes. The final store must
 equal the uninterrupted crawl's, every document must have been emitted, and none twice.
 
-The kill moments are random; the seed is printed when a check fails (``RESUME_SEED=...`` to
-replay it).
+The kill moments are random; every failure's message starts with its seed
+(``RESUME_SEED=... pytest ...`` replays it).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -102,11 +104,30 @@ def reply(path: str) -> tuple[int, dict[str, str], bytes]:
     return 404, {}, page("Not found", "<h1>Not found</h1>", [])
 
 
+#: the header in which each crawl process names itself (resume_spiders.SenderPid)
+SENDER_HEADER = "X-Crawl-Pid"
+
+
+class _Served(LocalSite):
+    """Serves a :class:`Site`, and counts each request under the crawl process that sent it."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        super().__init__(site._reply)
+
+    def answer(self, path: str, request_headers) -> tuple[int, dict[str, str], bytes]:
+        with self.site.lock:
+            self.site.sent[request_headers.get(SENDER_HEADER), path] += 1
+        return super().answer(path, request_headers)
+
+
 class Site:
     def __init__(self) -> None:
         self.hits: Counter = Counter()
+        #: (pid of the crawl process that sent it, path) -> requests answered
+        self.sent: Counter = Counter()
         self.lock = threading.Lock()
-        self.served = LocalSite(self._reply)
+        self.served = _Served(self)
         self.url = self.served.url + "/"
 
     def _reply(self, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -117,6 +138,18 @@ class Site:
     def snapshot(self) -> Counter:
         with self.lock:
             return Counter(self.hits)
+
+    def sent_by(self, pids: list[int]) -> Counter:
+        """(pid, path) -> requests answered, of the requests the processes ``pids`` sent."""
+        names = {str(pid) for pid in pids}
+        with self.lock:
+            return Counter({(int(pid), path): n for (pid, path), n in self.sent.items() if pid in names})
+
+    def unattributed(self) -> int:
+        """Requests answered that named no crawl process: none may, as what they fetched
+        would escape :attr:`Crawl.double_fetches`."""
+        with self.lock:
+            return sum(n for (pid, _), n in self.sent.items() if pid is None)
 
     def stop(self) -> None:
         self.served.close()
@@ -132,6 +165,7 @@ def site():
 SETTINGS = {
     "SPIDER_MODULES": "resume_spiders",
     "EXTENSIONS": json.dumps({"resume_spiders.EmittedLog": 100, "demo_project.extensions.StatsDump": 500}),
+    "DOWNLOADER_MIDDLEWARES": json.dumps({"resume_spiders.SenderPid": 1000}),
     "DEDUP_WORKERS": "1",
     "DEDUP_LOGSTATS_INTERVAL": "0",
     "CONCURRENT_REQUESTS": "32",
@@ -151,9 +185,10 @@ class Crawl:
         self.emitted = out / "emitted.jsonl"
         self.settings = {**SETTINGS, "DEDUP_STORE": str(self.store), "EMITTED_LOG": str(self.emitted), **settings}
         self.runs = 0
+        #: the crawl process of each run, in order
+        self.pids: list[int] = []
         self.killed_pids: list[int] = []
         self.logs: list[str] = []
-        self.double_fetches: list[tuple[int, str, int]] = []
         self.forced = 0
 
     def launch(self, *args: str, **extra: str) -> subprocess.Popen:
@@ -165,10 +200,11 @@ class Crawl:
         env = dict(os.environ, SCRAPY_SETTINGS_MODULE="demo_project.settings")
         env["PYTHONPATH"] = os.pathsep.join([str(SPIDERS), str(ROOT / "example_project"), env.get("PYTHONPATH", "")])
         self._log = open(self.out / f"run{self.runs}.log", "w+", encoding="utf-8")
-        self._before = self.site.snapshot()
         # a session of its own: the crawl and its extraction workers form one process group
-        return subprocess.Popen(cmd, cwd=self.out, env=env, stdout=subprocess.DEVNULL, stderr=self._log,
+        proc = subprocess.Popen(cmd, cwd=self.out, env=env, stdout=subprocess.DEVNULL, stderr=self._log,
                                 start_new_session=True)
+        self.pids.append(proc.pid)
+        return proc
 
     def wait(self, proc: subprocess.Popen, timeout: float = 120) -> int:
         try:
@@ -180,11 +216,21 @@ class Crawl:
         self._log.seek(0)
         self.logs.append(self._log.read())
         self._log.close()
-        after = self.site.snapshot()
-        for path, count in (after - self._before).items():
-            if count > 1:
-                self.double_fetches.append((self.runs, path, count))
         return code
+
+    @property
+    def double_fetches(self) -> list[tuple[int, str, int]]:
+        """(run, path, times) of each URL that one run fetched more than once.
+
+        Counted by the process that sent each request (resume_spiders.SenderPid), not by
+        when the site answered it: the site answers a SIGKILLed run's last requests, sent
+        before the kill, whenever its threads get to them, which under load can be after the
+        next run started; that run fetches the same owed requests again, and counting by
+        time would charge it with both fetches."""
+        assert not self.site.unattributed(), "requests that named no crawl process (SenderPid)"
+        run_of = {pid: run for run, pid in enumerate(self.pids, 1)}
+        sent = self.site.sent_by(self.pids)
+        return sorted((run_of[pid], path, n) for (pid, path), n in sent.items() if n > 1)
 
     def tail(self, lines: int = 30) -> str:
         self._log.flush()
@@ -338,10 +384,22 @@ def uninterrupted(site, tmp_path_factory):
     return state
 
 
-def seeded(name: str) -> tuple[random.Random, int]:
+@contextmanager
+def seeded(name: str) -> Iterator[random.Random]:
+    """The random moments of one test, from ``RESUME_SEED`` or a fresh seed. Every failure
+    inside carries the seed: an assertion's message starts with it (a CI log's one-line
+    summary shows it), any other exception has it as a note."""
     seed = int(os.environ.get("RESUME_SEED", random.randrange(10**6)))
     print(f"{name}: RESUME_SEED={seed}")
-    return random.Random(seed), seed
+    try:
+        yield random.Random(seed)
+    except AssertionError as error:
+        error.args = (f"{name}: RESUME_SEED={seed} replays this: {error.args[0] if error.args else ''}",
+                      *error.args[1:])
+        raise
+    except Exception as error:
+        error.add_note(f"{name}: RESUME_SEED={seed} replays this")
+        raise
 
 
 def test_the_uninterrupted_crawl_covers_the_site(uninterrupted):
@@ -355,38 +413,38 @@ def test_the_uninterrupted_crawl_covers_the_site(uninterrupted):
 
 
 def test_sigkill_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
-    rng, seed = seeded("sigkill")
-    kills = stores = 0
-    while kills < 10:
-        # on a fast machine a store may be crawled to the end before ten kills: the kills go on
-        # in a fresh store, and every store is checked
-        stores += 1
-        crawl = Crawl(site, tmp_path / f"store{stores}")
-        while kills < 10 and crawl.interrupt(signal.SIGKILL, rng):
-            kills += 1  # a run that ends by itself is not restarted: what it left is checked
-        crawl.run_to_end()
-        check_same_store(store_state(crawl.store), uninterrupted)
-        check_emissions(crawl, uninterrupted)
-        assert not crawl.double_fetches, f"seed {seed}: {crawl.double_fetches[:10]}"
-        assert crawl.killed_pids or stores == 1, f"seed {seed}: a fresh store finished before any kill"
+    with seeded("sigkill") as rng:
+        kills = stores = 0
+        while kills < 10:
+            # on a fast machine a store may be crawled to the end before ten kills: the kills go on
+            # in a fresh store, and every store is checked
+            stores += 1
+            crawl = Crawl(site, tmp_path / f"store{stores}")
+            while kills < 10 and crawl.interrupt(signal.SIGKILL, rng):
+                kills += 1  # a run that ends by itself is not restarted: what it left is checked
+            crawl.run_to_end()
+            check_same_store(store_state(crawl.store), uninterrupted)
+            check_emissions(crawl, uninterrupted)
+            assert not crawl.double_fetches, crawl.double_fetches[:10]
+            assert crawl.killed_pids or stores == 1, "a fresh store finished before any kill"
 
 
 def test_ctrl_c_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
-    rng, seed = seeded("sigint")
-    # JOBDIR persists Scrapy's own queue too: no request may be scheduled twice. A graceful
-    # stop finishes what is in flight: fewer requests at a time, so that ten stops fit in.
-    crawl = Crawl(site, tmp_path, JOBDIR=str(tmp_path / "job"), CONCURRENT_REQUESTS="8",
-                  CONCURRENT_REQUESTS_PER_DOMAIN="8", SCRAPER_SLOT_MAX_ACTIVE_SIZE="30000")
-    stops = 0
-    while stops < 10 and crawl.interrupt(signal.SIGINT, rng):
-        stops += 1
-    log = crawl.run_to_end()
-    check_same_store(store_state(crawl.store), uninterrupted)
-    check_emissions(crawl, uninterrupted)
-    assert not crawl.double_fetches, crawl.double_fetches[:10]
-    assert stops >= 10, f"seed {seed}: the crawl finished after {stops} stops"
-    assert "resuming" in "".join(crawl.logs[1:])
-    assert ": complete" in log
+    with seeded("sigint") as rng:
+        # JOBDIR persists Scrapy's own queue too: no request may be scheduled twice. A graceful
+        # stop finishes what is in flight: fewer requests at a time, so that ten stops fit in.
+        crawl = Crawl(site, tmp_path, JOBDIR=str(tmp_path / "job"), CONCURRENT_REQUESTS="8",
+                      CONCURRENT_REQUESTS_PER_DOMAIN="8", SCRAPER_SLOT_MAX_ACTIVE_SIZE="30000")
+        stops = 0
+        while stops < 10 and crawl.interrupt(signal.SIGINT, rng):
+            stops += 1
+        log = crawl.run_to_end()
+        check_same_store(store_state(crawl.store), uninterrupted)
+        check_emissions(crawl, uninterrupted)
+        assert not crawl.double_fetches, crawl.double_fetches[:10]
+        assert stops >= 10, f"the crawl finished after {stops} stops"
+        assert "resuming" in "".join(crawl.logs[1:])
+        assert ": complete" in log
 
 
 def test_a_page_limit_run_is_resumed(site, uninterrupted, tmp_path):

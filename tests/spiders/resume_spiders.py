@@ -1,6 +1,8 @@
 """The spider and the durable item log of the interrupted-crawl tests.
 
 ``docs`` follows every same-site link and yields one item per HTML page.
+``SenderPid`` names the crawl process in a header of every request it sends, so that the
+site counts fetches per run whenever it gets to answer them.
 ``EmittedLog`` appends every item that leaves the pipelines to ``EMITTED_LOG`` with one
 unbuffered ``write`` on an ``O_APPEND`` descriptor, so a SIGKILL loses no line that was
 written: it is the downstream index the tests check for lost and repeated documents.
@@ -46,6 +48,14 @@ class DocsSpider(scrapy.Spider):
                 yield scrapy.Request(url, callback=lambda r: self.parse(r))
             else:
                 yield scrapy.Request(url, callback=self.parse)
+
+
+class SenderPid:
+    """Last of the downloader middlewares: the header names the process that sends the
+    request (a request issued again from the store carries the headers it was owed with)."""
+
+    def process_request(self, request, spider=None) -> None:
+        request.headers["X-Crawl-Pid"] = str(os.getpid())  # test_resume.SENDER_HEADER
 
 
 class EmittedLog:
