@@ -53,10 +53,10 @@ def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_u
         a.close()  # its heartbeat stops at once: the others recover what it still owes
         assert list(b.claim_pending()) == [("k2", b"request two")]
         assert list(b.claim_pending()) == []  # handed to one process only
-        assert b.held_pending() == ["k2"] and b.pending_count() == 1
+        assert b.held_pending() == ["k2"] and b.count("pending") == 1
         with b.batch() as batch:
             settle_pending(batch, "k2")
-        assert b.pending_count() == 0 and b.held_pending() == []
+        assert b.count("pending") == 0 and b.held_pending() == []
     finally:
         b.close()
 
@@ -79,7 +79,7 @@ def test_a_dead_holder_s_requests_are_recovered_once_its_heartbeat_is_gone(redis
             settle_pending(batch, "k")
         # another copy of it (a shared queue's) is owed no more: its outcome is recorded
         assert not b.hold_pending("k")
-        assert b.held_pending() == [] and b.pending_count() == 0
+        assert b.held_pending() == [] and b.count("pending") == 0
     finally:
         a.close()
         b.close()

@@ -79,7 +79,23 @@ def test_frontier_mark_reports_previous_run_and_first_url(store):
     assert frontier_mark(store, "http://h/a", 1, "http://h/a?x") == (1, "http://h/a/")
     assert frontier_mark(store, "http://h/a", 2, "http://h/a") == (1, "http://h/a/")
     assert frontier_mark(store, "http://h/a", 2, "http://h/a") == (2, "http://h/a/")
-    assert store.frontier_size() == 1
+    assert store.count("frontier") == 1
+
+
+def test_count_is_how_many_keys_a_table_holds(store):
+    store.begin_run()
+    assert [store.count(table) for table in ("url", "pending", "frontier")] == [0, 0, 0]
+    for key in ("http://h/a", "http://h/b", "http://h/a"):
+        frontier_mark(store, key, 1, key)
+    with store.batch() as b:
+        b.put_url(UrlRecord(key="http://h/a", url="http://h/a"))
+        put_pending(b, "http://h/a", b"request a")
+        put_pending(b, "http://h/b", b"request b")
+        put_pending(b, "http://h/c", b"request c")
+    assert [store.count(table) for table in ("url", "pending", "frontier")] == [1, 3, 2]
+    with store.batch() as b:
+        settle_pending(b, "http://h/b")
+    assert store.count("pending") == 2
 
 
 def test_url_records_round_trip(store):
@@ -306,7 +322,7 @@ def test_open_existing_needs_a_store(backend, tmp_path):
 
 def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, store_path):
     with backend(store_path, PARAMS) as s:
-        assert s.pending_count() == 0 and list(s.scan("pending")) == []
+        assert s.count("pending") == 0 and list(s.scan("pending")) == []
         with s.batch() as b:
             put_pending(b, "http://h/a", b"request a")
             put_pending(b, "http://h/b", b"request b")
@@ -316,7 +332,7 @@ def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, s
             settle_pending(b, "http://h/never-owed")  # settling twice, or what was never owed, is harmless
     with backend(store_path, PARAMS) as s:
         assert dict(s.scan("pending")) == {"http://h/b": b"request b"}
-        assert s.pending_count() == 1
+        assert s.count("pending") == 1
 
 
 def test_a_batch_that_fails_owes_nothing(store):
@@ -337,7 +353,7 @@ def test_iterating_pending_requests_while_settling_them(store):
         with store.batch() as b:
             settle_pending(b, pending_id)
             put_pending(b, pending_id + "/child", b"r")
-    assert len(seen) >= 50 and store.pending_count() == 50
+    assert len(seen) >= 50 and store.count("pending") == 50
 
 
 # -- the chunk layer's tables (DEDUP_CHUNKS) --------------------------------------------------
@@ -391,7 +407,7 @@ OLD_READS = {
     "iter_aliases_of": ("http://h/a",), "has_pending": ("http://h/a",), "get_emitted": ("http://h/a",),
     "find_exact": ("s", C1), "claim_exact": ("s", C1, BB), "find_raw": (R1,),
     "get_minhash": ("http://h/a",), "get_text": ("http://h/a",), "get_cluster": (AA,),
-    "members_of": (AA,), "iter_clusters": (),
+    "members_of": (AA,), "iter_clusters": (), "frontier_size": (), "pending_count": (),
 }  # fmt: skip
 
 
@@ -400,6 +416,7 @@ def test_an_old_read_method_warns_and_reads_what_its_function_reads(store, name)
     from scrapy_dedup.store import records
 
     store.begin_run()
+    frontier_mark(store, "http://h/a", 1, "http://h/a")
     with store.batch() as b:
         b.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new", cluster_id=AA))
         b.count_variant("http://h/a?x", "http://h/a", 1.0)
@@ -469,7 +486,7 @@ def test_pending_held_and_maybe_elsewhere_are_functions_and_the_old_names_warn(s
         put_pending(b, "http://h/a", b"request")
     store.hold_pending("http://h/a")
     # one process holds every request owed: none is held elsewhere
-    assert store.pending_count() == 1 and records.pending_held_elsewhere(store) == 0
+    assert store.count("pending") == 1 and records.pending_held_elsewhere(store) == 0
     message = r"^DedupStore\.pending_held_elsewhere is deprecated: call scrapy_dedup\.store\.records\.pending_held_elsewhere\(store, \.\.\.\)$"
     with pytest.warns(DeprecationWarning, match=message):
         assert store.pending_held_elsewhere() == 0

@@ -34,7 +34,7 @@ from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store import is_redis_url
-from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.base import PENDING, DedupStore, StoreError, StoreWriteError
 from scrapy_dedup.store.open import backend_class, open_store as opened, unusable
 from scrapy_dedup.store.records import pending_held_elsewhere
 
@@ -205,7 +205,7 @@ class DedupState:
             _cannot_start(exc)
             raise
         store, run = self.store, self.store.run
-        self.pending_at_start = store.pending_count()
+        self.pending_at_start = store.count(PENDING)
         job = store.get_meta("job") or {}
         self.first_run = int(job.get("first_run", run)) if self.pending_at_start else run
         store.put_meta("job", {"first_run": self.first_run, "run": run, "state": "running"})
@@ -287,7 +287,7 @@ class DedupState:
         store = self.store
         self.store = self.frontier = self.index = self.chunks = None
         try:
-            owed = store.pending_count()
+            owed = store.count(PENDING)
             elsewhere = pending_held_elsewhere(store) if owed else 0
             store.put_meta(
                 "job",

@@ -102,6 +102,9 @@ TABLES = (
     URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED,
     CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP, CHANGES,
 )  # fmt: skip
+#: The frontier: url key -> run it was last scheduled in, first URL. Written by
+#: ``frontier_mark_many`` only, and counted (``count``), not scanned.
+FRONTIER = "frontier"
 
 #: What a decision reads first (:meth:`DedupStore.hold_document`'s ``reads``), in order: scope,
 #: simhash (None: no near-duplicate candidates, only the records), bands, max_distance, and
@@ -302,6 +305,12 @@ class DedupStore(abc.ABC):
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         """Every (key, value) of a table, in no particular order (a report sorts what it shows)."""
 
+    def count(self, table: str) -> int:
+        """How many keys ``table`` holds; :data:`FRONTIER` too (the URL keys ever scheduled).
+        Here by :meth:`scan`: a backend counts its frontier its own way, and may count a table
+        faster."""
+        return sum(1 for _ in self.scan(table))
+
     def scannable(self, table: str) -> bool:
         """Whether :meth:`scan` lists ``table`` (a backend may key a table by digests instead)."""
         return True
@@ -359,9 +368,6 @@ class DedupStore(abc.ABC):
     @abc.abstractmethod
     def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         """The mark of one key, without a request to owe (the primitive)."""
-
-    @abc.abstractmethod
-    def frontier_size(self) -> int: ...
 
     def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
         """What :meth:`frontier_mark` would return for each (url key, URL) of ``entries``,
@@ -449,9 +455,6 @@ class DedupStore(abc.ABC):
         self.run = int(self.get_meta("run") or 0)
 
     # -- requests still owed (the resumable frontier) -------------------------
-    def pending_count(self) -> int:
-        return sum(1 for _ in self.scan(PENDING))
-
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """(id, serialized request) of every request owed that a dead process held, now held by
         this one (atomic); a shared backend recovers everything else such a process held in the
@@ -488,13 +491,14 @@ class DedupStore(abc.ABC):
         self.close()
 
 
-# The typed reads (get_url, iter_clusters, ...) and a batch's typed writes (put_cluster, put_pending,
-# ...) were methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old
-# names call them with a DeprecationWarning.
+# The typed reads (get_url, iter_clusters, ...), the counts (frontier_size, pending_count: count(table))
+# and a batch's typed writes (put_cluster, put_pending, ...) were methods before 0.3.0; they are
+# functions of scrapy_dedup.store.records now, and the old names call them with a DeprecationWarning.
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
-    "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark",
+    "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark", "frontier_size",
+    "pending_count",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
-from scrapy_dedup.store.base import SETS, STORE_FORMAT, TABLES, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.store.base import (
+    FRONTIER,
+    SETS,
+    STORE_FORMAT,
+    TABLES,
+    DedupStore,
+    StoreBatch,
+    StoreError,
+    band_tuple,
+)
 
 LAYOUT = "memory-1"
 
@@ -141,6 +150,9 @@ class MemoryStore(DedupStore):
             rows = sorted(self._data.tables[table].items())
         yield from rows
 
+    def count(self, table: str) -> int:
+        return len(self._data.frontier if table == FRONTIER else self._data.tables[table])
+
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
         with self._data.lock:
             rows = self._data.tables[table]
@@ -178,9 +190,6 @@ class MemoryStore(DedupStore):
             previous = self._data.frontier.get(key)
             self._data.frontier[key] = (run, previous[1] if previous else url)
             return previous
-
-    def frontier_size(self) -> int:
-        return len(self._data.frontier)
 
     # -- near-duplicate index -----------------------------------------------
     def simhash_candidates(

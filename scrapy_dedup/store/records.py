@@ -23,6 +23,7 @@ from scrapy_dedup.store.base import (
     CLUSTER,
     EMITTED,
     EXACT,
+    FRONTIER,
     MEMBERS,
     MINHASH,
     PENDING,
@@ -75,7 +76,17 @@ def pending_held_elsewhere(store: DedupStore) -> int:
     that this process does not hold. An embedded store is held by one process: none."""
     if not store.shared:
         return 0
-    return max(0, store.pending_count() - len(store.held_pending()))
+    return max(0, store.count(PENDING) - len(store.held_pending()))
+
+
+def pending_count(store: DedupStore) -> int:
+    """Requests still owed: ``store.count(PENDING)``."""
+    return store.count(PENDING)
+
+
+def frontier_size(store: DedupStore) -> int:
+    """URL keys ever scheduled: ``store.count(FRONTIER)``."""
+    return store.count(FRONTIER)
 
 
 def frontier_mark(

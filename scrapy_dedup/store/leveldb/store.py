@@ -70,6 +70,7 @@ from scrapy_dedup.store.base import (
     CLUSTER,
     EMITTED,
     EXACT,
+    FRONTIER,
     MEMBERS,
     MINHASH,
     PENDING,
@@ -338,6 +339,10 @@ class LevelDBStore(DedupStore):
         for k, value in self._db.iterator(prefix=prefix):
             yield k[len(prefix):].decode(), value
 
+    def count(self, table: str) -> int:
+        prefix = b"f:" if table == FRONTIER else _TABLE_PREFIX[table]
+        return sum(1 for _ in self._db.iterator(prefix=prefix, include_value=False))
+
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
         k = record_key(table, key)
         previous = self._db.get(k)
@@ -413,9 +418,6 @@ class LevelDBStore(DedupStore):
             with self._writing():
                 self._db.put(k, _RUN.pack(run) + previous[4:])
         return last_run, first_url
-
-    def frontier_size(self) -> int:
-        return sum(1 for _ in self._db.iterator(prefix=b"f:", include_value=False))
 
     # -- near-duplicate index -----------------------------------------------
     def simhash_candidates(

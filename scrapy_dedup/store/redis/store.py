@@ -60,6 +60,7 @@ from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store.base import (
     ALIASES,
     EXACT,
+    FRONTIER,
     PENDING,
     STORE_FORMAT,
     URL,
@@ -477,12 +478,6 @@ class RedisStore(DedupStore):
         self._hold(pending_id)
         return True
 
-    def pending_count(self) -> int:
-        pipe = self.client.pipeline(transaction=False)
-        for shard in range(rk.PENDING_SHARDS):
-            pipe.hlen(rk.pending_shard(self.prefix, shard))
-        return sum(int(n) for n in pipe.execute())
-
     def held_pending(self) -> list[str]:
         # a request this process owed may have been fetched and settled by another (a shared
         # scrapy-redis queue), or recovered: forget those first
@@ -828,6 +823,16 @@ class RedisStore(DedupStore):
         return [("HSETNX" if if_absent else "HSET", *self._slot(URL, key), value),
                 ("HDEL", self._first_urls_key(bucket), rid)]
 
+    def count(self, table: str) -> int:
+        if table == FRONTIER:
+            return self.fn.frontier_size()
+        if table != PENDING:
+            return super().count(table)
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(rk.PENDING_SHARDS):
+            pipe.hlen(rk.pending_shard(self.prefix, shard))
+        return sum(int(n) for n in pipe.execute())
+
     def scannable(self, table: str) -> bool:
         return table == PENDING or rk.table_layout(table).key is not None
 
@@ -998,9 +1003,6 @@ class RedisStore(DedupStore):
             waiting, self._waiting = self._waiting, []
         return waiting
 
-    def frontier_size(self) -> int:
-        return self.fn.frontier_size()
-
     # -- near-duplicate index -----------------------------------------------
     def simhash_candidates(
         self, scope: str, simhash: int, max_distance: int | None = None
@@ -1074,8 +1076,8 @@ _WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "increment_meta", "
 # write refused by a full server one StoreFull
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta",
-    "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "frontier_size",
+    "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "count",
     "simhash_candidates", "band_candidates", "begin_run",
-    "claim_pending", "pending_count", "hold_pending", "held_pending",
+    "claim_pending", "hold_pending", "held_pending",
 ):
     _guard(_name)
