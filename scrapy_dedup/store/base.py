@@ -63,7 +63,7 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 
@@ -110,6 +110,16 @@ FRONTIER = "frontier"
 #: simhash (None: no near-duplicate candidates, only the records), bands, max_distance, and
 #: (table, key) of the records.
 DecisionReads = tuple[str, int | None, tuple[int, ...], int, tuple[tuple[str, str], ...]]
+
+
+class NearCandidates(NamedTuple):
+    """The near-duplicate candidates of a fingerprint (:meth:`DedupStore.near_candidates`)."""
+
+    #: (stored simhash, cluster id) of the entries sharing at least one 16-bit block with the
+    #: SimHash (within the Hamming distance asked for, if any)
+    simhash: list[tuple[int, str]]
+    #: ids of the clusters that collide with the band hashes in at least one LSH band
+    bands: set[str]
 
 
 @dataclass
@@ -381,22 +391,19 @@ class DedupStore(abc.ABC):
 
     # -- primitives: near-duplicate index -----------------------------------
     @abc.abstractmethod
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
-        """(stored simhash, cluster id) sharing at least one 16-bit block with ``simhash``.
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
+        """The candidates of a fingerprint in both near-duplicate indexes (one round trip on a
+        shared store where it can): the SimHash table entries sharing at least one 16-bit block
+        with ``simhash`` (none for None; with ``max_distance``, only those within that Hamming
+        distance), and the clusters that collide with ``bands`` in at least one LSH band (none
+        for no bands).
 
-        With ``max_distance``, only those within that Hamming distance.
-        """
-
-    @abc.abstractmethod
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        """Cluster ids that collide with ``bands`` in at least one LSH band.
-
-        A backend may keep only part of each band hash; it then also returns, rarely, a
-        cluster whose band hash shares only that part (the Redis store keeps 46 of the 64
-        bits: two hashes of one bucket agree on the rest one time in 2^32). A candidate is
-        confirmed by its signature whatever index found it (:func:`near_match`)."""
+        A backend may keep only part of each band hash; it then also finds, rarely, a cluster
+        whose band hash shares only that part (the Redis store keeps 46 of the 64 bits: two
+        hashes of one bucket agree on the rest one time in 2^32). A candidate is confirmed by
+        its signature whatever index found it (:func:`near_match`)."""
 
     # -- decisions of several processes ---------------------------------------
     def hold_document(self, key: str, reads: DecisionReads | None = None) -> AbstractContextManager[None]:
@@ -491,14 +498,15 @@ class DedupStore(abc.ABC):
         self.close()
 
 
-# The typed reads (get_url, iter_clusters, ...), the counts (frontier_size, pending_count: count(table))
-# and a batch's typed writes (put_cluster, put_pending, ...) were methods before 0.3.0; they are
-# functions of scrapy_dedup.store.records now, and the old names call them with a DeprecationWarning.
+# The typed reads (get_url, iter_clusters, ...), the counts (frontier_size, pending_count: count(table)),
+# the near-duplicate candidates (simhash_candidates, band_candidates: near_candidates) and a batch's
+# typed writes (put_cluster, put_pending, ...) were methods before 0.3.0; they are functions of
+# scrapy_dedup.store.records now, and the old names call them with a DeprecationWarning.
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
     "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark", "frontier_size",
-    "pending_count",
+    "pending_count", "simhash_candidates", "band_candidates",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

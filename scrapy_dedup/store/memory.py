@@ -23,6 +23,7 @@ from scrapy_dedup.store.base import (
     STORE_FORMAT,
     TABLES,
     DedupStore,
+    NearCandidates,
     StoreBatch,
     StoreError,
     band_tuple,
@@ -192,20 +193,18 @@ class MemoryStore(DedupStore):
             return previous
 
     # -- near-duplicate index -----------------------------------------------
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
         mask = (1 << BLOCK_BITS) - 1
+        found = NearCandidates([], set())
         with self._data.lock:
             entries = sorted(self._data.simhashes.get(scope, ()))
-        for stored, cid in entries:
-            shares = any(((stored ^ simhash) >> (BLOCK_BITS * t)) & mask == 0 for t in range(BLOCKS))
-            if shares and (max_distance is None or (stored ^ simhash).bit_count() <= max_distance):
-                yield stored, cid
-
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        found: set[str] = set()
-        with self._data.lock:
             for band, band_hash in enumerate(band_tuple(bands)):
-                found |= self._data.bands.get((scope, band, band_hash), set())
+                found.bands.update(self._data.bands.get((scope, band, band_hash), ()))
+        if simhash is not None:
+            for stored, cid in entries:
+                shares = any(((stored ^ simhash) >> (BLOCK_BITS * t)) & mask == 0 for t in range(BLOCKS))
+                if shares and (max_distance is None or (stored ^ simhash).bit_count() <= max_distance):
+                    found.simhash.append((stored, cid))
         return found

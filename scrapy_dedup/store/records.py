@@ -144,6 +144,20 @@ def get_text(store: DedupStore, key: str) -> str | None:
     return unpack_text(raw) if raw is not None else None
 
 
+def simhash_candidates(
+    store: DedupStore, scope: str, simhash: int, max_distance: int | None = None
+) -> Iterator[tuple[int, str]]:
+    """(stored simhash, cluster id) sharing at least one 16-bit block with ``simhash`` (within
+    ``max_distance``, if given): :meth:`~DedupStore.near_candidates` without bands."""
+    return iter(store.near_candidates(scope, simhash, (), max_distance).simhash)
+
+
+def band_candidates(store: DedupStore, scope: str, bands: Iterable[int]) -> set[str]:
+    """Cluster ids that collide with ``bands`` in at least one LSH band:
+    :meth:`~DedupStore.near_candidates` without a SimHash."""
+    return store.near_candidates(scope, None, bands).bands
+
+
 # -- clusters -----------------------------------------------------------------
 def get_cluster(store: DedupStore, cluster_id: str) -> Cluster | None:
     raw = store.get(CLUSTER, cluster_id)

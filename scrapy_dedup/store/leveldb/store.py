@@ -80,6 +80,7 @@ from scrapy_dedup.store.base import (
     URL,
     VARIANT,
     DedupStore,
+    NearCandidates,
     StoreBatch,
     StoreError,
     StoreLocked,
@@ -420,14 +421,9 @@ class LevelDBStore(DedupStore):
         return last_run, first_url
 
     # -- near-duplicate index -----------------------------------------------
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
-        for fp, cid in self._tables.near(scope_id(scope), simhash, max_distance):
-            yield fp, cid.hex()
-
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        bands = band_tuple(bands)
-        if not bands:
-            return set()
-        return {cid.hex() for cid in self._bands.colliding(scope_id(scope), bands)}
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
+        sid, bands = scope_id(scope), band_tuple(bands)
+        near = [] if simhash is None else [(fp, cid.hex()) for fp, cid in self._tables.near(sid, simhash, max_distance)]
+        return NearCandidates(near, {cid.hex() for cid in self._bands.colliding(sid, bands)} if bands else set())

@@ -69,6 +69,7 @@ from scrapy_dedup.store.base import (
     DecisionReads,
     DedupStore,
     IncompatibleStore,
+    NearCandidates,
     OweOffer,
     StoreBatch,
     StoreError,
@@ -205,10 +206,8 @@ class _DecisionState(threading.local):
         #: (table, key) -> value, read with a hold's own round trip: each answers one get, and
         #: any write of this thread drops them
         self.prefetched: dict[tuple[str, str], bytes | None] = {}
-        #: (scope, band hashes, tokens) of the band buckets read with the hold
-        self.settled_bands: tuple[str, tuple[int, ...], set[bytes]] | None = None
-        #: (scope, simhash, max distance, entries) of the SimHash buckets read with the hold
-        self.settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
+        #: ((scope, simhash, band hashes, max distance), candidates) read with the hold
+        self.settled_near: tuple[tuple[str, int | None, tuple[int, ...], int], NearCandidates] | None = None
         #: one server, inside a hold: (commands, atomic, function given the replies or None)
         #: to send before the next read or with the outermost hold's release
         self.queued: list[tuple[list[tuple], bool, Callable[[list], None] | None]] = []
@@ -219,7 +218,7 @@ class _DecisionState(threading.local):
     def forget_reads(self) -> None:
         self.prefetched.clear()
         self.unclaimed.clear()
-        self.settled_bands = self.settled_near = None
+        self.settled_near = None
 
 
 class RedisStore(DedupStore):
@@ -592,27 +591,38 @@ class RedisStore(DedupStore):
         records; the function returned keeps the replies for the matching's reads (each
         answers once, before any write)."""
         scope, simhash, bands, max_distance, reads = first
-        bands = band_tuple(bands)
+        asked = (scope, simhash, band_tuple(bands), max_distance)
         d = self._decision
-        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, [simhash], max_distance)
-        groups = rk.band_calls(self.prefix, scope, bands)
-        for keys, entries in groups:
-            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
+        decode_near = self._queue_near(pipe, *asked)
         ahead = [(table, k) for table, k in reads if table != PENDING]
         for table, k in ahead:
             pipe.execute_command(*self._read_command(table, k))
 
         def decode(replies: list) -> None:
-            near_at = len(replies) - len(ahead) - len(groups)
-            if decode_near is not None:
-                assert simhash is not None, "a near read is queued for a SimHash only"
-                d.settled_near = (scope, simhash, max_distance, decode_near(replies[:near_at])[0])
-            if bands:
-                found = replies[near_at : near_at + len(groups)]
-                d.settled_bands = (scope, bands, {token for reply in found for _, token in rk.band_found(reply)})
-            values = replies[near_at + len(groups) :]
+            near_at = len(replies) - len(ahead)
+            d.settled_near = (asked, decode_near(replies[:near_at]))
+            values = replies[near_at:]
             d.prefetched.update(zip(ahead, values))
             d.unclaimed.update(k for (table, k), value in zip(ahead, values) if table == EXACT and value is None)
+
+        return decode
+
+    def _queue_near(
+        self, pipe: Any, scope: str, simhash: int | None, bands: tuple[int, ...], max_distance: int
+    ) -> Callable[[list], NearCandidates]:
+        """Queue the reads of the SimHash buckets of ``simhash`` (none for None) and of the band
+        buckets of ``bands``; the function returned turns their replies (theirs only, in order)
+        into the candidates."""
+        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, [simhash], max_distance)
+        groups = rk.band_calls(self.prefix, scope, bands)
+        for keys, entries in groups:
+            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
+
+        def decode(replies: list) -> NearCandidates:
+            near_at = len(replies) - len(groups)
+            near = sorted(decode_near(replies[:near_at])[0]) if decode_near is not None else []
+            found = {token.hex() for reply in replies[near_at:] for _, token in rk.band_found(reply)}
+            return NearCandidates([(fp, token.hex()) for fp, token in near], found)
 
         return decode
 
@@ -1004,29 +1014,18 @@ class RedisStore(DedupStore):
         return waiting
 
     # -- near-duplicate index -----------------------------------------------
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
-        max_distance = 64 if max_distance is None else max_distance
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
+        # both indexes in one round trip, or none when the decision's hold read them
+        asked = (scope, simhash, band_tuple(bands), 64 if max_distance is None else max_distance)
         d = self._decision
         held, d.settled_near = d.settled_near, None
-        if held is not None and held[:3] == (scope, simhash, max_distance):
-            settled = held[3]
-        else:
-            settled = self.fn.near_scan(scope, simhash, max_distance)
-        for fp, token in sorted(settled):
-            yield fp, token.hex()
-
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        bands = tuple(bands)
-        d = self._decision
-        held, d.settled_bands = d.settled_bands, None
-        if held is not None and held[0] == scope and held[1] == bands:
-            return {token.hex() for token in held[2]}
+        if held is not None and held[0] == asked:
+            return held[1]
         pipe = self.client.pipeline(transaction=False)
-        for keys, entries in rk.band_calls(self.prefix, scope, bands):
-            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
-        return {token.hex() for found in pipe.execute() for _, token in rk.band_found(found)}
+        decode = self._queue_near(pipe, *asked)
+        return decode(pipe.execute())
 
 
 def _payload(held: bytes) -> bytes:
@@ -1077,7 +1076,7 @@ _WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "increment_meta", "
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta",
     "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "count",
-    "simhash_candidates", "band_candidates", "begin_run",
+    "near_candidates", "begin_run",
     "claim_pending", "hold_pending", "held_pending",
 ):
     _guard(_name)
