@@ -20,6 +20,7 @@ from scrapy_dedup.store.records import (
     frontier_mark,
     get_cluster,
     get_emitted,
+    get_meta,
     get_minhash,
     get_text,
     get_url,
@@ -35,6 +36,7 @@ from scrapy_dedup.store.records import (
     put_alias,
     put_cluster,
     put_emitted,
+    put_meta,
     put_minhash,
     put_pending,
     put_text,
@@ -175,19 +177,38 @@ def test_aliases_list_and_can_be_deleted(store):
 
 
 def test_meta_round_trip(store):
-    assert store.get_meta("url_rules") is None
-    store.put_meta("url_rules", {"host_rules": {"h": {"allow_params": ["id"]}}})
-    assert store.get_meta("url_rules") == {"host_rules": {"h": {"allow_params": ["id"]}}}
+    assert get_meta(store, "url_rules") is None
+    put_meta(store, "url_rules", {"host_rules": {"h": {"allow_params": ["id"]}}})
+    assert get_meta(store, "url_rules") == {"host_rules": {"h": {"allow_params": ["id"]}}}
 
 
 def test_meta_if_absent_and_counters(store):
-    assert store.put_meta("owner", {"a": 1}, if_absent=True) is None
-    assert store.put_meta("owner", {"b": 2}, if_absent=True) == {"a": 1}
-    assert store.get_meta("owner") == {"a": 1}
-    assert store.put_meta("owner", {"c": 3}) is None
-    assert store.get_meta("owner") == {"c": 3}
+    assert put_meta(store, "owner", {"a": 1}, if_absent=True) is None
+    assert put_meta(store, "owner", {"b": 2}, if_absent=True) == {"a": 1}
+    assert get_meta(store, "owner") == {"a": 1}
+    assert put_meta(store, "owner", {"c": 3}) is None
+    assert get_meta(store, "owner") == {"c": 3}
     assert store.increment_meta("hits") == 1
     assert store.increment_meta("hits") == 2
+    assert get_meta(store, "hits") == 2
+
+
+def test_metadata_is_the_meta_table_of_json_values(store):
+    from scrapy_dedup.store.base import META
+
+    put_meta(store, "url_rules", {"b": [1], "a": None})
+    assert store.get(META, "url_rules") == b'{"a": null, "b": [1]}'  # as 0.2.0 kept it: keys sorted
+    with store.batch() as b:
+        b.put(META, "owner", b'{"x": 1}')
+    assert get_meta(store, "owner") == {"x": 1}
+    assert store.put_if_absent(META, "owner", b"2") == b'{"x": 1}'
+    store.increment_meta("hits")
+    assert store.get(META, "hits") == b"1"
+    if store.scannable(META):
+        assert {"url_rules", "owner", "hits", "params"} <= {name for name, _ in store.scan(META)}
+    with store.batch() as b:
+        b.delete(META, "owner")
+    assert get_meta(store, "owner") is None
 
 
 def test_exact_index_is_scoped(store):
@@ -417,7 +438,7 @@ OLD_READS = {
     "find_exact": ("s", C1), "claim_exact": ("s", C1, BB), "find_raw": (R1,),
     "get_minhash": ("http://h/a",), "get_text": ("http://h/a",), "get_cluster": (AA,),
     "members_of": (AA,), "iter_clusters": (), "frontier_size": (), "pending_count": (),
-    "simhash_candidates": ("s", 7, 3), "band_candidates": ("s", bands(2, {0: 11})),
+    "simhash_candidates": ("s", 7, 3), "band_candidates": ("s", bands(2, {0: 11})), "get_meta": ("run",),
 }  # fmt: skip
 
 
@@ -515,7 +536,14 @@ def test_put_meta_if_absent_is_a_function_and_the_old_name_warns(store):
     message = r"^DedupStore\.put_meta_if_absent is deprecated: call scrapy_dedup\.store\.records\.put_meta_if_absent\(store, \.\.\.\)$"
     with pytest.warns(DeprecationWarning, match=message):
         assert store.put_meta_if_absent("owner", {"b": 2}) == {"a": 1}
-    assert store.get_meta("owner") == {"a": 1}
+    assert get_meta(store, "owner") == {"a": 1}
+    # get_meta and put_meta were methods too
+    message = r"^DedupStore\.put_meta is deprecated: call scrapy_dedup\.store\.records\.put_meta\(store, \.\.\.\)$"
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.put_meta("owner", {"b": 2}, if_absent=True) == {"a": 1}
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.put_meta("owner", {"c": 3}) is None
+    assert get_meta(store, "owner") == {"c": 3}
 
 
 def test_frontier_mark_many_marks_and_owes_each_entry_in_order(store):

@@ -14,7 +14,8 @@ Two layers, so that a second backend copies no rule:
 - a backend implements the primitives below them (marked *primitive*): named
   record tables of bytes (``get``/``put``/``delete``/``scan``), owned sets
   (``add_to_set``/``set_members``: a cluster's members, a key's aliases),
-  JSON metadata, and the near-duplicate index, whose layout is its own.
+  a counter, and the near-duplicate index, whose layout is its own. Metadata is the
+  :data:`META` table, of JSON values (:func:`~scrapy_dedup.store.records.get_meta`).
 
 Atomic calls.  A shared backend (several crawl processes on one store) must
 make these atomic, e.g. as server-side functions; an embedded backend owned
@@ -98,9 +99,10 @@ CHUNK_BANDS = "chunk_bands"  # "<scope id hex>:<band>:<band hash hex>" -> lines 
 BOILERPLATE = "boilerplate"  # "<group>\0<paragraph key>" -> {pages, text, example_url}: lines on 2+ pages
 BOILERPLATE_GROUP = "boilerplate_group"  # group -> {pages, threshold, keys}: what counts as boilerplate there
 CHANGES = "changes"  # document id -> its settled history (decide.changes): [born, changed, digest, rep key, gone, into]
+META = "meta"  # name -> JSON value (records.get_meta/put_meta: the parameters, the URL rules, ...); counters too
 TABLES = (
     URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED,
-    CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP, CHANGES,
+    CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP, CHANGES, META,
 )  # fmt: skip
 #: The frontier: url key -> run it was last scheduled in, first URL. Written by
 #: ``frontier_mark_many`` only, and counted (``count``), not scanned.
@@ -333,20 +335,11 @@ class DedupStore(abc.ABC):
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
         """(member, value) of an owned set, in no particular order."""
 
-    # -- primitives: metadata -----------------------------------------------
-    @abc.abstractmethod
-    def get_meta(self, name: str) -> Any: ...
-
-    @abc.abstractmethod
-    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
-        """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with.
-
-        ``if_absent``: keep it only unless ``name`` holds one, and return the value already
-        there, or None (atomic). Without it, None."""
-
+    # -- primitives: counters -----------------------------------------------
     @abc.abstractmethod
     def increment_meta(self, name: str) -> int:
-        """Add one to a counter (0 when absent) and return the new value (atomic)."""
+        """Add one to the counter ``name`` of the :data:`META` table (0 when absent) and return
+        the new value (atomic)."""
 
     # -- primitives: frontier -----------------------------------------------
     def frontier_mark_many(
@@ -426,9 +419,10 @@ class DedupStore(abc.ABC):
         """Record ``params`` in a new store; refuse a store recorded with others."""
         # JSON round trip so that tuples and lists compare equal
         params = json.loads(json.dumps(params, sort_keys=True))
-        stored = self.put_meta("params", params, if_absent=True)
-        if stored is None:
+        raw = self.put_if_absent(META, "params", json.dumps(params, sort_keys=True).encode())  # as records.put_meta
+        if raw is None:
             return params
+        stored = json.loads(raw)
         self._check_format(stored)
         if stored != params:
             diff = ", ".join(
@@ -459,7 +453,8 @@ class DedupStore(abc.ABC):
         return self.run
 
     def _read_run(self) -> None:
-        self.run = int(self.get_meta("run") or 0)
+        raw = self.get(META, "run")  # as records.get_meta
+        self.run = int(json.loads(raw)) if raw is not None else 0
 
     # -- requests still owed (the resumable frontier) -------------------------
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
@@ -499,14 +494,15 @@ class DedupStore(abc.ABC):
 
 
 # The typed reads (get_url, iter_clusters, ...), the counts (frontier_size, pending_count: count(table)),
-# the near-duplicate candidates (simhash_candidates, band_candidates: near_candidates) and a batch's
-# typed writes (put_cluster, put_pending, ...) were methods before 0.3.0; they are functions of
-# scrapy_dedup.store.records now, and the old names call them with a DeprecationWarning.
+# the near-duplicate candidates (simhash_candidates, band_candidates: near_candidates), the metadata
+# (get_meta, put_meta: the META table) and a batch's typed writes (put_cluster, put_pending, ...) were
+# methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old names call
+# them with a DeprecationWarning.
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
     "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark", "frontier_size",
-    "pending_count", "simhash_candidates", "band_candidates",
+    "pending_count", "simhash_candidates", "band_candidates", "get_meta", "put_meta",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

@@ -25,6 +25,7 @@ from scrapy_dedup.store.base import (
     EXACT,
     FRONTIER,
     MEMBERS,
+    META,
     MINHASH,
     PENDING,
     RAW,
@@ -106,9 +107,29 @@ def maybe_elsewhere(store: DedupStore, pending_ids: Iterable[str]) -> set[str]:
     return set(pending_ids) if store.shared else set()
 
 
+def get_meta(store: DedupStore, name: str) -> Any:
+    """The JSON value kept under ``name`` in the :data:`META` table, or None."""
+    raw = store.get(META, name)
+    return json.loads(raw) if raw is not None else None
+
+
+def put_meta(store: DedupStore, name: str, value: Any, if_absent: bool = False) -> Any:
+    """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with.
+
+    ``if_absent``: keep it only unless ``name`` holds one, and return the value already there,
+    or None (atomic). Without it, None."""
+    raw = json.dumps(value, sort_keys=True).encode()
+    if if_absent:
+        previous = store.put_if_absent(META, name, raw)
+        return json.loads(previous) if previous is not None else None
+    with store.batch() as batch:
+        batch.put(META, name, raw)
+    return None
+
+
 def put_meta_if_absent(store: DedupStore, name: str, value: Any) -> Any:
     """Keep the JSON ``value`` unless ``name`` holds one; return the value already there, or None (atomic)."""
-    return store.put_meta(name, value, if_absent=True)
+    return put_meta(store, name, value, if_absent=True)
 
 
 def get_emitted(store: DedupStore, key: str) -> str | None:

@@ -7,7 +7,7 @@ are in :mod:`scrapy_dedup.store.redis.keys`, the atomic calls in
 ``functions.lua``. Beyond that layout:
 
 =================================  ===========================================
-``P:m:{P:m}``                      metadata (hash: name -> JSON), the run counter
+``P:m:{P:m}``                      metadata, the META table (hash: name -> JSON), the run counter
 ``P:h:{P:m}``                      holders: id -> heartbeat deadline and run (see below)
 ``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 or 16,384 hashes (see
                                    *record tables* in keys: digests as fields)
@@ -61,6 +61,7 @@ from scrapy_dedup.store.base import (
     ALIASES,
     EXACT,
     FRONTIER,
+    META,
     PENDING,
     STORE_FORMAT,
     URL,
@@ -76,7 +77,7 @@ from scrapy_dedup.store.base import (
     StoreWriteError,
     band_tuple,
 )
-from scrapy_dedup.store.records import get_url
+from scrapy_dedup.store.records import get_meta, get_url
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import (
     _STORE_FAILURES,
@@ -252,7 +253,7 @@ class RedisStore(DedupStore):
         store.lease_ms = LEASE_MS
         with store._opening():
             store._connect(RetryPolicy())
-            store.params = store.get_meta("params")
+            store.params = get_meta(store, "params")
         if store.params is None:
             store.close()
             raise StoreError(f"no dedup store at {store.path!r} under the key prefix {prefix!r}")
@@ -704,7 +705,10 @@ class RedisStore(DedupStore):
         return f"{self.prefix}:m:{{{self.prefix}:m}}"
 
     def _slot(self, table: str, key: str) -> tuple[str, bytes]:
-        """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis.keys.table_slot`)."""
+        """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis.keys.table_slot`);
+        the metadata is one hash, its names the fields."""
+        if table == META:
+            return self._meta_key(), key.encode("utf-8", "surrogatepass")
         return rk.table_slot(self.prefix, table, key)
 
     def _read_command(self, table: str, key: str) -> tuple:
@@ -774,6 +778,10 @@ class RedisStore(DedupStore):
         # The writes that wait go first, as one server's batch carries them: a request settled by
         # this batch must not be durable before what its page added.
         self.flush()
+        if len(commands) == 1:
+            # one command is atomic by itself: no journal (a metadata write, say)
+            self.client.execute_command(*commands[0])
+            return
         self._journalled(commands)
 
     def _journalled(self, commands: list[tuple]) -> None:
@@ -853,6 +861,11 @@ class RedisStore(DedupStore):
                 for field in sorted(rows):
                     yield field.decode("utf-8", "surrogatepass"), _payload(rows[field])
             return
+        if table == META:
+            rows = self._hash(self._meta_key())
+            for field in sorted(rows):
+                yield field.decode("utf-8", "surrogatepass"), rows[field]
+            return
         layout = rk.table_layout(table)
         if layout.key is None:
             raise StoreError(f"the Redis store keeps the {table} table by digests of its keys: it is not scanned")
@@ -889,19 +902,7 @@ class RedisStore(DedupStore):
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
 
-    # -- metadata -----------------------------------------------------------
-    def get_meta(self, name: str) -> Any:
-        raw = self.client.hget(self._meta_key(), name)
-        return json.loads(raw) if raw is not None else None
-
-    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
-        raw = json.dumps(value, sort_keys=True)
-        if not if_absent:
-            self.client.hset(self._meta_key(), name, raw)
-            return None
-        current = self.client.fcall("sdd_exact_claim", 1, self._meta_key(), name, raw)
-        return None if current is None else json.loads(current)
-
+    # -- counters -----------------------------------------------------------
     def increment_meta(self, name: str) -> int:
         return int(self.client.hincrby(self._meta_key(), name, 1))
 
@@ -1067,14 +1068,14 @@ _CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark_many", 
                        "flush", "hold_pending"})
 
 #: the calls that write: none goes once a write of this process was refused (RedisStore._refused)
-_WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "increment_meta", "_frontier_mark",
+_WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_mark",
                       "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
-    "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta",
+    "_apply", "get", "scan", "put_if_absent", "set_members",
     "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "count",
     "near_candidates", "begin_run",
     "claim_pending", "hold_pending", "held_pending",
