@@ -131,6 +131,7 @@ def test_small_tables_keep_digests_in_compact_hashes(redis_single, redis_prefix)
         assert store.client.object("encoding", key) == b"listpack"
         assert {(len(f), len(v)) for f, v in store.client.hgetall(key).items()} == {(12, 8)}
     # a digest is no key: the table cannot be listed, and says so
+    assert EXACT in store.unscannable and "url" not in store.unscannable and "pending" not in store.unscannable
     with pytest.raises(StoreError, match="digests of its keys: it is not scanned"):
         list(store.scan(EXACT))
     with pytest.raises(ValueError, match="a cluster id is 16 lowercase hex digits"):

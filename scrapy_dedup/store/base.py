@@ -273,6 +273,8 @@ class DedupStore(abc.ABC):
     shared: bool = False
     #: the current run number (0 before the first run): set by :meth:`begin_run`, or read at opening
     run: int = 0
+    #: the tables :meth:`scan` does not list (a backend may key a table by digests of its keys)
+    unscannable: frozenset[str] = frozenset()
     #: ids owed when the run began, until :meth:`claim_pending` hands them over (embedded backends)
     _left_owed: list[str] = []  # noqa: RUF012 -- replaced, never mutated
 
@@ -322,10 +324,6 @@ class DedupStore(abc.ABC):
         Here by :meth:`scan`: a backend counts its frontier its own way, and may count a table
         faster."""
         return sum(1 for _ in self.scan(table))
-
-    def scannable(self, table: str) -> bool:
-        """Whether :meth:`scan` lists ``table`` (a backend may key a table by digests instead)."""
-        return True
 
     @abc.abstractmethod
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
@@ -495,14 +493,14 @@ class DedupStore(abc.ABC):
 
 # The typed reads (get_url, iter_clusters, ...), the counts (frontier_size, pending_count: count(table)),
 # the near-duplicate candidates (simhash_candidates, band_candidates: near_candidates), the metadata
-# (get_meta, put_meta: the META table) and a batch's typed writes (put_cluster, put_pending, ...) were
+# (get_meta, put_meta: the META table), scannable (the attribute unscannable) and a batch's typed writes (put_cluster, put_pending, ...) were
 # methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old names call
 # them with a DeprecationWarning.
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
     "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark", "frontier_size",
-    "pending_count", "simhash_candidates", "band_candidates", "get_meta", "put_meta",
+    "pending_count", "simhash_candidates", "band_candidates", "get_meta", "put_meta", "scannable",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

@@ -116,7 +116,7 @@ def _runs_on(name: str, view: _View) -> bool:
     scans = SCANS[name]
     if scans is None:
         return view.leveldb is not None
-    return all(view.store.scannable(table) for table in scans)
+    return not view.store.unscannable.intersection(scans)
 
 
 @register_check("clusters")

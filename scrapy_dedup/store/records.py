@@ -107,6 +107,11 @@ def maybe_elsewhere(store: DedupStore, pending_ids: Iterable[str]) -> set[str]:
     return set(pending_ids) if store.shared else set()
 
 
+def scannable(store: DedupStore, table: str) -> bool:
+    """Whether ``store.scan(table)`` lists the table (see :attr:`~DedupStore.unscannable`)."""
+    return table not in store.unscannable
+
+
 def get_meta(store: DedupStore, name: str) -> Any:
     """The JSON value kept under ``name`` in the :data:`META` table, or None."""
     raw = store.get(META, name)

@@ -226,6 +226,8 @@ class RedisStore(DedupStore):
     """A store on a Redis server or cluster, shared by every process that opens it."""
 
     shared = True
+    #: tables keyed by digests of their keys (see keys.py)
+    unscannable = frozenset(table for table, layout in rk.TABLES.items() if layout.key is None)
 
     def __init__(
         self,
@@ -850,9 +852,6 @@ class RedisStore(DedupStore):
         for shard in range(rk.PENDING_SHARDS):
             pipe.hlen(rk.pending_shard(self.prefix, shard))
         return sum(int(n) for n in pipe.execute())
-
-    def scannable(self, table: str) -> bool:
-        return table == PENDING or rk.table_layout(table).key is not None
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         if table == PENDING:
