@@ -7,7 +7,7 @@ one document per atomic batch, as the content index writes them. Configurations,
 own process and store, side by side in one run:
 
 - ``store``: scrapy-dedup's LevelDBStore through its interface
-  (``batch().index_near(scope, simhash, bands, cluster_id)``; lookup = ``band_candidates``);
+  (``batch().index_near(scope, simhash, bands, cluster_id)``; lookup = ``near_candidates(scope, None, bands).bands``);
 - ``store-simhash-only``: the same, with no bands (``index_near(scope, simhash, (), cid)``):
   what the SimHash tables alone cost, so ``store`` minus this is what the bands cost;
 - ``per-key``: the band layout the store used before it was packed, one LevelDB key per band
@@ -88,7 +88,7 @@ class StoreConfig:
             batch.index_near("", simhash, bands if self.with_bands else (), cluster_id)
 
     def lookup(self, bands: tuple[int, ...]) -> set[str]:
-        return self.store.band_candidates("", bands)
+        return self.store.near_candidates("", None, bands).bands
 
     def close(self) -> None:
         self.store.close()

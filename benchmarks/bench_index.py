@@ -7,7 +7,7 @@ fingerprints (seeded), inserted one document at a time and committed every ``--b
 
 - ``store``: scrapy-dedup's LevelDBStore through its interface, as the content index uses it
   (``store.batch()`` + ``index_near(scope, simhash, (), cluster_id)``; lookup =
-  ``simhash_candidates(scope, simhash, k)``). Layout ``packed-1``
+  ``near_candidates(scope, simhash, (), k)``). Layout ``packed-1``
   (:mod:`scrapy_dedup.store.leveldb.packed_tables`), which grew out of prototype A.
 - ``packed``: prototype layout A (below): one LevelDB key per (table, 16-bit block, flush)
   holding a packed array of (simhash, cluster) records; the newest documents in memory
@@ -156,7 +156,7 @@ class StoreIndex:
                 batch.index_near("", fp, (), f"{i:016x}")
 
     def near(self, q: int) -> list[int]:
-        return [int(cid, 16) for _, cid in self.store.simhash_candidates("", q, K)]
+        return [int(cid, 16) for _, cid in self.store.near_candidates("", q, (), K).simhash]
 
     def generations(self) -> int:
         """Runs written out per (table, block): a lookup reads this many keys per table."""

@@ -77,14 +77,14 @@ def _measure(path: str, live: list[tuple[int, str]], queries: int, seed: int) ->
         store._db.compact_range()
         kept = sum(len(k) + len(v) for k, v in store._db.iterator())
         for _ in range(200):  # the first lookups open table files
-            list(store.simhash_candidates("", rng.getrandbits(64), 3))
+            store.near_candidates("", rng.getrandbits(64), (), 3)
         times = []
         found = 0
         for i in range(queries):
             fp, cid = live[rng.randrange(len(live))]
             q = _flip(fp, rng, i % 4) if i % 2 == 0 else rng.getrandbits(64)
             t0 = time.thread_time_ns()
-            hits = list(store.simhash_candidates("", q, 3))
+            hits = store.near_candidates("", q, (), 3).simhash
             times.append(time.thread_time_ns() - t0)
             if i % 2 == 0:
                 found += (fp, cid) in hits

@@ -567,7 +567,7 @@ def bench_index_bytes(server_url: str, counts: tuple[int, ...], seed: int = 17) 
             calls_before, usec_before = _commandstats(store.client)
             t0 = time.perf_counter()
             for cid, bands in looked_up:
-                assert cid in store.band_candidates("", bands)
+                assert cid in store.near_candidates("", None, bands).bands
             lookup_s = (time.perf_counter() - t0) / len(looked_up)
             calls_after, usec_after = _commandstats(store.client)
             families = bytes_by_family(store.client, store.prefix)

@@ -187,8 +187,7 @@ def store_child(n: int, every: int) -> dict:
             with store.batch() as batch:
                 for i in range(start, min(start + 16, n)):
                     batch.index_near("", rng.getrandbits(64), [rng.getrandbits(64) for _ in range(32)], f"{i:016x}")
-            store.simhash_candidates("", rng.getrandbits(64), 3)
-            store.band_candidates("", [rng.getrandbits(64) for _ in range(32)])
+            store.near_candidates("", rng.getrandbits(64), [rng.getrandbits(64) for _ in range(32)], 3)
             done = min(start + 16, n)
             if done % every < 16 or done == n:
                 st = _status()

@@ -29,7 +29,7 @@ from scrapy_dedup.crawl.sources import ItemSource, ItemSources
 from scrapy_dedup.crawl.spidermw import DedupSpiderMiddleware
 from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.store.memory import MemoryStore
-from scrapy_dedup.store.records import get_url
+from scrapy_dedup.store.records import get_meta, get_url
 
 # conftest.py installs it: the pipeline awaits its extraction pool on the asyncio loop
 assert is_asyncio_reactor_installed()
@@ -89,7 +89,7 @@ def test_the_state_is_an_extension_opened_and_closed_explicitly(make_crawler):
     assert store.run == 1 and state.frontier is not None and state.index is not None
     state.open()
     assert state.store is store  # opening again changes nothing
-    assert store.get_meta("url_rules") == state.config.url_rules.to_json()
+    assert get_meta(store, "url_rules") == state.config.url_rules.to_json()
     state.close()
     assert state.store is None and state.frontier is None and state.index is None
 

@@ -14,7 +14,7 @@ from scrapy_dedup.core.urls import url_key
 from scrapy_dedup.decide.chunk_layer import OWED, ChunkLayer
 from scrapy_dedup.store.base import CHUNKS
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.records import get_text
+from scrapy_dedup.store.records import get_meta, get_text, put_meta
 
 MANIFEST = load_manifest()
 PLANTED = MANIFEST["chunks"]
@@ -34,7 +34,7 @@ def stored(path: Path) -> dict[str, dict]:
             text = get_text(store, key)
             record["texts"] = [text[row[2] : row[3]] for row in record["chunks"]]
             out[key] = record
-        assert not store.get_meta(OWED)
+        assert not get_meta(store, OWED)
         return out
 
 
@@ -191,7 +191,7 @@ def test_an_unsettled_store_is_settled_by_the_next_crawl(crawls, tmp_path):
             row[7], row[8], row[9] = "new", None, None
         with store.batch() as b:
             b.put(CHUNKS, k, json.dumps(record).encode())
-        store.put_meta(OWED, True)
+        put_meta(store, OWED, True)
         assert layer.owed
     unsettled = dedup(copy, "chunks", "--format", "jsonl")
     assert "stopped before it settled" in unsettled.stderr

@@ -200,7 +200,7 @@ def test_two_processes_with_scrapy_redis_end_complete(site, tmp_path, redis_sing
     # to owe its first links instead of ending at once with nothing owed anywhere.
     assert [closing_states(r) for r in results] == [["complete"], ["complete"]]
     with RedisStore.open_existing(redis_single.url, prefix=default_prefix(name)) as store:
-        assert store.pending_count() == 0
+        assert store.count("pending") == 0
     assert sum(r.stat("scheduler/dequeued/redis") for r in results) > PAGES, "the queue was shared"
     assert sum(r.stat("offsite/filtered") for r in results) > PAGES
     # the off-site links each process held were issued once more, then settled

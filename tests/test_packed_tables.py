@@ -349,5 +349,5 @@ def test_a_store_compacts_when_it_closes(tmp_path):
         assert store._tables.removed >= packed_tables.COMPACT_RATIO * store._tables.on_disk
     with LevelDBStore.open_existing(path) as store:
         assert next(store._db.iterator(prefix=b"z"), None) is None
-        assert list(store.simhash_candidates("", docs[0][0], 0)) == []
-        assert list(store.simhash_candidates("", docs[-1][0], 0)) == [docs[-1]]
+        assert store.near_candidates("", docs[0][0], (), 0).simhash == []
+        assert store.near_candidates("", docs[-1][0], (), 0).simhash == [docs[-1]]

@@ -64,7 +64,7 @@ def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site
         assert all(line["status"] in ("new", "updated", "exact_duplicate", "near_duplicate") for line in decided)
         assert 0 < len(decided) < len(uninterrupted["documents"])
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
-            assert store.pending_count() > 0  # what it had not finished is still owed
+            assert store.count("pending") > 0  # what it had not finished is still owed
             for line in decided:
                 assert get_url(store, url_key(line["url"])) is not None, line["url"]
             owed = [pickle.loads(blob)["url"] for _, blob in store.scan(PENDING)]
@@ -80,7 +80,7 @@ def test_a_full_server_stops_the_crawl_cleanly_and_the_next_run_finishes_it(site
         assert "began run 2 of the shared store" in log, log[-3000:]
         with RedisStore.open_existing(server.url, prefix=prefix) as store:
             check_same_store(state_of(store), uninterrupted)
-            assert store.pending_count() == 0
+            assert store.count("pending") == 0
             rep_urls = {get_url(store, key).url for key in uninterrupted["documents"]}
             # the documents of the requests the stop left owed (a redirect's: its target)
             cut_off = {record.duplicate_of if record.status == "redirect" else record.key

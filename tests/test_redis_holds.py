@@ -53,10 +53,10 @@ def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_u
         a.close()  # its heartbeat stops at once: the others recover what it still owes
         assert list(b.claim_pending()) == [("k2", b"request two")]
         assert list(b.claim_pending()) == []  # handed to one process only
-        assert b.held_pending() == ["k2"] and b.pending_count() == 1
+        assert b.held_pending() == ["k2"] and b.count("pending") == 1
         with b.batch() as batch:
             settle_pending(batch, "k2")
-        assert b.pending_count() == 0 and b.held_pending() == []
+        assert b.count("pending") == 0 and b.held_pending() == []
     finally:
         b.close()
 
@@ -79,7 +79,7 @@ def test_a_dead_holder_s_requests_are_recovered_once_its_heartbeat_is_gone(redis
             settle_pending(batch, "k")
         # another copy of it (a shared queue's) is owed no more: its outcome is recorded
         assert not b.hold_pending("k")
-        assert b.held_pending() == [] and b.pending_count() == 0
+        assert b.held_pending() == [] and b.count("pending") == 0
     finally:
         a.close()
         b.close()
@@ -269,17 +269,18 @@ def test_the_band_lookup_read_with_the_lock_answers_the_matching_once(redis_sing
     try:
         with a.batch() as batch:
             batch.index_near("", 0xFFFF, theirs, aa)
-        with b.hold_document("k", ("", 0x0123_4567_89AB_CDEF, tuple(mine), 3, ())):
+        fp = 0x0123_4567_89AB_CDEF
+        with b.hold_document("k", ("", fp, tuple(mine), 3, ())):
             before = _commands(b)
-            assert b.band_candidates("", mine) == {aa}
+            assert b.near_candidates("", fp, mine, 3) == ([], {aa})
             assert _commands(b) == before  # read with the lock
-            assert b.band_candidates("", mine) == {aa}  # read again: from the server
+            assert b.near_candidates("", fp, mine, 3) == ([], {aa})  # read again: from the server
             assert _commands(b) > before
             with b.batch() as batch:
-                batch.index_near("", 0x0123_4567_89AB_CDEF, mine, bb)
-            assert b.band_candidates("", mine) == {aa, bb}
-        assert a.band_candidates("", mine) == {aa, bb}
-        assert a.band_candidates("other scope", mine) == set()
+                batch.index_near("", fp, mine, bb)
+            assert b.near_candidates("", fp, mine, 3) == ([(fp, bb)], {aa, bb})
+        assert a.near_candidates("", None, mine).bands == {aa, bb}
+        assert a.near_candidates("other scope", None, mine).bands == set()
     finally:
         a.close()
         b.close()
@@ -295,16 +296,16 @@ def test_the_simhash_scan_read_with_the_lock_answers_the_matching_once(redis_sin
             batch.index_near("", mine ^ 0xFFFF_0000, (), bb)  # distance 16: in a bucket, not near
         with b.hold_document("k", ("", mine, (), 3, ())):
             before = _commands(b)
-            assert list(b.simhash_candidates("", mine, 3)) == [(mine ^ 0b101, aa)]
+            assert b.near_candidates("", mine, (), 3).simhash == [(mine ^ 0b101, aa)]
             assert _commands(b) == before  # read with the lock
-            assert list(b.simhash_candidates("", mine, 3)) == [(mine ^ 0b101, aa)]
+            assert b.near_candidates("", mine, (), 3).simhash == [(mine ^ 0b101, aa)]
             assert _commands(b) > before  # read again: from the server
             # another distance is another question: the server answers it
-            assert {t for _, t in b.simhash_candidates("", mine, 16)} == {aa, bb}
+            assert {t for _, t in b.near_candidates("", mine, (), 16).simhash} == {aa, bb}
         with b.hold_document("k", ("", mine, (), 3, ())):
             with b.batch() as batch:  # a write inside the hold: what it read may be stale
                 batch.index_near("", mine ^ 0b1, (), "cc" * 8)
-            assert {t for _, t in b.simhash_candidates("", mine, 3)} == {aa, "cc" * 8}
+            assert {t for _, t in b.near_candidates("", mine, (), 3).simhash} == {aa, "cc" * 8}
     finally:
         a.close()
         b.close()

@@ -90,7 +90,7 @@ def test_a_killed_process_s_requests_are_taken_over_by_the_others(
 
     with RedisStore.open_existing(server.url, prefix=prefix) as store:
         got = state_of(store)
-        assert store.pending_count() == 0
+        assert store.count("pending") == 0
         rep_urls = {get_url(store, key).url for key in uninterrupted["documents"]}
     check_same_store(got, uninterrupted)
     # no page lost downstream: every document was emitted by some process

@@ -45,7 +45,7 @@ def test_links_are_marked_ahead_on_a_shared_store(demo_server, tmp_path, redis_s
     # every page but the start page was reached by a link, each marked ahead of its check
     assert result.stat("dedup/url/marked_ahead") >= result.stat("downloader/response_count") - 1
     with RedisStore.open_existing(redis_single.url, prefix=redis_prefix) as store:
-        assert store.pending_count() == 0
+        assert store.count("pending") == 0
 
 
 def test_an_outer_middleware_of_the_project_turns_marking_ahead_off(
@@ -62,5 +62,5 @@ def test_an_outer_middleware_of_the_project_turns_marking_ahead_off(
     assert result.stat("dedup/url/marked_ahead") == 0
     with RedisStore.open_existing(redis_single.url, prefix=redis_prefix) as store:
         # nothing the project's middleware dropped was marked or is owed
-        assert store.pending_count() == 0
+        assert store.count("pending") == 0
         assert process_count_outcome(store) == expected

@@ -4,6 +4,7 @@ reports stream; passwords stay out of messages."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
@@ -22,6 +23,7 @@ from scrapy_dedup.store.records import (
     index_exact,
     iter_urls,
     put_emitted,
+    put_meta,
     put_minhash,
     put_pending,
     settle_pending,
@@ -129,6 +131,7 @@ def test_small_tables_keep_digests_in_compact_hashes(redis_single, redis_prefix)
         assert store.client.object("encoding", key) == b"listpack"
         assert {(len(f), len(v)) for f, v in store.client.hgetall(key).items()} == {(12, 8)}
     # a digest is no key: the table cannot be listed, and says so
+    assert EXACT in store.unscannable and "url" not in store.unscannable and "pending" not in store.unscannable
     with pytest.raises(StoreError, match="digests of its keys: it is not scanned"):
         list(store.scan(EXACT))
     with pytest.raises(ValueError, match="a cluster id is 16 lowercase hex digits"):
@@ -292,11 +295,24 @@ def test_a_lost_cluster_is_retried_then_stops_with_one_error(tmp_path):
     assert time.monotonic() - started < 60
 
 
+def test_the_metadata_stays_in_its_hash(redis_url, redis_prefix):
+    # the META table is the hash P:m:{P:m} (name -> JSON), where 0.2.0 kept the metadata
+    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    try:
+        put_meta(store, "url_rules", {"b": 1, "a": 2})
+        store.begin_run()
+        meta = store.client.hgetall(f"{redis_prefix}:m:{{{redis_prefix}:m}}")
+        assert meta[b"url_rules"] == b'{"a": 2, "b": 1}' and meta[b"run"] == b"1"
+        assert json.loads(meta[b"params"]) == store.params
+    finally:
+        store.close()
+
+
 def test_a_store_of_the_previous_key_layout_is_refused(redis_url, redis_prefix):
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     # as a store written by the previous version records itself (owed requests with lease
     # deadlines, decision locks that expire: the keys of one holder and heartbeat now)
-    store.put_meta("params", {**store.params, "simhash_layout": "redis-6"})
+    put_meta(store, "params", {**store.params, "simhash_layout": "redis-6"})
     store.close()
     with pytest.raises(IncompatibleStore) as info:
         RedisStore(redis_url, PARAMS, prefix=redis_prefix)
@@ -310,7 +326,7 @@ def test_a_store_of_an_earlier_format_is_refused_with_what_to_do(redis_url, redi
     # format 3 kept MinHash signatures of 4-byte slots: mixed with this version's they would
     # fail every comparison, and migrate converts LevelDB stores only
     store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    store.put_meta("params", {**store.params, "store_format": 3})
+    put_meta(store, "params", {**store.params, "store_format": 3})
     store.close()
     for open_store in (lambda: RedisStore(redis_url, PARAMS, prefix=redis_prefix),
                        lambda: RedisStore.open_existing(redis_url, prefix=redis_prefix)):

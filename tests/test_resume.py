@@ -313,7 +313,7 @@ def state_of(store) -> dict:
     records = {r.key: r for r in iter_urls(store)}
     clusters = {c.cluster_id: c for c in iter_clusters(store)}
     variants = {url: v["key"] for url, v in iter_variants(store)}
-    pending = store.pending_count() if hasattr(store, "pending_count") else None
+    pending = store.count("pending")
 
     def canonical(key: str, hops: int = 0) -> str | None:
         record = records.get(key)

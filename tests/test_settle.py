@@ -228,8 +228,8 @@ def near_entries(store) -> set[tuple[str, str]]:
     found = set()
     for r in iter_urls(store):
         if r.has_content and r.simhash is not None:
-            found |= {(r.key, cid) for _, cid in store.simhash_candidates(r.scope, r.simhash, 0)}
-            found |= {(r.key, cid) for cid in store.band_candidates(r.scope, band_hashes(get_minhash(store, r.key)))}
+            near = store.near_candidates(r.scope, r.simhash, band_hashes(get_minhash(store, r.key)), 0)
+            found |= {(r.key, cid) for _, cid in near.simhash} | {(r.key, cid) for cid in near.bands}
     return found
 
 

@@ -9,7 +9,7 @@ from test_settle import PARAMS, SETTINGS, ingest, orders, settled_state
 
 from scrapy_dedup.decide import settle as settling
 from scrapy_dedup.decide.settle import SETTLED_META, settle
-from scrapy_dedup.store.records import iter_urls
+from scrapy_dedup.store.records import get_meta, iter_urls
 
 
 def test_batches_of_one_cluster_settle_alike(backend, tmp_path, monkeypatch):
@@ -53,6 +53,6 @@ def test_a_settle_cut_short_is_followed_by_a_full_one(backend, tmp_path, monkeyp
         with pytest.raises(KeyboardInterrupt):
             settle(store, **SETTINGS)
         monkeypatch.setattr(store, "batch", opened)
-        assert store.get_meta(SETTLED_META) is None  # the next settle is a full one
+        assert get_meta(store, SETTLED_META) is None  # the next settle is a full one
         assert settle(store, **SETTINGS).affected == sum(1 for r in iter_urls(store) if r.has_content)
         assert settled_state(store) == reference

@@ -8,7 +8,7 @@ import pytest
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store import STORE_FORMAT, IncompatibleStore, StoreLocked
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.records import add_member, get_url, put_alias
+from scrapy_dedup.store.records import add_member, get_url, put_alias, put_meta
 
 PARAMS = {"fingerprint": {"version": 1}, "max_distance": 3}
 
@@ -33,7 +33,7 @@ def test_the_key_layout_is_the_documented_one(store):
         b.put_url(UrlRecord(key="http://h/a", url="http://h/a"))
         put_alias(b, "http://h/a", "http://h/b", "redirect")
         add_member(b, "00000000000000aa", "http://h/a")
-    store.put_meta("url_rules", {})
+    put_meta(store, "url_rules", {})
     keys = set(store._db.iterator(include_value=False))
     assert {b"u:http://h/a", b"a:http://h/a\0http://h/b", b"k:00000000000000aa:http://h/a", b"m:url_rules"} <= keys
     assert store._db.get(b"m:run") is None

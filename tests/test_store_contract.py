@@ -20,6 +20,7 @@ from scrapy_dedup.store.records import (
     frontier_mark,
     get_cluster,
     get_emitted,
+    get_meta,
     get_minhash,
     get_text,
     get_url,
@@ -35,6 +36,7 @@ from scrapy_dedup.store.records import (
     put_alias,
     put_cluster,
     put_emitted,
+    put_meta,
     put_minhash,
     put_pending,
     put_text,
@@ -49,7 +51,7 @@ AA, BB = "00000000000000aa", "00000000000000bb"
 
 def bands(seed: int, given: dict[int, int] | None = None) -> tuple[int, ...]:
     """BANDS band hashes no other seed shares, but for the ``given`` band -> hash: 64 bits
-    that look like band hashes (a backend may keep only part of them, see band_candidates)."""
+    that look like band hashes (a backend may keep only part of them, see near_candidates)."""
     return tuple((given or {}).get(band, xxhash.xxh3_64_intdigest(b"band", seed=seed << 8 | band)) for band in range(BANDS))
 
 
@@ -79,7 +81,35 @@ def test_frontier_mark_reports_previous_run_and_first_url(store):
     assert frontier_mark(store, "http://h/a", 1, "http://h/a?x") == (1, "http://h/a/")
     assert frontier_mark(store, "http://h/a", 2, "http://h/a") == (1, "http://h/a/")
     assert frontier_mark(store, "http://h/a", 2, "http://h/a") == (2, "http://h/a/")
-    assert store.frontier_size() == 1
+    assert store.count("frontier") == 1
+
+
+def test_every_table_but_those_unscannable_is_scanned(store):
+    from scrapy_dedup.store.base import TABLES
+
+    assert store.unscannable <= set(TABLES)
+    for table in TABLES:
+        if table in store.unscannable:
+            with pytest.raises(StoreError):
+                next(iter(store.scan(table)))
+        else:
+            list(store.scan(table))  # listed: nothing raised
+
+
+def test_count_is_how_many_keys_a_table_holds(store):
+    store.begin_run()
+    assert [store.count(table) for table in ("url", "pending", "frontier")] == [0, 0, 0]
+    for key in ("http://h/a", "http://h/b", "http://h/a"):
+        frontier_mark(store, key, 1, key)
+    with store.batch() as b:
+        b.put_url(UrlRecord(key="http://h/a", url="http://h/a"))
+        put_pending(b, "http://h/a", b"request a")
+        put_pending(b, "http://h/b", b"request b")
+        put_pending(b, "http://h/c", b"request c")
+    assert [store.count(table) for table in ("url", "pending", "frontier")] == [1, 3, 2]
+    with store.batch() as b:
+        settle_pending(b, "http://h/b")
+    assert store.count("pending") == 2
 
 
 def test_url_records_round_trip(store):
@@ -107,8 +137,8 @@ def test_batch_is_atomic(store):
             b.index_near("", 7, bands(1, {0: 11}), AA)
             raise RuntimeError("decision failed halfway")
     assert get_url(store, "k") is None
-    assert list(store.simhash_candidates("", 7)) == []
-    assert store.band_candidates("", bands(2, {0: 11})) == set()
+    assert store.near_candidates("", 7, ()).simhash == []
+    assert store.near_candidates("", None, bands(2, {0: 11})).bands == set()
 
 
 def test_a_batch_applies_its_writes_in_order(store):
@@ -159,19 +189,38 @@ def test_aliases_list_and_can_be_deleted(store):
 
 
 def test_meta_round_trip(store):
-    assert store.get_meta("url_rules") is None
-    store.put_meta("url_rules", {"host_rules": {"h": {"allow_params": ["id"]}}})
-    assert store.get_meta("url_rules") == {"host_rules": {"h": {"allow_params": ["id"]}}}
+    assert get_meta(store, "url_rules") is None
+    put_meta(store, "url_rules", {"host_rules": {"h": {"allow_params": ["id"]}}})
+    assert get_meta(store, "url_rules") == {"host_rules": {"h": {"allow_params": ["id"]}}}
 
 
 def test_meta_if_absent_and_counters(store):
-    assert store.put_meta("owner", {"a": 1}, if_absent=True) is None
-    assert store.put_meta("owner", {"b": 2}, if_absent=True) == {"a": 1}
-    assert store.get_meta("owner") == {"a": 1}
-    assert store.put_meta("owner", {"c": 3}) is None
-    assert store.get_meta("owner") == {"c": 3}
+    assert put_meta(store, "owner", {"a": 1}, if_absent=True) is None
+    assert put_meta(store, "owner", {"b": 2}, if_absent=True) == {"a": 1}
+    assert get_meta(store, "owner") == {"a": 1}
+    assert put_meta(store, "owner", {"c": 3}) is None
+    assert get_meta(store, "owner") == {"c": 3}
     assert store.increment_meta("hits") == 1
     assert store.increment_meta("hits") == 2
+    assert get_meta(store, "hits") == 2
+
+
+def test_metadata_is_the_meta_table_of_json_values(store):
+    from scrapy_dedup.store.base import META
+
+    put_meta(store, "url_rules", {"b": [1], "a": None})
+    assert store.get(META, "url_rules") == b'{"a": null, "b": [1]}'  # as 0.2.0 kept it: keys sorted
+    with store.batch() as b:
+        b.put(META, "owner", b'{"x": 1}')
+    assert get_meta(store, "owner") == {"x": 1}
+    assert store.put_if_absent(META, "owner", b"2") == b'{"x": 1}'
+    store.increment_meta("hits")
+    assert store.get(META, "hits") == b"1"
+    if META not in store.unscannable:
+        assert {"url_rules", "owner", "hits", "params"} <= {name for name, _ in store.scan(META)}
+    with store.batch() as b:
+        b.delete(META, "owner")
+    assert get_meta(store, "owner") is None
 
 
 def test_exact_index_is_scoped(store):
@@ -213,11 +262,11 @@ def test_simhash_candidates_share_a_block(store):
         b.index_near("", fp, bands(1), AA)
     near = fp ^ 0b111  # 3 bits flipped in block 0: blocks 1..3 still shared
     far = fp ^ 0x0001_0001_0001_0001  # one bit in every block: no block shared
-    assert list(store.simhash_candidates("", near)) == [(fp, "00000000000000aa")]
-    assert list(store.simhash_candidates("", near, max_distance=2)) == []
-    assert list(store.simhash_candidates("", near, max_distance=3)) == [(fp, "00000000000000aa")]
-    assert list(store.simhash_candidates("", far)) == []
-    assert list(store.simhash_candidates("other", near)) == []
+    assert store.near_candidates("", near, ()).simhash == [(fp, "00000000000000aa")]
+    assert store.near_candidates("", near, (), max_distance=2).simhash == []
+    assert store.near_candidates("", near, (), max_distance=3).simhash == [(fp, "00000000000000aa")]
+    assert store.near_candidates("", far, ()).simhash == []
+    assert store.near_candidates("other", near, ()).simhash == []
     assert len(simhash_blocks(fp)) == 4
 
 
@@ -227,12 +276,12 @@ def test_an_entry_removed_and_added_again_is_found(store):
         b.index_near("", 7, entry, AA)
     with store.batch() as b:
         b.unindex_near("", 7, entry, AA)
-    assert list(store.simhash_candidates("", 7)) == []
-    assert store.band_candidates("", bands(2, {0: 11})) == set()
+    assert store.near_candidates("", 7, ()).simhash == []
+    assert store.near_candidates("", None, bands(2, {0: 11})).bands == set()
     with store.batch() as b:
         b.index_near("", 7, entry, AA)
-    assert list(store.simhash_candidates("", 7)) == [(7, AA)]
-    assert store.band_candidates("", bands(2, {0: 11})) == {AA}
+    assert store.near_candidates("", 7, ()).simhash == [(7, AA)]
+    assert store.near_candidates("", None, bands(2, {0: 11})).bands == {AA}
 
 
 def test_removed_then_added_in_one_batch_stays(store):
@@ -242,8 +291,17 @@ def test_removed_then_added_in_one_batch_stays(store):
     with store.batch() as b:
         b.unindex_near("", 7, entry, AA)
         b.index_near("", 7, entry, AA)
-    assert list(store.simhash_candidates("", 7)) == [(7, AA)]
-    assert store.band_candidates("", entry) == {AA}
+    assert store.near_candidates("", 7, ()).simhash == [(7, AA)]
+    assert store.near_candidates("", None, entry).bands == {AA}
+
+
+def test_near_candidates_answer_both_indexes_in_one_call(store):
+    with store.batch() as b:
+        b.index_near("", 7, bands(1, {0: 11}), AA)
+        b.index_near("", 7 ^ 0x0001_0001_0001_0001, bands(2, {5: 55}), BB)  # no block shared
+    found = store.near_candidates("", 7, bands(3, {5: 55}), max_distance=3)
+    assert found == ([(7, AA)], {BB}) and found.simhash == [(7, AA)] and found.bands == {BB}
+    assert store.near_candidates("", None, ()) == ([], set())
 
 
 def test_band_candidates_and_unindex(store):
@@ -251,15 +309,15 @@ def test_band_candidates_and_unindex(store):
     with store.batch() as b:
         b.index_near("", 7, a, AA)
         b.index_near("", 9, b_, BB)
-    assert store.band_candidates("", bands(3, {0: 11})) == {AA, BB}
-    assert store.band_candidates("", bands(3, {1: 22})) == {AA}
-    assert store.band_candidates("", bands(3, {0: 22})) == set()  # a hash counts in its own band only
-    assert store.band_candidates("other", a) == set()
-    assert store.band_candidates("", ()) == set()
+    assert store.near_candidates("", None, bands(3, {0: 11})).bands == {AA, BB}
+    assert store.near_candidates("", None, bands(3, {1: 22})).bands == {AA}
+    assert store.near_candidates("", None, bands(3, {0: 22})).bands == set()  # a hash counts in its own band only
+    assert store.near_candidates("other", None, a).bands == set()
+    assert store.near_candidates("", None, ()).bands == set()
     with store.batch() as b:
         b.unindex_near("", 7, a, AA)
-    assert store.band_candidates("", a) == {BB}
-    assert list(store.simhash_candidates("", 7)) == [(9, BB)]
+    assert store.near_candidates("", None, a).bands == {BB}
+    assert store.near_candidates("", 7, ()).simhash == [(9, BB)]
 
 
 def test_a_wrong_number_of_bands_is_refused(store):
@@ -306,7 +364,7 @@ def test_open_existing_needs_a_store(backend, tmp_path):
 
 def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, store_path):
     with backend(store_path, PARAMS) as s:
-        assert s.pending_count() == 0 and list(s.scan("pending")) == []
+        assert s.count("pending") == 0 and list(s.scan("pending")) == []
         with s.batch() as b:
             put_pending(b, "http://h/a", b"request a")
             put_pending(b, "http://h/b", b"request b")
@@ -316,7 +374,7 @@ def test_pending_requests_are_owed_until_settled_and_survive_a_reopen(backend, s
             settle_pending(b, "http://h/never-owed")  # settling twice, or what was never owed, is harmless
     with backend(store_path, PARAMS) as s:
         assert dict(s.scan("pending")) == {"http://h/b": b"request b"}
-        assert s.pending_count() == 1
+        assert s.count("pending") == 1
 
 
 def test_a_batch_that_fails_owes_nothing(store):
@@ -337,7 +395,7 @@ def test_iterating_pending_requests_while_settling_them(store):
         with store.batch() as b:
             settle_pending(b, pending_id)
             put_pending(b, pending_id + "/child", b"r")
-    assert len(seen) >= 50 and store.pending_count() == 50
+    assert len(seen) >= 50 and store.count("pending") == 50
 
 
 # -- the chunk layer's tables (DEDUP_CHUNKS) --------------------------------------------------
@@ -391,7 +449,9 @@ OLD_READS = {
     "iter_aliases_of": ("http://h/a",), "has_pending": ("http://h/a",), "get_emitted": ("http://h/a",),
     "find_exact": ("s", C1), "claim_exact": ("s", C1, BB), "find_raw": (R1,),
     "get_minhash": ("http://h/a",), "get_text": ("http://h/a",), "get_cluster": (AA,),
-    "members_of": (AA,), "iter_clusters": (),
+    "members_of": (AA,), "iter_clusters": (), "frontier_size": (), "pending_count": (),
+    "simhash_candidates": ("s", 7, 3), "band_candidates": ("s", bands(2, {0: 11})), "get_meta": ("run",),
+    "scannable": ("url",),
 }  # fmt: skip
 
 
@@ -400,6 +460,7 @@ def test_an_old_read_method_warns_and_reads_what_its_function_reads(store, name)
     from scrapy_dedup.store import records
 
     store.begin_run()
+    frontier_mark(store, "http://h/a", 1, "http://h/a")
     with store.batch() as b:
         b.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new", cluster_id=AA))
         b.count_variant("http://h/a?x", "http://h/a", 1.0)
@@ -410,6 +471,7 @@ def test_an_old_read_method_warns_and_reads_what_its_function_reads(store, name)
         put_minhash(b, "http://h/a", b"\x01\x02")
         put_text(b, "http://h/a", "text")
         put_cluster(b, Cluster(AA, "http://h/a", "http://h/a", rep_text_length=4, rep_first_run=1))
+        b.index_near("s", 7, bands(1, {0: 11}), AA)
     function = getattr(records, name)
     args = OLD_READS[name]
     message = rf"^DedupStore\.{name} is deprecated: call scrapy_dedup\.store\.records\.{name}\(store, \.\.\.\)$"
@@ -419,7 +481,7 @@ def test_an_old_read_method_warns_and_reads_what_its_function_reads(store, name)
         unbound = getattr(type(store), name)
     assert unbound is function
     new = function(store, *args)
-    if name.startswith("iter_"):
+    if name.startswith("iter_") or name == "simhash_candidates":
         old, new = list(old), list(new)
     assert old == new and new not in (None, [], False)
 
@@ -469,7 +531,7 @@ def test_pending_held_and_maybe_elsewhere_are_functions_and_the_old_names_warn(s
         put_pending(b, "http://h/a", b"request")
     store.hold_pending("http://h/a")
     # one process holds every request owed: none is held elsewhere
-    assert store.pending_count() == 1 and records.pending_held_elsewhere(store) == 0
+    assert store.count("pending") == 1 and records.pending_held_elsewhere(store) == 0
     message = r"^DedupStore\.pending_held_elsewhere is deprecated: call scrapy_dedup\.store\.records\.pending_held_elsewhere\(store, \.\.\.\)$"
     with pytest.warns(DeprecationWarning, match=message):
         assert store.pending_held_elsewhere() == 0
@@ -487,7 +549,14 @@ def test_put_meta_if_absent_is_a_function_and_the_old_name_warns(store):
     message = r"^DedupStore\.put_meta_if_absent is deprecated: call scrapy_dedup\.store\.records\.put_meta_if_absent\(store, \.\.\.\)$"
     with pytest.warns(DeprecationWarning, match=message):
         assert store.put_meta_if_absent("owner", {"b": 2}) == {"a": 1}
-    assert store.get_meta("owner") == {"a": 1}
+    assert get_meta(store, "owner") == {"a": 1}
+    # get_meta and put_meta were methods too
+    message = r"^DedupStore\.put_meta is deprecated: call scrapy_dedup\.store\.records\.put_meta\(store, \.\.\.\)$"
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.put_meta("owner", {"b": 2}, if_absent=True) == {"a": 1}
+    with pytest.warns(DeprecationWarning, match=message):
+        assert store.put_meta("owner", {"c": 3}) is None
+    assert get_meta(store, "owner") == {"c": 3}
 
 
 def test_frontier_mark_many_marks_and_owes_each_entry_in_order(store):

@@ -7,6 +7,7 @@ from scrapy_dedup.store.base import StoreError, StoreLocked
 from scrapy_dedup.store.leveldb import LevelDBStore
 from scrapy_dedup.store.memory import MemoryStore
 from scrapy_dedup.store.open import backend_class, open_existing, open_store
+from scrapy_dedup.store.records import get_meta
 
 PARAMS = {"v": 1}
 
@@ -34,7 +35,7 @@ def test_open_store_begins_a_run_and_records_the_metadata(store_path):
     with open_store(store_path, PARAMS) as store:
         assert store.run == 2
     with open_existing(store_path) as store:
-        assert store.get_meta("url_rules") == {"x": 1}
+        assert get_meta(store, "url_rules") == {"x": 1}
         assert store.run == 2
 
 

@@ -21,6 +21,7 @@ from scrapy.settings import Settings
 
 from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.records import get_meta
 
 SUBCOMMANDS = {
     "summary": "counts by kind and the duplicate rate per host",
@@ -319,7 +320,7 @@ class Command(ScrapyCommand):
         from scrapy_dedup.reports import lookup
 
         # key the URL with the rules the crawl used, when the store recorded them
-        rules = UrlRules.from_json(store.get_meta("url_rules"), default=self._config(opts).url_rules)
+        rules = UrlRules.from_json(get_meta(store, "url_rules"), default=self._config(opts).url_rules)
 
         def normalize(url: str) -> str:
             try:
@@ -492,7 +493,7 @@ class Command(ScrapyCommand):
     def _warn_unsettled(store: DedupStore) -> None:
         from scrapy_dedup.decide.chunk_layer import OWED
 
-        if store.get_meta(OWED):
+        if get_meta(store, OWED):
             print("scrapy dedup: the last crawl stopped before it settled the chunk statuses; these are the "
                   "statuses known when each page was decided (the next crawl settles them)", file=sys.stderr)
 

@@ -34,9 +34,9 @@ from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store import is_redis_url
-from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.base import PENDING, DedupStore, StoreError, StoreWriteError
 from scrapy_dedup.store.open import backend_class, open_store as opened, unusable
-from scrapy_dedup.store.records import pending_held_elsewhere
+from scrapy_dedup.store.records import get_meta, pending_held_elsewhere, put_meta
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -205,10 +205,10 @@ class DedupState:
             _cannot_start(exc)
             raise
         store, run = self.store, self.store.run
-        self.pending_at_start = store.pending_count()
-        job = store.get_meta("job") or {}
+        self.pending_at_start = store.count(PENDING)
+        job = get_meta(store, "job") or {}
         self.first_run = int(job.get("first_run", run)) if self.pending_at_start else run
-        store.put_meta("job", {"first_run": self.first_run, "run": run, "state": "running"})
+        put_meta(store, "job", {"first_run": self.first_run, "run": run, "state": "running"})
         self.frontier = Frontier(store, run, revisit_after=self.config.revisit_after, first_run=self.first_run)
         self.index = ContentIndex(
             self.store,
@@ -219,7 +219,7 @@ class DedupState:
             authority=self.config.authority,
         )
         config = self.config
-        if config.chunks or store.get_meta(CHUNKS_OWED):
+        if config.chunks or get_meta(store, CHUNKS_OWED):
             self.chunks = ChunkLayer(store, config.chunk_rules)
 
     def spider_closed(self) -> None:
@@ -287,9 +287,10 @@ class DedupState:
         store = self.store
         self.store = self.frontier = self.index = self.chunks = None
         try:
-            owed = store.pending_count()
+            owed = store.count(PENDING)
             elsewhere = pending_held_elsewhere(store) if owed else 0
-            store.put_meta(
+            put_meta(
+                store,
                 "job",
                 {"first_run": self.first_run, "run": store.run, "state": "complete" if not owed else "interrupted"},
             )

@@ -35,7 +35,7 @@ import xxhash
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.clusters import cluster_id_for
 from scrapy_dedup.store.base import CHANGES, DedupStore, StoreError
-from scrapy_dedup.store.records import get_url, iter_urls
+from scrapy_dedup.store.records import get_meta, get_url, iter_urls, put_meta
 
 __all__ = ["ChangeTokenError", "Changes", "History", "record", "since", "token"]
 
@@ -104,7 +104,7 @@ def _pending(
 ) -> tuple[dict, dict[str, History], dict[str, History]]:
     """(meta, every history, the histories the next generation writes); ``records``: the
     store's URL records, when the caller has them."""
-    meta = store.get_meta(META) or {}
+    meta = get_meta(store, META) or {}
     generation = meta.get("generation", 0) + 1
     old = {cid: History.from_json(raw) for cid, raw in store.scan(CHANGES)}
     now = _current(iter_urls(store) if records is None else records)
@@ -137,7 +137,7 @@ def record(store: DedupStore, records: Iterable[UrlRecord] | None = None) -> int
         with store.batch() as batch:
             for cid in sorted(written):
                 batch.put(CHANGES, cid, written[cid].to_json())
-    store.put_meta(META, meta)
+    put_meta(store, META, meta)
     return meta["generation"]
 
 

@@ -51,7 +51,7 @@ from scrapy_dedup.store.base import (
     DedupStore,
     scope_id,
 )
-from scrapy_dedup.store.records import get_text, iter_clusters
+from scrapy_dedup.store.records import get_meta, get_text, iter_clusters, put_meta
 
 __all__ = ["ChunkLayer", "ChunkRecord", "ChunkRules", "ChunkSettleResult", "chunk_member", "split_member"]
 
@@ -180,7 +180,7 @@ class ChunkLayer:
             {"chunks": CHUNK_PARAMS, "boilerplate": BOILERPLATE_PARAMS, "fingerprint": FINGERPRINT_PARAMS["version"],
              **dataclasses.asdict(self.rules)}, sort_keys=True
         ))  # fmt: skip
-        stored = store.get_meta(PARAMS_META)
+        stored = get_meta(store, PARAMS_META)
         #: stored chunks were made with other params: settle makes them again from the texts
         self.params_changed = stored is not None and stored != self.params
 
@@ -216,9 +216,9 @@ class ChunkLayer:
         """Give a representative's chunks their statuses and keep them; returns them."""
         # before each write: a crawl cut short from here on leaves the settling owed (every time,
         # as another process of a shared store may have settled meanwhile)
-        self.store.put_meta(OWED, True)
+        put_meta(self.store, OWED, True)
         if not self._owed_marked:
-            self.store.put_meta(PARAMS_META, self.params)
+            put_meta(self.store, PARAMS_META, self.params)
             self._owed_marked = True
         seq = _LIVE_ORDER + self.store.increment_meta(WRITES_META)
         previous = self._get(key)
@@ -432,7 +432,7 @@ class ChunkLayer:
     # -- at the end of the crawl --------------------------------------------------------------
     @property
     def owed(self) -> bool:
-        return bool(self.store.get_meta(OWED))
+        return bool(get_meta(self.store, OWED))
 
     def settle(self) -> ChunkSettleResult:
         """Learn boilerplate from the current documents and give every chunk its status again,
@@ -444,8 +444,8 @@ class ChunkLayer:
         while it runs leave the settling owed, so the next one to settle settles them."""
         store = self.store
         result = ChunkSettleResult()
-        writes = store.get_meta(WRITES_META) or 0
-        store.put_meta(OWED, True)
+        writes = get_meta(store, WRITES_META) or 0
+        put_meta(store, OWED, True)
         reps = sorted(
             (c.rep_first_run, c.representative, c.scope, c.rep_url) for c in iter_clusters(store)
         )
@@ -456,10 +456,10 @@ class ChunkLayer:
             self._rebuild(reps, result)
         finally:
             self._written = None
-        store.put_meta(PARAMS_META, self.params)
+        put_meta(store, PARAMS_META, self.params)
         self.params_changed = False
-        if (store.get_meta(WRITES_META) or 0) == writes:
-            store.put_meta(OWED, False)  # else pages were recorded meanwhile: settled next time
+        if (get_meta(store, WRITES_META) or 0) == writes:
+            put_meta(store, OWED, False)  # else pages were recorded meanwhile: settled next time
         else:
             result.left_owed = True
         return result

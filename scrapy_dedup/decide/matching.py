@@ -121,16 +121,16 @@ class Matching:
         fp = doc.fingerprint
         if fp is None or fp.tokens < self.min_tokens:
             return None
-        # the SimHash tables are the cheap first probe; every candidate is confirmed by near_match
-        close = sorted(
-            (hamming(stored, fp.simhash), cid)
-            for stored, cid in self.store.simhash_candidates(doc.scope, fp.simhash, self.max_distance)
-        )
+        bands = band_hashes(fp.minhash) if fp.minhash else ()  # as the decision's first reads ask
+        near = self.store.near_candidates(doc.scope, fp.simhash, bands, self.max_distance)
+        # the SimHash tables' candidates, closest first, are confirmed first; every candidate is
+        # confirmed by near_match
+        close = sorted((hamming(stored, fp.simhash), cid) for stored, cid in near.simhash)
         for _, cid in close:
             match = self._confirm(fp, cid, doc.text)
             if match is not None:
                 return match
-        return self._match_bands(doc, fp, exclude={cid for _, cid in close})
+        return self._match_bands(doc, fp, near.bands - {cid for _, cid in close})
 
     def _confirm(self, fp: Fingerprint, cluster_id: str, text: str | None = None) -> Match | None:
         """A near-duplicate match with the cluster's representative, or None."""
@@ -142,10 +142,11 @@ class Matching:
         ok, distance, jaccard = self._near(fp, rep_fp, text, rep.key)
         return Match(cluster_id, "near_duplicate", rep.key, distance, jaccard) if ok else None
 
-    def _match_bands(self, doc: Document, fp: Fingerprint, exclude: set[str]) -> Match | None:
+    def _match_bands(self, doc: Document, fp: Fingerprint, candidates: set[str]) -> Match | None:
+        """The best near-duplicate match of the clusters the bands found, or None."""
         best: Match | None = None
         best_jaccard = 0.0
-        for cid in sorted(self.store.band_candidates(doc.scope, band_hashes(fp.minhash)) - exclude):
+        for cid in sorted(candidates):
             match = self._confirm(fp, cid, doc.text)
             if match is None:
                 continue

@@ -51,6 +51,7 @@ from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import CHUNKS, CLUSTER, DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
     add_member,
+    get_meta,
     get_minhash,
     get_text,
     get_url,
@@ -59,6 +60,7 @@ from scrapy_dedup.store.records import (
     iter_urls,
     members_of,
     put_cluster,
+    put_meta,
     remove_member,
 )
 
@@ -397,7 +399,7 @@ def settle_store(
             incremental=incremental,
         )
         moved = moved or bool(done.clusters.rewritten)
-    if store.get_meta(OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
+    if get_meta(store, OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
         done.chunks = ChunkLayer(store, config.chunk_rules).settle()
     return done
 
@@ -478,7 +480,7 @@ def settle(
               "authority": list(authority)}
     old = {c.cluster_id: c for c in iter_clusters(store)}
     old_members = {cid: members_of(store, c) for cid, c in old.items()}
-    if incremental and store.get_meta(SETTLED_META) == params:
+    if incremental and get_meta(store, SETTLED_META) == params:
         # only the clusters decided since the last settle, and what they are connected to
         clean = {
             key
@@ -524,7 +526,7 @@ def settle(
             result.near_duplicate += 1
     if docs_in:
         # until its last batch is written: a settle cut short is followed by a full one
-        store.put_meta(SETTLED_META, None)
+        put_meta(store, SETTLED_META, None)
         batches = _Batches(store)
         try:
             _write(store, batches, settled, old, old_members, result, minhash_of, min_tokens)
@@ -532,7 +534,7 @@ def settle(
             batches.close(exc)
             raise
         batches.close()
-    store.put_meta(SETTLED_META, params)
+    put_meta(store, SETTLED_META, params)
     # the settled documents' history, for export --changes-since (from the records read here)
     record_changes(store, docs)
     return result

@@ -114,7 +114,8 @@ def sample(
                     offer(Pair(d, member.url, rep.url, member.key, rep.key, merged=True))
         if (rep.tokens or 0) < min_tokens:
             continue  # short pages are exact-only: no threshold applies to them
-        for other_simhash, other_id in store.simhash_candidates(cluster.scope, rep.simhash, max(cal.distances)):
+        near = store.near_candidates(cluster.scope, rep.simhash, (), max(cal.distances))
+        for other_simhash, other_id in near.simhash:
             if other_id <= cluster.cluster_id:
                 continue  # each unordered pair once, and not the cluster itself
             d = hamming(other_simhash, rep.simhash)

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver, host_of, url_variants
-from scrapy_dedup.store.base import DedupStore
+from scrapy_dedup.store.base import FRONTIER, PENDING, DedupStore
 from scrapy_dedup.store.records import iter_clusters, iter_urls
 
 #: statuses of URL records that hold no document
@@ -145,8 +145,8 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
     for cluster in progress(iter_clusters(store), "clusters"):
         summary.documents += 1
         summary.cluster_sizes[cluster.size] += 1
-    summary.frontier_keys = store.frontier_size()
-    summary.pending = store.pending_count()
+    summary.frontier_keys = store.count(FRONTIER)
+    summary.pending = store.count(PENDING)
     progress.done()
     return summary
 

@@ -14,7 +14,8 @@ Two layers, so that a second backend copies no rule:
 - a backend implements the primitives below them (marked *primitive*): named
   record tables of bytes (``get``/``put``/``delete``/``scan``), owned sets
   (``add_to_set``/``set_members``: a cluster's members, a key's aliases),
-  JSON metadata, and the near-duplicate index, whose layout is its own.
+  a counter, and the near-duplicate index, whose layout is its own. Metadata is the
+  :data:`META` table, of JSON values (:func:`~scrapy_dedup.store.records.get_meta`).
 
 Atomic calls.  A shared backend (several crawl processes on one store) must
 make these atomic, e.g. as server-side functions; an embedded backend owned
@@ -63,7 +64,7 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 
@@ -98,15 +99,29 @@ CHUNK_BANDS = "chunk_bands"  # "<scope id hex>:<band>:<band hash hex>" -> lines 
 BOILERPLATE = "boilerplate"  # "<group>\0<paragraph key>" -> {pages, text, example_url}: lines on 2+ pages
 BOILERPLATE_GROUP = "boilerplate_group"  # group -> {pages, threshold, keys}: what counts as boilerplate there
 CHANGES = "changes"  # document id -> its settled history (decide.changes): [born, changed, digest, rep key, gone, into]
+META = "meta"  # name -> JSON value (records.get_meta/put_meta: the parameters, the URL rules, ...); counters too
 TABLES = (
     URL, VARIANT, CLUSTER, EXACT, RAW, MINHASH, TEXT, PENDING, EMITTED,
-    CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP, CHANGES,
+    CHUNKS, CHUNK_EXACT, CHUNK_PRINT, CHUNK_BANDS, BOILERPLATE, BOILERPLATE_GROUP, CHANGES, META,
 )  # fmt: skip
+#: The frontier: url key -> run it was last scheduled in, first URL. Written by
+#: ``frontier_mark_many`` only, and counted (``count``), not scanned.
+FRONTIER = "frontier"
 
 #: What a decision reads first (:meth:`DedupStore.hold_document`'s ``reads``), in order: scope,
 #: simhash (None: no near-duplicate candidates, only the records), bands, max_distance, and
 #: (table, key) of the records.
 DecisionReads = tuple[str, int | None, tuple[int, ...], int, tuple[tuple[str, str], ...]]
+
+
+class NearCandidates(NamedTuple):
+    """The near-duplicate candidates of a fingerprint (:meth:`DedupStore.near_candidates`)."""
+
+    #: (stored simhash, cluster id) of the entries sharing at least one 16-bit block with the
+    #: SimHash (within the Hamming distance asked for, if any)
+    simhash: list[tuple[int, str]]
+    #: ids of the clusters that collide with the band hashes in at least one LSH band
+    bands: set[str]
 
 
 @dataclass
@@ -258,6 +273,8 @@ class DedupStore(abc.ABC):
     shared: bool = False
     #: the current run number (0 before the first run): set by :meth:`begin_run`, or read at opening
     run: int = 0
+    #: the tables :meth:`scan` does not list (a backend may key a table by digests of its keys)
+    unscannable: frozenset[str] = frozenset()
     #: ids owed when the run began, until :meth:`claim_pending` hands them over (embedded backends)
     _left_owed: list[str] = []  # noqa: RUF012 -- replaced, never mutated
 
@@ -302,9 +319,11 @@ class DedupStore(abc.ABC):
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         """Every (key, value) of a table, in no particular order (a report sorts what it shows)."""
 
-    def scannable(self, table: str) -> bool:
-        """Whether :meth:`scan` lists ``table`` (a backend may key a table by digests instead)."""
-        return True
+    def count(self, table: str) -> int:
+        """How many keys ``table`` holds; :data:`FRONTIER` too (the URL keys ever scheduled).
+        Here by :meth:`scan`: a backend counts its frontier its own way, and may count a table
+        faster."""
+        return sum(1 for _ in self.scan(table))
 
     @abc.abstractmethod
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
@@ -314,20 +333,11 @@ class DedupStore(abc.ABC):
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
         """(member, value) of an owned set, in no particular order."""
 
-    # -- primitives: metadata -----------------------------------------------
-    @abc.abstractmethod
-    def get_meta(self, name: str) -> Any: ...
-
-    @abc.abstractmethod
-    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
-        """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with.
-
-        ``if_absent``: keep it only unless ``name`` holds one, and return the value already
-        there, or None (atomic). Without it, None."""
-
+    # -- primitives: counters -----------------------------------------------
     @abc.abstractmethod
     def increment_meta(self, name: str) -> int:
-        """Add one to a counter (0 when absent) and return the new value (atomic)."""
+        """Add one to the counter ``name`` of the :data:`META` table (0 when absent) and return
+        the new value (atomic)."""
 
     # -- primitives: frontier -----------------------------------------------
     def frontier_mark_many(
@@ -360,9 +370,6 @@ class DedupStore(abc.ABC):
     def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         """The mark of one key, without a request to owe (the primitive)."""
 
-    @abc.abstractmethod
-    def frontier_size(self) -> int: ...
-
     def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
         """What :meth:`frontier_mark` would return for each (url key, URL) of ``entries``,
         without marking anything: {key: (run last scheduled in, first URL)} for the keys it
@@ -375,22 +382,19 @@ class DedupStore(abc.ABC):
 
     # -- primitives: near-duplicate index -----------------------------------
     @abc.abstractmethod
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
-        """(stored simhash, cluster id) sharing at least one 16-bit block with ``simhash``.
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
+        """The candidates of a fingerprint in both near-duplicate indexes (one round trip on a
+        shared store where it can): the SimHash table entries sharing at least one 16-bit block
+        with ``simhash`` (none for None; with ``max_distance``, only those within that Hamming
+        distance), and the clusters that collide with ``bands`` in at least one LSH band (none
+        for no bands).
 
-        With ``max_distance``, only those within that Hamming distance.
-        """
-
-    @abc.abstractmethod
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        """Cluster ids that collide with ``bands`` in at least one LSH band.
-
-        A backend may keep only part of each band hash; it then also returns, rarely, a
-        cluster whose band hash shares only that part (the Redis store keeps 46 of the 64
-        bits: two hashes of one bucket agree on the rest one time in 2^32). A candidate is
-        confirmed by its signature whatever index found it (:func:`near_match`)."""
+        A backend may keep only part of each band hash; it then also finds, rarely, a cluster
+        whose band hash shares only that part (the Redis store keeps 46 of the 64 bits: two
+        hashes of one bucket agree on the rest one time in 2^32). A candidate is confirmed by
+        its signature whatever index found it (:func:`near_match`)."""
 
     # -- decisions of several processes ---------------------------------------
     def hold_document(self, key: str, reads: DecisionReads | None = None) -> AbstractContextManager[None]:
@@ -413,9 +417,10 @@ class DedupStore(abc.ABC):
         """Record ``params`` in a new store; refuse a store recorded with others."""
         # JSON round trip so that tuples and lists compare equal
         params = json.loads(json.dumps(params, sort_keys=True))
-        stored = self.put_meta("params", params, if_absent=True)
-        if stored is None:
+        raw = self.put_if_absent(META, "params", json.dumps(params, sort_keys=True).encode())  # as records.put_meta
+        if raw is None:
             return params
+        stored = json.loads(raw)
         self._check_format(stored)
         if stored != params:
             diff = ", ".join(
@@ -446,12 +451,10 @@ class DedupStore(abc.ABC):
         return self.run
 
     def _read_run(self) -> None:
-        self.run = int(self.get_meta("run") or 0)
+        raw = self.get(META, "run")  # as records.get_meta
+        self.run = int(json.loads(raw)) if raw is not None else 0
 
     # -- requests still owed (the resumable frontier) -------------------------
-    def pending_count(self) -> int:
-        return sum(1 for _ in self.scan(PENDING))
-
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """(id, serialized request) of every request owed that a dead process held, now held by
         this one (atomic); a shared backend recovers everything else such a process held in the
@@ -488,13 +491,16 @@ class DedupStore(abc.ABC):
         self.close()
 
 
-# The typed reads (get_url, iter_clusters, ...) and a batch's typed writes (put_cluster, put_pending,
-# ...) were methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old
-# names call them with a DeprecationWarning.
+# The typed reads (get_url, iter_clusters, ...), the counts (frontier_size, pending_count: count(table)),
+# the near-duplicate candidates (simhash_candidates, band_candidates: near_candidates), the metadata
+# (get_meta, put_meta: the META table), scannable (the attribute unscannable) and a batch's typed writes (put_cluster, put_pending, ...) were
+# methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old names call
+# them with a DeprecationWarning.
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
-    "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark",
+    "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark", "frontier_size",
+    "pending_count", "simhash_candidates", "band_candidates", "get_meta", "put_meta", "scannable",
 )  # fmt: skip
 _WRITES = (
     "put_alias", "put_cluster", "add_member", "remove_member", "index_exact", "unindex_exact", "index_raw",

@@ -34,7 +34,7 @@ from scrapy_dedup.store.base import (
     DedupStore,
 )
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.records import iter_clusters, iter_urls
+from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
@@ -116,7 +116,7 @@ def _runs_on(name: str, view: _View) -> bool:
     scans = SCANS[name]
     if scans is None:
         return view.leveldb is not None
-    return all(view.store.scannable(table) for table in scans)
+    return not view.store.unscannable.intersection(scans)
 
 
 @register_check("clusters")
@@ -224,7 +224,7 @@ def _check_chunks(view: _View, result: CheckResult) -> None:
     """Chunk records (DEDUP_CHUNKS) belong to representatives, and every chunk exact entry names a
     chunk a record holds. Before the statuses are settled (a crawl cut short) leftovers are
     expected: they are counted apart, and the next crawl settles them."""
-    owed = bool(view.store.get_meta("chunks_owed"))
+    owed = bool(get_meta(view.store, "chunks_owed"))
     reps = {c.representative for c in view.clusters.values()}
     held: dict[str, set[str]] = {}
     for url_key, value in view.keys(CHUNKS):

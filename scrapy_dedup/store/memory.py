@@ -17,7 +17,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_dedup.core.bands import BLOCK_BITS, BLOCKS
-from scrapy_dedup.store.base import SETS, STORE_FORMAT, TABLES, DedupStore, StoreBatch, StoreError, band_tuple
+from scrapy_dedup.store.base import (
+    FRONTIER,
+    META,
+    SETS,
+    STORE_FORMAT,
+    TABLES,
+    DedupStore,
+    NearCandidates,
+    StoreBatch,
+    StoreError,
+    band_tuple,
+)
+from scrapy_dedup.store.records import get_meta
 
 LAYOUT = "memory-1"
 
@@ -26,7 +38,6 @@ LAYOUT = "memory-1"
 class _Data:
     tables: dict[str, dict[str, bytes]] = field(default_factory=lambda: {t: {} for t in TABLES})
     sets: dict[str, dict[str, dict[str, bytes]]] = field(default_factory=lambda: {s: {} for s in SETS})
-    meta: dict[str, str] = field(default_factory=dict)
     frontier: dict[str, tuple[int, str]] = field(default_factory=dict)
     #: scope -> {(simhash, cluster id)}
     simhashes: dict[str, set[tuple[int, str]]] = field(default_factory=dict)
@@ -107,11 +118,11 @@ class MemoryStore(DedupStore):
     @classmethod
     def open_existing(cls, path: str) -> MemoryStore:
         data = _STORES.get(str(path))
-        if data is None or "params" not in data.meta:
+        if data is None or "params" not in data.tables[META]:
             raise StoreError(f"no dedup store at {str(path)!r} in this process's memory")
         store = cls.__new__(cls)
         store.path, store._data = str(path), data
-        store.params = store.get_meta("params")
+        store.params = get_meta(store, "params")
         store._check_format(store.params)
         store._read_run()
         return store
@@ -141,6 +152,9 @@ class MemoryStore(DedupStore):
             rows = sorted(self._data.tables[table].items())
         yield from rows
 
+    def count(self, table: str) -> int:
+        return len(self._data.frontier if table == FRONTIER else self._data.tables[table])
+
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
         with self._data.lock:
             rows = self._data.tables[table]
@@ -154,22 +168,11 @@ class MemoryStore(DedupStore):
             rows = sorted(self._data.sets[name].get(owner, {}).items())
         yield from rows
 
-    # -- metadata -----------------------------------------------------------
-    def get_meta(self, name: str) -> Any:
-        raw = self._data.meta.get(name)
-        return json.loads(raw) if raw is not None else None
-
-    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
-        with self._data.lock:
-            previous = self.get_meta(name) if if_absent else None
-            if previous is None:
-                self._data.meta[name] = json.dumps(value, sort_keys=True)
-            return previous
-
     def increment_meta(self, name: str) -> int:
         with self._data.lock:
-            value = int(self.get_meta(name) or 0) + 1
-            self.put_meta(name, value)
+            rows = self._data.tables[META]
+            value = int(json.loads(rows.get(name, b"0"))) + 1
+            rows[name] = json.dumps(value).encode()
             return value
 
     # -- frontier -----------------------------------------------------------
@@ -179,24 +182,19 @@ class MemoryStore(DedupStore):
             self._data.frontier[key] = (run, previous[1] if previous else url)
             return previous
 
-    def frontier_size(self) -> int:
-        return len(self._data.frontier)
-
     # -- near-duplicate index -----------------------------------------------
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
         mask = (1 << BLOCK_BITS) - 1
+        found = NearCandidates([], set())
         with self._data.lock:
             entries = sorted(self._data.simhashes.get(scope, ()))
-        for stored, cid in entries:
-            shares = any(((stored ^ simhash) >> (BLOCK_BITS * t)) & mask == 0 for t in range(BLOCKS))
-            if shares and (max_distance is None or (stored ^ simhash).bit_count() <= max_distance):
-                yield stored, cid
-
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        found: set[str] = set()
-        with self._data.lock:
             for band, band_hash in enumerate(band_tuple(bands)):
-                found |= self._data.bands.get((scope, band, band_hash), set())
+                found.bands.update(self._data.bands.get((scope, band, band_hash), ()))
+        if simhash is not None:
+            for stored, cid in entries:
+                shares = any(((stored ^ simhash) >> (BLOCK_BITS * t)) & mask == 0 for t in range(BLOCKS))
+                if shares and (max_distance is None or (stored ^ simhash).bit_count() <= max_distance):
+                    found.simhash.append((stored, cid))
         return found

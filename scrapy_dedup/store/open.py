@@ -14,6 +14,7 @@ from typing import Any
 
 from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError
+from scrapy_dedup.store.records import put_meta
 
 #: the backend of a location that is not a ``redis://`` URL (``DEDUP_STORE_BACKEND``'s default)
 DEFAULT_BACKEND = "scrapy_dedup.store.leveldb.LevelDBStore"
@@ -77,7 +78,7 @@ def open_store(
         raise unusable(exc, location, default=default) from None
     store.begin_run()
     for name, value in (meta or {}).items():
-        store.put_meta(name, value)
+        put_meta(store, name, value)
     return store
 
 

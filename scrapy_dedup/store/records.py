@@ -23,7 +23,9 @@ from scrapy_dedup.store.base import (
     CLUSTER,
     EMITTED,
     EXACT,
+    FRONTIER,
     MEMBERS,
+    META,
     MINHASH,
     PENDING,
     RAW,
@@ -75,7 +77,17 @@ def pending_held_elsewhere(store: DedupStore) -> int:
     that this process does not hold. An embedded store is held by one process: none."""
     if not store.shared:
         return 0
-    return max(0, store.pending_count() - len(store.held_pending()))
+    return max(0, store.count(PENDING) - len(store.held_pending()))
+
+
+def pending_count(store: DedupStore) -> int:
+    """Requests still owed: ``store.count(PENDING)``."""
+    return store.count(PENDING)
+
+
+def frontier_size(store: DedupStore) -> int:
+    """URL keys ever scheduled: ``store.count(FRONTIER)``."""
+    return store.count(FRONTIER)
 
 
 def frontier_mark(
@@ -95,9 +107,34 @@ def maybe_elsewhere(store: DedupStore, pending_ids: Iterable[str]) -> set[str]:
     return set(pending_ids) if store.shared else set()
 
 
+def scannable(store: DedupStore, table: str) -> bool:
+    """Whether ``store.scan(table)`` lists the table (see :attr:`~DedupStore.unscannable`)."""
+    return table not in store.unscannable
+
+
+def get_meta(store: DedupStore, name: str) -> Any:
+    """The JSON value kept under ``name`` in the :data:`META` table, or None."""
+    raw = store.get(META, name)
+    return json.loads(raw) if raw is not None else None
+
+
+def put_meta(store: DedupStore, name: str, value: Any, if_absent: bool = False) -> Any:
+    """Keep a JSON value, e.g. the URL rules a crawl keyed its URLs with.
+
+    ``if_absent``: keep it only unless ``name`` holds one, and return the value already there,
+    or None (atomic). Without it, None."""
+    raw = json.dumps(value, sort_keys=True).encode()
+    if if_absent:
+        previous = store.put_if_absent(META, name, raw)
+        return json.loads(previous) if previous is not None else None
+    with store.batch() as batch:
+        batch.put(META, name, raw)
+    return None
+
+
 def put_meta_if_absent(store: DedupStore, name: str, value: Any) -> Any:
     """Keep the JSON ``value`` unless ``name`` holds one; return the value already there, or None (atomic)."""
-    return store.put_meta(name, value, if_absent=True)
+    return put_meta(store, name, value, if_absent=True)
 
 
 def get_emitted(store: DedupStore, key: str) -> str | None:
@@ -131,6 +168,20 @@ def get_text(store: DedupStore, key: str) -> str | None:
     """The text kept for ``key`` (``DEDUP_KEEP_TEXT``), or None."""
     raw = store.get(TEXT, key)
     return unpack_text(raw) if raw is not None else None
+
+
+def simhash_candidates(
+    store: DedupStore, scope: str, simhash: int, max_distance: int | None = None
+) -> Iterator[tuple[int, str]]:
+    """(stored simhash, cluster id) sharing at least one 16-bit block with ``simhash`` (within
+    ``max_distance``, if given): :meth:`~DedupStore.near_candidates` without bands."""
+    return iter(store.near_candidates(scope, simhash, (), max_distance).simhash)
+
+
+def band_candidates(store: DedupStore, scope: str, bands: Iterable[int]) -> set[str]:
+    """Cluster ids that collide with ``bands`` in at least one LSH band:
+    :meth:`~DedupStore.near_candidates` without a SimHash."""
+    return store.near_candidates(scope, None, bands).bands
 
 
 # -- clusters -----------------------------------------------------------------

@@ -30,6 +30,7 @@ from scrapy_dedup.store.records import (
     iter_clusters,
     iter_urls,
     put_cluster,
+    put_meta,
 )
 
 
@@ -142,11 +143,11 @@ def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) ->
         result.clusters += 1
     if next(store.scan(CHUNKS), None) is not None:
         # representatives may have changed: the next crawl settles the chunk statuses again
-        store.put_meta("chunks_owed", True)
+        put_meta(store, "chunks_owed", True)
     # what changed before the damage cannot be told: earlier exports' tokens are refused, not
     # answered in part
     store.delete_meta("changes")
-    store.put_meta("repaired", {"records": result.records, "clusters": result.clusters})
+    put_meta(store, "repaired", {"records": result.records, "clusters": result.clusters})
     return result
 
 

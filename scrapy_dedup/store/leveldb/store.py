@@ -70,7 +70,9 @@ from scrapy_dedup.store.base import (
     CLUSTER,
     EMITTED,
     EXACT,
+    FRONTIER,
     MEMBERS,
+    META,
     MINHASH,
     PENDING,
     RAW,
@@ -79,6 +81,7 @@ from scrapy_dedup.store.base import (
     URL,
     VARIANT,
     DedupStore,
+    NearCandidates,
     StoreBatch,
     StoreError,
     StoreLocked,
@@ -89,6 +92,7 @@ from scrapy_dedup.store.base import (
 from scrapy_dedup.store.leveldb.holder import held_message, record_holder, release_holder
 from scrapy_dedup.store.leveldb.packed_tables import BANDS_SPEC, SIMHASH_SPEC, PackedBands, PackedSimhashTables
 from scrapy_dedup.store.leveldb.snapshot import copy_store
+from scrapy_dedup.store.records import get_meta
 
 _RUN = struct.Struct(">I")
 #: copies attempted while a writer keeps changing the store's files
@@ -115,6 +119,7 @@ _TABLE_PREFIX = {
     BOILERPLATE: b"B:",
     BOILERPLATE_GROUP: b"G:",
     CHANGES: b"D:",
+    META: b"m:",
 }
 #: owned set -> (key prefix, separator between owner and member)
 _SET_PREFIX = {ALIASES: (b"a:", b"\0"), MEMBERS: (b"k:", b":")}
@@ -255,7 +260,7 @@ class LevelDBStore(DedupStore):
             "by a running crawl, {holder} (LevelDB allows one process per store); try again when it ends",
             create_if_missing=False,
         )
-        store.params = store.get_meta("params") or {}
+        store.params = get_meta(store, "params") or {}
         store._check_format(store.params)
         store._read_run()
         store._open_indexes()
@@ -338,6 +343,10 @@ class LevelDBStore(DedupStore):
         for k, value in self._db.iterator(prefix=prefix):
             yield k[len(prefix):].decode(), value
 
+    def count(self, table: str) -> int:
+        prefix = b"f:" if table == FRONTIER else _TABLE_PREFIX[table]
+        return sum(1 for _ in self._db.iterator(prefix=prefix, include_value=False))
+
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
         k = record_key(table, key)
         previous = self._db.get(k)
@@ -381,23 +390,14 @@ class LevelDBStore(DedupStore):
 
     def delete_meta(self, name: str) -> None:
         with self._writing():
-            self._db.delete(b"m:" + name.encode())
+            self._db.delete(record_key(META, name))
 
-    # -- metadata -----------------------------------------------------------
-    def get_meta(self, name: str) -> Any:
-        raw = self._db.get(b"m:" + name.encode())
-        return json.loads(raw) if raw is not None else None
-
-    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
-        previous = self.get_meta(name) if if_absent else None  # one process writes the store
-        if previous is None:
-            with self._writing():
-                self._db.put(b"m:" + name.encode(), json.dumps(value, sort_keys=True).encode())
-        return previous
-
+    # -- counters -----------------------------------------------------------
     def increment_meta(self, name: str) -> int:
-        value = int(self.get_meta(name) or 0) + 1
-        self.put_meta(name, value)
+        k = record_key(META, name)
+        value = int(json.loads(self._db.get(k) or b"0")) + 1  # one process writes the store
+        with self._writing():
+            self._db.put(k, json.dumps(value).encode())
         return value
 
     # -- frontier -----------------------------------------------------------
@@ -414,18 +414,10 @@ class LevelDBStore(DedupStore):
                 self._db.put(k, _RUN.pack(run) + previous[4:])
         return last_run, first_url
 
-    def frontier_size(self) -> int:
-        return sum(1 for _ in self._db.iterator(prefix=b"f:", include_value=False))
-
     # -- near-duplicate index -----------------------------------------------
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
-        for fp, cid in self._tables.near(scope_id(scope), simhash, max_distance):
-            yield fp, cid.hex()
-
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        bands = band_tuple(bands)
-        if not bands:
-            return set()
-        return {cid.hex() for cid in self._bands.colliding(scope_id(scope), bands)}
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
+        sid, bands = scope_id(scope), band_tuple(bands)
+        near = [] if simhash is None else [(fp, cid.hex()) for fp, cid in self._tables.near(sid, simhash, max_distance)]
+        return NearCandidates(near, {cid.hex() for cid in self._bands.colliding(sid, bands)} if bands else set())

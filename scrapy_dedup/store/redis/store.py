@@ -7,7 +7,7 @@ are in :mod:`scrapy_dedup.store.redis.keys`, the atomic calls in
 ``functions.lua``. Beyond that layout:
 
 =================================  ===========================================
-``P:m:{P:m}``                      metadata (hash: name -> JSON), the run counter
+``P:m:{P:m}``                      metadata, the META table (hash: name -> JSON), the run counter
 ``P:h:{P:m}``                      holders: id -> heartbeat deadline and run (see below)
 ``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 or 16,384 hashes (see
                                    *record tables* in keys: digests as fields)
@@ -60,6 +60,8 @@ from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store.base import (
     ALIASES,
     EXACT,
+    FRONTIER,
+    META,
     PENDING,
     STORE_FORMAT,
     URL,
@@ -68,13 +70,14 @@ from scrapy_dedup.store.base import (
     DecisionReads,
     DedupStore,
     IncompatibleStore,
+    NearCandidates,
     OweOffer,
     StoreBatch,
     StoreError,
     StoreWriteError,
     band_tuple,
 )
-from scrapy_dedup.store.records import get_url
+from scrapy_dedup.store.records import get_meta, get_url
 from scrapy_dedup.store.redis import keys as rk
 from scrapy_dedup.store.redis.functions import (
     _STORE_FAILURES,
@@ -204,10 +207,8 @@ class _DecisionState(threading.local):
         #: (table, key) -> value, read with a hold's own round trip: each answers one get, and
         #: any write of this thread drops them
         self.prefetched: dict[tuple[str, str], bytes | None] = {}
-        #: (scope, band hashes, tokens) of the band buckets read with the hold
-        self.settled_bands: tuple[str, tuple[int, ...], set[bytes]] | None = None
-        #: (scope, simhash, max distance, entries) of the SimHash buckets read with the hold
-        self.settled_near: tuple[str, int, int, set[tuple[int, bytes]]] | None = None
+        #: ((scope, simhash, band hashes, max distance), candidates) read with the hold
+        self.settled_near: tuple[tuple[str, int | None, tuple[int, ...], int], NearCandidates] | None = None
         #: one server, inside a hold: (commands, atomic, function given the replies or None)
         #: to send before the next read or with the outermost hold's release
         self.queued: list[tuple[list[tuple], bool, Callable[[list], None] | None]] = []
@@ -218,13 +219,15 @@ class _DecisionState(threading.local):
     def forget_reads(self) -> None:
         self.prefetched.clear()
         self.unclaimed.clear()
-        self.settled_bands = self.settled_near = None
+        self.settled_near = None
 
 
 class RedisStore(DedupStore):
     """A store on a Redis server or cluster, shared by every process that opens it."""
 
     shared = True
+    #: tables keyed by digests of their keys (see keys.py)
+    unscannable = frozenset(table for table, layout in rk.TABLES.items() if layout.key is None)
 
     def __init__(
         self,
@@ -252,7 +255,7 @@ class RedisStore(DedupStore):
         store.lease_ms = LEASE_MS
         with store._opening():
             store._connect(RetryPolicy())
-            store.params = store.get_meta("params")
+            store.params = get_meta(store, "params")
         if store.params is None:
             store.close()
             raise StoreError(f"no dedup store at {store.path!r} under the key prefix {prefix!r}")
@@ -477,12 +480,6 @@ class RedisStore(DedupStore):
         self._hold(pending_id)
         return True
 
-    def pending_count(self) -> int:
-        pipe = self.client.pipeline(transaction=False)
-        for shard in range(rk.PENDING_SHARDS):
-            pipe.hlen(rk.pending_shard(self.prefix, shard))
-        return sum(int(n) for n in pipe.execute())
-
     def held_pending(self) -> list[str]:
         # a request this process owed may have been fetched and settled by another (a shared
         # scrapy-redis queue), or recovered: forget those first
@@ -597,27 +594,38 @@ class RedisStore(DedupStore):
         records; the function returned keeps the replies for the matching's reads (each
         answers once, before any write)."""
         scope, simhash, bands, max_distance, reads = first
-        bands = band_tuple(bands)
+        asked = (scope, simhash, band_tuple(bands), max_distance)
         d = self._decision
-        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, [simhash], max_distance)
-        groups = rk.band_calls(self.prefix, scope, bands)
-        for keys, entries in groups:
-            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
+        decode_near = self._queue_near(pipe, *asked)
         ahead = [(table, k) for table, k in reads if table != PENDING]
         for table, k in ahead:
             pipe.execute_command(*self._read_command(table, k))
 
         def decode(replies: list) -> None:
-            near_at = len(replies) - len(ahead) - len(groups)
-            if decode_near is not None:
-                assert simhash is not None, "a near read is queued for a SimHash only"
-                d.settled_near = (scope, simhash, max_distance, decode_near(replies[:near_at])[0])
-            if bands:
-                found = replies[near_at : near_at + len(groups)]
-                d.settled_bands = (scope, bands, {token for reply in found for _, token in rk.band_found(reply)})
-            values = replies[near_at + len(groups) :]
+            near_at = len(replies) - len(ahead)
+            d.settled_near = (asked, decode_near(replies[:near_at]))
+            values = replies[near_at:]
             d.prefetched.update(zip(ahead, values))
             d.unclaimed.update(k for (table, k), value in zip(ahead, values) if table == EXACT and value is None)
+
+        return decode
+
+    def _queue_near(
+        self, pipe: Any, scope: str, simhash: int | None, bands: tuple[int, ...], max_distance: int
+    ) -> Callable[[list], NearCandidates]:
+        """Queue the reads of the SimHash buckets of ``simhash`` (none for None) and of the band
+        buckets of ``bands``; the function returned turns their replies (theirs only, in order)
+        into the candidates."""
+        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, [simhash], max_distance)
+        groups = rk.band_calls(self.prefix, scope, bands)
+        for keys, entries in groups:
+            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
+
+        def decode(replies: list) -> NearCandidates:
+            near_at = len(replies) - len(groups)
+            near = sorted(decode_near(replies[:near_at])[0]) if decode_near is not None else []
+            found = {token.hex() for reply in replies[near_at:] for _, token in rk.band_found(reply)}
+            return NearCandidates([(fp, token.hex()) for fp, token in near], found)
 
         return decode
 
@@ -699,7 +707,10 @@ class RedisStore(DedupStore):
         return f"{self.prefix}:m:{{{self.prefix}:m}}"
 
     def _slot(self, table: str, key: str) -> tuple[str, bytes]:
-        """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis.keys.table_slot`)."""
+        """(shard hash, field) of a record (:func:`~scrapy_dedup.store.redis.keys.table_slot`);
+        the metadata is one hash, its names the fields."""
+        if table == META:
+            return self._meta_key(), key.encode("utf-8", "surrogatepass")
         return rk.table_slot(self.prefix, table, key)
 
     def _read_command(self, table: str, key: str) -> tuple:
@@ -769,6 +780,10 @@ class RedisStore(DedupStore):
         # The writes that wait go first, as one server's batch carries them: a request settled by
         # this batch must not be durable before what its page added.
         self.flush()
+        if len(commands) == 1:
+            # one command is atomic by itself: no journal (a metadata write, say)
+            self.client.execute_command(*commands[0])
+            return
         self._journalled(commands)
 
     def _journalled(self, commands: list[tuple]) -> None:
@@ -828,8 +843,15 @@ class RedisStore(DedupStore):
         return [("HSETNX" if if_absent else "HSET", *self._slot(URL, key), value),
                 ("HDEL", self._first_urls_key(bucket), rid)]
 
-    def scannable(self, table: str) -> bool:
-        return table == PENDING or rk.table_layout(table).key is not None
+    def count(self, table: str) -> int:
+        if table == FRONTIER:
+            return self.fn.frontier_size()
+        if table != PENDING:
+            return super().count(table)
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(rk.PENDING_SHARDS):
+            pipe.hlen(rk.pending_shard(self.prefix, shard))
+        return sum(int(n) for n in pipe.execute())
 
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:
         if table == PENDING:
@@ -837,6 +859,11 @@ class RedisStore(DedupStore):
                 rows = self._hash(rk.pending_shard(self.prefix, shard))
                 for field in sorted(rows):
                     yield field.decode("utf-8", "surrogatepass"), _payload(rows[field])
+            return
+        if table == META:
+            rows = self._hash(self._meta_key())
+            for field in sorted(rows):
+                yield field.decode("utf-8", "surrogatepass"), rows[field]
             return
         layout = rk.table_layout(table)
         if layout.key is None:
@@ -874,19 +901,7 @@ class RedisStore(DedupStore):
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
 
-    # -- metadata -----------------------------------------------------------
-    def get_meta(self, name: str) -> Any:
-        raw = self.client.hget(self._meta_key(), name)
-        return json.loads(raw) if raw is not None else None
-
-    def put_meta(self, name: str, value: Any, if_absent: bool = False) -> Any:
-        raw = json.dumps(value, sort_keys=True)
-        if not if_absent:
-            self.client.hset(self._meta_key(), name, raw)
-            return None
-        current = self.client.fcall("sdd_exact_claim", 1, self._meta_key(), name, raw)
-        return None if current is None else json.loads(current)
-
+    # -- counters -----------------------------------------------------------
     def increment_meta(self, name: str) -> int:
         return int(self.client.hincrby(self._meta_key(), name, 1))
 
@@ -998,33 +1013,19 @@ class RedisStore(DedupStore):
             waiting, self._waiting = self._waiting, []
         return waiting
 
-    def frontier_size(self) -> int:
-        return self.fn.frontier_size()
-
     # -- near-duplicate index -----------------------------------------------
-    def simhash_candidates(
-        self, scope: str, simhash: int, max_distance: int | None = None
-    ) -> Iterator[tuple[int, str]]:
-        max_distance = 64 if max_distance is None else max_distance
+    def near_candidates(
+        self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
+    ) -> NearCandidates:
+        # both indexes in one round trip, or none when the decision's hold read them
+        asked = (scope, simhash, band_tuple(bands), 64 if max_distance is None else max_distance)
         d = self._decision
         held, d.settled_near = d.settled_near, None
-        if held is not None and held[:3] == (scope, simhash, max_distance):
-            settled = held[3]
-        else:
-            settled = self.fn.near_scan(scope, simhash, max_distance)
-        for fp, token in sorted(settled):
-            yield fp, token.hex()
-
-    def band_candidates(self, scope: str, bands: Iterable[int]) -> set[str]:
-        bands = tuple(bands)
-        d = self._decision
-        held, d.settled_bands = d.settled_bands, None
-        if held is not None and held[0] == scope and held[1] == bands:
-            return {token.hex() for token in held[2]}
+        if held is not None and held[0] == asked:
+            return held[1]
         pipe = self.client.pipeline(transaction=False)
-        for keys, entries in rk.band_calls(self.prefix, scope, bands):
-            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
-        return {token.hex() for found in pipe.execute() for _, token in rk.band_found(found)}
+        decode = self._queue_near(pipe, *asked)
+        return decode(pipe.execute())
 
 
 def _payload(held: bytes) -> bytes:
@@ -1066,16 +1067,16 @@ _CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark_many", 
                        "flush", "hold_pending"})
 
 #: the calls that write: none goes once a write of this process was refused (RedisStore._refused)
-_WRITERS = frozenset({"_apply", "put_if_absent", "put_meta", "increment_meta", "_frontier_mark",
+_WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_mark",
                       "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
-    "_apply", "get", "scan", "put_if_absent", "set_members", "get_meta", "put_meta",
-    "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "frontier_size",
-    "simhash_candidates", "band_candidates", "begin_run",
-    "claim_pending", "pending_count", "hold_pending", "held_pending",
+    "_apply", "get", "scan", "put_if_absent", "set_members",
+    "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "count",
+    "near_candidates", "begin_run",
+    "claim_pending", "hold_pending", "held_pending",
 ):
     _guard(_name)
