@@ -351,3 +351,22 @@ def test_a_store_compacts_when_it_closes(tmp_path):
         assert next(store._db.iterator(prefix=b"z"), None) is None
         assert store.near_candidates("", docs[0][0], (), 0).simhash == []
         assert store.near_candidates("", docs[-1][0], (), 0).simhash == [docs[-1]]
+
+
+def test_a_near_lookup_reads_the_bands_only_when_they_are_read(tmp_path):
+    """A page a SimHash candidate decides costs no band lookup: on LevelDB ``near_candidates``
+    reads the band index when its answer's ``bands`` are first read, once."""
+    from scrapy_dedup.core.bands import band_hashes
+    from scrapy_dedup.store.leveldb import LevelDBStore
+
+    bands = band_hashes(bytes(range(256)) * 4)
+    with LevelDBStore(str(tmp_path / "store"), {}) as store:
+        with store.batch() as batch:
+            batch.index_near("", 0b1011, bands, "00000000000000aa")
+        lookups = []
+        colliding = store._bands.colliding
+        store._bands.colliding = lambda *args: lookups.append(args) or colliding(*args)
+        near = store.near_candidates("", 0b1011, bands)
+        assert near.simhash == [(0b1011, "00000000000000aa")] and lookups == []
+        assert near.bands == {"00000000000000aa"} and near.bands == {"00000000000000aa"}
+        assert len(lookups) == 1

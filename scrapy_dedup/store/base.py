@@ -61,10 +61,10 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import xxhash
 
@@ -114,14 +114,26 @@ FRONTIER = "frontier"
 DecisionReads = tuple[str, int | None, tuple[int, ...], int, tuple[tuple[str, str], ...]]
 
 
-class NearCandidates(NamedTuple):
-    """The near-duplicate candidates of a fingerprint (:meth:`DedupStore.near_candidates`)."""
+class NearCandidates:
+    """The near-duplicate candidates of a fingerprint (:meth:`DedupStore.near_candidates`).
 
-    #: (stored simhash, cluster id) of the entries sharing at least one 16-bit block with the
-    #: SimHash (within the Hamming distance asked for, if any)
-    simhash: list[tuple[int, str]]
-    #: ids of the clusters that collide with the band hashes in at least one LSH band
-    bands: set[str]
+    A backend whose reads are local may give ``bands`` as a function, called when they are
+    first read: a SimHash candidate often decides a page before its bands are needed."""
+
+    __slots__ = ("_bands", "simhash")
+
+    def __init__(self, simhash: list[tuple[int, str]], bands: set[str] | Callable[[], set[str]]) -> None:
+        #: (stored simhash, cluster id) of the entries sharing at least one 16-bit block with the
+        #: SimHash (within the Hamming distance asked for, if any)
+        self.simhash = simhash
+        self._bands = bands
+
+    @property
+    def bands(self) -> set[str]:
+        """Ids of the clusters that collide with the band hashes in at least one LSH band."""
+        if callable(self._bands):
+            self._bands = self._bands()
+        return self._bands
 
 
 @dataclass

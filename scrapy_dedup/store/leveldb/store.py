@@ -420,4 +420,4 @@ class LevelDBStore(DedupStore):
     ) -> NearCandidates:
         sid, bands = scope_id(scope), band_tuple(bands)
         near = [] if simhash is None else [(fp, cid.hex()) for fp, cid in self._tables.near(sid, simhash, max_distance)]
-        return NearCandidates(near, {cid.hex() for cid in self._bands.colliding(sid, bands)} if bands else set())
+        return NearCandidates(near, lambda: {cid.hex() for cid in self._bands.colliding(sid, bands)} if bands else set())
