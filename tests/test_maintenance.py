@@ -241,6 +241,14 @@ def test_repair_on_redis_says_in_one_line_what_it_offers_instead(ingested, tmp_p
     assert "redis-check-aof" in proc.stderr and "`scrapy dedup check`" in proc.stderr
 
 
+def test_migrate_on_redis_says_in_one_line_why_it_does_not_apply(redis_single, tmp_path):
+    proc = _cli(tmp_path, "migrate", "--store", redis_single.url, "--redis-prefix", "test:migrate")
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("scrapy dedup: migrate rewrites a LevelDB store's files in place")
+    assert "DEDUP_REDIS_PREFIX" in proc.stderr
+
+
 def test_check_of_a_memory_store_runs_the_checks_its_tables_allow():
     store = MemoryStore("mem-check", {"test": 1})
     try:

@@ -388,8 +388,8 @@ class Command(ScrapyCommand):
 
         config = self._config(opts)
         kwargs = {"min_tokens": config.min_tokens, "authority": tuple(config.authority)}
-        if opts.subcommand == "repair" and self._on_redis(opts):
-            return self._fail(maintenance.NOT_REPAIRABLE)
+        if self._on_redis(opts):
+            return self._fail(maintenance.NOT_REPAIRABLE if opts.subcommand == "repair" else maintenance.NOT_MIGRATABLE)
         try:
             path = store_path(self.settings, opts.store, opts.spider)
             if opts.subcommand == "migrate":

@@ -45,6 +45,13 @@ NOT_REPAIRABLE = (
     "in place, and the server's files are checked with redis-check-rdb / redis-check-aof"
 )
 
+#: what ``scrapy dedup migrate`` says of a Redis store
+NOT_MIGRATABLE = (
+    "migrate rewrites a LevelDB store's files in place; a Redis store is read as it is when its "
+    "layout is this version's, and one of an earlier layout is refused at start: crawl into a new "
+    "DEDUP_REDIS_PREFIX"
+)
+
 
 @dataclass
 class CheckResult:
