@@ -201,6 +201,16 @@ def test_the_readme_counts_the_store_protocol():
     assert "frontier_mark_many" in protocol(DedupStore) and "get_url" not in protocol(DedupStore)
 
 
+def test_the_readme_counts_the_redis_backend_lines():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = re.search(r"^\| Redis backend, Python \+ Lua lines \| [^|]+ \| ([\d,]+) \|", readme, re.M)
+    assert row, "the README's Inside table counts the Redis backend's lines"
+    files = sorted((ROOT / "scrapy_dedup" / "store" / "redis").glob("*.py")) + sorted(
+        (ROOT / "scrapy_dedup" / "store" / "redis").glob("*.lua"))
+    lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in files)
+    assert int(row[1].replace(",", "")) == lines
+
+
 def test_the_readme_gives_each_memory_bound_the_code_has():
     from scrapy_dedup.core import hostrules
     from scrapy_dedup.crawl import sources
