@@ -505,9 +505,9 @@ class DedupStore(abc.ABC):
 
 # The typed reads (get_url, iter_clusters, ...), the counts (frontier_size, pending_count: count(table)),
 # the near-duplicate candidates (simhash_candidates, band_candidates: near_candidates), the metadata
-# (get_meta, put_meta: the META table), scannable (the attribute unscannable) and a batch's typed writes (put_cluster, put_pending, ...) were
-# methods before 0.3.0; they are functions of scrapy_dedup.store.records now, and the old names call
-# them with a DeprecationWarning.
+# (get_meta, put_meta: the META table), scannable (the attribute unscannable) and a batch's typed
+# writes (put_cluster, put_pending, ...) were methods before 0.3.0; they are functions of
+# scrapy_dedup.store.records now, and the old names call them with a DeprecationWarning.
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
