@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from local_site import LocalSite
+from test_redis_scrapy_redis import scrapy_redis_settings
 from testing import run_crawl
 
 from scrapy_dedup.store.redis.keys import default_prefix
@@ -178,12 +179,7 @@ def test_the_tutorial_spider_ends_complete_on_leveldb(site, tmp_path):
 
 def test_two_processes_with_scrapy_redis_end_complete(site, tmp_path, redis_single):
     name = f"tutorial{uuid.uuid4().hex[:8]}"
-    settings = {
-        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-        "SCHEDULER_PERSIST": True,
-        "REDIS_URL": redis_single.url,
-        "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
-    }
+    settings = scrapy_redis_settings(redis_single.url, persist=True)
     results = [None, None]
 
     def run(i: int) -> None:
@@ -217,13 +213,7 @@ def test_a_process_whose_pages_yielded_nothing_yet_waits_for_the_first_links_of_
     start requests are not filtered, so nothing is owed for them. It waits for that page's links
     instead of ending at once, and the two share the crawl."""
     name = f"tutorial{uuid.uuid4().hex[:8]}"
-    settings = {
-        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-        "SCHEDULER_PERSIST": True,
-        "REDIS_URL": redis_single.url,
-        "DUPEFILTER_CLASS": "scrapy_dedup.dupefilter.DedupDupeFilter",
-        "DOWNLOAD_TIMEOUT": SLOW_START * 3,
-    }
+    settings = {**scrapy_redis_settings(redis_single.url, persist=True), "DOWNLOAD_TIMEOUT": SLOW_START * 3}
     results: dict[int, object] = {}
     ended: dict[int, float] = {}
     site.slow_asked.clear()
