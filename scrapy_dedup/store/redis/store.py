@@ -90,6 +90,7 @@ from scrapy_dedup.store.redis.functions import (
     is_cluster,
     redact,
     refused_as_full,
+    sent_again,
 )
 from scrapy_dedup.store.redis.wire import FunctionsMissing
 
@@ -558,6 +559,7 @@ class RedisStore(DedupStore):
         try:
             self._check_not_refused()
             holder = self._tag(str(next(self._holds)).encode())
+            again = sent_again()
             self._send_queued()
             if not one_server:
                 self.flush()
@@ -577,7 +579,7 @@ class RedisStore(DedupStore):
             with contextlib.suppress(*_STORE_FAILURES):
                 self.client.fcall("sdd_release", 1, lock, field, holder)
             raise self._stopped_by(exc) from None
-        if not taken:
+        if not taken and not (sent_again() != again and self._took_it(lock, field, holder)):
             raise DecisionBusy(key)
         if one_server:
             d.prefetched[(URL, key)] = replies[0]
@@ -588,6 +590,15 @@ class RedisStore(DedupStore):
             yield
         finally:
             self._leave_hold(("FCALL", "sdd_release", 1, lock, field, holder), True)
+
+    def _took_it(self, lock: str, field: bytes, holder: bytes) -> bool:
+        """Whether the lock holds ``holder``, the tag of this hold alone (each hold is numbered):
+        then the round trip that took it lost its reply, and redis-py sent it again, whose HSETNX
+        answered 0."""
+        try:
+            return bool(self.client.hget(lock, field) == holder)
+        except _STORE_FAILURES as exc:
+            raise self._stopped_by(exc) from None
 
     def _queue_first_reads(self, pipe: Any, first: DecisionReads) -> Callable[[list], None]:
         """Queue what a decision reads first: its SimHash and band buckets and its first
@@ -908,9 +919,14 @@ class RedisStore(DedupStore):
     # -- frontier -----------------------------------------------------------
     def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         bucket, rid = rk.frontier_slot(self.prefix, key)
+        again = sent_again()
         previous, first_url = self._carrying(
             "FCALL", "sdd_frontier_mark_url", 2, bucket, self._first_urls_key(bucket), run, rid, url
         )
+        if int(previous) == run and sent_again() != again:
+            # sent again after a lost reply: the mark seen may be this call's own first one, so
+            # the key counts as new (fetched twice at worst, never left unfetched)
+            return None
         return self._marked(key, url, int(previous), first_url)
 
     def _marked(self, key: str, url: str, previous: int, first_url: bytes | None) -> tuple[int, str] | None:
@@ -929,16 +945,19 @@ class RedisStore(DedupStore):
         if not self.fn.fused or any(offer is None for _, _, offer in entries):
             return super().frontier_mark_many(run, entries)  # two slots on a cluster: two calls
         owing = cast("list[tuple[str, str, OweOffer]]", entries)
+        again = sent_again()
         if len(owing) < 2:  # one call, with the writes that wait
-            return [self._marked_owing(key, url, offer, self._carrying(*self._mark_owe_command(key, run, url, offer)))
-                    for key, url, offer in owing]
-        pipe, waiting = self._pipeline()  # the writes that wait go first, in the same round trip
-        for key, url, offer in owing:
-            pipe.execute_command(*self._mark_owe_command(key, run, url, offer))
-        replies = pipe.execute(raise_on_error=False)
+            replies = [self._carrying(*self._mark_owe_command(key, run, url, offer)) for key, url, offer in owing]
+            waiting = 0
+        else:
+            pipe, waiting = self._pipeline()  # the writes that wait go first, in the same round trip
+            for key, url, offer in owing:
+                pipe.execute_command(*self._mark_owe_command(key, run, url, offer))
+            replies = pipe.execute(raise_on_error=False)
+        resent = run if sent_again() != again else None
         # a mark the server refused (full) fails the call, but the requests owed by the marks
         # before it are held all the same: this process hands them over when it closes
-        answers = [self._marked_owing(key, url, offer, reply)
+        answers = [self._marked_owing(key, url, offer, reply, resent)
                    for (key, url, offer), reply in zip(owing, replies[waiting:]) if not isinstance(reply, Exception)]
         for reply in replies:
             if isinstance(reply, Exception):
@@ -951,8 +970,17 @@ class RedisStore(DedupStore):
                 rk.pending_key(self.prefix, owe.pending_id), self._slot(URL, key)[0], run, rid, url,
                 owe.pending_id, self._holder(), owe.blob, key)
 
-    def _marked_owing(self, key: str, url: str, owe: OweOffer, reply: list) -> tuple[int, str] | None:
+    def _marked_owing(
+        self, key: str, url: str, owe: OweOffer, reply: list, resent: int | None
+    ) -> tuple[int, str] | None:
+        """What a mark-and-owe answered. ``resent``: the run, when the round trip was sent again
+        after a lost reply; a mark of this run then may be the call's own first one, which owed
+        the request under this holder: so it was."""
         previous, first_url, owed, recorded = reply
+        if int(previous) == resent and not int(owed):
+            mine = self._tag(owe.blob)
+            if self.client.hget(rk.pending_key(self.prefix, owe.pending_id), owe.pending_id) == mine:
+                previous, owed, recorded = 0, 1, 1
         if int(owed):
             self._hold(owe.pending_id)
             owe.owed = True

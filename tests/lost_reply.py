@@ -1,0 +1,73 @@
+"""A TCP relay on 127.0.0.1 in front of a real redis-server that loses replies: it passes a chunk
+of commands to the server, then closes the connection instead of passing the server's reply back.
+The server has run the commands; the client sees a dropped connection, as when a server is
+restarted right after a write. It loses the reply to the next chunk naming ``armed`` (then
+disarms), and, with ``every``, to every ``every``-th chunk after the first ``after``."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class LostReplyRelay:
+    def __init__(self, upstream_port: int, every: int = 0, after: int = 0) -> None:
+        self.upstream_port = upstream_port
+        self.armed: bytes | None = None
+        self.every, self.after = every, after
+        self.chunks = 0  # chunks passed to the server so far
+        self.lost = 0  # replies lost so far
+        self._count = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = []
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LostReplyRelay:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._listener.close()
+        for s in self._sockets:
+            s.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self._sockets += [client, server]
+            losing = threading.Event()
+            threading.Thread(target=self._up, args=(client, server, losing), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client, losing), daemon=True).start()
+
+    def _up(self, client: socket.socket, server: socket.socket, losing: threading.Event) -> None:
+        try:
+            while chunk := client.recv(65536):
+                with self._count:
+                    self.chunks += 1
+                    nth = self.every and self.chunks > self.after and (self.chunks - self.after) % self.every == 0
+                if nth or (self.armed is not None and self.armed in chunk):
+                    self.armed = None
+                    losing.set()
+                server.sendall(chunk)
+        except OSError:
+            pass
+
+    def _down(self, server: socket.socket, client: socket.socket, losing: threading.Event) -> None:
+        try:
+            while chunk := server.recv(65536):
+                if losing.is_set():  # the server ran the command: its reply goes nowhere
+                    self.lost += 1
+                    for s in (client, server):
+                        s.shutdown(socket.SHUT_RDWR)
+                    return
+                client.sendall(chunk)
+        except OSError:
+            pass

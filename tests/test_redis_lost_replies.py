@@ -1,0 +1,86 @@
+"""A reply lost after the server ran the commands: redis-py sends the round trip again, and the
+second sending sees the first one's effect. Each write whose answer the crawl reads must take
+that for its own, never for another process's (a wait for nobody) or for a page seen before (a
+page never fetched). A real redis-server behind a TCP relay that drops the connection instead
+of passing a reply back (tests/lost_reply.py)."""
+
+from __future__ import annotations
+
+import pytest
+from lost_reply import LostReplyRelay
+from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
+
+from scrapy_dedup.store.base import DecisionBusy, OweOffer
+from scrapy_dedup.store.redis.store import RedisStore
+
+PARAMS = {"test": 1}
+
+
+@pytest.fixture
+def relayed(redis_single, redis_prefix):
+    """(a store reached through the relay, another process's store, the relay)."""
+    with LostReplyRelay(redis_single.port) as relay:
+        a = RedisStore(relay.url, PARAMS, prefix=redis_prefix)
+        b = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
+        try:
+            yield a, b, relay
+        finally:
+            a.close()
+            b.close()
+
+
+def test_a_decision_lock_whose_reply_was_lost_is_held_by_its_retry(relayed):
+    """Without this the crawl waited 120 s for another process that was itself, then dropped
+    the page undecided (a server restarted with its data mid-crawl)."""
+    a, b, relay = relayed
+    a.begin_run()
+    relay.armed = b"HSETNX"
+    with a.hold_document("k"):
+        assert relay.lost == 1  # taken, the reply lost, and sent again
+        with pytest.raises(DecisionBusy), b.hold_document("k"):
+            pass
+    with b.hold_document("k"):  # a released it
+        with pytest.raises(DecisionBusy), a.hold_document("k"):
+            pass  # another live holder's lock stays another's
+
+
+def test_a_link_marked_and_owed_by_a_round_trip_whose_reply_was_lost_is_fetched(relayed):
+    a, b, relay = relayed
+    run = a.begin_run()
+    offer = OweOffer("k", b"the request")
+    relay.armed = b"sdd_frontier_mark_owe"
+    assert a.frontier_mark_many(run, [("k", "http://h/k", offer)]) == [None]  # new: it is fetched
+    assert relay.lost == 1
+    assert offer.owed and a.held_pending() == ["k"]
+    # a key another process marked and owes in this run stays seen
+    other = OweOffer("j", b"another request")
+    assert b.frontier_mark_many(run, [("j", "http://h/j", other)]) == [None]
+    relay.armed = b"sdd_frontier_mark_owe"
+    mine = OweOffer("j", b"another request")
+    assert a.frontier_mark_many(run, [("j", "http://h/j", mine)]) == [(run, "http://h/j")]
+    assert relay.lost == 2 and not mine.owed and a.held_pending() == ["k"]
+
+
+def test_a_link_marked_by_a_round_trip_whose_reply_was_lost_is_fetched(relayed):
+    a, b, relay = relayed
+    run = a.begin_run()
+    relay.armed = b"sdd_frontier_mark_url"
+    assert a.frontier_mark_many(run, [("k", "http://h/k", None)]) == [None]
+    assert relay.lost == 1
+    assert b.frontier_mark_many(run, [("k", "http://h/k", None)]) == [(run, "http://h/k")]
+
+
+def test_a_crawl_that_loses_every_29th_reply_ends_as_one_on_leveldb(demo_server, tmp_path, redis_single, redis_prefix):
+    """Every 29th round trip after start-up loses its reply (about 35 of a crawl of the demo
+    site, on every kind of command): the crawl ends as one on LevelDB does."""
+    from test_redis_crawl import SUMMARY_FIGURES, summary
+
+    expected = summary("--store", str(run_crawl(demo_server.url + "/", tmp_path / "leveldb").out_dir / "store"))
+    with LostReplyRelay(redis_single.port, every=29, after=60) as relay:
+        settings = {"DEDUP_STORE": relay.url, "DEDUP_REDIS_PREFIX": redis_prefix}
+        outcome = run_crawl(demo_server.url + "/", tmp_path / "redis", settings, check=False, timeout=240)
+    assert relay.lost > 20
+    assert outcome.stat("finish_reason") == "finished", outcome.log[-3000:]
+    assert "Traceback" not in outcome.log and " ERROR: " not in outcome.log, outcome.log[-3000:]
+    got = summary("--store", redis_single.url, "--redis-prefix", redis_prefix)
+    assert {k: got[k] for k in SUMMARY_FIGURES} == {k: expected[k] for k in SUMMARY_FIGURES}
