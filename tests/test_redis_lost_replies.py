@@ -84,3 +84,23 @@ def test_a_crawl_that_loses_every_29th_reply_ends_as_one_on_leveldb(demo_server,
     assert "Traceback" not in outcome.log and " ERROR: " not in outcome.log, outcome.log[-3000:]
     got = summary("--store", redis_single.url, "--redis-prefix", redis_prefix)
     assert {k: got[k] for k in SUMMARY_FIGURES} == {k: expected[k] for k in SUMMARY_FIGURES}
+
+
+def test_requests_claimed_by_a_round_trip_whose_reply_was_lost_are_handed_over(relayed, redis_prefix):
+    """Without this a dead process's requests were tagged with the live one that claimed them,
+    which never knew it: nobody fetched them, and the crawl waited for their holder."""
+    from scrapy_dedup.store.records import put_pending
+    from scrapy_dedup.store.redis import keys as rk
+
+    a, b, relay = relayed
+    b.begin_run()
+    with b.batch() as batch:
+        put_pending(batch, "k1", b"one")
+        put_pending(batch, "k2", b"two")
+    mine = OweOffer("k3", b"three")  # a request a owes itself: it is not handed over again
+    assert a.frontier_mark_many(a.begin_run(), [("k3", "http://h/k3", mine)]) == [None]
+    b.close()  # its heartbeat stops now: the others recover what it owed
+    relay.armed = rk.pending_key(redis_prefix, "k1").encode()
+    assert sorted(a.claim_pending()) == [("k1", b"one"), ("k2", b"two")]
+    assert relay.lost == 1
+    assert sorted(a.held_pending()) == ["k1", "k2", "k3"]

@@ -448,7 +448,16 @@ class RedisStore(DedupStore):
             for _ in self.fn.claim(rk.decision_shard(self.prefix, shard), "", dead):
                 pass
         for shard in range(rk.PENDING_SHARDS):
-            for field, payload in self.fn.claim(rk.pending_shard(self.prefix, shard), me, dead):
+            key, again = rk.pending_shard(self.prefix, shard), sent_again()
+            claimed = list(self.fn.claim(key, me, dead))
+            if sent_again() != again:
+                # a step sent again after a lost reply: what its first sending took is tagged
+                # with this holder already, and not in the second sending's reply
+                tag = self._tag(b"")
+                known = set(self._held_ids())
+                claimed = [(field, value[len(tag):]) for field, value in self._hash(key).items()
+                           if value.startswith(tag) and field.decode("utf-8", "surrogatepass") not in known]
+            for field, payload in claimed:
                 pending_id = field.decode("utf-8", "surrogatepass")
                 self._hold(pending_id)
                 yield pending_id, payload
