@@ -7,14 +7,19 @@ simpler to debug, bound by the GIL.
 
 Signals are the crawl process's business: a terminal's Ctrl-C reaches the whole
 process group, and a worker that died of it would fail every item in flight.
-Workers ignore SIGINT and SIGTERM; the crawl stops them when it closes.
+Workers ignore SIGINT and SIGTERM; the crawl stops them when it closes. A crawl
+process that cannot close (SIGKILL, the OOM killer) leaves its workers without a
+parent: each exits within a second of finding itself adopted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -29,11 +34,24 @@ class PoolClosed(RuntimeError):
     """The pool was closed (the crawl is stopping) before the work was done."""
 
 
+#: how often a worker checks that the crawl process that started it is still its parent
+PARENT_CHECK_S = 1.0
+
+
 def _worker_start() -> None:
     # leave SIGINT/SIGTERM to the crawl process, which shuts the pool down in order
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_exit_without, args=(os.getppid(),), daemon=True, name="dedup-parent").start()
     warm_up()
+
+
+def _exit_without(parent: int) -> None:
+    """Exit once ``parent`` is gone (this process adopted by another): a killed crawl process
+    never shuts its pool down, and its workers, deaf to SIGTERM, would otherwise live on."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)
 
 T = TypeVar("T")
 

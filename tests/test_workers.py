@@ -1,0 +1,49 @@
+"""The extraction worker pool's processes (real spawned workers of ExtractionPool)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+#: a crawl process in miniature: a pool whose workers have started, their pids printed
+POOL = """
+import asyncio, multiprocessing
+from scrapy.utils.reactor import install_reactor
+install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+from scrapy_dedup.crawl.workers import ExtractionPool
+pool = ExtractionPool(2)
+asyncio.get_event_loop().run_until_complete(pool.run(abs, -1))
+print(*(p.pid for p in multiprocessing.active_children() if 'Resource' not in p.name), flush=True)
+input()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_workers_of_a_killed_crawl_process_exit():
+    """SIGKILL of the crawl process alone (no process group), as ``kill -9 PID`` or the OOM
+    killer does: its workers ignore SIGTERM and nothing shuts the pool down, yet they go."""
+    proc = subprocess.Popen([sys.executable, "-c", POOL], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(pid) for pid in proc.stdout.readline().split()]
+        assert workers and all(_alive(pid) for pid in workers)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in workers)
+    finally:
+        proc.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
