@@ -106,8 +106,9 @@ class PendingSpiderMiddleware:
         crawler.signals.connect(self._item_error, signal=signals.item_error)
         # requests of a process that died are taken over while the crawl runs
         self._take_over: task.LoopingCall | None = None
-        self._held_when_idle: set[str] = set()
-        self._reissued: set[str] = set()
+        #: the requests that may be on their way elsewhere, held at the last idle moment: id ->
+        #: whether this process issued it once more then
+        self._held_when_idle: dict[str, bool] = {}
         #: when the crawl opened (monotonic), and whether a page's output here yielded anything since
         self._opened_at = 0.0
         self._yielded = False
@@ -190,11 +191,10 @@ class PendingSpiderMiddleware:
             return 0  # another handler of this idle moment issued requests: not idle any more
         held = set(store.held_pending())
         passing = maybe_elsewhere(store, held)
-        twice = passing & self._held_when_idle
-        left = (held - passing) | (twice & self._reissued)
-        again = twice - self._reissued
-        self._held_when_idle = passing - left
-        self._reissued |= again
+        twice = {i: self._held_when_idle[i] for i in passing if i in self._held_when_idle}
+        left = (held - passing) | {i for i, reissued in twice.items() if reissued}
+        again = {i for i, reissued in twice.items() if not reissued}
+        self._held_when_idle = {i: i in again for i in passing - left}
         if left:
             self.pending.close_ids(sorted(left))
             self.state.inc("frontier/left", len(left))
