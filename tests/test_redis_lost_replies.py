@@ -6,6 +6,11 @@ of passing a reply back (tests/lost_reply.py)."""
 
 from __future__ import annotations
 
+import multiprocessing
+import signal
+import time
+from contextlib import contextmanager
+
 import pytest
 from lost_reply import LostReplyRelay
 from testing import demo_server, run_crawl  # noqa: F401 - demo_server is a fixture
@@ -16,17 +21,49 @@ from scrapy_dedup.store.redis.store import RedisStore
 PARAMS = {"test": 1}
 
 
+@contextmanager
+def one_node_cluster(directory):
+    """A relay in front of a cluster of one master holding every slot, which tells its clients to
+    connect through the relay (``cluster-announce-port``): every connection goes through it."""
+    import redis
+    from redis_servers import RedisServer
+
+    relay = LostReplyRelay(0)
+    node = RedisServer(directory, cluster=True, extra=("--cluster-announce-port", str(relay.port))).start()
+    relay.upstream_port = node.port
+    try:
+        with relay, redis.Redis(port=node.port) as admin:
+            admin.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            deadline = time.monotonic() + 30
+            while b"cluster_state:ok" not in admin.execute_command("CLUSTER", "INFO") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            yield relay
+    finally:
+        node.stop()
+
+
+@pytest.fixture(params=["single", "cluster"])
+def relay(request, tmp_path):
+    """A relay in front of a real server, then of a real cluster."""
+    if request.param == "single":
+        with LostReplyRelay(request.getfixturevalue("redis_single").port) as relay:
+            yield relay
+    else:
+        with one_node_cluster(tmp_path / "node") as relay:
+            yield relay
+
+
 @pytest.fixture
-def relayed(redis_single, redis_prefix):
-    """(a store reached through the relay, another process's store, the relay)."""
-    with LostReplyRelay(redis_single.port) as relay:
-        a = RedisStore(relay.url, PARAMS, prefix=redis_prefix)
-        b = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
-        try:
-            yield a, b, relay
-        finally:
-            a.close()
-            b.close()
+def relayed(relay, redis_prefix):
+    """(a store reached through the relay, another process's store, the relay); on a cluster
+    both go through the relay, which loses only the reply it is armed for."""
+    a = RedisStore(relay.url, PARAMS, prefix=redis_prefix)
+    b = RedisStore(relay.url, PARAMS, prefix=redis_prefix)
+    try:
+        yield a, b, relay
+    finally:
+        a.close()
+        b.close()
 
 
 def test_a_decision_lock_whose_reply_was_lost_is_held_by_its_retry(relayed):
@@ -44,6 +81,7 @@ def test_a_decision_lock_whose_reply_was_lost_is_held_by_its_retry(relayed):
             pass  # another live holder's lock stays another's
 
 
+@pytest.mark.parametrize("relay", ["single"], indirect=True)  # one call marks and owes on one server only
 def test_a_link_marked_and_owed_by_a_round_trip_whose_reply_was_lost_is_fetched(relayed):
     a, b, relay = relayed
     run = a.begin_run()
@@ -104,3 +142,29 @@ def test_requests_claimed_by_a_round_trip_whose_reply_was_lost_are_handed_over(r
     assert sorted(a.claim_pending()) == [("k1", b"one"), ("k2", b"two")]
     assert relay.lost == 1
     assert sorted(a.held_pending()) == ["k1", "k2", "k3"]
+
+
+def test_batches_claimed_by_a_round_trip_whose_reply_was_lost_are_finished(tmp_path, redis_prefix):
+    """On a cluster, a dead process's journalled batch is finished before its requests are taken
+    over; the claim that hands it over lost its reply: the batch is finished all the same."""
+    from test_redis_holds import _die_mid_batch
+
+    from scrapy_dedup.store.records import get_cluster, get_url
+
+    with one_node_cluster(tmp_path / "node") as relay:
+        proc = multiprocessing.get_context("fork").Process(target=_die_mid_batch, args=(relay.url, redis_prefix))
+        proc.start()
+        proc.join(30)
+        assert proc.exitcode == -signal.SIGKILL
+        other = RedisStore(relay.url, PARAMS, prefix=redis_prefix)
+        try:
+            assert (get_url(other, "http://h/p") is None) != (get_cluster(other, "00000000000000c1") is None)
+            time.sleep(0.5)  # its lease runs out: it is dead
+            relay.armed = other._journal_key().encode()
+            assert list(other.claim_pending()) == [("http://h/p", b"request")]
+            assert relay.lost == 1
+            assert get_url(other, "http://h/p").cluster_id == "00000000000000c1"
+            assert get_cluster(other, "00000000000000c1").representative == "http://h/p"
+            assert other.client.hlen(other._journal_key()) == 0
+        finally:
+            other.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import re
 import ssl
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -133,28 +132,7 @@ class RetryPolicy:
     backoff_cap: float = 5.0
 
     def build(self) -> Retry:
-        return _CountedRetry(ExponentialBackoff(cap=self.backoff_cap, base=self.backoff_base), self.retries)
-
-
-_sent_again = threading.local()
-
-
-def sent_again() -> int:
-    """How many round trips this thread has sent again after a lost connection. A reply lost
-    after the server ran the commands makes the second sending see their first effect: a caller
-    that reads a write's answer compares this count before and after its call."""
-    return getattr(_sent_again, "count", 0)
-
-
-class _CountedRetry(Retry):
-    """redis-py's retry, counting in :func:`sent_again` each round trip it sends again."""
-
-    def call_with_retry(self, do: Callable[[], Any], fail: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        def counted(*error: Any) -> Any:
-            _sent_again.count = sent_again() + 1
-            return fail(*error)
-
-        return super().call_with_retry(do, counted, *args, **kwargs)
+        return Retry(ExponentialBackoff(cap=self.backoff_cap, base=self.backoff_base), self.retries)
 
 
 def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10.0) -> redis.Redis | RedisCluster:

@@ -90,9 +90,8 @@ from scrapy_dedup.store.redis.functions import (
     is_cluster,
     redact,
     refused_as_full,
-    sent_again,
 )
-from scrapy_dedup.store.redis.wire import FunctionsMissing
+from scrapy_dedup.store.redis.wire import FunctionsMissing, replies_lost
 
 logger = logging.getLogger(__name__)
 
@@ -441,27 +440,36 @@ class RedisStore(DedupStore):
         me = self._holder()
         if is_cluster(self.client):
             journal = self._journal_key()
-            for entry, commands in self.fn.claim(journal, me, dead):
+            # an entry's field is its writer's holder id, ':', its batch number
+            for entry, commands in self._claim(journal, me, dead, lambda f: f.rpartition(b":")[0].decode() not in dead):
                 self._apply_by_slot(_decode_commands(commands))
                 self.client.hdel(journal, entry)
         for shard in range(rk.LOCK_SHARDS):
             for _ in self.fn.claim(rk.decision_shard(self.prefix, shard), "", dead):
                 pass
+        held = {pending_id.encode("utf-8", "surrogatepass") for pending_id in self._held_ids()}
         for shard in range(rk.PENDING_SHARDS):
-            key, again = rk.pending_shard(self.prefix, shard), sent_again()
-            claimed = list(self.fn.claim(key, me, dead))
-            if sent_again() != again:
-                # a step sent again after a lost reply: what its first sending took is tagged
-                # with this holder already, and not in the second sending's reply
-                tag = self._tag(b"")
-                known = set(self._held_ids())
-                claimed = [(field, value[len(tag):]) for field, value in self._hash(key).items()
-                           if value.startswith(tag) and field.decode("utf-8", "surrogatepass") not in known]
-            for field, payload in claimed:
+            for field, payload in self._claim(rk.pending_shard(self.prefix, shard), me, dead, held.__contains__):
                 pending_id = field.decode("utf-8", "surrogatepass")
                 self._hold(pending_id)
                 yield pending_id, payload
         self.client.hdel(self._holders_key(), *dead)
+
+    def _claim(
+        self, key: str, holder: str, dead: list[str], known: Callable[[bytes], bool]
+    ) -> list[tuple[bytes, bytes]]:
+        """(field, what it held) of every entry of the ``dead`` holders in the hash ``key``, each
+        now tagged with ``holder``. When a step was sent again after a lost reply, what its first
+        sending took is tagged with ``holder`` already, and the second sending's reply leaves it
+        out: the hash is read then, and its entries tagged with ``holder`` whose field ``known``
+        does not know (this process's own) are what was claimed."""
+        again = replies_lost()
+        claimed = list(self.fn.claim(key, holder, dead))
+        if replies_lost() == again:
+            return claimed
+        tag = self._tag(b"")
+        return [(field, value[len(tag):]) for field, value in self._hash(key).items()
+                if value.startswith(tag) and not known(field)]
 
     # -- requests owed ----------------------------------------------------------
     def _hold(self, pending_id: str) -> None:
@@ -568,7 +576,7 @@ class RedisStore(DedupStore):
         try:
             self._check_not_refused()
             holder = self._tag(str(next(self._holds)).encode())
-            again = sent_again()
+            again = replies_lost()
             self._send_queued()
             if not one_server:
                 self.flush()
@@ -588,7 +596,7 @@ class RedisStore(DedupStore):
             with contextlib.suppress(*_STORE_FAILURES):
                 self.client.fcall("sdd_release", 1, lock, field, holder)
             raise self._stopped_by(exc) from None
-        if not taken and not (sent_again() != again and self._took_it(lock, field, holder)):
+        if not taken and not (replies_lost() != again and self._took_it(lock, field, holder)):
             raise DecisionBusy(key)
         if one_server:
             d.prefetched[(URL, key)] = replies[0]
@@ -928,11 +936,11 @@ class RedisStore(DedupStore):
     # -- frontier -----------------------------------------------------------
     def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         bucket, rid = rk.frontier_slot(self.prefix, key)
-        again = sent_again()
+        again = replies_lost()
         previous, first_url = self._carrying(
             "FCALL", "sdd_frontier_mark_url", 2, bucket, self._first_urls_key(bucket), run, rid, url
         )
-        if int(previous) == run and sent_again() != again:
+        if int(previous) == run and replies_lost() != again:
             # sent again after a lost reply: the mark seen may be this call's own first one, so
             # the key counts as new (fetched twice at worst, never left unfetched)
             return None
@@ -954,7 +962,7 @@ class RedisStore(DedupStore):
         if not self.fn.fused or any(offer is None for _, _, offer in entries):
             return super().frontier_mark_many(run, entries)  # two slots on a cluster: two calls
         owing = cast("list[tuple[str, str, OweOffer]]", entries)
-        again = sent_again()
+        again = replies_lost()
         if len(owing) < 2:  # one call, with the writes that wait
             replies = [self._carrying(*self._mark_owe_command(key, run, url, offer)) for key, url, offer in owing]
             waiting = 0
@@ -963,7 +971,7 @@ class RedisStore(DedupStore):
             for key, url, offer in owing:
                 pipe.execute_command(*self._mark_owe_command(key, run, url, offer))
             replies = pipe.execute(raise_on_error=False)
-        resent = run if sent_again() != again else None
+        resent = run if replies_lost() != again else None
         # a mark the server refused (full) fails the call, but the requests owed by the marks
         # before it are held all the same: this process hands them over when it closes
         answers = [self._marked_owing(key, url, offer, reply, resent)

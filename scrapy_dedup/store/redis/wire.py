@@ -17,6 +17,7 @@ as a plain ResponseError, like a function's own refusal of bad arguments. It is 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import redis
@@ -74,8 +75,21 @@ _ERR_CLASSES = {**_ERR_CLASSES, "Function not found": FunctionsMissing}
 
 # redis-py picks DefaultParser at import (its hiredis parser or its Python one) and declares it a
 # variable of a union of classes; it is a class, which the checker cannot take as a base.
+_lost = threading.local()
+
+
+def replies_lost() -> int:
+    """How many replies this thread has waited for and lost with their connection. redis-py
+    sends a round trip again when its connection drops, and when the server had run it before
+    the reply was lost, the second sending sees the first one's effect: a caller that reads a
+    write's answer compares this count before and after its call."""
+    return getattr(_lost, "count", 0)
+
+
 class StoreParser(DefaultParser):  # type: ignore[misc,valid-type]
-    """redis-py's reply parser, reading ``ERR Function not found`` as :class:`FunctionsMissing`.
+    """redis-py's reply parser, reading ``ERR Function not found`` as :class:`FunctionsMissing`,
+    and counting the replies lost in :func:`replies_lost` (on one server and on every node of a
+    cluster, whose client retries in a loop of its own).
 
     >>> parser = StoreParser(socket_read_size=65536)
     >>> [type(parser.parse_error(reply)).__name__ for reply in ("ERR Function not found", "ERR no such key", "OOM no")]
@@ -86,6 +100,13 @@ class StoreParser(DefaultParser):  # type: ignore[misc,valid-type]
         **DefaultParser.EXCEPTION_CLASSES,
         "ERR": _ERR_CLASSES,
     }
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            _lost.count = replies_lost() + 1
+            raise
 
 
 class StorePool(redis.ConnectionPool):
