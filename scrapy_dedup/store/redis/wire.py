@@ -73,8 +73,6 @@ assert isinstance(_ERR_CLASSES, dict), "redis-py maps the ERR code to its except
 _ERR_CLASSES = {**_ERR_CLASSES, "Function not found": FunctionsMissing}
 
 
-# redis-py picks DefaultParser at import (its hiredis parser or its Python one) and declares it a
-# variable of a union of classes; it is a class, which the checker cannot take as a base.
 _lost = threading.local()
 
 
@@ -86,6 +84,8 @@ def replies_lost() -> int:
     return getattr(_lost, "count", 0)
 
 
+# redis-py picks DefaultParser at import (its hiredis parser or its Python one) and declares it a
+# variable of a union of classes; it is a class, which the checker cannot take as a base.
 class StoreParser(DefaultParser):  # type: ignore[misc,valid-type]
     """redis-py's reply parser, reading ``ERR Function not found`` as :class:`FunctionsMissing`,
     and counting the replies lost in :func:`replies_lost` (on one server and on every node of a
