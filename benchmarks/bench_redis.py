@@ -55,6 +55,7 @@ sys.path.insert(0, str(HERE.parent / "example_project"))
 
 import numpy as np  # noqa: E402
 from crawl_helpers import process_count_outcome  # noqa: E402
+from redis_calls import frontier_mark, frontier_mark_many, near_put, near_scan  # noqa: E402
 from run_all import RESULTS, SIZES, fmt, log, row, write_result  # noqa: E402
 
 NAME = "redis"
@@ -111,16 +112,16 @@ def bench_frontier(server_url: str, n: int, one_by_one: int) -> dict:
     t0 = time.perf_counter()
     batch = 100_000
     for start in range(0, n, batch):
-        fn.frontier_mark_many((url(i) for i in range(start, min(n, start + batch))), 1)
+        frontier_mark_many(fn, (url(i) for i in range(start, min(n, start + batch))), 1)
     bulk_s = time.perf_counter() - t0
     ours_bytes = (used_memory(client) - before) / n
     assert fn.frontier_size() == n
     sample = [url(i) for i in range(n, n + one_by_one)]
     t0 = time.perf_counter()
     for u in sample:
-        fn.frontier_mark(u, 1)
+        frontier_mark(fn, u, 1)
     ours_one_s = time.perf_counter() - t0
-    repeats = fn.frontier_mark_many(sample[:1000], 1)
+    repeats = frontier_mark_many(fn, sample[:1000], 1)
     assert all(r == 1 for r in repeats)
 
     # scrapy-redis: its dupefilter, one SADD per request into one set of 40-character SHA1s
@@ -184,7 +185,7 @@ def preload_tables(client, prefix: str, fps: np.ndarray) -> None:
                 for block in range(chunk, chunk + 1024):
                     lo, hi = bounds[block], bounds[block + 1]
                     if lo < hi:
-                        fields += (rk.near_field(block), data[lo:hi])
+                        fields += (block.to_bytes(2, "big"), data[lo:hi])
                 if fields:
                     pipe.execute_command("HSET", settled, *fields)
             pipe.execute()
@@ -203,10 +204,10 @@ def _decide_worker(server_url, prefix, worker, queries, batch, barrier, out):
     for fp, token in items:
         # a near decision as the store makes it: read the candidates, decide here, write
         t0 = time.perf_counter()
-        settled = fn.near_scan("", fp, 3)
+        settled = near_scan(fn, "", fp, 3)
         duplicate = any(hamming(other, fp) <= 3 for other, _ in settled)
         if not duplicate:
-            fn.near_put("", fp, token)
+            near_put(fn, "", fp, token)
         latencies.append((time.perf_counter() - t0, 1))
         kept += not duplicate
         scans += 1

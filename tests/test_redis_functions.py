@@ -10,6 +10,7 @@ import time
 
 import pytest
 import redis
+from redis_calls import frontier_mark, frontier_mark_many, near_put, near_remove, near_scan
 
 from scrapy_dedup.store.base import StoreError
 from scrapy_dedup.store.redis import keys as rk
@@ -104,7 +105,7 @@ def test_wrong_password_is_refused_without_showing_it(tmp_path):
             connect(f"redis://:wrong-one@127.0.0.1:{server.port}/0")
         assert "wrong-one" not in str(info.value) and "right-one" not in str(info.value)
         client = connect(f"redis://:right-one@127.0.0.1:{server.port}/0")
-        assert StoreFunctions(client, "p").frontier_mark("https://a.example/", 1) == 0
+        assert frontier_mark(StoreFunctions(client, "p"), "https://a.example/", 1) == 0
 
 
 def test_a_server_that_evicts_any_key_when_full_is_refused(tmp_path):
@@ -117,7 +118,7 @@ def test_a_server_that_evicts_any_key_when_full_is_refused(tmp_path):
             connect(server.url)
         assert "maxmemory-policy allkeys-lru" in str(info.value) and "noeviction" in str(info.value)
         redis.Redis(port=server.port).config_set("maxmemory-policy", "noeviction")
-        assert StoreFunctions(connect(server.url), "p").frontier_mark("https://a.example/", 1) == 0
+        assert frontier_mark(StoreFunctions(connect(server.url), "p"), "https://a.example/", 1) == 0
 
 
 def test_redact_hides_only_the_password():
@@ -166,29 +167,29 @@ def test_a_newer_library_on_the_server_is_refused_and_kept(redis_url):
 
 def test_frontier_mark_returns_the_previous_run(fn):
     url = "https://example.com/a"
-    assert fn.frontier_mark(url, 1) == 0
-    assert fn.frontier_mark(url, 1) == 1
-    assert fn.frontier_mark(url, 3) == 1
-    assert fn.frontier_mark(url, 3) == 3
-    assert fn.frontier_mark("https://example.com/b", 3) == 0
+    assert frontier_mark(fn, url, 1) == 0
+    assert frontier_mark(fn, url, 1) == 1
+    assert frontier_mark(fn, url, 3) == 1
+    assert frontier_mark(fn, url, 3) == 3
+    assert frontier_mark(fn, "https://example.com/b", 3) == 0
     assert fn.frontier_size() == 2
 
 
 def test_frontier_mark_many_is_one_mark_per_key(fn):
     keys = [f"https://example.com/p{i}" for i in range(2000)]
-    assert fn.frontier_mark_many(keys + keys[:10], 1) == [0] * 2000 + [1] * 10
-    assert fn.frontier_mark_many(keys[:5], 2) == [1] * 5
+    assert frontier_mark_many(fn, keys + keys[:10], 1) == [0] * 2000 + [1] * 10
+    assert frontier_mark_many(fn, keys[:5], 2) == [1] * 5
     assert fn.frontier_size() == 2000
 
 
 def test_frontier_rejects_a_run_it_cannot_store(fn):
     with pytest.raises(redis.ResponseError, match="run must be"):
-        fn.frontier_mark("https://example.com/", 70000)
+        frontier_mark(fn, "https://example.com/", 70000)
 
 
 def _mark_worker(url, prefix, keys, out):
     fn = StoreFunctions(connect(url), prefix)
-    out.put([k for k, prev in zip(keys, fn.frontier_mark_many(keys, 1)) if prev == 0])
+    out.put([k for k, prev in zip(keys, frontier_mark_many(fn, keys, 1)) if prev == 0])
 
 
 def test_frontier_mark_is_atomic_across_processes(redis_url, redis_prefix):
@@ -215,17 +216,17 @@ def test_frontier_mark_is_atomic_across_processes(redis_url, redis_prefix):
 def test_near_put_scan_remove(fn):
     fp = 0x0123_4567_89AB_CDEF
     a, b = b"A" * 8, b"B" * 8
-    fn.near_put("", fp, a)
-    assert fn.near_scan("", fp ^ 0b111, 3) == {(fp, a)}
-    assert fn.near_scan("", fp ^ 0b1111, 3) == set()  # distance 4
-    fn.near_put("", fp, a)  # entered once
-    fn.near_put("", fp ^ 1, b)
-    assert fn.near_scan("", fp, 0) == {(fp, a)}
-    assert fn.near_scan("", fp, 1) == {(fp, a), (fp ^ 1, b)}
-    assert fn.near_scan("other scope", fp, 3) == set()
-    fn.near_remove("", fp, a)
-    fn.near_remove("", fp ^ 1, b)
-    assert fn.near_scan("", fp, 3) == set()
+    near_put(fn, "", fp, a)
+    assert near_scan(fn, "", fp ^ 0b111, 3) == {(fp, a)}
+    assert near_scan(fn, "", fp ^ 0b1111, 3) == set()  # distance 4
+    near_put(fn, "", fp, a)  # entered once
+    near_put(fn, "", fp ^ 1, b)
+    assert near_scan(fn, "", fp, 0) == {(fp, a)}
+    assert near_scan(fn, "", fp, 1) == {(fp, a), (fp ^ 1, b)}
+    assert near_scan(fn, "other scope", fp, 3) == set()
+    near_remove(fn, "", fp, a)
+    near_remove(fn, "", fp ^ 1, b)
+    assert near_scan(fn, "", fp, 3) == set()
     assert not fn.client.keys(f"{fn.prefix}:n:*")  # emptied buckets go
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import ssl
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -273,28 +273,6 @@ class StoreFunctions:
         return self.client.fcall(name, len(keys), *keys, *args)
 
     # -- frontier ---------------------------------------------------------------------------
-    def frontier_mark(self, url_key: str, run: int) -> int:
-        """Mark ``url_key`` scheduled in ``run``; the run it was last scheduled in before, 0 for never."""
-        key, rid = rk.frontier_slot(self.prefix, url_key)
-        return int(self._call("sdd_frontier_mark", [key], run, rid)[0])
-
-    def frontier_mark_many(self, url_keys: Iterable[str], run: int) -> list[int]:
-        """:meth:`frontier_mark` for many keys: one call per bucket, pipelined."""
-        keys = list(url_keys)
-        by_bucket: dict[str, list[tuple[int, bytes]]] = {}
-        for i, url_key in enumerate(keys):
-            bucket, rid = rk.frontier_slot(self.prefix, url_key)
-            by_bucket.setdefault(bucket, []).append((i, rid))
-        pipe = self.client.pipeline(transaction=False)
-        order = list(by_bucket.items())
-        for bucket, entries in order:
-            pipe.fcall("sdd_frontier_mark", 1, bucket, run, *(rid for _, rid in entries))
-        out = [0] * len(keys)
-        for (_, entries), replies in zip(order, pipe.execute()):
-            for (i, _), previous in zip(entries, replies):
-                out[i] = int(previous)
-        return out
-
     def frontier_size(self) -> int:
         """URL keys in the frontier, read bucket by bucket (SCAN: no snapshot, no blocking)."""
         total = 0
@@ -303,24 +281,6 @@ class StoreFunctions:
         return total
 
     # -- near-duplicate tables --------------------------------------------------------------
-    def _near_calls(self, function: str, scope: str, simhash: int, *args: Any) -> Any:
-        """A pipeline with one call of ``function`` per bucket of ``simhash``."""
-        fp = rk.simhash_bytes(simhash)
-        pipe = self.client.pipeline(transaction=False)
-        for key in rk.near_buckets(self.prefix, scope, simhash):
-            pipe.fcall(function, 1, key, fp, *args)
-        return pipe
-
-    def near_scan(self, scope: str, simhash: int, max_distance: int) -> set[tuple[int, bytes]]:
-        """The entries (representatives) within ``max_distance`` in the four buckets of ``simhash``.
-
-        The buckets are read and scanned here: a Hamming pass over a bucket costs numpy a
-        microsecond and the server's Lua ~100 times that.
-        """
-        pipe = self.client.pipeline(transaction=False)
-        decode = self.queue_near_read(pipe, scope, [simhash], max_distance)
-        return decode(pipe.execute())[0]
-
     def queue_near_read(
         self, pipe: Any, scope: str, simhashes: Sequence[int], max_distance: int
     ) -> Callable[[list], list[set[tuple[int, bytes]]]]:
@@ -360,12 +320,6 @@ class StoreFunctions:
                 block = (simhash >> (rk.BLOCK_BITS * table)) & 0xFFFF
                 groups.setdefault((table, block >> shift), []).append((i, block))
         return groups
-
-    def near_put(self, scope: str, simhash: int, token: bytes) -> None:
-        self._near_calls("sdd_near_put", scope, simhash, token).execute()
-
-    def near_remove(self, scope: str, simhash: int, token: bytes) -> None:
-        self._near_calls("sdd_near_remove", scope, simhash, token).execute()
 
     # -- what a dead holder held ------------------------------------------------------------
     def claim(self, key: str, holder: str, dead: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:

@@ -1,56 +1,9 @@
 """Key layout of the Redis store (layout ``redis-7``): names, hash tags, fixed-width bytes.
 
-Pure: no Redis client here, so the layout can be read and tested on its own.
-
-Every key starts with the crawl's prefix (``DEDUP_REDIS_PREFIX``, by default
-``dedup:<spider name>``), so several crawls share one server, and carries a
-``{hash tag}``: Redis Cluster puts keys with the same tag in the same slot. Each
-server-side function (``functions.lua``) touches the keys of one tag only,
-so no call is CROSSSLOT, and the tags are chosen so that the work spreads:
-
-=============================  =====================================  =====================
-key                            holds                                  slots
-=============================  =====================================  =====================
-``P:f:{f<bucket>}``            frontier bucket: 8-byte records        16,384 buckets, spread
-                               (6-byte URL-key digest, uint16 run)
-``P:n:{n<t><g>-<k>}<scope>``   SimHash table ``t``, slot group ``g``  4 x 16 groups, one
-                               (the block's top 4 bits) of the        slot each, evenly
-                               representatives, field = the 16-bit    spaced over the 16,384
-                               block (2 bytes), value its 16-byte     slots; a decision reads
-                               records (SimHash, token)               4 groups
-``P:q:{q<shard>}``             requests owed: request id -> its       64 shards, spread
-                               holder's id and the request (hash)
-``P:d:{d<shard>}``             URL keys being decided: key digest     64 shards, spread
-                               -> its holder's id and hold (hash)
-``P:b:{b<g>-<k>}<scope>``      LSH band group ``g`` (4 bands) of the  8 slot groups, evenly
-                               representatives, field = band (1       spaced; a decision
-                               byte) and bucket (2 bytes: 14 bits of  calls each group once
-                               the band hash), value its 12-byte
-                               records (the band hash's low 4 bytes,
-                               token)
-=============================  =====================================  =====================
-
-The frontier needs no per-URL key: 2^14 buckets of packed 8-byte records cost
-about 8-12 bytes per URL plus a fixed ~1.5 MB for the buckets, against 88 bytes
-per URL for a set of 40-character fingerprints (scrapy-redis's dupefilter).
-
-Why near-duplicate decisions spread: a decision reads the four buckets its SimHash
-belongs to (four slots) and writes a representative's entry in the same four. Two
-decisions at once may both keep a near duplicate; settling (``scrapy dedup settle``)
-merges them, so no bucket is ever held across calls.
-
-Why slot groups: the buckets of one group are fields of one hash (one slot), so a
-read of many SimHashes' buckets (a benchmark's preload, a settle) takes one call per
-group (at most 64) instead of one per bucket: the client's cost per command and per
-argument is what bounds decisions per second. Each table's 65,536 buckets fall in 16 groups by
-the block's top 4 bits, and each group's tag is chosen (the smallest ``k``) so that
-its slot lies in its own 256-slot window of the 16,384: the 64 slots are evenly
-spaced, so any split of the slot range into contiguous shares (as ``redis-cli
---cluster create`` makes) gives each master its share of the tables, and no slot
-carries more than 1/64 of the near-duplicate work. The scope is in the key name,
-outside the tag: every scope uses the same 64 balanced slots. Fewer groups would
-mean fewer calls per read but a coarser spread (16 slots cannot be split evenly
-over 3 masters); more groups, more calls per read.
+Pure: no Redis client here, so the layout can be read and tested on its own. Every key starts
+with the crawl's prefix (``DEDUP_REDIS_PREFIX``) and carries a ``{hash tag}``; each server-side
+function touches the keys of one tag only, so no call is CROSSSLOT on a cluster. The table of
+keys, and why they are laid out so, is in the manual (How it works: The Redis store).
 """
 
 from __future__ import annotations
@@ -160,48 +113,11 @@ def cluster_token(cluster_id: str) -> bytes:
 
 # -- record tables --------------------------------------------------------------------------
 #
-# A table of the store (URL records, clusters, the exact index, ...) is sharded over hashes
-# ``P:t:<table>:{t<table><shard>}``, one slot each, by the xxh3 of the record's key. Redis keeps
-# a hash of at most 128 fields (``hash-max-listpack-entries``) of at most 64 bytes
-# (``hash-max-listpack-value``) as one compact listpack, a few bytes an entry over its field and
-# value; past either limit it becomes a hash table, about 40 bytes more an entry (its entry, the
-# bucket, two allocations rounded up to the allocator's size classes). So tables store digests,
-# not text, where a key is only looked up, and the tables whose records fit in 64 bytes have
-# more shards:
-#
-# ============  ======================  =============================  ======
-# table         field                   value                          shards
-# ============  ======================  =============================  ======
-# exact         12-byte digest of the   cluster id, 8 bytes            16,384
-#               scope and content hash
-# emitted       12-byte digest of the   content hash, 16 bytes         16,384
-#               URL key
-# raw           12-byte digest of the   URL key (compact while URL     16,384
-#               raw body hash           keys are at most 64 bytes)
-# cluster       cluster id, 8 bytes     the cluster record: 16 bytes   1,024
-#                                       and the representative's key
-# minhash       1 byte (64 fields a     records packed end to end:     1,024
-#               shard, by the URL       the URL key's 12-byte digest,
-#               key's digest)           the signature's length
-#                                       (uint16), the signature
-# text          12-byte digest of the   text                           1,024
-#               URL key
-# any other     the key                 the record                     1,024
-# ============  ======================  =============================  ======
-#
-# 16,384 shards hold up to about 1.8 x 10^6 records before their hashes leave the listpack form
-# (a shard holds about 110 then); a crawl larger than that keeps them compact with a higher
-# ``hash-max-listpack-entries`` on the server. They cost one key a shard, some 100 bytes: 1.6 MB
-# a table, 16 bytes a document at 10^5 and 1.6 at 10^6. A cluster record holds a URL key, which
-# is seldom as short as 48 bytes: its table is a hash table whatever its shards, and keeps 1,024.
-# A MinHash signature (256 bytes) is too long for a listpack, and alone in a hash-table entry it
-# would take 392 bytes (its entry, its field, and 260 bytes of value in the allocator's 320-byte
-# class); packed, about 15 to a field at 10^6 documents, the benchmark measured 298 bytes a
-# document (386 with an entry each). Its records are read, replaced and taken out by server-side
-# functions (``sdd_packed_*``), which rewrite the field: about 41 KB a field at 10^7 documents.
-# A digest field cannot be read back, so the tables keyed by one are never scanned (the cluster
-# table, which reports scan, keeps its ids whole). Two keys' 12-byte digests are equal with a chance
-# of 2^-96: among 10^8 keys, some two share one with a chance of about 10^-13.
+# A table is sharded over hashes ``P:t:<table>:{t<table><shard>}`` by the xxh3 of the record's
+# key. Where a key is only looked up, its field is a 12-byte digest (such a table is never
+# scanned; two of 10^8 keys share a digest with a chance of about 10^-13), and tables of small
+# records have more shards, so that each hash stays a compact listpack; MinHash signatures are
+# packed several to a field. The manual gives the sizes behind these choices.
 
 TABLE_SHARDS = 1024
 SMALL_TABLE_SHARDS = 16_384
@@ -387,12 +303,6 @@ def near_block(simhash: int, table: int) -> int:
     return (simhash >> (BLOCK_BITS * table)) & _BLOCK_MASK
 
 
-def near_field(block: int) -> bytes:
-    """The hash field of a bucket: its block, 2 bytes big-endian (the server derives the
-    same bytes from a record's SimHash)."""
-    return block.to_bytes(2, "big")
-
-
 def near_buckets(prefix: str, scope: str, simhash: int) -> list[str]:
     """The hashes of the groups holding the BLOCKS buckets of a SimHash, table by table; the
     server-side functions find the bucket in each from the SimHash.
@@ -407,33 +317,6 @@ def near_buckets(prefix: str, scope: str, simhash: int) -> list[str]:
     ]
 
 
-def key_tag(key: str) -> str:
-    """The hash tag of a key (what decides its slot)."""
-    start = key.index("{") + 1
-    return key[start : key.index("}", start)]
-
-
-#: below this many (record, SimHash) pairs a plain loop beats numpy's fixed cost per call
-#: (a page's decision reads a few records; a benchmark's preload thousands)
-_FEW_PAIRS = 512
-
-
-def _records_near_few(parts, simhashes, max_distance, out):
-    """:func:`records_near` by a loop over the pairs (the same answer as
-    :func:`_records_near_vectorised`)."""
-    queries = [q & 0xFFFF_FFFF_FFFF_FFFF for q in simhashes]
-    for table, data in parts:
-        shift = table * BLOCK_BITS
-        blocks = [(q >> shift) & _BLOCK_MASK for q in queries]
-        for pos in range(0, len(data), NEAR_RECORD):
-            fp = int.from_bytes(data[pos : pos + 8], "big")
-            block = (fp >> shift) & _BLOCK_MASK
-            for i, q in enumerate(queries):
-                if blocks[i] == block and (fp ^ q).bit_count() <= max_distance:
-                    out[i].add((fp, data[pos + 8 : pos + NEAR_RECORD]))
-    return out
-
-
 def records_near(
     parts: Sequence[tuple[int, bytes]], simhashes: Sequence[int], max_distance: int
 ) -> list[set[tuple[int, bytes]]]:
@@ -441,8 +324,7 @@ def records_near(
 
     ``parts``: (table, records of any buckets of that table, concatenated). A record lies
     in the bucket of its own block in each table, so it is compared with the SimHashes of
-    the same block in the same table: one vectorised Hamming pass over every part, or a
-    plain loop when the pairs are few.
+    the same block in the same table: one vectorised Hamming pass over every part.
 
     >>> a, b = near_record(0x0001, b"a" * 8), near_record(0x0002, b"b" * 8)
     >>> records_near([(0, a + b)], [0x1000_0000_0000_0001, 0x0003], 1)  # 0x0003: another bucket
@@ -454,13 +336,6 @@ def records_near(
         return out
     if any(len(data) % NEAR_RECORD for _, data in parts):
         raise ValueError("a near-duplicate bucket's length is not a multiple of 16 bytes")
-    if sum(len(d) for _, d in parts) // NEAR_RECORD * len(simhashes) <= _FEW_PAIRS:
-        return _records_near_few(parts, simhashes, max_distance, out)
-    return _records_near_vectorised(parts, simhashes, max_distance, out)
-
-
-def _records_near_vectorised(parts, simhashes, max_distance, out):
-    """:func:`records_near` by one numpy pass over every (table, block) key."""
     data = b"".join(d for _, d in parts)
     records = np.frombuffer(data, dtype=">u8").reshape(-1, 2)
     fps = records[:, 0].astype(np.uint64)
@@ -493,10 +368,6 @@ def _records_near_vectorised(parts, simhashes, max_distance, out):
     return out
 
 
-def near_pattern(prefix: str) -> str:
-    return f"{_glob_escape(prefix)}:n:*"
-
-
 def simhash_bytes(simhash: int) -> bytes:
     return _U64.pack(simhash)
 
@@ -505,10 +376,6 @@ def near_record(simhash: int, token: bytes) -> bytes:
     if len(token) != 8:
         raise ValueError("a near-duplicate token is 8 bytes")
     return _U64.pack(simhash) + token
-
-
-def split_near_record(record: bytes) -> tuple[int, bytes]:
-    return _U64.unpack(record[:8])[0], record[8:16]
 
 
 # -- requests taken by a process ------------------------------------------------------------
@@ -543,53 +410,12 @@ def _glob_escape(text: str) -> str:
 # -- LSH band buckets -----------------------------------------------------------------------
 #
 # A document's 32 band hashes go to 32 buckets, one per band, named by (band, top
-# BAND_BUCKET_BITS bits of the band hash). The BAND_GROUPS groups of BANDS // BAND_GROUPS
-# consecutive bands are BAND_GROUPS slots: the buckets of one group are fields of one hash
-# per scope (``P:b:{<tag>}<scope>``), a field the band (1 byte) and the bucket (2 bytes), so one call per group reads
-# all of a document's buckets in it with one HMGET and writes them with one HSET
-# (8 calls per step instead of 32, and one key per group instead of one per bucket). Each
-# group's tag is chosen so that its slot lies near the middle of its own 1/8 of the 16,384
-# slots: a cluster whose masters own equal contiguous slot ranges (as ``redis-cli --cluster
-# create`` makes) shares the band work as evenly as 8 slots can (2 masters: 4 + 4 groups; 3
-# masters: 3 + 2 + 3; 4 masters: 2 each). The scope is in the key name, outside the tag. Fewer
-# groups would mean fewer calls per page but a coarser spread over the masters (with 4, one of
-# 3 masters would carry half of the band work); more groups, more calls.
-#
-# A bucket is a string of 12-byte records: the band hash's low 4 bytes (its tag) and an 8-byte
-# cluster or decision token. The bucket already names the band and 14 bits of the band hash,
-# so the tag tells two band hashes of a bucket apart but for one pair in 2^32: a lookup at 10^7
-# documents meets about 610 x 32 other records, so one decision in 200,000 gets a candidate
-# whose band hash only shares the tag, and near_match, which compares the two signatures,
-# turns it down as it would any candidate (store format 3 kept the whole 8 bytes: 16-byte
-# records). 14 bits give 16,384 buckets per band, 524,288 per scope: at 10^6 representatives a
-# bucket holds about 61 records (732 B), at 10^7 about 610 (7.3 KB). A call reads its buckets
-# whole into the function, so the server time grows with them (bench_redis.py, one group's 4
-# buckets: 16-38 us at 10^6 and 77-105 us at 10^7 documents with 14 bits, 39-52 and 300-346 us
-# with 12, 19-32 and 35-40 us with 16; as when each bucket was a key of its own: at 10^7 the
-# scan of the records leads). Fewer bits mean longer scans, more bits more fields.
-#
-# Why fields and not a key per bucket (measured on one server, MEMORY USAGE and SLOWLOG, on a
-# 2-core machine shared with other work, so time as ranges over interleaved rounds):
-# - bytes: a bucket as a field takes about 30 bytes fewer than as a key. Band bytes per
-#   document after 400 PostgreSQL pages decided as a crawl does 3,146 -> 2,268 (12,082 keys ->
-#   8 hashes; the crawl's keys in all 9,397 -> 8,517); at 1,000 random documents 3,241 ->
-#   2,264 (31,015 keys -> 8), at 100,000 986 -> 819 (523,123 keys -> 8). Past about 10^6
-#   documents the bytes of each record lead either way (16 then, 12 since).
-# - time: per decision, the band part of a step is 2 hashes per group instead of 8 keys: at
-#   the open 16 keys and 8 arguments instead of 64 and 64, 16 HMGET and 8 HSET inside instead
-#   of 64 GET and 32 SET, and what it found replied as one string per group instead of a list
-#   per bucket (a reply element costs the server about as much as a bucket's work); close and
-#   index 8 HMGET and 8 HSET/HDEL instead of 32 GET and 32 SET/DEL. Server CPU of the fused
-#   calls of one new page, replayed in a loop on the store of 400 PostgreSQL pages: open and
-#   close 991-1,031 -> 819-831 us, index out and in 568-712 -> 502-552 us (INFO cpu). Over the
-#   400 pages themselves (six interleaved rounds, SLOWLOG wall time inside the server):
-#   sdd_near_open 543-818 -> 374-631 us per call, sdd_near_close 255-376 -> 240-373, but
-#   sdd_near_index 296-464 -> 312-522, as a hash command inside a function takes longer than
-#   a string one (HMGET of 4 fields about 5 us, GET 1 us); server CPU per page 1,555-2,444 ->
-#   1,207-2,578 us (eight rounds, medians 1,757 -> 1,664) and the store's client wall time
-#   4.9-7.7 -> 3.7-7.7 ms per page (medians 6.0 -> 5.1). On this machine any command costs the
-#   server some 20-50 us of CPU whatever it does (a PING included), and that part does not
-#   change with the layout.
+# BAND_BUCKET_BITS bits of the band hash). The bands fall in BAND_GROUPS groups of 4, each one
+# hash per scope (``P:b:{<tag>}<scope>``, a field per bucket) whose slot lies near the middle of
+# its own 1/8 of the slots, so one call per group reads or writes a document's buckets in it and
+# the groups spread over a cluster's masters. A bucket is a string of 12-byte records: the band
+# hash's low 4 bytes (its tag) and an 8-byte cluster or decision token; a candidate whose band
+# hash only shares the tag is turned down by near_match, as any candidate.
 
 BAND_GROUPS = 8
 BAND_BUCKET_BITS = 14

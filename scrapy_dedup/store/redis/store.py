@@ -1,40 +1,17 @@
 """The Redis backend: one store shared by every crawl process, on a server or a cluster.
 
-``DEDUP_STORE = "redis://[user:password@]host:port/db"`` (``rediss://`` for TLS). A
-Redis Cluster is recognised from the server itself. Keys carry the crawl's prefix
-(``DEDUP_REDIS_PREFIX``, by default ``dedup:<spider name>``); their layout and slots
-are in :mod:`scrapy_dedup.store.redis.keys`, the atomic calls in
-``functions.lua``. Beyond that layout:
+``DEDUP_STORE = "redis://[user:password@]host:port/db"`` (``rediss://`` for TLS); a cluster is
+recognised from the server itself. The keys are in :mod:`~scrapy_dedup.store.redis.keys` (and,
+for metadata ``P:m``, holders ``P:h``, owned sets ``P:s``, first URLs ``P:fu`` and the cluster
+journal ``P:j``, below); the atomic steps are in ``functions.lua``.
 
-=================================  ===========================================
-``P:m:{P:m}``                      metadata, the META table (hash: name -> JSON), the run counter
-``P:h:{P:m}``                      holders: id -> heartbeat deadline and run (see below)
-``P:t:<table>:{t<table><shard>}``  records of one table, 1,024 or 16,384 hashes (see
-                                   *record tables* in keys: digests as fields)
-``P:s:<set>:{s<digest>}<owner>``   one owned set (hash: member -> value): a URL's
-                                   aliases, a cluster's members but its representative
-``P:fu:{f<bucket>}``               first URL of a frontier key not yet recorded
-``P:j:{P:m}``                      a cluster's batches being applied (see below)
-=================================  ===========================================
-
-Liveness is one mechanism. Every process that writes is a *holder*: an id of its own in ``P:h``,
-with a heartbeat that pushes its deadline forward every third of ``DEDUP_REDIS_LEASE``. Whatever
-it holds is tagged with that id: the requests it owes (``P:q``), the URL keys it is deciding
-(``P:d``), its run (in ``P:h``) and a cluster batch it is applying (``P:j``). Nothing else
-expires. Once a holder's deadline has passed it is dead for good, and :meth:`claim_pending`
-recovers everything it had, in one pass: its batches applied whole, its locks dropped, its owed
-requests taken by the process that recovers them; then it is forgotten. A process that closes
-stops its heartbeat at once, so what it still owes is recovered by the same path.
-
-Reads stream: ``scan`` walks a table a few shards a round trip, so a report needs no
-snapshot and never blocks the server. A batch is one MULTI/EXEC transaction on a standalone server; inside
-a decision's hold it waits for the thread's next read, or goes with the hold's release. A batch
-made with ``later=True`` waits for this process's next call, which carries it in its own round
-trip (or sends it first), or for ``flush()``.
-On a cluster, where one transaction cannot span slots, a batch is journalled in one slot
-(``P:j:{P:m}``, tagged with its holder), applied slot by slot, then struck from the journal;
-a batch whose holder died is applied whole when the holder is recovered. Readers may see part of
-a batch while it is applied.
+Liveness is one mechanism: every process that writes is a *holder*, an id with a heartbeat, and
+whatever it holds is tagged with that id. Once its deadline has passed it is dead for good, and
+:meth:`RedisStore.claim_pending` recovers everything it had. A batch is one MULTI/EXEC on one
+server; on a cluster it is journalled in one slot, applied slot by slot, then struck from the
+journal (a dead holder's batches are applied whole when it is recovered). A batch made with
+``later=True`` waits for this process's next call, which carries it in its own round trip. The
+manual's "The Redis store" says more.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""How the Redis store's commands go over the wire: packed by hiredis in one call, and the
-server's errors read into the store's own classes where it must tell them apart.
-
-**Packing.** redis-py with hiredis installed packs a command with hiredis too, but first passes
-every argument through its encoder, in Python. A crawled page sends the store about 28 commands
-and 224 arguments, and that pass was 0.17 ms of the store's 1.56 ms per page (400 PostgreSQL
-pages decided in one process, 6 interleaved rounds, medians; ``benchmarks/bench_redis.py``,
-store time per page). hiredis takes the arguments the encoder would give it (str as UTF-8,
-bytes, memoryview, int, float) itself, and refuses the rest as the encoder does. Without
-hiredis (it comes with the ``redis`` extra) redis-py's own packer is kept.
-
-**Errors.** A server that restarted without persistence, or whose functions were flushed,
-answers every call of the store's functions with ``ERR Function not found``: redis-py reads it
-as a plain ResponseError, like a function's own refusal of bad arguments. It is read here as
-:class:`FunctionsMissing`, which the store counts among the failures that stop a crawl.
+"""How the Redis store's commands go over the wire: packed by hiredis as given (redis-py's
+encoder pass in Python was a tenth of the store's time a page), and the server's errors read
+into the store's own classes where it must tell them apart (``ERR Function not found``: a
+server restarted empty or flushed, which stops a crawl).
 """
 
 from __future__ import annotations
