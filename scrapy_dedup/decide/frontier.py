@@ -167,11 +167,19 @@ class Frontier:
             # issues that request again itself, past the dupefilter (PendingRequests.resume), so
             # this copy would fetch the page a second time
             return DROP_SEEN
-        return self._fetched_before(key)
+        return self._fetched_before(key, same_job=previous[0] >= self.first_run)
 
-    def _fetched_before(self, key: str) -> str | None:
-        """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again."""
+    def _fetched_before(self, key: str, same_job: bool = False) -> str | None:
+        """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again.
+
+        ``same_job``: scheduled in an interrupted run this one resumes, which is the rest of it.
+        """
         record = get_url(self.store, key)
+        if same_job and record is not None and record.fetched_at is not None:
+            # fetched by the run this one goes on with, and not owed: its outcome is recorded,
+            # its links are owed or known. A hub or a page that links is fetched again by a
+            # new run, not by the rest of the one that fetched it
+            return DROP_SEEN
         if record is None or record.fetched_at is None or record.kind == "hub" or record.links:
             # hubs, and documents that link, are always fetched again: that is where new links
             # appear, and where the crawl finds its way to the pages below them
