@@ -51,6 +51,30 @@ def test_a_key_found_never_scheduled_sends_its_first_request_without_validators(
     assert frontier.conditional_headers("http://h/new") == {"If-None-Match": '"e2"'}
 
 
+def test_a_resumed_job_drops_what_it_fetched_and_fetches_again_what_it_did_not(store):
+    # job 1 (run 1) fetched a hub; job 2 (run 2) marked it, fetched a second hub, and stopped
+    clock = [1000.0]
+    first = Frontier(store, 1, clock=lambda: clock[0])
+    for key in ("http://h/a", "http://h/b"):
+        first.check(key, key)
+        first.record_fetch(key, key, 200, None, None)
+        first.mark_without_document(key, key, "hub")
+    store.begin_run()
+    clock[0] = 2000.0
+    second = Frontier(store, 2, first_run=2, job_started=2000.0, clock=lambda: clock[0])
+    assert second.check("http://h/a", "http://h/a") is None  # a hub: fetched again by a new job
+    assert second.check("http://h/b", "http://h/b") is None
+    second.record_fetch("http://h/b", "http://h/b", 200, None, None)
+    store.begin_run()
+    resumed = Frontier(store, 3, first_run=2, job_started=2000.0, clock=lambda: clock[0])
+    assert resumed.check("http://h/b", "http://h/b") == "seen"  # fetched by the job it goes on with
+    assert resumed.check("http://h/a", "http://h/a") is None  # fetched by job 1 only: due again
+    # a store whose job an older version began (no start time) fetches both again, as before
+    store.begin_run()
+    older = Frontier(store, 4, first_run=2, clock=lambda: clock[0])
+    assert older.check("http://h/b", "http://h/b") is None
+
+
 def test_a_server_error_is_asked_again(store):
     frontier = Frontier(store, 1)
     frontier.check("http://h/p", "http://h/p")

@@ -25,6 +25,7 @@ from scrapy.utils.project import data_path
 
 from scrapy_dedup.core.bands import BANDS, BLOCKS, ROWS
 from scrapy_dedup.core.fingerprints import FINGERPRINT_PARAMS
+from scrapy_dedup.core.records import record_time
 from scrapy_dedup.crawl.owed import PendingRequests, promoted_id
 from scrapy_dedup.crawl.settings import DedupConfig, SettingError, unknown_settings
 from scrapy_dedup.crawl.sources import ItemSources
@@ -164,6 +165,8 @@ class DedupState:
         #: the run the current crawl started in: a run that resumes an interrupted one
         #: continues it, so that pages count as first seen in the same run
         self.first_run = 0
+        #: when this job began (record time; None: a job an older version began)
+        self.job_started: float | None = None
         #: when this process opened the store: what was decided before is not its own
         self._store_error: StoreWriteError | None = None
         # the dupefilter opens it earlier, when the scheduler opens; this covers components
@@ -207,9 +210,13 @@ class DedupState:
         store, run = self.store, self.store.run
         self.pending_at_start = store.count(PENDING)
         job = get_meta(store, "job") or {}
-        self.first_run = int(job.get("first_run", run)) if self.pending_at_start else run
-        put_meta(store, "job", {"first_run": self.first_run, "run": run, "state": "running"})
-        self.frontier = Frontier(store, run, revisit_after=self.config.revisit_after, first_run=self.first_run)
+        resumed = bool(self.pending_at_start)
+        self.first_run = int(job.get("first_run", run)) if resumed else run
+        # when the job began: what it fetched since is not fetched again when it resumes
+        self.job_started = job.get("started") if resumed else record_time()
+        put_meta(store, "job", self._job(run, "running"))
+        self.frontier = Frontier(store, run, revisit_after=self.config.revisit_after, first_run=self.first_run,
+                                 job_started=self.job_started)
         self.index = ContentIndex(
             self.store,
             self.first_run,
@@ -280,6 +287,10 @@ class DedupState:
         if chunks.left_owed:
             logger.info("dedup chunks: pages were recorded while settling; the next crawl to close settles them")
 
+    def _job(self, run: int, state: str) -> dict[str, Any]:
+        """The job's metadata: its first run, its run now, when it began, and its state."""
+        return {"first_run": self.first_run, "run": run, "started": self.job_started, "state": state}
+
     def close(self) -> None:
         self.canonical_waits.release_all()
         if self.store is None:
@@ -289,11 +300,7 @@ class DedupState:
         try:
             owed = store.count(PENDING)
             elsewhere = pending_held_elsewhere(store) if owed else 0
-            put_meta(
-                store,
-                "job",
-                {"first_run": self.first_run, "run": store.run, "state": "complete" if not owed else "interrupted"},
-            )
+            put_meta(store, "job", self._job(store.run, "complete" if not owed else "interrupted"))
             state = closing_state(owed, elsewhere)
             owed -= elsewhere  # what the next run of this process would resume
         except StoreWriteError as exc:

@@ -32,12 +32,15 @@ class Frontier:
         *,
         revisit_after: float | None = None,
         first_run: int | None = None,
+        job_started: float | None = None,
         clock: Callable[[], float] = record_time,
     ) -> None:
         self.store = store
         self.run = run
         #: recorded as a new URL's first run (a resumed run continues the run it resumes)
         self.first_run = run if first_run is None else first_run
+        #: when the job this run belongs to began (None: unknown): a resumed run is the rest of it
+        self.job_started = job_started
         self.revisit_after = revisit_after
         self.clock = clock
         #: url key -> first URL ("" when it is the key) of keys known scheduled in this run,
@@ -167,18 +170,16 @@ class Frontier:
             # issues that request again itself, past the dupefilter (PendingRequests.resume), so
             # this copy would fetch the page a second time
             return DROP_SEEN
-        return self._fetched_before(key, same_job=previous[0] >= self.first_run)
+        return self._fetched_before(key)
 
-    def _fetched_before(self, key: str, same_job: bool = False) -> str | None:
-        """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again.
-
-        ``same_job``: scheduled in an interrupted run this one resumes, which is the rest of it.
-        """
+    def _fetched_before(self, key: str) -> str | None:
+        """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again."""
         record = get_url(self.store, key)
-        if same_job and record is not None and record.fetched_at is not None:
-            # fetched by the run this one goes on with, and not owed: its outcome is recorded,
-            # its links are owed or known. A hub or a page that links is fetched again by a
-            # new run, not by the rest of the one that fetched it
+        started = self.job_started
+        if record is not None and record.fetched_at is not None and started is not None and record.fetched_at >= started:
+            # fetched since this job began, by the interrupted run this one resumes, and not
+            # owed: its outcome is recorded, its links are owed or known. A hub or a page that
+            # links is fetched again by a new job, not by the rest of the one that fetched it
             return DROP_SEEN
         if record is None or record.fetched_at is None or record.kind == "hub" or record.links:
             # hubs, and documents that link, are always fetched again: that is where new links
