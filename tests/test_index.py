@@ -133,6 +133,21 @@ def test_recrawl_unchanged_updated_and_forgotten(store):
     assert list(iter_clusters(store)) == [get_cluster(store, updated.cluster_id)]
 
 
+def test_a_page_fetched_again_in_the_job_that_first_saw_it_keeps_its_status(store):
+    # a killed run's page fetched again by the run that resumes it: run 2 goes on with job 1
+    text = prose(8)
+    make_index(store).ingest(doc("http://h/a", text))
+    make_index(store).ingest(doc("http://h/b", text))
+    store.begin_run()
+    again = make_index(store, run=1)
+    assert again.ingest(doc("http://h/a", text)).status == "unchanged"  # the text, as recorded
+    again.ingest(doc("http://h/b", text))
+    assert [get_url(store, k).status for k in ("http://h/a", "http://h/b")] == ["new", "exact_duplicate"]
+    # the next job finds them unchanged
+    assert make_index(store, run=2).ingest(doc("http://h/b", text)).status == "unchanged"
+    assert get_url(store, "http://h/b").status == "unchanged"
+
+
 def test_scopes_never_merge(store):
     index = make_index(store)
     text = prose(8)

@@ -20,6 +20,8 @@ class Lifecycle:
 
     store: DedupStore
     clock: Callable[[], float]
+    #: the first run of the job deciding (a resumed run goes on with it)
+    run: int
     max_distance: int
     _indexable: Callable[[UrlRecord], bool]
     _bands_of: Callable[[str], tuple[int, ...]]
@@ -55,9 +57,13 @@ class Lifecycle:
             batch.put_url(record)
 
     def _unchanged(self, record: UrlRecord, doc: Document) -> Decision:
-        """Fetched again with the same text: nothing moves."""
+        """Fetched again with the same text: nothing moves. The record says ``unchanged`` when
+        it came from an earlier job; a page first seen in this job and fetched again in it (a
+        killed run's page, resumed) keeps what its first decision said, as an uninterrupted
+        job's record does."""
         assert record.cluster_id is not None, "a record with the same text is in its cluster"
-        record.status = "unchanged"
+        if record.first_run < self.run:
+            record.status = "unchanged"
         record.fetch_count = max(record.fetch_count, 1)
         with self.store.batch() as batch:
             batch.put_url(record)
