@@ -7,10 +7,13 @@ import dataclasses
 import json
 import math
 import random
+import re
+import unicodedata
 
 import numpy as np
 import pytest
 import xxhash
+from hypothesis import given, settings, strategies as st
 
 from scrapy_dedup.core import fingerprints as F
 from scrapy_dedup.core.fingerprints import (
@@ -245,6 +248,29 @@ def test_shingle_set_hashes_are_pinned():
     digests = [xxhash.xxh64_hexdigest(F.shingle_set(t).tobytes()) for t in texts]
     assert digests == ["e9d4314f965f81e7", "ef46db3751d8e999", "f524094997b50bb8", "f31b78744b226575",
                        "ef46db3751d8e999", "8be0830bf22f6e66"]
+
+
+def _regex_shingle_set(text):
+    # the definition: \w+ runs of the NFKC, casefolded text, one regex over the whole of it
+    words = [w.encode("utf-8") for w in re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold())]
+    return np.unique(F._shingle_hashes(F._token_hashes(words), F.MINHASH_SHINGLE))
+
+
+# ASCII punctuation and spaces (split in C), and what only the regex tells apart
+_WORD_ALPHABET = st.sampled_from("aZ09 _.,-:<>\t\n\r\x0b\x0c\x1c\x1f\x00\u00a0\u2028\u0085\u3000"
+                                 "éß\u0130ΣжπØ٣²½ﬁＡ\u0301\u200b\u00ad—“…中ア가\ud800")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=_WORD_ALPHABET, max_size=60) | st.text(max_size=60))
+def test_shingle_set_words_are_the_regex_words(text):
+    assert np.array_equal(F.shingle_set(text), _regex_shingle_set(text))
+
+
+def test_shingle_set_words_split_at_every_ascii_non_word_character():
+    for code in range(128):
+        text = f"a b{chr(code)}c d e f"
+        assert np.array_equal(F.shingle_set(text), _regex_shingle_set(text)), code
 
 
 def test_shingle_jaccard_is_the_exact_jaccard_of_the_shingle_sets():

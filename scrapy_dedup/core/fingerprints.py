@@ -17,7 +17,14 @@ import numpy as np
 import xxhash
 
 from .language import translated
-from .text import TOKENIZER_VERSION, _canonical_token_bytes, _token_bytes, _word_bytes, canonical_text
+from .text import (
+    _NON_WORD_TO_SPACE,
+    TOKENIZER_VERSION,
+    _canonical_token_bytes,
+    _token_bytes,
+    _word_bytes,
+    canonical_text,
+)
 
 __all__ = [
     "DEFAULT_MAX_DISTANCE",
@@ -352,12 +359,19 @@ def shingle_set(text: str) -> np.ndarray:
     """The word ``MINHASH_SHINGLE``-shingle hashes of ``text`` (words: ``\\w+`` runs after NFKC
     and casefold), distinct and sorted: what :func:`set_jaccard` compares (kept by a caller
     that compares one text many times)."""
-    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
-    # one encode and one split in C, not one encode a word (a word holds no space)
-    tokens = " ".join(words).encode("utf-8").split(b" ") if words else []
-    hashes = np.sort(_shingle_hashes(_token_hashes(tokens), MINHASH_SHINGLE))
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    # ASCII punctuation and spaces to spaces, then one split in C: the ASCII parts are words;
+    # a part with other characters (letters or punctuation beyond ASCII) needs the regex
+    words = folded.encode("utf-8", "surrogatepass").translate(_NON_WORD_TO_SPACE).split()
+    if not folded.isascii():
+        words = [w for part in words for w in ([part] if part.isascii() else _words_of_part(part))]
+    hashes = np.sort(_shingle_hashes(_token_hashes(words), MINHASH_SHINGLE))
     # what np.unique gives, without its hash table (several times slower on a few hundred)
     return hashes[np.concatenate(([True], hashes[1:] != hashes[:-1]))] if len(hashes) else hashes
+
+
+def _words_of_part(part: bytes) -> list[bytes]:
+    return [word.encode("utf-8") for word in _WORD.findall(part.decode("utf-8", "surrogatepass"))]
 
 
 def set_jaccard(sa: np.ndarray, sb: np.ndarray) -> float:
