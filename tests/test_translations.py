@@ -3,8 +3,13 @@ output left untranslated, and no more; an untranslated copy is the same text."""
 
 from __future__ import annotations
 
-import pytest
+import re
+import unicodedata
 
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from scrapy_dedup.core import language
 from scrapy_dedup.core.fingerprints import (
     TRANSLATION_MIN_JACCARD,
     fingerprint,
@@ -171,3 +176,14 @@ def test_a_page_translated_into_japanese_is_not_merged(index):
     first = index.ingest(doc("http://book/en-US/logs.html", original))
     second = index.ingest(doc("http://book/ja-JP/logs.html", translation))
     assert second.status == "new" and second.cluster_id != first.cluster_id
+
+
+# ASCII punctuation, digits and spaces (split in C), and what only the regex tells apart
+_LETTER_ALPHABET = st.sampled_from("aZ09 _.,-:\t\n\x1c\x00\u00a0\u2028\u0085\u3000"
+                                   "éß\u0130ΣжπØ٣²½ﬁＡ\u0301\u200b\u00ad—“…中ア가\ud800")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=_LETTER_ALPHABET, max_size=60) | st.text(max_size=60))
+def test_the_words_compared_are_the_regex_runs_of_letters(text):
+    assert language._words(text) == re.findall(r"[^\W\d_]+", unicodedata.normalize("NFKC", text).casefold())

@@ -31,6 +31,9 @@ _MIN_OCCURRENCES = 20
 #: characters of words of its own each text needs before it can be a translation of the other
 _MIN_RESIDUE = 200
 _WORD = re.compile(r"[^\W\d_]+")
+#: ASCII bytes that are not letters, mapped to a space (bytes beyond ASCII kept)
+_ASCII_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_NON_LETTER_TO_SPACE = bytes(b if b in _ASCII_LETTERS or b >= 0x80 else 0x20 for b in range(256))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,18 @@ def same_language(a: str | LanguageProfile, b: str | LanguageProfile) -> bool:
     return overlap >= MIN_PROFILE_OVERLAP
 
 
+def _words(text: str) -> list[str]:
+    """The words (runs of letters) of ``text`` after NFKC and casefold: ``_WORD.findall``, with
+    ASCII punctuation, digits and spaces made spaces and split away in C first; only a part with
+    characters beyond ASCII needs the regex."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    encoded = folded.encode("utf-8", "surrogatepass").translate(_NON_LETTER_TO_SPACE)
+    parts = encoded.decode("utf-8", "surrogatepass").split()
+    if folded.isascii():
+        return parts
+    return [word for part in parts for word in ([part] if part.isascii() else _WORD.findall(part))]
+
+
 def translated(a: str, b: str) -> bool:
     """Whether ``b`` reads as a translation of ``a`` (or the other way round): the words each
     has that the other lacks are in different languages (:func:`same_language`). What two
@@ -104,7 +119,7 @@ def translated(a: str, b: str) -> bool:
     >>> translated(en + " backup --all /srv", fr + " backup --all /srv"), translated(en, en + " Then rest.")
     (True, False)
     """
-    wa, wb = _WORD.findall(unicodedata.normalize("NFKC", a).casefold()), _WORD.findall(unicodedata.normalize("NFKC", b).casefold())
+    wa, wb = _words(a), _words(b)
     sa, sb = set(wa), set(wb)
     only_a, only_b = " ".join(w for w in wa if w not in sb), " ".join(w for w in wb if w not in sa)
     if min(len(only_a), len(only_b)) < _MIN_RESIDUE:
