@@ -283,6 +283,13 @@ def test_shingle_jaccard_is_the_exact_jaccard_of_the_shingle_sets():
     assert F.shingle_jaccard("std::iter::Chain<A, B>", "std :: iter :: Chain < A , B >") == 1.0
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.integers(0, 2**64 - 1) | st.integers(0, 40)), st.sets(st.integers(0, 2**64 - 1) | st.integers(0, 40)))
+def test_set_jaccard_is_the_jaccard_of_the_sets(a, b):
+    sa, sb = (np.array(sorted(x), dtype=np.uint64) for x in (a, b))
+    assert F.set_jaccard(sa, sb) == (len(a & b) / len(a | b) if a or b else 1.0)
+
+
 def test_with_texts_every_candidate_is_decided_by_the_exact_jaccard():
     base = [f"w{i}" for i in range(400)]
     for step in (40, 60, 150, 200):  # J 0.79, 0.86, 0.95, 0.97
