@@ -427,14 +427,15 @@ def near_match(
     False
     """
     distance = hamming(a.simhash, b.simhash)
-    estimate = jaccard_estimate(a.minhash, b.minhash)
-    if a.tokens < min_tokens or b.tokens < min_tokens:
-        return False, distance, estimate
-    if texts is not None:
+    if texts is not None and a.tokens >= min_tokens and b.tokens >= min_tokens:
+        # decided on the texts: the estimate is not needed (a settle decides most pairs here)
         exact = shingle_jaccard(*texts) if exact is None else exact
         if exact >= TRANSLATION_MIN_JACCARD or exact < min_jaccard:
             return exact >= min_jaccard, distance, exact
         return not translated(*texts), distance, exact
+    estimate = jaccard_estimate(a.minhash, b.minhash)
+    if a.tokens < min_tokens or b.tokens < min_tokens:
+        return False, distance, estimate
     floor = round(min_jaccard - DISTANCE_JACCARD_SLACK, 9)  # 0.8 - 0.1 is 0.7000000000000001
     close = distance <= max_distance and estimate >= floor
     return (estimate >= min_jaccard or close), distance, estimate
