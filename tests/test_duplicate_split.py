@@ -93,6 +93,10 @@ def test_stats_summary_and_report_give_one_split(tmp_path):
     dedup("report", "--store", store, "--html", str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text("utf-8")
     report = (card(html, "exact duplicates"), card(html, "near duplicates"))
+    # the settings the duplicates were found with: a near duplicate is confirmed by its Jaccard,
+    # so it may lie further than DEDUP_MAX_DISTANCE bits from its representative
+    said = "near duplicates at DEDUP_MIN_JACCARD 0.8, DEDUP_MAX_DISTANCE 3"
+    assert said in dedup("summary", "--store", store).stdout and said in html
     # a-copy and a against a-longer, b-short and b-short-copy against b, chain-b against chain-a:
     # near; c-copy: exact
     assert stats == (summary["exact_duplicates"], summary["near_duplicates"]) == report == (1, 5)

@@ -103,8 +103,8 @@ def render(stats: summary.Summary, largest: list[dict[str, Any]], cal: calibrate
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>scrapy-dedup report: {escape(stats.path)}</title><style>{CSS}</style></head><body><main>",
         "<h1>Deduplication report</h1>",
-        f'<p class="sub">Store <code>{escape(stats.path)}</code> · {stats.runs} crawl run(s) · near duplicates '
-        f"within Hamming distance {k} · generated {generated}</p>",
+        f'<p class="sub">Store <code>{escape(stats.path)}</code> · {stats.runs} crawl run(s) · '
+        f"{summary.near_settings(stats.params)} · generated {generated}</p>",
         _summary_section(stats),
         '<h2>Distributions</h2><div class="charts">',
         f"<div>{_distance_chart(stats, int(k) if isinstance(k, int) else cal.k)}</div>",

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from scrapy_dedup.core.records import ALIAS_REASONS
+from scrapy_dedup.decide.settle import SETTLED_META
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver, host_of, url_variants
 from scrapy_dedup.store.base import FRONTIER, PENDING, DedupStore
-from scrapy_dedup.store.records import iter_clusters, iter_urls
+from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls
 
 #: statuses of URL records that hold no document
 NOT_DOCUMENTS = ("hub", "skipped_empty", "deleted", "fetched", "seen", "error", "not_modified")
@@ -110,6 +111,10 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
     progress = progress or Progress("reading the store")
     resolver = Resolver(store)
     summary = Summary(path=getattr(store, "path", ""), params=dict(store.params or {}), runs=store.run)
+    # the near-duplicate settings of the last settle (the store's own params hold the distance only)
+    settled = get_meta(store, SETTLED_META) or {}
+    if "min_jaccard" in settled:
+        summary.params.setdefault("min_jaccard", settled["min_jaccard"])
 
     def host(url: str) -> HostCounts:
         name = host_of(url)
@@ -160,17 +165,27 @@ def render(summary: Summary, fmt: str, out: TextIO) -> None:
         render_text(summary, out)
 
 
+def near_settings(params: dict[str, Any]) -> str:
+    """The settings near duplicates were found with. A near duplicate is confirmed by its Jaccard
+    similarity; the SimHash distance finds candidates (and lowers the bar a little for an
+    estimate), so a member may lie further than ``DEDUP_MAX_DISTANCE`` bits from its representative.
+
+    >>> near_settings({"max_distance": 3, "min_jaccard": 0.8})
+    'near duplicates at DEDUP_MIN_JACCARD 0.8, DEDUP_MAX_DISTANCE 3'
+    >>> near_settings({"max_distance": 3})
+    'near duplicates at DEDUP_MAX_DISTANCE 3'
+    """
+    jaccard = f"DEDUP_MIN_JACCARD {params['min_jaccard']}, " if "min_jaccard" in params else ""
+    return f"near duplicates at {jaccard}DEDUP_MAX_DISTANCE {params.get('max_distance', '?')}"
+
+
 def _n(value: int) -> str:
     return f"{value:,}"
 
 
 def render_text(s: Summary, out: TextIO) -> None:
-    k = s.params.get("max_distance", "?")
     out.write(f"store  {s.path}\n")
-    out.write(
-        f"       format {s.params.get('store_format', '?')}, {s.runs} crawl run(s), "
-        f"near duplicates within Hamming distance {k}\n"
-    )
+    out.write(f"       format {s.params.get('store_format', '?')}, {s.runs} crawl run(s), {near_settings(s.params)}\n")
     resume = " (the next crawl run resumes it)" if s.pending else ""
     out.write(f"       last run {s.frontier_state}{resume}\n\n")
     dropped = sum(s.dropped_urls.values())
