@@ -209,3 +209,44 @@ def test_a_page_whose_only_links_are_its_own_anchors_is_not_a_page_that_links(tm
     assert statuses(first)["s1.html"] == "new"
     # not due, and no links to follow: s1 is not fetched again; s3, which links, is
     assert "/book/s1.html" not in answered and answered["/book/s3.html"] == 200
+
+
+
+class MovingSite(FileSite):
+    """A :class:`FileSite` that answers a 301 to ``moved[path]`` for each path of ``moved``."""
+
+    def __init__(self, root: Path) -> None:
+        self.moved: dict[str, str] = {}
+        super().__init__(root)
+
+    def _answer(self, path: str, request_headers):
+        if path in self.moved:
+            return 301, {"Location": self.moved[path]}, b""
+        return super()._answer(path, request_headers)
+
+
+def test_a_page_that_linked_and_is_gone_or_redirects_is_not_asked_again_by_a_default_recrawl(tmp_path):
+    write_book(tmp_path / "site")
+    book = tmp_path / "site/book"
+    (book / "part1.html").write_text(page("Part 1", text("part"), ("s1.html", "s2.html", "s3.html", "s5.html", "./")))
+    (book / "s5.html").write_text(page("Section 5", text("five"), ("part1.html",)))
+    with MovingSite(tmp_path / "site") as site:
+        crawl(site, tmp_path, {})
+        # s3 and s5 linked at their last fetch: s3 is deleted, s5 moves to s6.html (a 301)
+        (book / "s3.html").unlink()
+        (book / "s5.html").rename(book / "s6.html")
+        site.moved["/book/s5.html"] = "/book/s6.html"
+        site.log.clear()
+        second = crawl(site, tmp_path, {})
+        assert dict(site.log)["/book/s3.html"] == 404 and dict(site.log)["/book/s5.html"] == 301
+        assert second.stat("dedup/doc/deleted") == 1 and second.stat("dedup/doc/redirected") == 1
+        site.log.clear()
+        third = crawl(site, tmp_path, {})  # nothing changed
+        answered = dict(site.log)
+    # their last fetch yielded no link: a gone page is not due, a redirect is an alias of its target
+    assert "/book/s3.html" not in answered and "/book/s5.html" not in answered
+    assert third.stat("dedup/url/dropped/alias") == 1
+    assert third.stat("dedup/url/dropped/fresh") == 3  # s1, s2 and s3
+    store = StoreView(tmp_path / "store")
+    assert not store.record(site.url + "/book/s3.html").links
+    assert not store.record(site.url + "/book/s5.html").links

@@ -244,7 +244,7 @@ class Frontier:
                 elif record.duplicate_of is not None:
                     batch.remove_from_set(ALIASES, record.duplicate_of, record.url)
                 record.status, record.reason, record.duplicate_of = "redirect", "redirect", target_key
-                record.kind = "redirect"
+                record.kind, record.links = "redirect", False
                 code = status_list[i] if i < len(status_list) else None
                 record.http_status = code if isinstance(code, int) else record.http_status
                 record.fetched_at = record.last_seen = now
@@ -270,6 +270,9 @@ class Frontier:
         record.http_status = http_status
         if http_status != 304:
             record.etag, record.last_modified = etag, last_modified
+        if http_status >= 300 and http_status != 304:
+            # a redirect or an error carries none of the page's links: it links no more
+            record.links = False
         record.fetched_at = record.last_seen = now
         record.fetch_count += 1
         if record.status == "seen":
