@@ -145,3 +145,24 @@ def test_a_page_of_p_paragraphs_is_extracted_in_fast_mode():
     # one paragraph written as <div> is not enough to leave it
     two = PAGE.replace("<p>VACUUM reclaims", "<div>VACUUM <b>reclaims</b>", 1).replace("VACUUM is done.</p>", "VACUUM is done.</div>", 1)
     assert extract_text(two) == trafilatura.extract(two, fast=True, deduplicate=False, output_format="txt")
+
+
+def test_a_page_whose_text_is_all_in_an_element_named_like_comments_keeps_it():
+    # GNU Texinfo's split manuals (here m4's "Comments" node) name each section's <div> after it;
+    # trafilatura cuts an element whose id starts with "comment" as a comment section
+    prose = "Comments in m4 are normally delimited by the characters hash and newline. " * 6
+    page = (
+        '<html><head><title>Comments</title></head><body lang="en"><div class="section" id="Comments">'
+        '<div class="header"><p>Next: <a href="Other-tokens.html">Other kinds of input tokens</a></p></div><hr>'
+        f'<h3 class="section">3.3 Comments in m4 input</h3><p>{prose}</p><p>{prose.upper()}</p></div></body></html>'
+    )
+    text = extract_text(page)
+    assert prose.strip() in text and prose.upper().strip() in text
+    # named otherwise, the same page gives the same text
+    assert text == extract_text(page.replace('id="Comments"', 'id="Quoting"'))
+    # a comment section under an article is still cut
+    article = page.replace('id="Comments"', 'id="Quoting"').replace(
+        "</div></body>", '<div id="comments"><p>' + "Great post, thanks for sharing it! " * 6 + "</p></div></div></body>"
+    )
+    assert "Great post" not in extract_text(article)
+    assert "Great post" in extract_text(article, include_comments=True)

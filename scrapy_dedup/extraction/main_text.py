@@ -146,6 +146,19 @@ def _looks_binary(text: str) -> bool:
     return len(_JUNK_RE.findall(head)) > _MAX_JUNK_RATIO * len(head)
 
 
+def _main_text(tree: Any, options: dict[str, Any]) -> str:
+    # The fast mode cuts the paragraph openings of pages written in DocBook's <div>
+    # paragraphs: those go to the full mode directly (cheaper than both). Any other page
+    # whose fast text holds little of what the page shows gets the full mode's text too
+    # (a page the fast mode finds no text in at all is no document: plain text, a frame).
+    if _div_paragraphs(tree) >= MIN_OPENINGS:
+        return trafilatura.extract(tree, fast=False, **options) or ""
+    result = trafilatura.extract(tree, fast=True, **options) or ""
+    if result and _letters(result) < MIN_VISIBLE_SHARE * _visible_letters(tree):
+        result = trafilatura.extract(tree, fast=False, **options) or result
+    return result
+
+
 def extract_text(
     html: bytes | str,
     url: str | None = None,
@@ -192,15 +205,12 @@ def extract_text(
         tree = load_html(text)
         if tree is None:
             return ""
-        # The fast mode cuts the paragraph openings of pages written in DocBook's <div>
-        # paragraphs: those go to the full mode directly (cheaper than both). Any other page
-        # whose fast text holds little of what the page shows gets the full mode's text too
-        # (a page the fast mode finds no text in at all is no document: plain text, a frame).
-        if _div_paragraphs(tree) >= MIN_OPENINGS:
-            return trafilatura.extract(tree, fast=False, **options) or ""
-        result = trafilatura.extract(tree, fast=True, **options) or ""
-        if result and _letters(result) < MIN_VISIBLE_SHARE * _visible_letters(tree):
-            result = trafilatura.extract(tree, fast=False, **options) or result
+        result = _main_text(tree, options)
+        if not result and not include_comments:
+            # trafilatura cuts an element named like a comment section (id or class "comment..."):
+            # when that held all the text, it was the page itself (GNU Texinfo names the section
+            # on comments <div id="Comments">), not comments under it
+            result = _main_text(tree, {**options, "include_comments": True})
     except Exception:  # noqa: BLE001 -- a crawl must survive any page; "" means "no text"
         return ""
     return result or ""
