@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from crawl_helpers import dedup
 from local_site import FileSite
-from test_recrawl import crawl, edit_book, page, text, write_book
+from test_recrawl import MovingSite, crawl, edit_book, page, text, write_book
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.core.urls import url_key
@@ -289,3 +289,40 @@ def test_a_repaired_store_refuses_the_tokens_of_before_and_starts_its_history_ag
         changes.record(store)
         again = changes.token(store)
         assert again != before and changes.since(store, again).upserts == []
+
+
+@pytest.mark.parametrize("backend", ["leveldb", "redis_single", "redis_cluster"])
+def test_a_document_that_gains_a_redirect_is_upserted_with_it_in_its_sources(backend, request, tmp_path):
+    settings: dict = {"DEDUP_REVISIT_AFTER": 0}
+    redis = None
+    if backend != "leveldb":
+        server = request.getfixturevalue(backend)
+        prefix = f"test:{uuid.uuid4().hex[:12]}"
+        settings.update(DEDUP_STORE=server.url, DEDUP_REDIS_PREFIX=prefix)
+        redis = (server.url, prefix)
+
+    def cli(*args: str):
+        return run(tmp_path / "store" if not redis else tmp_path, *args, redis=redis)
+
+    def crawled(site) -> None:
+        crawl(site, tmp_path, settings)
+        if redis:
+            assert cli("settle").returncode == 0
+
+    write_book(tmp_path / "site")
+    with MovingSite(tmp_path / "site") as site:
+        crawled(site)
+        first = cli("export")
+        # s2 moves into s1: its URL redirects there, and s1's document gains it
+        (tmp_path / "site/book/s2.html").unlink()
+        site.moved["/book/s2.html"] = "/book/s1.html"
+        crawled(site)
+    feed = lines(cli("export", "--changes-since", token_of(first)))
+    after = lines(cli("export"))
+    s1 = next(d for d in after if d["document_id"] == doc_id(site.url, "s1.html"))
+    assert {"url": f"{site.url}/book/s2.html", "reason": "redirect"} in s1["sources"]
+    assert [(c["op"], c["reason"], c["document_id"]) for c in feed] == [
+        ("delete", "gone", doc_id(site.url, "s2.html")),
+        ("upsert", "updated", doc_id(site.url, "s1.html")),
+    ]
+    assert apply(held(lines(first)), feed) == held(after)

@@ -7,7 +7,8 @@ next *generation*, a number kept in the store's meta data:
 - a document with no history (or one that was gone) is *born* in this generation;
 - a document whose digest differs is *changed* in it. The digest covers what an index holds:
   the URL key, URL and content hash of every page of the document (its representative's
-  text, and its members', whose text a document may carry), not the fetch times;
+  text, and its members', whose text a document may carry) and the URL and reason of every
+  alias of its pages (redirects, URL variants: the export's ``sources``), not the fetch times;
 - a document the store no longer has is *gone* in it, and its record stays as a tombstone:
   ``into`` names the document its representative's page now belongs to (it was merged), or
   is None (its pages are gone).
@@ -29,12 +30,13 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 
 import xxhash
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.clusters import cluster_id_for
-from scrapy_dedup.store.base import CHANGES, DedupStore, StoreError
+from scrapy_dedup.store.base import ALIASES, CHANGES, DedupStore, StoreError
 from scrapy_dedup.store.records import get_meta, get_url, iter_urls, put_meta
 
 __all__ = ["ChangeTokenError", "Changes", "History", "record", "since", "token"]
@@ -43,6 +45,8 @@ __all__ = ["ChangeTokenError", "Changes", "History", "record", "since", "token"]
 META = "changes"
 
 _MASK = (1 << 64) - 1
+#: URL records whose aliases are read in one go
+_ALIASES_READ = 512
 
 
 class ChangeTokenError(StoreError):
@@ -81,21 +85,27 @@ class Changes:
     token: str = ""
 
 
-def _current(records: Iterable[UrlRecord]) -> dict[str, tuple[str, str]]:
-    """document id -> (digest, representative key), from one pass over the URL records.
+def _current(store: DedupStore, records: Iterable[UrlRecord]) -> dict[str, tuple[str, str]]:
+    """document id -> (digest, representative key), from one pass over the URL records (and
+    their aliases, read a slice of records at a time).
 
-    The digest is a sum of one hash per page, so it needs neither the members read per
-    document nor an order."""
+    The digest is a sum of one hash per page and per alias, so it needs neither the members
+    read per document nor an order."""
     sums: dict[str, int] = {}
     reps: dict[str, str] = {}
-    for r in records:
-        cid = r.cluster_id
-        if cid is None:
-            continue
-        page = xxhash.xxh64_intdigest(f"{r.key}\0{r.url}\0{r.content_hash}".encode())
-        sums[cid] = (sums.get(cid, 0) + page) & _MASK
-        if cluster_id_for(r.scope, r.key) == cid:
-            reps[cid] = r.key
+    pages = (r for r in records if r.cluster_id is not None)
+    for chunk in iter(lambda: list(islice(pages, _ALIASES_READ)), []):
+        for r, aliases in zip(chunk, store.set_members_many(ALIASES, [r.key for r in chunk])):
+            cid = r.cluster_id
+            assert cid is not None
+            total = sums.get(cid, 0) + xxhash.xxh64_intdigest(f"{r.key}\0{r.url}\0{r.content_hash}".encode())
+            for url, reason in aliases:
+                # an #anchor link, recorded as a variant by stores of earlier versions, is no source
+                if reason != b"url_variant" or "#" not in url:
+                    total += xxhash.xxh64_intdigest(f"{url}\0{reason.decode()}".encode())
+            sums[cid] = total & _MASK
+            if cluster_id_for(r.scope, r.key) == cid:
+                reps[cid] = r.key
     return {cid: (f"{total:016x}", reps.get(cid, "")) for cid, total in sums.items()}
 
 
@@ -107,7 +117,7 @@ def _pending(
     meta = get_meta(store, META) or {}
     generation = meta.get("generation", 0) + 1
     old = {cid: History.from_json(raw) for cid, raw in store.scan(CHANGES)}
-    now = _current(iter_urls(store) if records is None else records)
+    now = _current(store, iter_urls(store) if records is None else records)
     written: dict[str, History] = {}
     for cid, (digest, rep) in now.items():
         h = old.get(cid)
