@@ -272,6 +272,29 @@ def test_a_store_without_history_or_another_stores_token_is_refused(memory):
             changes.since(memory, bad)
 
 
+def test_a_document_that_gains_a_url_variant_or_a_redirect_is_updated(memory):
+    a, b = "http://h/a", "http://h/b"
+    put(memory, page_record(a), page_record(b))
+    changes.record(memory)
+    first = changes.token(memory)
+    doc = lambda key: cluster_id_for("", key)  # noqa: E731
+    # a's document gains a URL variant (an export lists it among its sources)
+    with memory.batch() as batch:
+        batch.count_variant("http://h/a?utm=x", a, 1.0)
+    changes.record(memory)
+    assert changes.since(memory, first).upserts == [(doc(a), "updated")]
+    second = changes.token(memory)
+    # seen again: the same source, no change
+    with memory.batch() as batch:
+        batch.count_variant("http://h/a?utm=x", a, 2.0)
+    changes.record(memory)
+    assert changes.since(memory, second).upserts == []
+    # b's document gains a redirect to it
+    put(memory, UrlRecord("http://h/old", "http://h/old", status="redirect", duplicate_of=b))
+    changes.record(memory)
+    assert changes.since(memory, second).upserts == [(doc(b), "updated")]
+
+
 def test_a_repaired_store_refuses_the_tokens_of_before_and_starts_its_history_again(tmp_path):
     from scrapy_dedup.store.leveldb import LevelDBStore
     from scrapy_dedup.store.leveldb.repair import repair_store

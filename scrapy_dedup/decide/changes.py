@@ -26,18 +26,18 @@ changes since one is an error rather than a partial feed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import islice
 
 import xxhash
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.clusters import cluster_id_for
-from scrapy_dedup.store.base import ALIASES, CHANGES, DedupStore, StoreError
-from scrapy_dedup.store.records import get_meta, get_url, iter_urls, put_meta
+from scrapy_dedup.store.base import CHANGES, DedupStore, StoreError
+from scrapy_dedup.store.records import get_meta, get_url, iter_urls, iter_variants, put_meta
 
 __all__ = ["ChangeTokenError", "Changes", "History", "record", "since", "token"]
 
@@ -45,8 +45,6 @@ __all__ = ["ChangeTokenError", "Changes", "History", "record", "since", "token"]
 META = "changes"
 
 _MASK = (1 << 64) - 1
-#: URL records whose aliases are read in one go
-_ALIASES_READ = 512
 
 
 class ChangeTokenError(StoreError):
@@ -86,26 +84,33 @@ class Changes:
 
 
 def _current(store: DedupStore, records: Iterable[UrlRecord]) -> dict[str, tuple[str, str]]:
-    """document id -> (digest, representative key), from one pass over the URL records (and
-    their aliases, read a slice of records at a time).
+    """document id -> (digest, representative key), from one pass over the URL records and one
+    over the URL variants.
 
-    The digest is a sum of one hash per page and per alias, so it needs neither the members
-    read per document nor an order."""
+    The digest is a sum of one hash per page and per alias of its pages (a redirect to it, a URL
+    variant of it: the export's ``sources``), so it needs neither the members nor the aliases
+    read per document, nor an order. Every write of an alias writes the URL record of the
+    redirect or the variant's record too, so no alias changes unseen here."""
     sums: dict[str, int] = {}
     reps: dict[str, str] = {}
-    pages = (r for r in records if r.cluster_id is not None)
-    for chunk in iter(lambda: list(islice(pages, _ALIASES_READ)), []):
-        for r, aliases in zip(chunk, store.set_members_many(ALIASES, [r.key for r in chunk])):
-            cid = r.cluster_id
-            assert cid is not None
-            total = sums.get(cid, 0) + xxhash.xxh64_intdigest(f"{r.key}\0{r.url}\0{r.content_hash}".encode())
-            for url, reason in aliases:
-                # an #anchor link, recorded as a variant by stores of earlier versions, is no source
-                if reason != b"url_variant" or "#" not in url:
-                    total += xxhash.xxh64_intdigest(f"{url}\0{reason.decode()}".encode())
-            sums[cid] = total & _MASK
-            if cluster_id_for(r.scope, r.key) == cid:
-                reps[cid] = r.key
+    cluster_of: dict[str, str] = {}
+    aliases: list[tuple[str, str, str]] = []  # (target key, URL, reason)
+    for r in records:
+        cid = r.cluster_id
+        if cid is None:
+            if r.status == "redirect" and r.duplicate_of is not None:
+                aliases.append((r.duplicate_of, r.url, "redirect"))
+            continue
+        cluster_of[r.key] = cid
+        sums[cid] = (sums.get(cid, 0) + xxhash.xxh64_intdigest(f"{r.key}\0{r.url}\0{r.content_hash}".encode())) & _MASK
+        if cluster_id_for(r.scope, r.key) == cid:
+            reps[cid] = r.key
+    # an #anchor link, recorded as a variant by stores of earlier versions, is no source
+    variants = ((v["key"], url, "url_variant") for url, v in iter_variants(store) if "#" not in url)
+    for target, url, reason in itertools.chain(aliases, variants):
+        cid = cluster_of.get(target)
+        if cid is not None:
+            sums[cid] = (sums[cid] + xxhash.xxh64_intdigest(f"{url}\0{reason}".encode())) & _MASK
     return {cid: (f"{total:016x}", reps.get(cid, "")) for cid, total in sums.items()}
 
 
@@ -135,7 +140,7 @@ def _pending(
 
 def record(store: DedupStore, records: Iterable[UrlRecord] | None = None) -> int:
     """Write what changed since the last generation (settling calls it, with the URL records
-    it read: every one with content); the generation now."""
+    it read: every one with content, and the redirects); the generation now."""
     meta, _, written = _pending(store, records)
     if not meta:
         # the store's id keeps another store's tokens out

@@ -423,7 +423,14 @@ def settle(
     The near test is the crawl's (:func:`near_match` with its settings; a pair is decided by
     the exact Jaccard of the two texts, and their languages, when the store keeps them).
     """
-    docs = [r for r in iter_urls(store) if r.has_content]
+    docs: list[UrlRecord] = []
+    #: the redirects, for the change history (an alias counts in its target's document)
+    redirects: list[UrlRecord] = []
+    for r in iter_urls(store):
+        if r.has_content:
+            docs.append(r)
+        elif r.status == "redirect":
+            redirects.append(r)
     # the keys of each text kept under several (only those: memory), in the order they are tried
     shared: dict[tuple[str, str | None], list[str]] = defaultdict(list)
     for r in docs:
@@ -536,7 +543,7 @@ def settle(
         batches.close()
     put_meta(store, SETTLED_META, params)
     # the settled documents' history, for export --changes-since (from the records read here)
-    record_changes(store, docs)
+    record_changes(store, itertools.chain(docs, redirects))
     return result
 
 

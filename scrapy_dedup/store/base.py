@@ -345,10 +345,6 @@ class DedupStore(abc.ABC):
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
         """(member, value) of an owned set, in no particular order."""
 
-    def set_members_many(self, name: str, owners: list[str]) -> list[list[tuple[str, bytes]]]:
-        """:meth:`set_members` of each of ``owners``, in order (one round trip on a shared store)."""
-        return [list(self.set_members(name, owner)) for owner in owners]
-
     # -- primitives: counters -----------------------------------------------
     @abc.abstractmethod
     def increment_meta(self, name: str) -> int:

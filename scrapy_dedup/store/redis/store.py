@@ -906,15 +906,6 @@ class RedisStore(DedupStore):
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
 
-    def set_members_many(self, name: str, owners: list[str]) -> list[list[tuple[str, bytes]]]:
-        pipe = self.client.pipeline(transaction=False)
-        for owner in owners:
-            pipe.hgetall(self._set_key(name, owner))
-        return [
-            [(member.decode("utf-8", "surrogatepass"), rows[member]) for member in sorted(rows)]
-            for rows in pipe.execute()
-        ]
-
     # -- counters -----------------------------------------------------------
     def increment_meta(self, name: str) -> int:
         return int(self.client.hincrby(self._meta_key(), name, 1))
