@@ -276,8 +276,8 @@ def test_a_server_restarted_with_its_data_mid_crawl_is_connected_to_again(demo_s
     assert {k: got[k] for k in SUMMARY_FIGURES} == {k: expected[k] for k in SUMMARY_FIGURES}
 
 
-def test_links_read_ahead_drop_and_count_what_leveldb_does(demo_server, tmp_path, redis_single):
-    """One process on Redis reads each page's links ahead: the same requests are dropped, for the
+def test_links_drop_and_count_what_leveldb_does(demo_server, tmp_path, redis_single):
+    """One process on Redis: the same requests are dropped, for the
     same reasons, and the same variants are counted under the same keys as on LevelDB; most
     links seen before are dropped without asking the store."""
     start = demo_server.url + "/"

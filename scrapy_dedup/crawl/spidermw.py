@@ -24,22 +24,15 @@ from scrapy import Request
 from scrapy_dedup.core.urls import InvalidURL
 from scrapy_dedup.crawl.canonical import canonical_of, canonical_request
 from scrapy_dedup.crawl.downloadermw import META_LINKS
-from scrapy_dedup.crawl.held import HELD_MAX, held_back, held_back_async
 from scrapy_dedup.crawl.responses import content_kind
 from scrapy_dedup.crawl.sources import ItemSource
 from scrapy_dedup.crawl.state import DedupState
-from scrapy_dedup.store.base import StoreError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
-
-#: requests and items of a page held back at most, so that the dupefilter can answer its links
-#: from one read of the store (a page that yields more is read in several)
-READ_AHEAD_MAX = HELD_MAX
-
 
 class DedupSpiderMiddleware:
     def __init__(self, crawler: Crawler) -> None:
@@ -65,7 +58,8 @@ class DedupSpiderMiddleware:
     def process_spider_output(self, response: Response, result: Iterable[Any], spider=None) -> Iterator[Any]:
         page = _Page(self, response)
         yield from page.prologue()
-        yield from held_back(result, page.element, page.read_ahead, READ_AHEAD_MAX)
+        for element in result:
+            yield page.element(element)
         page.epilogue()
 
     async def process_spider_output_async(
@@ -74,8 +68,8 @@ class DedupSpiderMiddleware:
         page = _Page(self, response)
         for element in page.prologue():
             yield element
-        async for element in held_back_async(result, page.element, page.read_ahead, READ_AHEAD_MAX):
-            yield element
+        async for element in result:
+            yield page.element(element)
         page.epilogue()
 
     def _request(self, request: Request) -> Request:
@@ -117,29 +111,6 @@ class _Page:
         self.links = False
         canonical = canonical_of(mw.state, response)
         self.source = ItemSource(response, *(canonical or ()))
-
-    def read_ahead(self, elements: list[Any]) -> list[Any]:
-        """Read the frontier state of the requests among ``elements`` in one go, before the
-        dupefilter checks each (a store a round trip away answers them from one read; an
-        embedded one answers none); returns ``elements`` to pass on, unchanged."""
-        state = self.mw.state
-        entries = []
-        for element in elements:
-            if isinstance(element, Request) and not element.dont_filter and not element.meta.get("dont_dedup"):
-                try:
-                    entries.append((element.url, state.key(element.url)))
-                except Exception:  # noqa: BLE001 -- its check reports it
-                    continue
-        frontier = state.frontier
-        if entries and frontier is not None:  # None once the store has closed
-            try:
-                frontier.read_ahead(entries)
-            except StoreError as exc:
-                # the checks read the store themselves, and meet (and report) this error there
-                logger.debug("could not read ahead the links of %s: %s", self.response.url, exc)
-            except Exception:
-                state.failed("read_ahead", "could not read ahead the links of %s", self.response.url)
-        return elements
 
     def prologue(self) -> Iterator[Request]:
         if self.source.canonical_url is not None:

@@ -140,20 +140,6 @@ class Frontier:
         previous = frontier_mark(self.store, key, self.run, url)
         self._remember(key, url if previous is None else previous[1])
 
-    def read_ahead(self, entries: Iterable[tuple[str, str]]) -> None:
-        """Read, in one go, the frontier state of the (URL, url key) pairs about to be checked.
-
-        Keys found scheduled in this run are then dropped by :meth:`check` without a store
-        call.  Nothing is marked here: a request dropped before its check (by another
-        middleware) must not be left scheduled.
-        """
-        wanted = {key: url for url, key in entries if key not in self._scheduled}
-        if not wanted:
-            return
-        for key, (run, first) in self.store.frontier_peek(wanted.items()).items():
-            if run == self.run:
-                self._remember(key, first)
-
     def _remember(self, key: str, first: str) -> None:
         self._scheduled[key] = "" if first == key else first
         self._scheduled.move_to_end(key)

@@ -43,10 +43,7 @@ Everything else is a plain read or a last-writer-wins write.  A near-duplicate
 decision is one too: it reads the candidates, decides, and writes.  Two processes
 deciding near duplicates at the same moment may both keep one; settling
 (:mod:`scrapy_dedup.decide.settle`) merges them, so the settled corpus does not
-depend on that race.  ``frontier_peek`` is such a
-read: it answers what ``frontier_mark`` would, without marking; of its answers, "scheduled in
-this run" stays true, so a crawl may drop on it, while a new key is still marked with
-``frontier_mark`` before it is fetched.  Read-then-write
+depend on that race.  Read-then-write
 sequences outside those calls (a URL record updated after a fetch) may lose an
 update under concurrency; they carry reporting detail, not a decision.
 
@@ -381,16 +378,6 @@ class DedupStore(abc.ABC):
     @abc.abstractmethod
     def _frontier_mark(self, key: str, run: int, url: str) -> tuple[int, str] | None:
         """The mark of one key, without a request to owe (the primitive)."""
-
-    def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
-        """What :meth:`frontier_mark` would return for each (url key, URL) of ``entries``,
-        without marking anything: {key: (run last scheduled in, first URL)} for the keys it
-        answers.  A key left out is new, or not read ahead: its check marks it as usual.
-
-        A shared store answers many keys in one round trip, so a crawl reads ahead what a
-        page's links will need; an embedded store's reads are local and cheap, and answers none.
-        """
-        return {}
 
     # -- primitives: near-duplicate index -----------------------------------
     @abc.abstractmethod

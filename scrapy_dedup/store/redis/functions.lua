@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 15
+local LIBRARY_VERSION = 16
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -93,26 +93,6 @@ local function frontier_mark_url(keys, args)
     return {0, false}
   end
   return {previous[1], redis.call('HGET', keys[2], args[2])}
-end
-
--- KEYS[1] a frontier bucket, KEYS[2] its first URLs.  ARGV: 6-byte digests of URL keys in this
--- bucket.  Replies, per digest, {the run it was last scheduled in or 0, its first URL or nil}
--- without marking anything: a crawl reads ahead what it will check, and marks with
--- frontier_mark_url only the keys it then schedules.
-local function frontier_peek(keys, args)
-  local blob = redis.call('GET', keys[1]) or ''
-  local replies = {}
-  for i = 1, #args do
-    local digest = args[i]
-    if #digest ~= 6 then return fail('a frontier digest is 6 bytes') end
-    local pos = find_record(blob, digest, FRONTIER_WIDTH)
-    if pos == nil then
-      replies[i] = {0, false}
-    else
-      replies[i] = {struct.unpack('>I2', blob, pos + 6), redis.call('HGET', keys[2], digest)}
-    end
-  end
-  return replies
 end
 
 -- URL variants ------------------------------------------------------------------------------
@@ -557,7 +537,6 @@ local RELEASERS = {
   {'holder_beat', holder_beat}, {'release', release},
 }
 local READERS = {
-  {'frontier_peek', frontier_peek},
   {'version', version}, {'bands_find', bands_find}, {'packed_get', packed_get},
 }
 for i = 1, #WRITERS do

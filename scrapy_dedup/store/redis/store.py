@@ -981,37 +981,6 @@ class RedisStore(DedupStore):
             owe.recordless = not int(recorded)
         return self._marked(key, url, int(previous), first_url)
 
-    def frontier_peek(self, entries: Iterable[tuple[str, str]]) -> dict[str, tuple[int, str]]:
-        # one round trip: a read per bucket, and the URL record of every key (the first URL of a
-        # key already recorded is its record's, the frontier's copy having gone)
-        urls = dict(entries)
-        if not urls:
-            return {}
-        by_bucket: dict[str, list[tuple[str, bytes]]] = {}
-        for key in urls:
-            bucket, rid = rk.frontier_slot(self.prefix, key)
-            by_bucket.setdefault(bucket, []).append((key, rid))
-        pipe, counts = self._pipeline()  # the writes that wait go in the same round trip
-        for bucket, rids in by_bucket.items():
-            pipe.fcall("sdd_frontier_peek", 2, bucket, self._first_urls_key(bucket), *(rid for _, rid in rids))
-        for key in urls:
-            pipe.hget(*self._slot(URL, key))
-        replies = pipe.execute()[counts:]
-        records = dict(zip(urls, replies[len(by_bucket) :]))
-        answers: dict[str, tuple[int, str]] = {}
-        for rids, states in zip(by_bucket.values(), replies):
-            for (key, _), (previous, first_url) in zip(rids, states):
-                if int(previous) == 0:
-                    continue
-                if first_url is not None:
-                    first = first_url.decode("utf-8", "surrogatepass")
-                elif records[key] is not None:
-                    first = UrlRecord.from_json(records[key], key).url
-                else:
-                    first = urls[key]  # as frontier_mark answers a key with neither
-                answers[key] = (int(previous), first)
-        return answers
-
     def _pipeline(self, transaction: bool = False, carry: bool = True) -> tuple[Any, int]:
         """A pipeline that carries the writes that wait (unless ``carry`` is false) ahead of
         what the caller queues, and how many replies they take. Carried writes make it one
@@ -1085,8 +1054,8 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 
 
 #: the calls that send the writes that wait with their own round trip (on one server)
-_CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark_many", "frontier_peek",
-                       "flush", "hold_pending"})
+_CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark_many", "flush",
+                       "hold_pending"})
 
 #: the calls that write: none goes once a write of this process was refused (RedisStore._refused)
 _WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_mark",
@@ -1097,7 +1066,7 @@ _WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_ma
 # write refused by a full server one StoreFull
 for _name in (
     "_apply", "get", "scan", "put_if_absent", "set_members",
-    "increment_meta", "_frontier_mark", "frontier_mark_many", "frontier_peek", "flush", "count",
+    "increment_meta", "_frontier_mark", "frontier_mark_many", "flush", "count",
     "near_candidates", "begin_run",
     "claim_pending", "hold_pending", "held_pending",
 ):

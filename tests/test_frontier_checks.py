@@ -1,6 +1,6 @@
-"""The frontier's read ahead and its variant counts, on every real store backend, and what they
-cost a shared store: links of a page read in one round trip, keys scheduled in this run dropped
-without a store call, new keys still marked atomically."""
+"""The frontier's checks and variant counts, on every real store backend, and what they cost a
+shared store: keys scheduled in this run dropped without a store call, new keys marked
+atomically, variants sent with this process's next call."""
 
 from __future__ import annotations
 
@@ -30,20 +30,13 @@ def _counted(store: RedisStore):
     return counting
 
 
-def test_read_ahead_answers_what_checks_answer_and_marks_nothing(store):
+def test_a_second_frontier_answers_what_the_first_marked(store):
     clock = [1000.25]
     frontier = Frontier(store, 1, clock=lambda: clock[0])
     assert frontier.check("http://h/a", "http://h/a") is None
     assert frontier.check("http://h/b?x", "http://h/b") is None
-    # a second process of the crawl (or this one after forgetting): it reads the keys ahead
+    # a second process of the crawl (or this one after forgetting)
     other = Frontier(store, 1, clock=lambda: clock[0])
-    peeked = store.frontier_peek([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b"), ("http://h/c", "http://h/c")])
-    if store.shared:
-        assert peeked == {"http://h/a": (1, "http://h/a"), "http://h/b": (1, "http://h/b?x")}
-    else:
-        assert peeked == {}  # an embedded store answers none: its checks read the store themselves
-    other.read_ahead([("http://h/a", "http://h/a"), ("http://h/b", "http://h/b"), ("http://h/c", "http://h/c")])
-    # read ahead, never checked (dropped by another middleware, say): still unscheduled
     assert frontier.check("http://h/c", "http://h/c") is None
     assert other.check("http://h/a", "http://h/a") == "seen"
     clock[0] = 1001.5
@@ -95,7 +88,7 @@ def test_a_frontier_remembers_a_bounded_number_of_keys(store):
     assert "k0" not in frontier._scheduled and f"k{SCHEDULED_KEPT + 9}" in frontier._scheduled
 
 
-def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_store(redis_single, redis_prefix):
+def test_links_seen_before_are_dropped_with_one_round_trip_then_none(redis_single, redis_prefix):
     with RedisStore(redis_single.url, {"v": 1}, prefix=redis_prefix) as first, \
             RedisStore(redis_single.url, {"v": 1}, prefix=redis_prefix) as second:  # fmt: skip
         run = first.begin_run()
@@ -107,15 +100,16 @@ def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_st
         marker.record_fetch("http://h/p0", "http://h/p0", 200, None, None)
         frontier = Frontier(second, run)
         counting = _counted(second)
-        frontier.read_ahead(links)
-        assert counting.round_trips == 1
+        # a link another process scheduled: one round trip, then known
+        assert [frontier.check(url, key) for url, key in links[:20]] == ["seen"] * 20
+        assert counting.round_trips == 20
         sent = counting.commands
         assert [frontier.check(url, key) for url, key in links[:20]] == ["seen"] * 20
-        assert (counting.commands, counting.round_trips) == (sent, 1), "seen links cost no store call"
+        assert (counting.commands, counting.round_trips) == (sent, 20), "known links cost no store call"
         assert frontier.known_checks == 20
         # a new link is marked, one round trip each (the mark is atomic: see the next test)
         assert [frontier.check(url, key) for url, key in links[20:]] == [None] * 20
-        assert counting.round_trips == 21
+        assert counting.round_trips == 40
         # and then known: its second sighting costs nothing either
         assert frontier.check(*links[30]) == "seen"
         # variants of seen links: they wait, then go in one round trip (the crawl sends them once
@@ -132,7 +126,7 @@ def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_st
         assert get_variant(first, "http://h/p1?utm_source=x")["count"] == 3
         assert dict(iter_aliases_of(first, "http://h/p2")) == {"http://h/p2?utm_medium=y": "url_variant"}
         frontier.check("http://h/p1", "http://h/p1", original="http://h/p1?utm_source=x")
-        frontier.read_ahead([("http://h/q", "http://h/q")])
+        assert frontier.check("http://h/q", "http://h/q") is None  # the variant goes with this mark
         assert counting.round_trips == before + 2
         assert get_variant(first, "http://h/p1?utm_source=x")["count"] == 4
         # what waits is sent before this process reads variants or aliases, and when the store closes
@@ -145,34 +139,17 @@ def test_links_read_ahead_in_one_round_trip_and_seen_ones_dropped_without_the_st
         assert get_variant(store, "http://h/p1?utm_source=x")["count"] == 6
 
 
-def test_a_new_link_read_ahead_by_two_processes_is_fetched_by_one(redis_url, redis_prefix):
+def test_a_new_link_checked_by_two_processes_is_fetched_by_one(redis_url, redis_prefix):
     with RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as a, \
             RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as b:  # fmt: skip
         run = a.begin_run()
         fa, fb = Frontier(a, run), Frontier(b, run)
         links = [(f"http://h/n{i}", f"http://h/n{i}") for i in range(30)]
-        # both read the page's links ahead while none is scheduled, then check them in turn
-        fa.read_ahead(links)
-        fb.read_ahead(links)
+        # both check the page's links in turn
         assert [(fa.check(*link), fb.check(*link)) for link in links] == [(None, "seen")] * 30
         # and the other way round: b checks first
         more = [(f"http://h/m{i}", f"http://h/m{i}") for i in range(30)]
-        fa.read_ahead(more)
-        fb.read_ahead(more)
         assert [(fb.check(*link), fa.check(*link)) for link in more] == [(None, "seen")] * 30
-
-
-def test_read_ahead_in_a_new_run_decides_nothing_early(redis_url, redis_prefix):
-    with RedisStore(redis_url, {"v": 1}, prefix=redis_prefix) as store:
-        Frontier(store, store.begin_run()).check("http://h/a", "http://h/a")
-        run = store.begin_run()
-        frontier = Frontier(store, run)
-        assert store.frontier_peek([("http://h/a", "http://h/a")]) == {"http://h/a": (run - 1, "http://h/a")}
-        frontier.read_ahead([("http://h/a", "http://h/a")])
-        # scheduled in an earlier run, never fetched: fetched in this one, and marked by the check
-        assert frontier.known_checks == 0
-        assert frontier.check("http://h/a", "http://h/a") is None
-        assert frontier.check("http://h/a", "http://h/a") == "seen"
 
 
 def test_a_request_settles_only_after_the_variants_its_page_added(redis_url, redis_prefix):
