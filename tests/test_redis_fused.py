@@ -147,9 +147,9 @@ def test_a_new_page_is_decided_in_two_round_trips(redis_single, redis_prefix):
         # the lock with the URL record, the SimHash and band buckets, the exact entry and the
         # cluster named after the content; the writes with the exact claim and the release
         assert trips == 2
-        # a band lookup per band group; index and the MinHash signature's put (in the writes),
-        # release: one call each
-        assert _fcalls(store.client) - calls == rk.BAND_GROUPS + 3
+        # a band lookup per band group; in the writes an entry per SimHash table and band group,
+        # the MinHash signature's put; the release
+        assert _fcalls(store.client) - calls == rk.BAND_GROUPS + rk.BLOCKS + rk.BAND_GROUPS + 2
     finally:
         store.close()
 

@@ -359,38 +359,6 @@ local function bands_find(keys, args)
   return table.concat(out)
 end
 
--- One server --------------------------------------------------------------------------------
--- A server that is not a cluster has no slots, so one call may name keys of every group.
--- KEYS: the hash of each table holding the SimHash's buckets, then the settled band hashes.
--- ARGV: '1' to enter, '0' to take out; the 16-byte record (SimHash, token); per band hash the
--- entries of its group.  A representative entered in (near_put, bands_add) or taken out of
--- (near_remove, bands_remove) every table and band in one call.  Replies how many records
--- changed.  Never sent to a cluster, where it would be CROSSSLOT.
-local function near_index(keys, args)
-  local enter = args[1] == '1'
-  local usage = 'near_index takes 1 or 0, a 16-byte record, and entries per band hash'
-  if (args[1] ~= '1' and args[1] ~= '0') or #(args[2] or '') ~= NEAR_WIDTH or #keys < NEAR_TABLES
-      or #args - 2 ~= #keys - NEAR_TABLES then
-    return fail(usage)
-  end
-  for t = 1, NEAR_TABLES do
-    local err = check_table(keys[t])
-    if err then return fail(err) end
-  end
-  local band_of = {}
-  for i = 3, #args do
-    band_of[i - 2] = band_fields(args[i])
-    if band_of[i - 2] == nil then return fail(BAND_USAGE) end
-  end
-  local changed = 0
-  for t = 1, NEAR_TABLES do changed = changed + near_change(keys[t], args[2], enter) end
-  local token = string.sub(args[2], 9, 16)
-  for i, fields in ipairs(band_of) do
-    changed = changed + band_change(keys[NEAR_TABLES + i], args[i + 2], fields, token, enter)
-  end
-  return changed
-end
-
 -- Holders --------------------------------------------------------------------------------
 -- Every process that opens the store is a holder, named by an id of its own.  Whatever it holds
 -- is tagged with that id: an entry's value is the holder, a newline, then what it holds (an owed
@@ -525,7 +493,6 @@ end
 -- heartbeat, its decisions' locks), have the allow-oom flag: a process stopping on a full server
 -- still releases its locks and stops its heartbeat, so that the next run recovers what it owed.
 local WRITERS = {
-  {'near_index', near_index},
   {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
   {'exact_claim', exact_claim}, {'packed_put', packed_put}, {'packed_delete', packed_delete},

@@ -300,17 +300,6 @@ class StoreFunctions:
 
         return decode
 
-    def near_index_command(self, scope: str, simhash: int, token: bytes, bands: Sequence[int], enter: bool) -> tuple:
-        """One server: the call that enters a representative in (or takes it out of) its four
-        SimHash buckets and its band buckets, for a batch (:func:`sdd_near_index`)."""
-        keys = rk.near_buckets(self.prefix, scope, simhash)
-        entries = []
-        for band_keys, group_entries in rk.band_calls(self.prefix, scope, bands):
-            keys += band_keys
-            entries.append(group_entries)
-        return ("FCALL", "sdd_near_index", len(keys), *keys, "1" if enter else "0",
-                rk.near_record(simhash, token), *entries)
-
     def _groups(self, simhashes: Sequence[int]) -> dict[tuple[int, int], list[tuple[int, int]]]:
         """The slot groups some SimHashes touch: (table, group) -> [(item number, block)]."""
         groups: dict[tuple[int, int], list[tuple[int, int]]] = {}

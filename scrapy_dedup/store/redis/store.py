@@ -162,10 +162,6 @@ class RedisBatch(StoreBatch):
         s = self._store
         bands = band_tuple(bands)
         token = rk.cluster_token(cluster_id)
-        if s.fn.fused:
-            # one server: every table and band in one call
-            self.commands.append(s.fn.near_index_command(scope, simhash, token, bands, table_fn == "sdd_near_put"))
-            return
         fp = rk.simhash_bytes(simhash)
         for key in rk.near_buckets(s.prefix, scope, simhash):
             self.commands.append(("FCALL", table_fn, 1, key, fp, token))
