@@ -10,21 +10,13 @@ from scrapy_dedup.store.redis.functions import StoreFunctions
 
 
 def frontier_mark_many(fn: StoreFunctions, url_keys: Iterable[str], run: int) -> list[int]:
-    """Mark each key scheduled in ``run`` (``sdd_frontier_mark``, one call per bucket, pipelined);
-    per key, the run it was last scheduled in before, 0 for never."""
-    keys = list(url_keys)
-    by_bucket: dict[str, list[tuple[int, bytes]]] = {}
-    for i, url_key in enumerate(keys):
-        bucket, rid = rk.frontier_slot(fn.prefix, url_key)
-        by_bucket.setdefault(bucket, []).append((i, rid))
+    """Mark each key scheduled in ``run`` (``sdd_frontier_mark_url``, its URL the key itself,
+    pipelined); per key, the run it was last scheduled in before, 0 for never."""
     pipe = fn.client.pipeline(transaction=False)
-    for bucket, entries in by_bucket.items():
-        pipe.fcall("sdd_frontier_mark", 1, bucket, run, *(rid for _, rid in entries))
-    out = [0] * len(keys)
-    for entries, replies in zip(by_bucket.values(), pipe.execute()):
-        for (i, _), previous in zip(entries, replies):
-            out[i] = int(previous)
-    return out
+    for url_key in url_keys:
+        bucket, rid = rk.frontier_slot(fn.prefix, url_key)
+        pipe.fcall("sdd_frontier_mark_url", 2, bucket, bucket.replace(":f:", ":fu:", 1), run, rid, url_key)
+    return [int(previous) for previous, _ in pipe.execute()]
 
 
 def frontier_mark(fn: StoreFunctions, url_key: str, run: int) -> int:

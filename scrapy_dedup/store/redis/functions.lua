@@ -41,58 +41,31 @@ local function version()
 end
 
 -- Frontier -------------------------------------------------------------------------------
--- KEYS[1] a frontier bucket: 8-byte records, a URL key's 6-byte digest remainder then the
--- run (uint16) it was last scheduled in.  ARGV: run, then one or more 6-byte digests of
--- URL keys in this bucket.  Marks each in `run`; replies with the run each was last
--- scheduled in before, 0 for never.  Read and write are one step: two processes that
--- schedule the same URL at once get 0 exactly once.
+-- KEYS[1] a frontier bucket: 8-byte records, a URL key's 6-byte digest remainder then the run
+-- (uint16) it was last scheduled in; KEYS[2] the same bucket's first URLs (hash: digest -> URL)
+-- of keys scheduled and not yet recorded.  ARGV: run, digest, URL.  Marks the key in `run` and
+-- replies {the run it was last scheduled in before or 0, its first URL or nil}; a key never
+-- seen keeps this URL as its first.  Read and write are one step: two processes that schedule
+-- the same URL at once get 0 exactly once.
 local FRONTIER_WIDTH = 8
 
-local function frontier_mark(keys, args)
-  local run = tonumber(args[1])
+local function frontier_mark_url(keys, args)
+  local run, digest = tonumber(args[1]), args[2]
   if run == nil or run < 1 or run > 65535 or run % 1 ~= 0 then
     return fail('run must be an integer in 1..65535')
   end
+  if #digest ~= 6 then return fail('a frontier digest is 6 bytes') end
   local packed_run = struct.pack('>I2', run)
   local blob = redis.call('GET', keys[1]) or ''
-  local appended = {}
-  local seen_now = {}
-  local replies = {}
-  for i = 2, #args do
-    local digest = args[i]
-    if #digest ~= 6 then return fail('a frontier digest is 6 bytes') end
-    local pos = find_record(blob, digest, FRONTIER_WIDTH)
-    if pos ~= nil then
-      local previous = struct.unpack('>I2', blob, pos + 6)
-      if previous ~= run then
-        redis.call('SETRANGE', keys[1], pos - 1 + 6, packed_run)
-      end
-      replies[#replies + 1] = previous
-    elseif seen_now[digest] then
-      replies[#replies + 1] = run  -- the same URL twice in one call
-    else
-      seen_now[digest] = true
-      appended[#appended + 1] = digest .. packed_run
-      replies[#replies + 1] = 0
-    end
-  end
-  if #appended > 0 then
-    redis.call('APPEND', keys[1], table.concat(appended))
-  end
-  return replies
-end
-
--- KEYS[1] a frontier bucket, KEYS[2] the same bucket's first URLs (hash: digest -> URL) of
--- keys scheduled and not yet recorded.  ARGV: run, digest, URL.  Replies {previous run or
--- 0, the first URL or nil}; a key never seen keeps this URL as its first.
-local function frontier_mark_url(keys, args)
-  local previous = frontier_mark({keys[1]}, {args[1], args[2]})
-  if previous.err then return previous end  -- an error reply (a table with its message)
-  if previous[1] == 0 then
-    redis.call('HSET', keys[2], args[2], args[3])
+  local pos = find_record(blob, digest, FRONTIER_WIDTH)
+  if pos == nil then
+    redis.call('APPEND', keys[1], digest .. packed_run)
+    redis.call('HSET', keys[2], digest, args[3])
     return {0, false}
   end
-  return {previous[1], redis.call('HGET', keys[2], args[2])}
+  local previous = struct.unpack('>I2', blob, pos + 6)
+  if previous ~= run then redis.call('SETRANGE', keys[1], pos - 1 + 6, packed_run) end
+  return {previous, redis.call('HGET', keys[2], digest)}
 end
 
 -- URL variants ------------------------------------------------------------------------------
@@ -493,7 +466,7 @@ end
 -- heartbeat, its decisions' locks), have the allow-oom flag: a process stopping on a full server
 -- still releases its locks and stops its heartbeat, so that the next run recovers what it owed.
 local WRITERS = {
-  {'frontier_mark', frontier_mark}, {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
+  {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
   {'exact_claim', exact_claim}, {'packed_put', packed_put}, {'packed_delete', packed_delete},
   {'near_remove', near_remove}, {'near_put', near_put},
