@@ -222,7 +222,6 @@ def test_the_readme_gives_each_memory_bound_the_code_has():
         "SCHEDULED_KEPT": frontier.SCHEDULED_KEPT,
         "MAX_SOURCES": sources.MAX_SOURCES,
         "_CACHE_LIMIT": hostrules._CACHE_LIMIT,
-        "VARIANT_ALIASES_KEPT": redis_store.VARIANT_ALIASES_KEPT,
         "WAITING_MAX": redis_store.WAITING_MAX,
         "BOILERPLATE_GROUPS_KEPT": chunk_layer.BOILERPLATE_GROUPS_KEPT,
         "SIMHASH_SPEC": (packed_tables.SIMHASH_SPEC.l0_max, packed_tables.SIMHASH_SPEC.l1_max),

@@ -24,7 +24,6 @@ import os
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -75,8 +74,6 @@ logger = logging.getLogger(__name__)
 LAYOUT = rk.LAYOUT
 #: a holder whose heartbeat stopped this long is dead (``DEDUP_REDIS_LEASE``): it beats every third
 LEASE_MS = 30_000
-#: variant URLs whose alias this process wrote, remembered so that later counts skip it
-VARIANT_ALIASES_KEPT = 16_384
 #: variant writes that wait for a round trip, at most
 WAITING_MAX = 512
 #: a scan reads a table in this many round trips (1,024 shards: 16 a round trip)
@@ -133,14 +130,9 @@ class RedisBatch(StoreBatch):
         self.commands += self._store._url_put(record.key, record.to_json(), if_absent)
 
     def count_variant(self, url: str, key: str, seen_at: float, reason: str = "seen") -> None:
-        # One server-side step per count (no read, no lost update). A variant's alias is written
-        # with its first count by this process: a variant keeps its key (keys follow from the URL).
+        # One server-side step per count (no read, no lost update), and the alias written again
         s = self._store
-        if s._variant_aliases.get(url) != key:
-            self.add_to_set(ALIASES, key, url, b"url_variant")
-            s._variant_aliases[url] = key
-            while len(s._variant_aliases) > VARIANT_ALIASES_KEPT:
-                s._variant_aliases.popitem(last=False)
+        self.add_to_set(ALIASES, key, url, b"url_variant")
         self.commands.append(
             ("FCALL", "sdd_variant_count", 1, s._slot(VARIANT, url)[0],
              url, json.dumps(key), json.dumps(seen_at), json.dumps(reason))
@@ -288,7 +280,6 @@ class RedisStore(DedupStore):
         #: ids of the owed requests this process holds
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
-        self._variant_aliases: OrderedDict[str, str] = OrderedDict()
         #: the writes of batches applied later (``batch(later=True)``), in order: every call
         #: sends them first, or carries them in its own round trip (see _CARRIERS)
         self._waiting: list[tuple] = []
