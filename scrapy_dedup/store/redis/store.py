@@ -21,6 +21,7 @@ import itertools
 import json
 import logging
 import os
+import pickle
 import threading
 import time
 import uuid
@@ -81,19 +82,8 @@ SCAN_ROUNDS = 64
 
 
 def _encode_commands(commands: list[tuple]) -> bytes:
-    def arg(value: Any) -> list:
-        if isinstance(value, bytes):
-            return ["b", value.decode("latin-1")]
-        if isinstance(value, int):
-            return ["i", value]
-        return ["s", value]
-
-    return json.dumps([[arg(a) for a in c] for c in commands]).encode()
-
-
-def _decode_commands(raw: bytes) -> list[tuple]:
-    decode: dict[str, Callable[[Any], Any]] = {"b": lambda v: v.encode("latin-1"), "i": int, "s": str}
-    return [tuple(decode[t](v) for t, v in c) for c in json.loads(raw)]
+    """A cluster batch as its journal keeps it: read back by the store only, as owed requests are."""
+    return pickle.dumps(commands, protocol=5)
 
 
 class RedisBatch(StoreBatch):
@@ -406,7 +396,7 @@ class RedisStore(DedupStore):
             journal = self._journal_key()
             # an entry's field is its writer's holder id, ':', its batch number
             for entry, commands in self._claim(journal, me, dead, lambda f: f.rpartition(b":")[0].decode() not in dead):
-                self._apply_by_slot(_decode_commands(commands))
+                self._apply_by_slot(pickle.loads(commands))
                 self.client.hdel(journal, entry)
         for shard in range(rk.LOCK_SHARDS):
             for _ in self.fn.claim(rk.decision_shard(self.prefix, shard), "", dead):
