@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from crawl_helpers import StoreView, final_documents
+from crawl_helpers import StoreView, exported, final_documents
 from local_site import LocalSite
 from testing import run_crawl
 
@@ -69,3 +71,25 @@ def test_the_next_member_takes_over_and_supersedes_the_lost_representative(site,
     store = StoreView(tmp_path / "store")
     assert store.clusters[store.record(site.url + "/b").cluster_id].representative == site.url + "/b"
     assert store.record(site.url + "/a").cluster_id is None
+
+
+@pytest.mark.parametrize("version, event", [(2, "deleted"), (3, "redirected")])
+def test_the_member_taking_over_reaches_a_crawl_spider_s_rule_callback(site, tmp_path, monkeypatch, version, event):
+    # The tutorial's CrawlSpider dispatches every response on the rule its request carries in
+    # meta; the take-over request, made by the store, must carry it too, or the callback raises
+    # and the new representative's item never reaches the feed.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
+    settings = {**SETTINGS, "SPIDER_MODULES": "tutorial_spiders"}
+    run_crawl(site.url + "/", tmp_path, settings, spider="tutorial")
+    site.version = version
+    second = run_crawl(site.url + "/", tmp_path, settings, spider="tutorial")
+    assert second.stat("dedup/doc/promoted") == 1
+    assert not [k for k in second.stats if k.startswith("spider_exceptions/")], second.log[-3000:]
+    taken_over = [i for i in second.items if i["url"] == site.url + "/b"]
+    assert len(taken_over) == 1
+    assert taken_over[0]["dedup"]["supersedes"] == [site.url + "/a"]
+    # what the gone or redirected request went through is not the take-over's: /b is no redirect target
+    store = StoreView(tmp_path / "store")
+    assert store.clusters[store.record(site.url + "/b").cluster_id].representative == site.url + "/b"
+    (document,) = [d for d in exported(tmp_path / "store") if d["url"] == site.url + "/b"]
+    assert [s["url"] for s in document["sources"]] == [site.url + "/b"]

@@ -62,6 +62,19 @@ class _ReportedOnce(logging.Filter):
 
 _REPORTED_ONCE = _ReportedOnce()
 
+#: Request meta keys that say how one request was fetched (Scrapy's downloader and middlewares:
+#: its slot, latency, redirects, retries, cache entry, start flag), not what it is for.
+_FETCH_META = frozenset({
+    "download_slot", "download_latency", "redirect_urls", "redirect_reasons", "redirect_times",
+    "redirect_ttl", "retry_times", "cached_response", "cache_timestamp", "is_start_request",
+})
+
+
+def _of_a_fetch(key: str) -> bool:
+    """Whether a request's meta ``key`` belongs to that request alone: :data:`_FETCH_META`,
+    private keys (``_...``) and this project's (``dedup_...``, ``dont_dedup``)."""
+    return key in _FETCH_META or key.startswith(("_", "dedup_")) or key == "dont_dedup"
+
 
 def _cannot_start(exc: Exception) -> None:
     """Say in one line why the crawl cannot start; it fails with ``exc`` (exit status 1),
@@ -384,17 +397,20 @@ class DedupState:
         """Fetch ``promoted``, the member that now represents a cluster, to emit it.
 
         ``supersedes`` lists the URLs it replaces downstream; ``like`` is a request
-        whose callback and errback it reuses.
+        whose callback, errback, ``cb_kwargs`` and meta it reuses (a ``CrawlSpider``'s callback
+        reads its rule from the meta), less what that request's own fetch put there.
         """
         if not promoted:
             return
         self.inc("doc/promoted")
+        meta = {k: v for k, v in getattr(like, "meta", {}).items() if not _of_a_fetch(k)}
         request = Request(
             promoted,
             callback=getattr(like, "callback", None),
             errback=getattr(like, "errback", None),
+            cb_kwargs=dict(getattr(like, "cb_kwargs", {})),
             dont_filter=True,
-            meta={"dedup_promoted": True, "dedup_supersedes": list(supersedes)},
+            meta={**meta, "dedup_promoted": True, "dedup_supersedes": list(supersedes)},
         )
         # owed like any request: an interruption must not lose the take-over
         self.pending.owe(request, promoted_id(self.key(promoted)))
