@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from crawl_helpers import dedup
+from local_site import LocalSite
 from testing import DemoServer, load_manifest, run_crawl
 
 from scrapy_dedup.core.urls import url_key
@@ -212,3 +213,23 @@ def test_without_dedup_chunks_nothing_changes(crawls, tmp_path):
         assert list(store.scan(CHUNKS)) == []
     refused = dedup(tmp_path / "store", "chunks")
     assert refused.returncode == 1 and "DEDUP_CHUNKS" in refused.stderr
+
+
+def test_a_root_prompt_in_a_page_s_code_is_no_heading(tmp_path):
+    # A manual's commands run as root read "# apt-get update"; the page's headings come from its
+    # HTML (here none the extractor kept), never from Markdown '#' lines of its plain text,
+    # which would take those commands out of every chunk and head the rest of the page with them.
+    prose = " ".join(f"The package manager keeps lists{i} of packages, updated from the archive." for i in range(12))
+    body = (
+        f"<div class='section'><div class='titlepage'><h2 class='title'>2.1. Basics</h2></div><p>{prose}</p>"
+        "<pre class='screen'># apt-get update\n# apt-get install debian-reference-en</pre>"
+        f"<p>{prose.replace('lists', 'indexes')}</p></div>"
+    )
+    html = f"<html><head><title>Basics</title></head><body><div class='chapter'>{body}</div></body></html>".encode()
+    with LocalSite(lambda path: (200, {}, html) if path == "/" else (404, {}, b"")) as site:
+        result = run_crawl(site.url + "/", tmp_path, {"DEDUP_CHUNKS": True, "DEDUP_WORKERS": 1})
+    (item,) = result.items
+    assert "# apt-get update" in item["text"]
+    chunks = item["dedup"]["chunks"]
+    assert any("# apt-get update" in c["text"] for c in chunks), chunks
+    assert not any("apt-get" in " ".join(c["heading"]) for c in chunks), chunks

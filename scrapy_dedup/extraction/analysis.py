@@ -59,9 +59,12 @@ def analysed_and_packed(
 
 def analyse_chunks(text: str, html: str | bytes | None, **options: Any) -> PageChunks:
     """A page's chunks (:func:`scrapy_dedup.core.page_chunks.page_chunks`), with the heading
-    spans of its HTML when it has some, so that chunks follow its sections."""
+    spans of its HTML, so that chunks follow its sections. An HTML page's headings come from its
+    HTML only, none when the extractor kept none: a ``#`` line of its text is code (a root
+    prompt, a comment), not Markdown. Text a spider gave (``html`` None) has its Markdown ``#``
+    headings read."""
     headings = heading_spans(html, text) if html is not None else None
-    return page_chunks(text, headings=headings or None, **options)
+    return page_chunks(text, headings=headings, **options)
 
 
 def warm_up() -> None:
