@@ -494,6 +494,41 @@ def test_reading_during_a_crawl(demo, outside, tmp_path):
     assert len(final) >= max(len(jsonl(r.stdout)) for r in reads)
 
 
+def test_reports_on_a_running_crawl_say_it_runs(demo, outside, tmp_path):
+    """summary and export read a first crawl's store while it runs: they name the store, say its
+    run is under way (not interrupted) and that the crawl settles it, not `scrapy dedup settle`
+    (which a held store refuses)."""
+    store = tmp_path / "store"
+    result: list = []
+    crawl = threading.Thread(
+        target=lambda: result.append(
+            run_crawl(demo.server.url + "/", tmp_path, {"DEDUP_HOST_RULES": demo.host_rules, "DOWNLOAD_DELAY": 0.05})
+        )
+    )
+    crawl.start()
+    summaries, exports, changes = [], [], []
+    while crawl.is_alive():
+        if not (store / "CURRENT").exists():
+            time.sleep(0.05)
+            continue
+        summaries.append(dedup("summary", "--store", str(store), cwd=outside))
+        exports.append(dedup("export", "--store", str(store), "-o", str(tmp_path / "out.jsonl"), cwd=outside))
+        changes.append(dedup("export", "--store", str(store), "--changes-since", "0-0", cwd=outside))
+    crawl.join()
+    assert result
+    held = [r for r in summaries if "a running crawl holds" in r.stderr]
+    assert held, [r.stderr for r in summaries]
+    for read in held:
+        assert read.returncode == 0, read.stderr
+        assert read.stdout.startswith(f"store  {store}\n"), read.stdout
+        assert "last run running: " in read.stdout and "interrupted" not in read.stdout, read.stdout
+    unsettled = [r for r in exports + changes if "a running crawl holds" in r.stderr and "change token:" not in r.stderr]
+    assert unsettled
+    for read in unsettled:
+        assert "export again when the crawl ends" in read.stderr and "dedup settle" not in read.stderr, read.stderr
+    assert "interrupted" not in ok("summary", "--store", str(store), cwd=outside)
+
+
 def test_help_lists_the_command_inside_and_outside_a_project(outside):
     example = Path(__file__).resolve().parent.parent / "example_project"
     for cwd in (outside, example):

@@ -409,7 +409,16 @@ class Command(ScrapyCommand):
     def _export(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.decide import changes
         from scrapy_dedup.reports import export
+        from scrapy_dedup.reports.store import held_by_a_crawl
 
+        # a crawl settles its store as it closes: until then, settling is its to do
+        unsettled = (
+            "a running crawl holds the store and has not settled it yet: export again when the crawl ends"
+            if held_by_a_crawl(store)
+            else "the store has decisions not settled yet (`scrapy dedup settle`)"
+        )
+        if opts.changes_since is not None and held_by_a_crawl(store) and changes.token(store) is None:
+            raise changes.ChangeTokenError(f"no changes to give: {unsettled}")
         # a token the store cannot answer fails before the output is opened
         since = changes.since(store, opts.changes_since) if opts.changes_since is not None else None
         token = changes.token(store) if since is None else since.token
@@ -441,10 +450,7 @@ class Command(ScrapyCommand):
         if token is not None and changes.token(store) == token:
             print(f"change token: {token} (scrapy dedup export --changes-since {token})", file=sys.stderr)
         else:
-            print(
-                "scrapy dedup: no change token: the store has decisions not settled yet (`scrapy dedup settle`)",
-                file=sys.stderr,
-            )
+            print(f"scrapy dedup: no change token: {unsettled}", file=sys.stderr)
 
     def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.decide.settle import settle_store

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
@@ -23,6 +24,15 @@ from scrapy.settings import BaseSettings
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked, StoreWriteError
 from scrapy_dedup.store.open import backend_class, open_existing
+
+#: snapshots of a store a running crawl holds (:func:`opened_store`) -> that store's path
+_HELD: weakref.WeakKeyDictionary[DedupStore, str] = weakref.WeakKeyDictionary()
+
+
+def held_by_a_crawl(store: DedupStore) -> str | None:
+    """The path of the store ``store`` is a snapshot of, when a running crawl holds that store
+    (:func:`opened_store` read a copy): what it shows is that crawl's work so far, not settled."""
+    return _HELD.get(store)
 
 
 def _chosen(settings: BaseSettings, spider: str | None, given: str | None, setting: str, missing: str) -> str | None:
@@ -103,6 +113,7 @@ def opened_store(
         if not snapshot:
             raise
         store = backend.open_snapshot(path, **options)
+        _HELD[store] = path
         err.write(
             f"scrapy dedup: a running crawl holds {path}; reading a snapshot taken at "
             f"{time.strftime('%H:%M:%S')} (later writes are not shown)\n"

@@ -15,6 +15,7 @@ from scrapy_dedup.core.records import ALIAS_REASONS
 from scrapy_dedup.decide.settle import SETTLED_META
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver, host_of, url_variants
+from scrapy_dedup.reports.store import held_by_a_crawl
 from scrapy_dedup.store.base import FRONTIER, PENDING, DedupStore
 from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls
 
@@ -64,10 +65,15 @@ class Summary:
     cluster_sizes: Counter[int] = field(default_factory=Counter)
     #: requests the last run left owed (an interrupted run, resumed by the next one)
     pending: int = 0
+    #: read from a snapshot of a store a running crawl holds: its run is under way
+    running: bool = False
 
     @property
     def frontier_state(self) -> str:
-        """``complete``, or ``interrupted: N pending``."""
+        """``complete``, ``interrupted: N pending``, or for a store a crawl holds ``running: N
+        requests owed so far``."""
+        if self.running:
+            return f"running: {self.pending:,} requests owed so far"
         return "complete" if not self.pending else f"interrupted: {self.pending:,} pending"
 
     @property
@@ -110,7 +116,11 @@ class Summary:
 def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
     progress = progress or Progress("reading the store")
     resolver = Resolver(store)
-    summary = Summary(path=getattr(store, "path", ""), params=dict(store.params or {}), runs=store.run)
+    held = held_by_a_crawl(store)
+    summary = Summary(
+        path=held or str(getattr(store, "path", "")), params=dict(store.params or {}), runs=store.run,
+        running=held is not None,
+    )
     # the near-duplicate settings of the last settle (the store's own params hold the distance only)
     settled = get_meta(store, SETTLED_META) or {}
     if "min_jaccard" in settled:
@@ -186,7 +196,7 @@ def _n(value: int) -> str:
 def render_text(s: Summary, out: TextIO) -> None:
     out.write(f"store  {s.path}\n")
     out.write(f"       format {s.params.get('store_format', '?')}, {s.runs} crawl run(s), {near_settings(s.params)}\n")
-    resume = " (the next crawl run resumes it)" if s.pending else ""
+    resume = " (the next crawl run resumes it)" if s.pending and not s.running else ""
     out.write(f"       last run {s.frontier_state}{resume}\n\n")
     dropped = sum(s.dropped_urls.values())
     by_reason = ", ".join(
