@@ -63,6 +63,16 @@ def test_variants_dropped_before_fetch_are_recorded(first_crawl):
     assert recorded["key"] == url_key(server.url_for(GROUPS["tracking_params"]["canonical"]))
 
 
+def test_the_log_counts_requests_dropped_before_fetch_as_requests(first_crawl):
+    # the log's count is of requests (a link to a page already scheduled, each time it is met);
+    # the summary's "dropped before fetch" counts URLs: the log must not call requests URLs
+    _, result, _, _, _, _ = first_crawl
+    dropped = sum(v for k, v in result.stats.items() if k.startswith("dedup/url/dropped/"))
+    assert dropped > 0
+    assert f"dedup: {dropped} requests dropped before fetch; documents: " in result.log
+    assert "URLs dropped before fetch" not in result.log
+
+
 def test_facets_fetched_once_per_allowlisted_combination(first_crawl):
     server, _, requests, _, _, _ = first_crawl
     shop = GROUPS["shop_facets"]

@@ -96,7 +96,7 @@ class DedupPipeline:
         stats = self.state.stats
         dropped = sum(v for k, v in stats.get_stats().items() if k.startswith("dedup/url/dropped/"))
         counts = ", ".join(f"{stats.get_value(f'dedup/doc/{s}', 0)} {s}" for s in LOGGED_STATS)
-        logger.info("dedup: %d URLs dropped before fetch; documents: %s", dropped, counts)
+        logger.info("dedup: %d requests dropped before fetch; documents: %s", dropped, counts)
 
     # -- the item -----------------------------------------------------------
     async def process_item(self, item: Any, spider=None) -> Any:
