@@ -233,3 +233,32 @@ def test_a_root_prompt_in_a_page_s_code_is_no_heading(tmp_path):
     chunks = item["dedup"]["chunks"]
     assert any("# apt-get update" in c["text"] for c in chunks), chunks
     assert not any("apt-get" in " ".join(c["heading"]) for c in chunks), chunks
+
+
+@pytest.mark.parametrize("first", [{}, {"DEDUP_CHUNKS": True, "DEDUP_CHUNK_WORDS": 40}])
+def test_turning_chunks_on_or_changing_them_chunks_an_unchanged_site(tmp_path, first):
+    # A store crawled without DEDUP_CHUNKS (or with other chunk settings), crawled again with
+    # DEDUP_CHUNKS on: no page changed, so none is decided again, and the chunks must still be
+    # made for every document at the end of the crawl.
+    def page(n: int) -> bytes:
+        words = " ".join(f"topic{n} detail{i} of page {n}." for i in range(60))
+        links = "".join(f'<a href="/p{i}.html">p{i}</a> ' for i in range(3))
+        return f"<html><body><article><h1>Page {n}</h1><p>{words}</p></article>{links}</body></html>".encode()
+
+    def reply(path: str):
+        for n in range(3):
+            if path in (f"/p{n}.html", "/" if n == 0 else None):
+                return 200, {}, page(n)
+        return 404, {}, b""
+
+    with LocalSite(reply) as site:
+        run_crawl(site.url + "/p0.html", tmp_path, {"DEDUP_WORKERS": 1, **first})
+        again = run_crawl(site.url + "/p0.html", tmp_path, {"DEDUP_WORKERS": 1, "DEDUP_CHUNKS": True})
+    assert again.stat("dedup/doc/unchanged") == 3
+    chunked = stored(tmp_path / "store")
+    assert len(chunked) == 3
+    for record in chunked.values():
+        # made with this crawl's settings: the default cap (200 tokens) holds more than 40 words
+        assert record["texts"] and all(len(text.split()) > 40 for text in record["texts"][:1]), record["texts"]
+    listed = dedup(tmp_path / "store", "chunks")
+    assert listed.returncode == 0, listed.stderr

@@ -183,6 +183,8 @@ class ChunkLayer:
         stored = get_meta(store, PARAMS_META)
         #: stored chunks were made with other params: settle makes them again from the texts
         self.params_changed = stored is not None and stored != self.params
+        #: the store's chunks were made with these params (False: with others, or never made)
+        self.params_current = stored == self.params
 
     # -- during the crawl -------------------------------------------------------------------
     def group(self, url: str) -> str:
@@ -458,6 +460,7 @@ class ChunkLayer:
             self._written = None
         put_meta(store, PARAMS_META, self.params)
         self.params_changed = False
+        self.params_current = True
         if (get_meta(store, WRITES_META) or 0) == writes:
             put_meta(store, OWED, False)  # else pages were recorded meanwhile: settled next time
         else:

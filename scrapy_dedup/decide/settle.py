@@ -384,8 +384,10 @@ def settle_store(
     ``clusters=False``: the chunk statuses only. ``moved``: documents
     changed place meanwhile without a cluster settled again (gone, redirected, taken over,
     added). The chunk statuses are settled when they are owed (a crawl recorded chunks since
-    they were last settled), or when the store keeps chunks (or ``DEDUP_CHUNKS`` is on) and
-    representatives may have changed."""
+    they were last settled), when ``DEDUP_CHUNKS`` is on and the store's chunks were never made
+    or were made with other chunk settings (documents no page change decided again have
+    theirs made from their kept texts), or when the store keeps chunks (or ``DEDUP_CHUNKS`` is
+    on) and representatives may have changed."""
     from scrapy_dedup.decide.chunk_layer import OWED, ChunkLayer
 
     done = StoreSettled()
@@ -399,8 +401,13 @@ def settle_store(
             incremental=incremental,
         )
         moved = moved or bool(done.clusters.rewritten)
-    if get_meta(store, OWED) or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None)):
-        done.chunks = ChunkLayer(store, config.chunk_rules).settle()
+    layer = ChunkLayer(store, config.chunk_rules)
+    if (
+        get_meta(store, OWED)
+        or (config.chunks and not layer.params_current)
+        or (moved and (config.chunks or next(iter(store.scan(CHUNKS)), None) is not None))
+    ):
+        done.chunks = layer.settle()
     return done
 
 
