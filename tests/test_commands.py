@@ -456,6 +456,30 @@ def test_store_from_the_project_settings_and_spider_name(demo, tmp_path):
     assert len(jsonl(in_demo)) == expected["aliases"]
 
 
+def test_a_project_with_one_spider_reads_its_store_without_naming_it(demo, tmp_path):
+    project = tmp_path / "project"
+    (project / "proj" / "spiders").mkdir(parents=True)
+    (project / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n")
+    (project / "proj" / "__init__.py").write_text("")
+    (project / "proj" / "settings.py").write_text('BOT_NAME = "proj"\nSPIDER_MODULES = ["proj.spiders"]\n')
+    spiders = project / "proj" / "spiders"
+    (spiders / "__init__.py").write_text("")
+    (spiders / "site.py").write_text('import scrapy\n\n\nclass Site(scrapy.Spider):\n    name = "site"\n')
+    shutil.copytree(demo.store, project / ".scrapy" / "dedup" / "site")
+    expected = json.loads(ok("summary", "--store", str(demo.store), "--format", "jsonl", cwd=tmp_path))
+    alone = json.loads(ok("summary", "--format", "jsonl", cwd=project))
+    assert alone["urls_known"] == expected["urls_known"] and alone["documents"] == expected["documents"]
+    # two spiders: which store is not guessed, and the message names them
+    (spiders / "other.py").write_text('import scrapy\n\n\nclass Other(scrapy.Spider):\n    name = "other"\n')
+    proc = dedup("summary", cwd=project)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "--spider NAME" in proc.stderr and "this project's spiders: other, site" in proc.stderr
+    # outside a project, the store must be named
+    outside = dedup("summary", cwd=tmp_path)
+    assert outside.returncode == 2 and "say which store to read" in outside.stderr
+    assert "this project's spiders" not in outside.stderr
+
+
 def test_a_locked_store_is_read_from_a_snapshot(demo, outside):
     expected = ok("summary", "--store", str(demo.store), "--format", "jsonl", cwd=outside)
     with LevelDBStore.open_existing(str(demo.store)):  # holds LevelDB's lock, as a crawl does

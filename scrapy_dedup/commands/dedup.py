@@ -252,10 +252,7 @@ class Command(ScrapyCommand):
                 option = "URL" if dest == "url" else "--" + dest.replace("_", "-")
                 raise UsageError(f"{option} does not apply to {opts.subcommand} (only to {', '.join(allowed)})")
         if not (opts.store or opts.spider or self.settings.get("DEDUP_STORE")):
-            raise UsageError(
-                "say which store to read: --store PATH, or --spider NAME inside a Scrapy project, "
-                "or -s DEDUP_STORE=PATH"
-            )
+            opts.spider = self._only_spider()
         if opts.subcommand == "ingest" and not opts.url:
             raise UsageError("ingest needs a file: scrapy dedup ingest FILE.jsonl")
         if opts.subcommand == "lookup" and not opts.url:
@@ -266,6 +263,19 @@ class Command(ScrapyCommand):
             raise UsageError("export writes JSON Lines (--format jsonl)")
         if opts.subcommand == "report" and opts.format != "table":
             raise UsageError("report writes HTML only (--html FILE); --format does not apply")
+
+    def _only_spider(self) -> str:
+        """The spider whose store a command reads when none is named: the project's only one."""
+        from scrapy_dedup.reports.store import project_spiders
+
+        names = project_spiders(self.settings)
+        if len(names) == 1:
+            return names[0]
+        listed = f" (this project's spiders: {', '.join(names)})" if names else ""
+        raise UsageError(
+            f"say which store to read: --store PATH, or --spider NAME inside a Scrapy project{listed}, "
+            "or -s DEDUP_STORE=PATH"
+        )
 
     # -- settings the reports need ------------------------------------------
     def _config(self, opts: argparse.Namespace) -> Any:

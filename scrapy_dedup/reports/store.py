@@ -2,8 +2,8 @@
 
 Inside a Scrapy project the store comes from the project's settings
 (``DEDUP_STORE``, also through ``-s DEDUP_STORE=...`` or the spider's
-``custom_settings``) or from the spider's name (``.scrapy/dedup/<spider>``);
-outside one, ``--store PATH`` names it.
+``custom_settings``) or from the spider's name (``.scrapy/dedup/<spider>``: ``--spider``, or the
+project's only spider); outside one, ``--store PATH`` names it.
 
 An embedded LevelDB store belongs to one process.  When a running crawl holds
 it, the report reads a snapshot, the store's own (a LevelDB store copies its
@@ -62,6 +62,19 @@ def store_path(settings: BaseSettings, path: str | None, spider: str | None) -> 
 
     # the crawl's default (scrapy_dedup.crawl.state.default_store_path), without creating it
     return data_path(f"dedup/{spider}")
+
+
+def project_spiders(settings: BaseSettings) -> list[str]:
+    """The names of the project's spiders, sorted (none outside a project, or when its spiders
+    cannot be loaded: a command then asks for one)."""
+    if not settings.getlist("SPIDER_MODULES"):
+        return []
+    try:
+        from scrapy.spiderloader import get_spider_loader
+
+        return sorted(get_spider_loader(settings).list())
+    except Exception:  # noqa: BLE001 - a broken project: the command asks for a store
+        return []
 
 
 def spider_settings(settings: BaseSettings, spider: str) -> BaseSettings:
