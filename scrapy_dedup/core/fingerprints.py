@@ -18,6 +18,8 @@ import xxhash
 
 from .language import translated
 from .text import (
+    _INVISIBLE_CHARS,
+    _INVISIBLE_RE,
     _NON_WORD_TO_SPACE,
     TOKENIZER_VERSION,
     _canonical_token_bytes,
@@ -356,9 +358,13 @@ _WORD = re.compile(r"\w+")
 
 
 def shingle_set(text: str) -> np.ndarray:
-    """The word ``MINHASH_SHINGLE``-shingle hashes of ``text`` (words: ``\\w+`` runs after NFKC
-    and casefold), distinct and sorted: what :func:`set_jaccard` compares (kept by a caller
-    that compares one text many times)."""
+    """The word ``MINHASH_SHINGLE``-shingle hashes of ``text`` (words: ``\\w+`` runs after the
+    invisible characters are dropped, as the fingerprints drop them, then NFKC and casefold),
+    distinct and sorted: what :func:`set_jaccard` compares (kept by a caller that compares one
+    text many times)."""
+    if not text.isascii() and any(ch in text for ch in _INVISIBLE_CHARS):
+        # a soft hyphen or a zero-width space inside a word is no word break
+        text = _INVISIBLE_RE.sub("", text)
     folded = unicodedata.normalize("NFKC", text).casefold()
     # ASCII punctuation and spaces to spaces, then one split in C: the ASCII parts are words;
     # a part with other characters (letters or punctuation beyond ASCII) needs the regex
@@ -385,9 +391,9 @@ def set_jaccard(sa: np.ndarray, sb: np.ndarray) -> float:
 
 def shingle_jaccard(a: str, b: str) -> float:
     """Exact Jaccard similarity of the word ``MINHASH_SHINGLE``-shingle sets of two texts, words
-    being ``\\w+`` runs after NFKC and casefold: the similarity a near duplicate is defined by
-    (what :func:`jaccard_estimate` estimates). A text of fewer words is one shingle; two empty
-    texts give 1.0.
+    being ``\\w+`` runs after invisible characters are dropped, NFKC and casefold: the
+    similarity a near duplicate is defined by (what :func:`jaccard_estimate` estimates). A text
+    of fewer words is one shingle; two empty texts give 1.0.
 
     >>> shingle_jaccard("a b c d e f", "a b c d e g")
     0.3333333333333333
