@@ -101,11 +101,15 @@ class PendingRequests:
         """``request`` passed the frontier: keep it until its outcome is durable.
 
         ``closes``: the id of a request this one replaces (a redirect's source), closed
-        in the same batch.  ``offer``: what :meth:`offer` made of it for the frontier's
-        mark, which may have owed it already.
+        in the same batch.  ``offer``: what :meth:`offer` made for the frontier's mark of its
+        URL key, which may have owed it already.
         """
         if offer is not None:
             blob = None if offer.owed else offer.blob
+            # The offer may have been made for another request of the key: a link marked ahead
+            # with one page, whose copy on another page reached the dupefilter first. This one
+            # is fetched, so it carries the id the key is owed under, and its outcome settles it.
+            request.meta[META_PENDING], request.meta[META_RUN] = offer.pending_id, self.store.run
         else:
             blob = self._blob(request, pending_id)
         if blob is None and (closes is None or closes == pending_id):
