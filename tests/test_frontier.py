@@ -75,12 +75,16 @@ def test_a_resumed_job_drops_what_it_fetched_and_fetches_again_what_it_did_not(s
     assert older.check("http://h/b", "http://h/b") is None
 
 
-def test_a_server_error_is_asked_again(store):
+def test_an_error_is_asked_again_a_page_is_not(store):
+    # a server error is no answer, and a page gone (404, 410) or refused (403, 429) may come back
     frontier = Frontier(store, 1)
-    frontier.check("http://h/p", "http://h/p")
-    frontier.record_fetch("http://h/p", "http://h/p", 503, None, None)
+    for path, status in (("/busy", 503), ("/gone", 404), ("/removed", 410), ("/refused", 403), ("/page", 200)):
+        frontier.check(f"http://h{path}", f"http://h{path}")
+        frontier.record_fetch(f"http://h{path}", f"http://h{path}", status, None, None)
     store.begin_run()
-    assert Frontier(store, 2).check("http://h/p", "http://h/p") is None
+    later = Frontier(store, 2)
+    assert [later.check(f"http://h{p}", f"http://h{p}") for p in ("/busy", "/gone", "/removed", "/refused")] == [None] * 4
+    assert later.check("http://h/page", "http://h/page") == "fresh"
 
 
 def test_redirect_hops_are_counted_once_and_repointed(store):

@@ -225,7 +225,7 @@ class MovingSite(FileSite):
         return super()._answer(path, request_headers)
 
 
-def test_a_page_that_linked_and_is_gone_or_redirects_is_not_asked_again_by_a_default_recrawl(tmp_path):
+def test_a_gone_page_is_asked_again_and_comes_back_a_redirect_is_not_asked_again(tmp_path):
     write_book(tmp_path / "site")
     book = tmp_path / "site/book"
     (book / "part1.html").write_text(page("Part 1", text("part"), ("s1.html", "s2.html", "s3.html", "s5.html", "./")))
@@ -233,6 +233,7 @@ def test_a_page_that_linked_and_is_gone_or_redirects_is_not_asked_again_by_a_def
     with MovingSite(tmp_path / "site") as site:
         crawl(site, tmp_path, {})
         # s3 and s5 linked at their last fetch: s3 is deleted, s5 moves to s6.html (a 301)
+        removed = (book / "s3.html").read_text()
         (book / "s3.html").unlink()
         (book / "s5.html").rename(book / "s6.html")
         site.moved["/book/s5.html"] = "/book/s6.html"
@@ -243,10 +244,16 @@ def test_a_page_that_linked_and_is_gone_or_redirects_is_not_asked_again_by_a_def
         site.log.clear()
         third = crawl(site, tmp_path, {})  # nothing changed
         answered = dict(site.log)
-    # their last fetch yielded no link: a gone page is not due, a redirect is an alias of its target
-    assert "/book/s3.html" not in answered and "/book/s5.html" not in answered
-    assert third.stat("dedup/url/dropped/alias") == 1
-    assert third.stat("dedup/url/dropped/fresh") == 3  # s1, s2 and s3
-    store = StoreView(tmp_path / "store")
-    assert not store.record(site.url + "/book/s3.html").links
-    assert not store.record(site.url + "/book/s5.html").links
+        # a page gone may come back: asked again; a redirect is an alias of its target
+        assert answered["/book/s3.html"] == 404 and "/book/s5.html" not in answered
+        assert third.stat("dedup/url/dropped/alias") == 1
+        assert third.stat("dedup/url/dropped/fresh") == 2  # s1 and s2
+        store = StoreView(tmp_path / "store")
+        assert not store.record(site.url + "/book/s3.html").links
+        assert not store.record(site.url + "/book/s5.html").links
+        (book / "s3.html").write_text(removed)  # the page is back
+        site.log.clear()
+        fourth = crawl(site, tmp_path, {})
+        assert dict(site.log)["/book/s3.html"] == 200
+        assert fourth.stat("dedup/doc/new") == 1
+    assert StoreView(tmp_path / "store").record(site.url + "/book/s3.html").status == "new"

@@ -171,8 +171,10 @@ class Frontier:
             # hubs, and documents that link, are always fetched again: that is where new links
             # appear, and where the crawl finds its way to the pages below them
             return None
-        if record.http_status is not None and record.http_status >= 500:
-            return None  # a server error is no answer: ask again
+        if record.http_status is not None and record.http_status >= 400:
+            # an error is no page: a server error is no answer, and a page gone (404, 410) or
+            # refused (403, 429) may come back
+            return None
         if self.revisit_due(record):
             return None
         return DROP_ALIAS if record.status == "redirect" else DROP_FRESH
