@@ -90,7 +90,7 @@ class Summary:
             ("urls_known", self.urls_known),
             ("url_records", self.url_records),
             ("frontier_keys", self.frontier_keys),
-            ("frontier", "complete" if not self.pending else "interrupted"),
+            ("frontier", "running" if self.running else "complete" if not self.pending else "interrupted"),
             ("pending", self.pending),
             ("dropped_before_fetch", sum(self.dropped_urls.values())),
         ]
