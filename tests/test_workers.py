@@ -47,3 +47,39 @@ def test_the_workers_of_a_killed_crawl_process_exit():
         for pid in workers:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+#: a crawl process killed while its workers are still starting (importing, warming up): the
+#: work is submitted, the workers' pids printed, and the process kills itself at once
+POOL_KILLED_EARLY = """
+import asyncio, multiprocessing, os, signal
+from scrapy.utils.reactor import install_reactor
+install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+from scrapy_dedup.crawl.workers import ExtractionPool
+pool = ExtractionPool(2)
+loop = asyncio.get_event_loop()
+tasks = [loop.create_task(pool.run(abs, -1)) for _ in range(2)]
+loop.run_until_complete(asyncio.sleep(0))
+print(*(p.pid for p in multiprocessing.active_children() if 'Resource' not in p.name), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_workers_of_a_crawl_process_killed_while_they_start_exit():
+    """A crawl process killed before its workers have started (a spawned worker takes seconds to
+    import and warm up on a busy machine): they find themselves adopted from the start, and go."""
+    proc = subprocess.Popen([sys.executable, "-c", POOL_KILLED_EARLY], stdout=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        workers = [int(pid) for pid in proc.stdout.readline().split()]
+        proc.wait()
+        assert workers and proc.returncode == -signal.SIGKILL
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in workers)
+    finally:
+        proc.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

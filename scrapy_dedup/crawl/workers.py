@@ -9,7 +9,8 @@ Signals are the crawl process's business: a terminal's Ctrl-C reaches the whole
 process group, and a worker that died of it would fail every item in flight.
 Workers ignore SIGINT and SIGTERM; the crawl stops them when it closes. A crawl
 process that cannot close (SIGKILL, the OOM killer) leaves its workers without a
-parent: each exits within a second of finding itself adopted.
+parent: each exits within a second of finding itself adopted, even when the crawl process
+died before the worker had started.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ class PoolClosed(RuntimeError):
 PARENT_CHECK_S = 1.0
 
 
-def _worker_start() -> None:
+def _worker_start(parent: int) -> None:
     # leave SIGINT/SIGTERM to the crawl process, which shuts the pool down in order
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    threading.Thread(target=_exit_without, args=(os.getppid(),), daemon=True, name="dedup-parent").start()
+    # the crawl process's pid, not this one's parent now: a worker that takes seconds to start
+    # may already have been adopted
+    threading.Thread(target=_exit_without, args=(parent,), daemon=True, name="dedup-parent").start()
     warm_up()
 
 
@@ -67,7 +70,8 @@ class ExtractionPool:
             return
         if self.workers > 0:
             self._executor = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_start, initargs=(os.getpid(),),
             )
         else:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="dedup-extract")
