@@ -379,3 +379,56 @@ def test_a_batch_a_dead_process_left_half_applied_is_finished_before_its_request
         assert get_cluster(other, "00000000000000c1").representative == "http://h/p"
     finally:
         other.close()
+
+
+def test_a_process_that_joins_a_running_crawl_resumes_nothing_and_says_nothing_of_it(
+    redis_url, redis_prefix, caplog
+):
+    """A process started a moment after another finds the requests that one owes (held by a live
+    process): it resumes none of them, and does not log that it resumes an interrupted run. Once
+    the first process is gone, the next one to start resumes what it left, and says so."""
+    import logging
+
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_dedup.crawl.state import DedupState
+
+    class Site(Spider):
+        name = "site"
+
+    def process() -> DedupState:
+        crawler = get_crawler(Site, {
+            "ADDONS": {"scrapy_dedup.Addon": 500},
+            "DEDUP_STORE": redis_url,
+            "DEDUP_REDIS_PREFIX": redis_prefix,
+            "DEDUP_WORKERS": 0,
+            "DEDUP_LOGSTATS_INTERVAL": 0,
+            "LOG_ENABLED": False,
+        })
+        state = DedupState.of(crawler)
+        state.open()
+        return state
+
+    first = process()
+    joined = later = None
+    try:
+        url = "http://h/owed"
+        first.pending.owe(Request(url), first.key(url))
+        joined = process()
+        with caplog.at_level(logging.INFO, logger="scrapy_dedup"):
+            assert joined.pending_at_start == 1  # owed in the store, by the first process
+            assert list(joined.pending.resume()) == []
+        assert "resuming" not in caplog.text
+        first.close()
+        first = None
+        joined.close()
+        joined = None
+        later = process()
+        with caplog.at_level(logging.INFO, logger="scrapy_dedup"):
+            assert [r.url for r in later.pending.resume()] == [url]
+        assert "resuming the pending requests" in caplog.text
+    finally:
+        for state in (first, joined, later):
+            if state is not None:
+                state.close()

@@ -264,17 +264,21 @@ class PendingRequests:
 
     # -- resuming -----------------------------------------------------------
     def resume(self) -> Iterator[Request]:
-        """The requests owed by an earlier run (or by a process of this one that died), issued again."""
-        state = self.state
-        count = state.pending_at_start
+        """The requests owed by an earlier run (or by a process of this one that died), issued again.
+
+        Said in the log only when there is one: a process that joins a running crawl finds the
+        requests its other processes owe, which are theirs, not an interrupted run's."""
+        count = self.state.pending_at_start
         if not count:
             return
-        logger.info(
-            "resuming the pending requests from an interrupted run or a process that stopped that no "
-            "live process holds (%s owed in the store)",
-            f"{count:,}",
-        )
-        yield from self._reissue(self.store.claim_pending())
+        for n, request in enumerate(self._reissue(self.store.claim_pending())):
+            if not n:
+                logger.info(
+                    "resuming the pending requests from an interrupted run or a process that stopped that no "
+                    "live process holds (%s owed in the store)",
+                    f"{count:,}",
+                )
+            yield request
 
     def take_over_abandoned(self) -> list[Request]:
         """Requests owed by a process of a shared store that died (its leases ran out), now
