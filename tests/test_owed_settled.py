@@ -236,6 +236,17 @@ def test_a_process_whose_pages_yielded_nothing_yet_waits_for_the_first_links_of_
     assert documents(site, *results.values()) == SITE_DOCUMENTS
 
 
+def test_plain_processes_on_redis_settle_what_left_at_the_first_idle_moment(site, tmp_path, redis_single):
+    """Scrapy's own scheduler keeps each process's queue to itself: a request a process holds
+    when it is idle left the crawl, as on LevelDB. Only a shared queue (scrapy-redis, above)
+    makes a process wait for a second idle moment and issue its requests once more."""
+    result = crawl(site, tmp_path, redis_single.url, DEDUP_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:12]}")
+    assert closing_states(result) == ["complete"]
+    assert result.stat("dedup/frontier/left") >= PAGES, "the off-site links were settled"
+    assert result.stat("dedup/frontier/reissued") == 0
+    assert documents(site, result) == SITE_DOCUMENTS
+
+
 def test_the_tutorial_spider_ends_complete_on_a_redis_cluster(site, tmp_path, redis_cluster):
     result = crawl(site, tmp_path, redis_cluster.url, DEDUP_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:12]}")
     assert closing_states(result) == ["complete"]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
+from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import DontCloseSpider, DropItem, IgnoreRequest
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
@@ -109,6 +110,8 @@ class PendingSpiderMiddleware:
         #: the requests that may be on their way elsewhere, held at the last idle moment: id ->
         #: whether this process issued it once more then
         self._held_when_idle: dict[str, bool] = {}
+        #: whether the scheduler's queue is shared with other processes (known once asked)
+        self._shared_queue: bool | None = None
         #: when the crawl opened (monotonic), and whether a page's output here yielded anything since
         self._opened_at = 0.0
         self._yielded = False
@@ -182,7 +185,8 @@ class PendingSpiderMiddleware:
         (off-site, robots.txt, an ``IgnoreRequest`` or an exception anywhere, a middleware that
         swallowed it) without its outcome being recorded, and nothing will fetch it.  A shared
         queue (scrapy-redis) is the exception: it hands a request to whichever process pops it,
-        which holds it a moment later.  So a request the store says may be on its way to another
+        which holds it a moment later (Scrapy's own scheduler keeps its queue, in memory or in
+        ``JOBDIR``, to this process: not that one).  So a request the store says may be on its way to another
         process (:func:`~scrapy_dedup.store.records.maybe_elsewhere`) left only when this process held it at two
         idle moments in a row; it is issued once more first, in case the process that popped it
         died before holding it, and closed when held again after that.
@@ -190,7 +194,7 @@ class PendingSpiderMiddleware:
         if not self.state.crawler.engine.spider_is_idle():
             return 0  # another handler of this idle moment issued requests: not idle any more
         held = set(store.held_pending())
-        passing = maybe_elsewhere(store, held)
+        passing = maybe_elsewhere(store, held) if self._queue_shared() else set()
         twice = {i: self._held_when_idle[i] for i in passing if i in self._held_when_idle}
         left = (held - passing) | {i for i, reissued in twice.items() if reissued}
         again = {i for i, reissued in twice.items() if not reissued}
@@ -208,6 +212,15 @@ class PendingSpiderMiddleware:
             self._issue(list(self.pending._reissue(claimed, "frontier/reissued")),
                         "issuing again %d pending requests this process holds and no process fetches")
         return len(held - left)
+
+    def _queue_shared(self) -> bool:
+        """Whether the crawl's scheduler may hand a request this process owes to another process
+        (scrapy-redis's): any scheduler but Scrapy's own, whose queue is this process's."""
+        if self._shared_queue is None:
+            scheduler = load_object(self.state.crawler.settings["SCHEDULER"])
+            # by inheritance: Scrapy's issubclass() takes any class with a scheduler's methods
+            self._shared_queue = Scheduler not in getattr(scheduler, "__mro__", ())
+        return self._shared_queue
 
     def _closed(self, spider=None) -> None:
         if self._take_over is not None and self._take_over.running:
