@@ -247,6 +247,33 @@ def test_plain_processes_on_redis_settle_what_left_at_the_first_idle_moment(site
     assert documents(site, result) == SITE_DOCUMENTS
 
 
+def test_a_process_that_waits_for_the_requests_of_others_says_so_once(site, tmp_path, redis_single):
+    """Plain processes on one store: a process with nothing left to fetch stays open while
+    another owes requests (a whole lease when that one was killed), and says why, once."""
+    prefix = f"test:{uuid.uuid4().hex[:12]}"
+    settings = {"DEDUP_REDIS_PREFIX": prefix, "DOWNLOAD_DELAY": 0.5, "DOWNLOAD_TIMEOUT": SLOW_START * 3}
+    results: dict[int, object] = {}
+    site.slow_asked.clear()
+    site.slow_answered = None
+
+    def run(i: int, start: str) -> None:
+        results[i] = crawl(site, tmp_path / f"p{i}", redis_single.url, start, **settings)
+
+    first = threading.Thread(target=run, args=(0, "/slow/"))
+    first.start()
+    assert site.slow_asked.wait(120), "the first process asked for its start page"
+    second = threading.Thread(target=run, args=(1, "/missing.html"))
+    second.start()
+    for t in (first, second):
+        t.join()
+    assert set(results) == {0, 1}, "a process failed (see its crawl.log)"
+    assert [closing_states(results[i]) for i in (0, 1)] == [["complete"], ["complete"]]
+    waiting = re.compile(r"nothing left to fetch here; waiting for the [\d,]+ requests other processes")
+    assert len(waiting.findall(results[1].log)) == 1, results[1].log[-3000:]
+    assert not waiting.search(results[0].log)
+    assert documents(site, *results.values()) == SITE_DOCUMENTS
+
+
 def test_the_tutorial_spider_ends_complete_on_a_redis_cluster(site, tmp_path, redis_cluster):
     result = crawl(site, tmp_path, redis_cluster.url, DEDUP_REDIS_PREFIX=f"test:{uuid.uuid4().hex[:12]}")
     assert closing_states(result) == ["complete"]

@@ -110,6 +110,8 @@ class PendingSpiderMiddleware:
         #: the requests that may be on their way elsewhere, held at the last idle moment: id ->
         #: whether this process issued it once more then
         self._held_when_idle: dict[str, bool] = {}
+        #: whether this process said it waits for the requests of other processes
+        self._said_waiting = False
         #: whether the scheduler's queue is shared with other processes (known once asked)
         self._shared_queue: bool | None = None
         #: when the crawl opened (monotonic), and whether a page's output here yielded anything since
@@ -160,6 +162,16 @@ class PendingSpiderMiddleware:
         if waiting or elsewhere:
             # other processes still owe requests: if one of them dies, its requests are ours
             # to fetch once its leases run out
+            if elsewhere and not waiting and not self._said_waiting:
+                # said once: a process may wait a whole lease for one that was killed
+                self._said_waiting = True
+                logger.info(
+                    "dedup: nothing left to fetch here; waiting for the %s requests other processes of the "
+                    "crawl owe (those of a process that stopped are taken over once DEDUP_REDIS_LEASE, %gs, "
+                    "runs out)",
+                    f"{elsewhere:,}",
+                    state.config.redis_lease,
+                )
             raise DontCloseSpider(f"{waiting} requests owed here, {elsewhere} by other processes")
         if starting:
             raise DontCloseSpider("nothing yielded here yet, while other processes of the crawl start")
