@@ -33,7 +33,9 @@ from test_settle import chain_texts
 from testing import run_crawl
 
 from scrapy_dedup.core.urls import url_key
+from scrapy_dedup.decide.settle import SETTLED_META
 from scrapy_dedup.store.leveldb import LevelDBStore
+from scrapy_dedup.store.records import put_meta
 
 random.seed(36)
 WORDS = [
@@ -97,6 +99,10 @@ def test_stats_summary_and_report_give_one_split(tmp_path):
     # so it may lie further than DEDUP_MAX_DISTANCE bits from its representative
     said = "near duplicates at DEDUP_MIN_JACCARD 0.8, DEDUP_MAX_DISTANCE 3"
     assert said in dedup("summary", "--store", store).stdout and said in html
+    # a store not settled yet (processes that closed at once) says the crawl's Jaccard all the same
+    with LevelDBStore.open_existing(store) as opened:
+        put_meta(opened, SETTLED_META, None)
+    assert said in dedup("summary", "--store", store).stdout
     # a-copy and a against a-longer, b-short and b-short-copy against b, chain-b against chain-a:
     # near; c-copy: exact
     assert stats == (summary["exact_duplicates"], summary["near_duplicates"]) == report == (1, 5)

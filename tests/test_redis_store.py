@@ -361,3 +361,26 @@ def test_a_url_an_earlier_run_owes_is_left_to_its_owed_copy(redis_url, redis_pre
     assert later.check(settled, settled) is None  # nobody owes it: fetched again
     assert dict(second.claim_pending()).keys() == {owed}
     second.close()
+
+
+def test_summary_says_the_crawl_runs_while_a_process_writes_the_store(redis_url, redis_prefix, tmp_path):
+    """A Redis store has no lock a report could meet: the summary knows a crawl runs from the
+    processes alive in it, and says so until the last one closes."""
+    import subprocess
+    import sys
+
+    def frontier() -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "scrapy", "dedup", "summary", "--store", redis_url, "--redis-prefix", redis_prefix,
+             "--format", "jsonl"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["frontier"]
+
+    crawling = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    try:
+        crawling.begin_run()
+        assert frontier() == "running"
+    finally:
+        crawling.close()
+    assert frontier() == "complete"

@@ -301,8 +301,10 @@ class DedupState:
             logger.info("dedup chunks: pages were recorded while settling; the next crawl to close settles them")
 
     def _job(self, run: int, state: str) -> dict[str, Any]:
-        """The job's metadata: its first run, its run now, when it began, and its state."""
-        return {"first_run": self.first_run, "run": run, "started": self.job_started, "state": state}
+        """The job's metadata: its first run, its run now, when it began, its state, and the
+        Jaccard it confirms near duplicates with (what a report of a store not settled yet shows)."""
+        return {"first_run": self.first_run, "run": run, "started": self.job_started, "state": state,
+                "min_jaccard": self.config.min_jaccard}
 
     def close(self) -> None:
         self.canonical_waits.release_all()

@@ -119,12 +119,15 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
     held = held_by_a_crawl(store)
     summary = Summary(
         path=held or str(getattr(store, "path", "")), params=dict(store.params or {}), runs=store.run,
-        running=held is not None,
+        # a crawl holds it (a snapshot was read), or other processes write it (a shared store)
+        running=held is not None or store.writing_elsewhere() > 0,
     )
-    # the near-duplicate settings of the last settle (the store's own params hold the distance only)
-    settled = get_meta(store, SETTLED_META) or {}
-    if "min_jaccard" in settled:
-        summary.params.setdefault("min_jaccard", settled["min_jaccard"])
+    # the near-duplicate settings of the last settle, else of the last crawl (the store's own
+    # params hold the distance only)
+    for meta in (SETTLED_META, "job"):
+        found = get_meta(store, meta) or {}
+        if "min_jaccard" in found:
+            summary.params.setdefault("min_jaccard", found["min_jaccard"])
 
     def host(url: str) -> HostCounts:
         name = host_of(url)
