@@ -194,3 +194,39 @@ def test_a_store_held_by_another_process_fails_the_crawl_at_start(tmp_path):
     assert "in use by another process" in result.log
     assert requests == []
     assert result.items == []
+
+
+def test_robots_txt_is_no_page_and_an_image_counts_among_the_assets(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from local_site import LocalSite
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+
+    def reply(path: str):
+        if path == "/robots.txt":
+            return 200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private/\n"
+        if path == "/logo.png":
+            return 200, {"Content-Type": "image/png"}, png
+        body = "<p>" + " ".join(f"word{i}" for i in range(80)) + '</p><a href="/logo.png">logo</a>'
+        return 200, {}, f"<html><head><title>home</title></head><body>{body}</body></html>".encode()
+
+    with LocalSite(reply) as site:
+        result = run_crawl(site.url + "/", tmp_path, {"ROBOTSTXT_OBEY": True})
+    assert result.stat("robotstxt/response_count") == 1
+    records = StoreView(tmp_path / "store").records
+    assert not any(key.endswith("/robots.txt") for key in records)
+    assert records[url_key(site.url + "/logo.png")].status == "asset"
+    summary = subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", "summary", "--store", str(tmp_path / "store"), "--format", "jsonl"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert summary.returncode == 0, summary.stderr
+    table = subprocess.run(
+        [sys.executable, "-m", "scrapy", "dedup", "summary", "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    ).stdout
+    assert "asset 1" in table, table
+    assert json.loads(summary.stdout)["url_records"] == 2

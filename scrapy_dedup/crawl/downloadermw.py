@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from scrapy.exceptions import IgnoreRequest
 
@@ -58,7 +59,7 @@ class DedupDownloaderMiddleware:
         return cls(crawler)
 
     async def process_request(self, request: Request, spider=None) -> Request | None:
-        if request.meta.get("dont_dedup"):
+        if _not_a_page(request):
             return None
         if request.meta.get(META_REDIRECT_WAITS):
             await self._record_redirect(request)
@@ -93,7 +94,7 @@ class DedupDownloaderMiddleware:
         return None
 
     async def process_response(self, request: Request, response: Response, spider=None) -> Response:
-        if request.meta.get("dont_dedup"):
+        if _not_a_page(request):
             return response
         # a copy of another page's meta (a redirect, a spider passing meta on) says nothing of this one
         request.meta.pop(META_LINKS, None)
@@ -159,6 +160,15 @@ class DedupDownloaderMiddleware:
     def _failed(self, where: str, url: str) -> None:
         # one bad page or URL never stops a crawl
         self.state.failed(where, "failed in %s for %s; passing it through", where, url)
+
+
+def _not_a_page(request: Request) -> bool:
+    """A request the extension leaves alone: ``dont_dedup``, or the ``robots.txt`` that Scrapy's
+    RobotsTxtMiddleware asks for (no page of the site: it is not recorded)."""
+    meta = request.meta
+    return bool(meta.get("dont_dedup")) or (
+        bool(meta.get("dont_obey_robotstxt")) and urlsplit(request.url).path == "/robots.txt"
+    )
 
 
 def _header(response: Response, name: bytes) -> str | None:

@@ -20,7 +20,7 @@ from scrapy_dedup.store.base import FRONTIER, PENDING, DedupStore
 from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls
 
 #: statuses of URL records that hold no document
-NOT_DOCUMENTS = ("hub", "skipped_empty", "deleted", "fetched", "seen", "error", "not_modified")
+NOT_DOCUMENTS = ("hub", "asset", "skipped_empty", "deleted", "fetched", "seen", "error", "not_modified")
 
 
 @dataclass
