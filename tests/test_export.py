@@ -73,6 +73,9 @@ def test_one_record_per_document_with_its_fields(exported, provenance):
         assert record["text"].strip() and re.fullmatch(r"[0-9a-f]{16}", record["document_id"])
         assert ISO.match(record["first_seen"]) and ISO.match(record["last_seen"])
         assert record["first_seen"] <= record["last_seen"]
+        assert record["title"]  # the item's title (every demo page has one)
+    titles = {r["url"].rsplit("/", 1)[-1]: r["title"] for r in records}
+    assert titles["llm-evals.html"] == "How we evaluate retrieval quality | Harbor"
     # the PDF has no text: left out, and said so
     assert "1 document(s) have no text in the store" in stderr and ".pdf" in stderr
 
@@ -220,3 +223,19 @@ def test_guide_langchain_examples_end_with_one_copy_per_document(crawled, export
     exec(compile(items_block, str(RAG_GUIDE), "exec"), namespace)
     namespace["upsert_items"](str(work / "with-text" / "items.jsonl"), fed_store)
     assert sorted(d["metadata"]["url"] for d in fed_store.store.values()) == sorted(expected.values())
+
+
+def test_the_title_is_the_item_s_field_else_the_html_s():
+    from itemadapter import ItemAdapter
+    from scrapy.http import HtmlResponse, Request
+
+    from scrapy_dedup.crawl.pipeline import _title
+
+    url = "http://h/a"
+    page = b"<html><head><title>\n From &amp; the HTML </title></head><body><p>text</p></body></html>"
+    response = HtmlResponse(url, body=page, encoding="utf-8", request=Request(url))
+    assert _title(ItemAdapter({"title": "  Given\n title "}), "title", "html", response) == "Given title"
+    assert _title(ItemAdapter({"url": url, "title": ""}), "title", "html", response) == "From & the HTML"
+    assert _title(ItemAdapter({"headline": "Named"}), "headline", "html", response) == "Named"
+    assert _title(ItemAdapter({"html": "<title>In the item</title>"}), "title", "html", None) == "In the item"
+    assert _title(ItemAdapter({"url": url}), "title", "html", None) is None

@@ -60,6 +60,10 @@ def test_the_ingested_store_exports_like_a_crawled_one(both):
     _, work, pages, _ = both
     records = jsonl(ok("export", "--store", str(work / "ingested"), cwd=work).stdout)
     assert records and len({r["document_id"] for r in records}) == len(records) < len(pages)
+    # the lines carry HTML only: each document's title is its <title>, as the crawl's items have it
+    crawled = {r["url"]: r["title"] for r in jsonl(ok("export", "--store", str(work / "crawl" / "store"), cwd=work).stdout)}
+    titled = [r for r in records if r["url"] in crawled]
+    assert titled and all(r["title"] and r["title"] == crawled[r["url"]] for r in titled)
 
 
 def test_a_missing_file_is_a_one_line_error(both):

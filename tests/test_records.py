@@ -16,7 +16,7 @@ FULL = UrlRecord(
     content_hash="c" * 32, raw_hash="r" * 32, simhash=2**64 - 1, distance=0, jaccard=0.0, tokens=0,
     text_length=0, http_status=200, etag='"x"', last_modified="Fri, 01 Mar 2024 09:00:00 GMT",
     kind="document", canonical_mismatch="http://h/c", canonical_alias=True, first_seen=1.5,
-    last_seen=2.25, fetched_at=0.0, fetch_count=3, first_run=2, links=True,
+    last_seen=2.25, fetched_at=0.0, fetch_count=3, first_run=2, links=True, title="A page",
 )  # fmt: skip
 
 

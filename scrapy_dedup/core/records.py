@@ -98,6 +98,8 @@ class UrlRecord:
     #: a link source, fetched again on every run like a hub (a document that links is where new
     #: pages appear)
     links: bool = False
+    #: the page's title when it was last decided: the item's title field, else its HTML's <title>
+    title: str | None = None
 
     def to_json(self) -> bytes:
         """The stored form (see the module docstring).

@@ -34,6 +34,7 @@ from scrapy_dedup.extraction.analysis import (
     analyse_text,
     analysed_and_packed,
 )
+from scrapy_dedup.extraction.main_text import TITLE_MAX_CHARS, html_title
 from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ class DedupPipeline:
             promoted=bool(meta.get("dedup_promoted")),
             supersedes=tuple(meta.get("dedup_supersedes", ())),
             recalled=text is None and fp is not None,
+            title=_title(adapter, config.title_field, config.html_field, response),
         )
         if config.keep_text and text is not None:
             doc.text, doc.packed_text = text[: config.max_text_chars], packed
@@ -321,6 +323,18 @@ class DedupPipeline:
             # the text stands for the page now; an item without its text keeps its HTML
             del adapter[config.html_field]
         return item
+
+
+def _title(adapter: ItemAdapter, field: str, html_field: str, response: Any) -> str | None:
+    """The item's title field, else the ``<title>`` of its HTML (its html field, or the HTML
+    response it came from)."""
+    given = adapter.get(field) if field in adapter else None
+    if isinstance(given, str) and given.strip():
+        return " ".join(given.split())[:TITLE_MAX_CHARS]
+    markup = adapter.get(html_field) if html_field in adapter else None
+    if not isinstance(markup, (str, bytes)):
+        markup = response.text if response is not None and _kind(response) == "html" else None
+    return html_title(markup) if markup is not None else None
 
 
 def _kind(response: Any) -> str | None:

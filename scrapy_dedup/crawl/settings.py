@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP_URL_FIELD": "url",
     "DEDUP_TEXT_FIELD": "text",
     "DEDUP_HTML_FIELD": "html",
+    "DEDUP_TITLE_FIELD": "title",
     # False: the item is the spider's; a later pipeline or the feed may want its HTML
     "DEDUP_DROP_HTML": False,
     "DEDUP_SCOPE_FIELD": None,
@@ -152,6 +153,7 @@ class DedupConfig:
     url_field: str
     text_field: str
     html_field: str
+    title_field: str
     #: DEDUP_DROP_HTML: an item that leaves with its text loses its html field
     drop_html: bool
     scope_field: str | None
@@ -240,6 +242,7 @@ class DedupConfig:
             url_field=values["DEDUP_URL_FIELD"],
             text_field=values["DEDUP_TEXT_FIELD"],
             html_field=values["DEDUP_HTML_FIELD"],
+            title_field=values["DEDUP_TITLE_FIELD"],
             drop_html=_bool(values, "DEDUP_DROP_HTML"),
             scope_field=values["DEDUP_SCOPE_FIELD"] or None,
             drop_duplicates=_bool(values, "DEDUP_DROP_DUPLICATES"),

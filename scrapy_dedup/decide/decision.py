@@ -29,6 +29,8 @@ class Document:
     supersedes: tuple[str, ...] = ()
     #: its fingerprint was recalled from a byte-identical body seen before (no extraction)
     recalled: bool = False
+    #: the page's title (the item's title field, else its HTML's <title>), or None
+    title: str | None = None
 
 
 @dataclass(slots=True)

@@ -88,6 +88,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         record = get_url(self.store, doc.key) or UrlRecord(key=doc.key, url=doc.url, first_seen=now, first_run=self.run)
         record.last_seen = now
         record.kind = "document"
+        record.title = doc.title
         fp = doc.fingerprint
         content_hash = fp.content_hash if fp is not None else doc.raw_hash
 

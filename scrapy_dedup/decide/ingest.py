@@ -22,6 +22,7 @@ from typing import IO, Any
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text, warm_up
+from scrapy_dedup.extraction.main_text import TITLE_MAX_CHARS, html_title
 
 #: records extracted ahead of the decisions (bounds memory, keeps the workers busy)
 BATCH = 256
@@ -32,6 +33,7 @@ class Fields:
     url: str = "url"
     text: str = "text"
     html: str = "html"
+    title: str = "title"
 
 
 @dataclass(slots=True)
@@ -49,6 +51,8 @@ class _Page:
     url: str
     body: str
     is_html: bool
+    #: the record's title field, else its HTML's <title>
+    title: str | None = None
 
 
 def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts) -> Iterator[_Page]:
@@ -68,11 +72,15 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts) -> Iterat
         if not isinstance(url, str) or "://" not in url:
             counts.malformed.append((number, f"no {fields.url!r} URL"))
             continue
-        text, html = record.get(fields.text), record.get(fields.html)
+        text, html, title = record.get(fields.text), record.get(fields.html), record.get(fields.title)
+        if isinstance(title, str) and title.strip():
+            title = " ".join(title.split())[:TITLE_MAX_CHARS]
+        else:
+            title = html_title(html) if isinstance(html, str) else None
         if isinstance(text, str):
-            yield _Page(number, url, text, False)
+            yield _Page(number, url, text, False, title)
         elif isinstance(html, str):
-            yield _Page(number, url, html, True)
+            yield _Page(number, url, html, True, title)
         else:
             counts.malformed.append((number, f"no {fields.text!r} or {fields.html!r} string"))
 
@@ -111,7 +119,7 @@ def ingest(
                 analysed = (_analyse(page, options) for page in batch)
             for page, (text, fp) in zip(batch, analysed):
                 body = page.body.encode("utf-8", "surrogatepass")
-                doc = Document(key=key(page.url), url=page.url, fingerprint=fp, raw_hash=raw_hash(body))
+                doc = Document(key=key(page.url), url=page.url, fingerprint=fp, raw_hash=raw_hash(body), title=page.title)
                 if keep_text:
                     doc.text = text[: options.max_text_chars]
                 decision = index.ingest(doc)

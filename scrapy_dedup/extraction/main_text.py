@@ -6,6 +6,7 @@ two crawls comparable; they are recorded as ``EXTRACT_PARAMS``.
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 from typing import Any
@@ -14,7 +15,7 @@ import trafilatura
 from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
-__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "MIN_VISIBLE_SHARE", "extract_text"]
+__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "MIN_VISIBLE_SHARE", "extract_text", "html_title"]
 
 # trafilatura logs every page it finds no main text in at WARNING/ERROR; for a crawler those are
 # expected outcomes (we return ""), not problems, so keep them out of the crawl log unless the
@@ -214,3 +215,28 @@ def extract_text(
     except Exception:  # noqa: BLE001 -- a crawl must survive any page; "" means "no text"
         return ""
     return result or ""
+
+
+_TITLE_RE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+#: a page's title is looked for in its first this many characters, and cut to TITLE_MAX_CHARS
+TITLE_SEARCHED_CHARS = 65_536
+TITLE_MAX_CHARS = 300
+
+
+def html_title(markup: str | bytes) -> str | None:
+    """The page's ``<title>``: entities unescaped, whitespace collapsed, cut to TITLE_MAX_CHARS;
+    None when its first TITLE_SEARCHED_CHARS characters hold none, or an empty one.
+
+    >>> html_title("<html><head><title> Caf&eacute;\\n  menu </title></head><body>x</body></html>")
+    'Café menu'
+    >>> html_title(b"<TITLE>Bytes</TITLE>"), html_title("<p>no title</p>"), html_title("<title> </title>")
+    ('Bytes', None, None)
+    """
+    head = markup[:TITLE_SEARCHED_CHARS]
+    if isinstance(head, bytes):
+        head = head.decode("utf-8", "replace")
+    found = _TITLE_RE.search(head)
+    if found is None:
+        return None
+    title = " ".join(html.unescape(found.group(1)).split())
+    return title[:TITLE_MAX_CHARS] or None
