@@ -65,7 +65,7 @@ class Summary:
     cluster_sizes: Counter[int] = field(default_factory=Counter)
     #: requests the last run left owed (an interrupted run, resumed by the next one)
     pending: int = 0
-    #: read from a snapshot of a store a running crawl holds: its run is under way
+    #: a crawl holds the store (a snapshot was read) or other processes write it: its run is under way
     running: bool = False
 
     @property
