@@ -358,6 +358,13 @@ def test_calibrate_samples_pairs_around_the_threshold(demo, outside):
     table = ok("calibrate", "--store", str(demo.store), cwd=outside)
     assert table.startswith(f"Near-duplicate threshold k = {k}")
     assert [line.split()[0] for line in table.splitlines()[4:10]] == [str(d) for d in range(k - 2, k + 4)]
+    # the Jaccard columns are the sampled pairs', and the table says how many those are
+    one = ok("calibrate", "--store", str(demo.store), "--sample", "1", cwd=outside).splitlines()
+    header = one[3].split()
+    assert header[:5] == ["distance", "vs_k", "pairs", "merged", "sampled"]
+    for line in one[4:10]:
+        _, _, _, pairs, _, sampled, *_ = line.split()  # vs_k is "<= k" or "> k": two words
+        assert int(sampled) == min(1, int(pairs))
 
 
 class _Tags(HTMLParser):

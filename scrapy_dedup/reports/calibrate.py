@@ -163,7 +163,8 @@ def render(cal: Calibration, fmt: str, out: TextIO) -> None:
         f"Near-duplicate threshold k = {cal.k}: pages within Hamming distance {cal.k} of a representative merge "
         f"(DEDUP_MAX_DISTANCE); farther pages merge only on a high MinHash Jaccard (DEDUP_MIN_JACCARD).\n"
         f"Scanned {cal.scanned:,} documents{' (stopped early)' if cal.truncated else ''}; "
-        f"up to {cal.per_distance} pairs shown per distance. Texts for diffs: {cal.text_source}.\n\n"
+        f"up to {cal.per_distance} pairs shown per distance, and the Jaccard columns are theirs. "
+        f"Texts for diffs: {cal.text_source}.\n\n"
     )
     table = []
     for d in cal.distances:
@@ -174,6 +175,8 @@ def render(cal: Calibration, fmt: str, out: TextIO) -> None:
                 "vs_k": "<= k" if d <= cal.k else "> k",
                 "pairs": cal.found[d],
                 "merged": cal.merged[d],
+                # the Jaccard columns are over the pairs sampled, not every pair found
+                "sampled": len(cal.samples.get(d, [])),
                 "jaccard_min": lo,
                 "jaccard_median": mid,
                 "jaccard_max": hi,
