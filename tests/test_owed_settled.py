@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from local_site import LocalSite
@@ -207,20 +208,17 @@ def test_two_processes_with_scrapy_redis_end_complete(site, tmp_path, redis_sing
     assert documents(site, *results) == SITE_DOCUMENTS
 
 
-def test_a_process_whose_pages_yielded_nothing_yet_waits_for_the_first_links_of_the_others(site, tmp_path, redis_single):
-    """Over one scrapy-redis queue, a process whose only start request gives no response (a 404)
-    finds nothing to do and nothing owed anywhere while the other fetches a slow start page:
-    start requests are not filtered, so nothing is owed for them. It waits for that page's links
-    instead of ending at once, and the two share the crawl."""
-    name = f"tutorial{uuid.uuid4().hex[:8]}"
-    settings = {**scrapy_redis_settings(redis_single.url, persist=True), "DOWNLOAD_TIMEOUT": SLOW_START * 3}
-    results: dict[int, object] = {}
+def _slow_and_missing(site, tmp_path, store: str, **crawl_args) -> tuple[dict[int, Any], dict[int, float]]:
+    """Two crawl processes on one store: the first starts on the slow home page; once it has
+    asked for it, the second starts on a page that answers 404. Their results, and when each
+    ended (monotonic)."""
+    results: dict[int, Any] = {}
     ended: dict[int, float] = {}
     site.slow_asked.clear()
     site.slow_answered = None
 
     def run(i: int, start: str) -> None:
-        results[i] = crawl(site, tmp_path / f"p{i}", redis_single.url, start, spider_args={"name": name}, **settings)
+        results[i] = crawl(site, tmp_path / f"p{i}", store, start, **crawl_args)
         ended[i] = time.monotonic()
 
     first = threading.Thread(target=run, args=(0, "/slow/"))
@@ -231,6 +229,17 @@ def test_a_process_whose_pages_yielded_nothing_yet_waits_for_the_first_links_of_
     for t in (first, second):
         t.join()
     assert set(results) == {0, 1}, "a process failed (see its crawl.log)"
+    return results, ended
+
+
+def test_a_process_whose_pages_yielded_nothing_yet_waits_for_the_first_links_of_the_others(site, tmp_path, redis_single):
+    """Over one scrapy-redis queue, a process whose only start request gives no response (a 404)
+    finds nothing to do and nothing owed anywhere while the other fetches a slow start page:
+    start requests are not filtered, so nothing is owed for them. It waits for that page's links
+    instead of ending at once, and the two share the crawl."""
+    name = f"tutorial{uuid.uuid4().hex[:8]}"
+    settings = {**scrapy_redis_settings(redis_single.url, persist=True), "DOWNLOAD_TIMEOUT": SLOW_START * 3}
+    results, ended = _slow_and_missing(site, tmp_path, redis_single.url, spider_args={"name": name}, **settings)
     assert site.slow_answered is not None and ended[1] > site.slow_answered, "the second ended before any link was owed"
     assert [closing_states(results[i]) for i in (0, 1)] == [["complete"], ["complete"]]
     assert documents(site, *results.values()) == SITE_DOCUMENTS
@@ -252,21 +261,7 @@ def test_a_process_that_waits_for_the_requests_of_others_says_so_once(site, tmp_
     another owes requests (a whole lease when that one was killed), and says why, once."""
     prefix = f"test:{uuid.uuid4().hex[:12]}"
     settings = {"DEDUP_REDIS_PREFIX": prefix, "DOWNLOAD_DELAY": 0.5, "DOWNLOAD_TIMEOUT": SLOW_START * 3}
-    results: dict[int, object] = {}
-    site.slow_asked.clear()
-    site.slow_answered = None
-
-    def run(i: int, start: str) -> None:
-        results[i] = crawl(site, tmp_path / f"p{i}", redis_single.url, start, **settings)
-
-    first = threading.Thread(target=run, args=(0, "/slow/"))
-    first.start()
-    assert site.slow_asked.wait(120), "the first process asked for its start page"
-    second = threading.Thread(target=run, args=(1, "/missing.html"))
-    second.start()
-    for t in (first, second):
-        t.join()
-    assert set(results) == {0, 1}, "a process failed (see its crawl.log)"
+    results, _ = _slow_and_missing(site, tmp_path, redis_single.url, **settings)
     assert [closing_states(results[i]) for i in (0, 1)] == [["complete"], ["complete"]]
     waiting = re.compile(r"nothing left to fetch here; waiting for the [\d,]+ requests other processes")
     assert len(waiting.findall(results[1].log)) == 1, results[1].log[-3000:]

@@ -42,6 +42,19 @@ def both(near) -> tuple:
     """(SimHash candidates, band candidates) of a near_candidates answer."""
     return near.simhash, near.bands
 
+def crawler_settings(redis_url: str, redis_prefix: str) -> dict:
+    """A crawl's settings on the Redis store at ``redis_url``, under ``redis_prefix``, for the
+    components built by hand in these tests (extraction in a thread, no log)."""
+    return {
+        "ADDONS": {"scrapy_dedup.Addon": 500},
+        "DEDUP_STORE": redis_url,
+        "DEDUP_REDIS_PREFIX": redis_prefix,
+        "DEDUP_WORKERS": 0,
+        "DEDUP_LOGSTATS_INTERVAL": 0,
+        "LOG_ENABLED": False,
+    }
+
+
 def test_a_request_another_process_holds_is_not_claimed_until_it_lets_go(redis_url, redis_prefix):
     a, b = two_processes(redis_url, redis_prefix)
     try:
@@ -226,14 +239,7 @@ def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_aga
     class Site(Spider):
         name = "site"
 
-    crawler = get_crawler(Site, {
-        "ADDONS": {"scrapy_dedup.Addon": 500},
-        "DEDUP_STORE": redis_url,
-        "DEDUP_REDIS_PREFIX": redis_prefix,
-        "DEDUP_WORKERS": 0,
-        "DEDUP_LOGSTATS_INTERVAL": 0,
-        "LOG_ENABLED": False,
-    })
+    crawler = get_crawler(Site, crawler_settings(redis_url, redis_prefix))
     dupefilter = build_from_crawler(DedupDupeFilter, crawler)
     dupefilter.open()
     state = dupefilter.state
@@ -398,14 +404,7 @@ def test_a_process_that_joins_a_running_crawl_resumes_nothing_and_says_nothing_o
         name = "site"
 
     def process() -> DedupState:
-        crawler = get_crawler(Site, {
-            "ADDONS": {"scrapy_dedup.Addon": 500},
-            "DEDUP_STORE": redis_url,
-            "DEDUP_REDIS_PREFIX": redis_prefix,
-            "DEDUP_WORKERS": 0,
-            "DEDUP_LOGSTATS_INTERVAL": 0,
-            "LOG_ENABLED": False,
-        })
+        crawler = get_crawler(Site, crawler_settings(redis_url, redis_prefix))
         state = DedupState.of(crawler)
         state.open()
         return state

@@ -29,6 +29,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _gone(pids: list[int], within: float) -> bool:
+    """Whether every process of ``pids`` has exited, waiting for them ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(_alive(pid) for pid in pids)
+
+
+def _kill(proc: subprocess.Popen, workers: list[int]) -> None:
+    """Leave nothing running: the crawl process and whichever of its workers is still alive."""
+    proc.kill()
+    for pid in workers:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_the_workers_of_a_killed_crawl_process_exit():
     """SIGKILL of the crawl process alone (no process group), as ``kill -9 PID`` or the OOM
     killer does: its workers ignore SIGTERM and nothing shuts the pool down, yet they go."""
@@ -38,15 +54,9 @@ def test_the_workers_of_a_killed_crawl_process_exit():
         assert workers and all(_alive(pid) for pid in workers)
         proc.kill()
         proc.wait()
-        deadline = time.monotonic() + 30
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(_alive(pid) for pid in workers)
+        assert _gone(workers, within=30)
     finally:
-        proc.kill()
-        for pid in workers:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _kill(proc, workers)
 
 
 #: a crawl process killed while its workers are still starting (importing, warming up): the
@@ -74,12 +84,6 @@ def test_the_workers_of_a_crawl_process_killed_while_they_start_exit():
         workers = [int(pid) for pid in proc.stdout.readline().split()]
         proc.wait()
         assert workers and proc.returncode == -signal.SIGKILL
-        deadline = time.monotonic() + 60
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(_alive(pid) for pid in workers)
+        assert _gone(workers, within=60)
     finally:
-        proc.kill()
-        for pid in workers:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _kill(proc, workers)
