@@ -34,7 +34,7 @@ from scrapy_dedup.extraction.analysis import (
     analyse_text,
     analysed_and_packed,
 )
-from scrapy_dedup.extraction.main_text import TITLE_MAX_CHARS, html_title
+from scrapy_dedup.extraction.main_text import page_title
 from scrapy_dedup.store.base import StoreWriteError
 
 if TYPE_CHECKING:
@@ -328,13 +328,10 @@ class DedupPipeline:
 def _title(adapter: ItemAdapter, field: str, html_field: str, response: Any) -> str | None:
     """The item's title field, else the ``<title>`` of its HTML (its html field, or the HTML
     response it came from)."""
-    given = adapter.get(field) if field in adapter else None
-    if isinstance(given, str) and given.strip():
-        return " ".join(given.split())[:TITLE_MAX_CHARS]
     markup = adapter.get(html_field) if html_field in adapter else None
     if not isinstance(markup, (str, bytes)):
         markup = response.text if response is not None and _kind(response) == "html" else None
-    return html_title(markup) if markup is not None else None
+    return page_title(adapter.get(field) if field in adapter else None, markup)
 
 
 def _kind(response: Any) -> str | None:

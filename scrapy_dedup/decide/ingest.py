@@ -22,7 +22,7 @@ from typing import IO, Any
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text, warm_up
-from scrapy_dedup.extraction.main_text import TITLE_MAX_CHARS, html_title
+from scrapy_dedup.extraction.main_text import page_title
 
 #: records extracted ahead of the decisions (bounds memory, keeps the workers busy)
 BATCH = 256
@@ -72,11 +72,8 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts) -> Iterat
         if not isinstance(url, str) or "://" not in url:
             counts.malformed.append((number, f"no {fields.url!r} URL"))
             continue
-        text, html, title = record.get(fields.text), record.get(fields.html), record.get(fields.title)
-        if isinstance(title, str) and title.strip():
-            title = " ".join(title.split())[:TITLE_MAX_CHARS]
-        else:
-            title = html_title(html) if isinstance(html, str) else None
+        text, html = record.get(fields.text), record.get(fields.html)
+        title = page_title(record.get(fields.title), html if isinstance(html, str) else None)
         if isinstance(text, str):
             yield _Page(number, url, text, False, title)
         elif isinstance(html, str):

@@ -15,7 +15,7 @@ import trafilatura
 from trafilatura.utils import load_html
 from w3lib.encoding import html_to_unicode
 
-__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "MIN_VISIBLE_SHARE", "extract_text", "html_title"]
+__all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "MIN_VISIBLE_SHARE", "extract_text", "html_title", "page_title"]
 
 # trafilatura logs every page it finds no main text in at WARNING/ERROR; for a crawler those are
 # expected outcomes (we return ""), not problems, so keep them out of the crawl log unless the
@@ -240,3 +240,17 @@ def html_title(markup: str | bytes) -> str | None:
         return None
     title = " ".join(html.unescape(found.group(1)).split())
     return title[:TITLE_MAX_CHARS] or None
+
+
+def page_title(given: object, markup: object) -> str | None:
+    """A page's title: ``given`` (a string with more than whitespace: whitespace collapsed, cut
+    to TITLE_MAX_CHARS), else the ``<title>`` of ``markup`` (HTML as str or bytes), else None.
+
+    >>> page_title("  The\\n  manual ", "<title>Other</title>"), page_title(None, "<title>From HTML</title>")
+    ('The manual', 'From HTML')
+    >>> page_title(" ", None), page_title(3, b"<p>none</p>")
+    (None, None)
+    """
+    if isinstance(given, str) and given.strip():
+        return " ".join(given.split())[:TITLE_MAX_CHARS]
+    return html_title(markup) if isinstance(markup, (str, bytes)) else None
