@@ -72,9 +72,15 @@ class Summary:
     def frontier_state(self) -> str:
         """``complete``, ``interrupted: N pending``, or for a store a crawl holds ``running: N
         requests owed so far``."""
-        if self.running:
+        state = self.frontier
+        if state == "running":
             return f"running: {self.pending:,} requests owed so far"
-        return "complete" if not self.pending else f"interrupted: {self.pending:,} pending"
+        return state if state == "complete" else f"interrupted: {self.pending:,} pending"
+
+    @property
+    def frontier(self) -> str:
+        """``running``, ``complete`` or ``interrupted``."""
+        return "running" if self.running else "complete" if not self.pending else "interrupted"
 
     @property
     def urls_known(self) -> int:
@@ -90,7 +96,7 @@ class Summary:
             ("urls_known", self.urls_known),
             ("url_records", self.url_records),
             ("frontier_keys", self.frontier_keys),
-            ("frontier", "running" if self.running else "complete" if not self.pending else "interrupted"),
+            ("frontier", self.frontier),
             ("pending", self.pending),
             ("dropped_before_fetch", sum(self.dropped_urls.values())),
         ]
