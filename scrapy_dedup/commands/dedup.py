@@ -422,12 +422,13 @@ class Command(ScrapyCommand):
         from scrapy_dedup.reports.store import held_by_a_crawl
 
         # a crawl settles its store as it closes: until then, settling is its to do
+        held = held_by_a_crawl(store) is not None
         unsettled = (
             "a running crawl holds the store and has not settled it yet: export again when the crawl ends"
-            if held_by_a_crawl(store)
+            if held
             else "the store has decisions not settled yet (`scrapy dedup settle`)"
         )
-        if opts.changes_since is not None and held_by_a_crawl(store) and changes.token(store) is None:
+        if opts.changes_since is not None and held and changes.token(store) is None:
             raise changes.ChangeTokenError(f"no changes to give: {unsettled}")
         # a token the store cannot answer fails before the output is opened
         since = changes.since(store, opts.changes_since) if opts.changes_since is not None else None
