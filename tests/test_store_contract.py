@@ -399,6 +399,24 @@ def test_iterating_pending_requests_while_settling_them(store):
     assert len(seen) >= 50 and store.count("pending") == 50
 
 
+def test_get_many_reads_keys_in_their_order(store):
+    """One call reads many keys of a table (on a cluster, keys of many slots), absent ones as
+    None, and sees this process's writes, those sent later included."""
+    from scrapy_dedup.store.base import MINHASH, TEXT
+
+    keys = [f"http://h{n % 7}/p{n}" for n in range(40)]
+    with store.batch(later=True) as b:
+        for n, key in enumerate(keys):
+            if n % 3:
+                b.put(MINHASH, key, bytes([n]) * 4)
+                b.put(TEXT, key, f"text {n}".encode())
+    wanted = [*reversed(keys), "http://h/never"]
+    assert store.get_many(MINHASH, wanted) == [store.get(MINHASH, key) for key in wanted]
+    assert store.get_many(MINHASH, wanted)[:3] == [None, bytes([38]) * 4, bytes([37]) * 4]
+    assert store.get_many(TEXT, keys[:2]) == [None, b"text 1"]
+    assert store.get_many(TEXT, []) == []
+
+
 # -- the chunk layer's tables (DEDUP_CHUNKS) --------------------------------------------------
 
 

@@ -12,7 +12,15 @@ from collections.abc import Callable
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.store.base import CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
-from scrapy_dedup.store.records import get_cluster, get_url, members_of, put_cluster, remove_member, unindex_exact
+from scrapy_dedup.store.records import (
+    get_cluster,
+    get_url,
+    get_urls,
+    members_of,
+    put_cluster,
+    remove_member,
+    unindex_exact,
+)
 
 
 class Lifecycle:
@@ -102,7 +110,7 @@ class Lifecycle:
         cluster = get_cluster(self.store, cid)
         members = members_of(self.store, cluster) if cluster is not None else members_of(self.store, cid)
         others = [k for k in members if k != record.key]
-        other_records = [r for r in (get_url(self.store, k) for k in others) if r is not None]
+        other_records = get_urls(self.store, others)
         is_rep = cluster is not None and cluster.representative == record.key
         content_hash = record.content_hash
         assert content_hash is not None, "a record in a cluster has its content hash"

@@ -17,7 +17,7 @@ from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.store.base import DedupStore
-from scrapy_dedup.store.records import get_cluster, get_minhash, get_url, iter_clusters, members_of
+from scrapy_dedup.store.records import get_cluster, get_minhash, get_urls, iter_clusters, members_of
 
 FIELDS = ("cluster_id", "size", "representative", "max_distance", "members")
 MEMBER_FIELDS = ("url", "reason", "distance", "jaccard", "text_length")
@@ -46,7 +46,7 @@ def describe(store: DedupStore, resolver: Resolver, cluster: Cluster, authority:
     """The cluster with its members, representative first, then by distance."""
     rep = resolver.representative(cluster)
     rep_minhash = get_minhash(store, cluster.representative) if rep is not None else None
-    records = [r for r in (get_url(store, k) for k in members_of(store, cluster)) if r is not None]
+    records = get_urls(store, members_of(store, cluster))
     members = []
     for record in records:
         is_rep = record.key == cluster.representative

@@ -19,7 +19,7 @@ from scrapy_dedup.reports.clusters import why_kept
 from scrapy_dedup.reports.formats import iso, write_rows
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.store.base import DedupStore
-from scrapy_dedup.store.records import get_url, get_variant, iter_aliases_of, members_of
+from scrapy_dedup.store.records import get_url, get_urls, get_variant, iter_aliases_of, members_of
 
 MEMBER_FIELDS = ("url", "reason", "distance", "status")
 
@@ -121,7 +121,7 @@ def _same_document(
     cluster = resolver.cluster(placement.cluster_id) if placement.cluster_id else None
     members: list[UrlRecord] = []
     if cluster is not None:
-        members = [r for r in (get_url(store, k) for k in members_of(store, cluster)) if r]
+        members = get_urls(store, members_of(store, cluster))
     else:
         target = get_url(store, record.duplicate_of) if record.reason == "redirect" and record.duplicate_of else None
         members = [target or record]

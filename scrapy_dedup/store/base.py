@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -323,6 +323,11 @@ class DedupStore(abc.ABC):
     # -- primitives: records ------------------------------------------------
     @abc.abstractmethod
     def get(self, table: str, key: str) -> bytes | None: ...
+
+    def get_many(self, table: str, keys: Sequence[str]) -> list[bytes | None]:
+        """The values of ``keys`` in ``table``, in their order (None where absent): one round trip
+        on a store with round trips, one :meth:`get` each here."""
+        return [self.get(table, key) for key in keys]
 
     @abc.abstractmethod
     def scan(self, table: str) -> Iterator[tuple[str, bytes]]:

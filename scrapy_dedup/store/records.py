@@ -45,6 +45,12 @@ def get_url(store: DedupStore, key: str) -> UrlRecord | None:
     return UrlRecord.from_json(raw, key) if raw is not None else None
 
 
+def get_urls(store: DedupStore, keys: Iterable[str]) -> list[UrlRecord]:
+    """The URL records of ``keys`` the store has, in their order (one read of them all)."""
+    keys = list(keys)
+    return [UrlRecord.from_json(raw, key) for key, raw in zip(keys, store.get_many(URL, keys)) if raw is not None]
+
+
 def iter_urls(store: DedupStore) -> Iterator[UrlRecord]:
     for key, raw in store.scan(URL):
         yield UrlRecord.from_json(raw, key)

@@ -25,7 +25,7 @@ import pickle
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -810,6 +810,15 @@ class RedisStore(DedupStore):
         value = self._carrying(*self._read_command(table, key))
         return value if value is None else rk.table_layout(table).read(value)
 
+    def get_many(self, table: str, keys: Sequence[str]) -> list[bytes | None]:
+        if table == PENDING or len(keys) < 2:
+            return [self.get(table, key) for key in keys]
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.execute_command(*self._read_command(table, key))
+        layout = rk.table_layout(table)
+        return [value if value is None else layout.read(value) for value in pipe.execute()]
+
     def _carrying(self, *command: Any) -> Any:
         """Run ``command``; on one server the writes that wait go ahead of it in the same round
         trip (a connection runs them in order, so this process reads its own writes)."""
@@ -1042,7 +1051,7 @@ _WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_ma
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
-    "_apply", "get", "scan", "put_if_absent", "set_members",
+    "_apply", "get", "get_many", "scan", "put_if_absent", "set_members",
     "increment_meta", "_frontier_mark", "frontier_mark_many", "flush", "count",
     "near_candidates", "begin_run",
     "claim_pending", "hold_pending", "held_pending",
