@@ -44,16 +44,14 @@ import xxhash
 
 from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS, ROWS, band_hashes, simhash_blocks
 from scrapy_dedup.core.fingerprints import SLOT_BITS, Fingerprint, near_match, set_jaccard, shingle_set
-from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
+from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status, unpack_text
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
-from scrapy_dedup.store.base import CHUNKS, CLUSTER, DedupStore, StoreBatch
+from scrapy_dedup.store.base import CHUNKS, CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
     add_member,
     get_meta,
-    get_minhash,
-    get_text,
     get_url,
     index_exact,
     iter_clusters,
@@ -71,6 +69,8 @@ SETTLED_META = "settled"
 
 #: what a near test answers: (near, SimHash distance, Jaccard)
 NearTest = Callable[[UrlRecord, UrlRecord], "tuple[bool, int | None, float | None]"]
+#: told the documents about to be settled, so that what they need is read in one call a table
+ReadAhead = Callable[[Sequence[UrlRecord]], None]
 
 
 @dataclass(slots=True)
@@ -118,11 +118,14 @@ class SettleResult:
 
 #: documents whose MinHash, text and shingle set settling keeps at once (one LRU each)
 _CACHED = 4096
+#: documents whose MinHash and text are read in one call (one round trip on Redis)
+_READ_AHEAD = 1000
 #: clusters whose writes go in one batch
 _BATCH = 1000
 
 #: a MinHash band is 8 slots of 8 bits (one 64-bit int); each band's tag goes above those bits
 assert ROWS * SLOT_BITS == 64, "a band is read as one 64-bit int"
+_MISSING = object()
 _BAND_TAGS = [(band + 1) << 64 for band in range(BANDS)]
 _BANDS_OF = struct.Struct(f"<{BANDS}Q")
 #: candidate keys of a document: SimHash blocks, then MinHash bands
@@ -192,6 +195,7 @@ def affected(
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
     max_distance: int = 64,
+    read_ahead: ReadAhead | None = None,
 ) -> set[int]:
     """The positions in ``records`` of every document connected to a ``touched`` one by a chain
     of duplicates (the same text, or near).
@@ -199,7 +203,7 @@ def affected(
     Settling decides a document from the representatives before it that it duplicates only,
     so the settled clusters of one such component depend on its documents alone: settling
     these again, and keeping every other cluster, is settling them all."""
-    join = _KeyJoin(records, minhash_of, min_tokens, max_distance)
+    join = _KeyJoin(records, minhash_of, min_tokens, max_distance, read_ahead)
     copies: dict[tuple[str, str | None], list[int]] = defaultdict(list)
     for n, record in enumerate(records):
         copies[(record.scope, record.content_hash)].append(n)
@@ -229,12 +233,18 @@ class _KeyJoin:
         minhash_of: Callable[[str], bytes | None],
         min_tokens: int,
         max_distance: int,
+        read_ahead: ReadAhead | None = None,
     ) -> None:
         n, self.max_distance = len(records), max_distance
         scopes: dict[str, int] = {}
         self.scope = np.fromiter((scopes.setdefault(r.scope, len(scopes)) for r in records), np.uint64, n)
         self.simhash = np.fromiter((r.simhash or 0 for r in records), np.uint64, n)
-        signatures = [minhash_of(r.key) for r in records]
+        signatures = []
+        for start in range(0, n, _READ_AHEAD):
+            chunk = records[start : start + _READ_AHEAD]
+            if read_ahead is not None:
+                read_ahead(chunk)
+            signatures += [minhash_of(r.key) for r in chunk]
         indexable = np.fromiter(
             (_is_indexable(r, min_tokens, m) for r, m in zip(records, signatures)), bool, n
         )
@@ -330,11 +340,13 @@ def settle_clusters(
     min_tokens: int,
     authority: Sequence[str] = (),
     max_distance: int = 64,
+    read_ahead: ReadAhead | None = None,
 ) -> list[Settled]:
     """The settled clusters of ``records`` (documents: URL records with content), in
     representative order. Pure given ``near`` and ``minhash_of``: the same set of records
     gives the same clusters whatever order it is given in. A representative sharing only a
     SimHash block with a record is a candidate within ``max_distance`` bits (64: any).
+    ``read_ahead`` is told each run of ``_READ_AHEAD`` records before they are settled.
 
     >>> from scrapy_dedup.core.records import UrlRecord
     >>> def doc(key, length, content):
@@ -351,7 +363,9 @@ def settle_clusters(
     targets = {r.duplicate_of for r in ordered if _follows_canonical(r)}
     placed: dict[str, Settled] = {}
     scope: str | None = None
-    for record in ordered:
+    for n, record in enumerate(ordered):
+        if read_ahead is not None and n % _READ_AHEAD == 0:
+            read_ahead(ordered[n : n + _READ_AHEAD])
         if record.scope != scope:
             # one scope at a time (the order groups them): restricted text never meets another scope's
             scope = record.scope
@@ -444,17 +458,36 @@ def settle(
         shared[(r.scope, r.content_hash)].append(r.key)
     copies = {text: sorted(keys) for text, keys in shared.items() if len(keys) > 1}
     del shared
+    # what the documents about to be settled need, read many keys at a time (a round trip a
+    # table on Redis, instead of one a document), each value kept until it is first used
+    ahead: dict[tuple[str, str], bytes | None] = {}
+
+    def read(table: str, key: str) -> bytes | None:
+        found = ahead.pop((table, key), _MISSING)
+        return store.get(table, key) if found is _MISSING else found  # type: ignore[return-value]
+
+    def minhashes_ahead(records: Sequence[UrlRecord]) -> None:
+        ahead.clear()
+        keys = [r.key for r in records]
+        ahead.update(zip([(MINHASH, key) for key in keys], store.get_many(MINHASH, keys)))
+
+    def read_ahead(records: Sequence[UrlRecord]) -> None:
+        minhashes_ahead(records)
+        # only a text compared on its words is read
+        keys = [r.key for r in records if (r.tokens or 0) >= min_tokens]
+        ahead.update(zip([(TEXT, key) for key in keys], store.get_many(TEXT, keys)))
+
     # bounded caches: the working set of a settle does not grow with the store
-    minhash_of = lru_cache(maxsize=_CACHED)(partial(get_minhash, store))
+    minhash_of = lru_cache(maxsize=_CACHED)(partial(read, MINHASH))
 
     @lru_cache(maxsize=_CACHED)
     def text_of(scope: str, content_hash: str | None, key: str) -> str | None:
         # a page whose bytes were seen before skipped extraction: its text is kept under a
         # copy, and which copy came first depends on the order
         for k in copies.get((scope, content_hash), (key,)):
-            text = get_text(store, k)
-            if text is not None:
-                return text
+            raw = read(TEXT, k)
+            if raw is not None:
+                return unpack_text(raw)
         return None
 
     @lru_cache(maxsize=_CACHED)
@@ -504,7 +537,15 @@ def settle(
         }
         touched = [n for n, r in enumerate(docs) if r.key not in clean]
         reached = (
-            affected(docs, touched, near, minhash_of=minhash_of, min_tokens=min_tokens, max_distance=max_distance)
+            affected(
+                docs,
+                touched,
+                near,
+                minhash_of=minhash_of,
+                min_tokens=min_tokens,
+                max_distance=max_distance,
+                read_ahead=minhashes_ahead,
+            )
             if touched
             else set()
         )
@@ -516,7 +557,13 @@ def settle(
     every = old
     old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
     settled = settle_clusters(
-        docs_in, near, minhash_of=minhash_of, min_tokens=min_tokens, authority=authority, max_distance=max_distance
+        docs_in,
+        near,
+        minhash_of=minhash_of,
+        min_tokens=min_tokens,
+        authority=authority,
+        max_distance=max_distance,
+        read_ahead=read_ahead,
     )
     result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
     # the split of the whole store: the clusters settled now, and those kept as they were
