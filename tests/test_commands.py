@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from testing import DemoServer, run_crawl
 
+from scrapy_dedup.core.fingerprints import shingle_jaccard
 from scrapy_dedup.core.urls import normalize_url, url_key
 from scrapy_dedup.store.leveldb import LevelDBStore
 from scrapy_dedup.store.records import get_text
@@ -325,6 +326,12 @@ def test_clusters_members_representative_and_distance(demo, outside, provenance)
             assert provenance[url]["canonical_url"] == c["representative"]
     near = next(c for c in clusters if demo.url("/near/release-3-2-date.html") in {m["url"] for m in c["members"]})
     assert near["size"] == 4 and near["max_distance"] > 0
+    # the Jaccard shown is the one the merge was decided on, the kept texts', not a MinHash estimate
+    with LevelDBStore.open_existing(str(demo.store)) as store:
+        rep_text = get_text(store, demo.key(near["representative"]))
+        for m in near["members"]:
+            exact = shingle_jaccard(get_text(store, demo.key(m["url"])), rep_text)
+            assert m["jaccard"] == round(exact, 3)
     top = jsonl(ok("clusters", "--store", str(demo.store), "--format", "jsonl", "--top", "1", cwd=outside))
     assert [c["size"] for c in top] == [max(c["size"] for c in clusters)]
     big = jsonl(ok("clusters", "--store", str(demo.store), "--format", "jsonl", "--min-size", "4", cwd=outside))

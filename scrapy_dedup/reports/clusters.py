@@ -11,13 +11,13 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from scrapy_dedup.core.fingerprints import jaccard_estimate
+from scrapy_dedup.core.fingerprints import jaccard_estimate, shingle_jaccard
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.store.base import DedupStore
-from scrapy_dedup.store.records import get_cluster, get_minhash, get_urls, iter_clusters, members_of
+from scrapy_dedup.store.records import get_cluster, get_minhash, get_text, get_urls, iter_clusters, members_of
 
 FIELDS = ("cluster_id", "size", "representative", "max_distance", "members")
 MEMBER_FIELDS = ("url", "reason", "distance", "jaccard", "text_length")
@@ -46,19 +46,27 @@ def describe(store: DedupStore, resolver: Resolver, cluster: Cluster, authority:
     """The cluster with its members, representative first, then by distance."""
     rep = resolver.representative(cluster)
     rep_minhash = get_minhash(store, cluster.representative) if rep is not None else None
+    rep_text = get_text(store, cluster.representative) if rep is not None else None
     records = get_urls(store, members_of(store, cluster))
     members = []
     for record in records:
         is_rep = record.key == cluster.representative
         reason = None if is_rep else resolver.reason_against(record, rep)
         minhash = get_minhash(store, record.key) if rep_minhash else None
+        text = get_text(store, record.key) if rep_text is not None and not is_rep else rep_text
+        jaccard: float | None
+        if text is not None and rep_text is not None:
+            # the Jaccard a merge is decided on (the kept texts'), not its MinHash estimate
+            jaccard = 1.0 if is_rep else shingle_jaccard(text, rep_text)
+        else:
+            jaccard = jaccard_estimate(minhash, rep_minhash) if minhash and rep_minhash else None
         members.append(
             {
                 "url": record.url,
                 "key": record.key,
                 "reason": reason,
                 "distance": 0 if is_rep else resolver.distance(record, rep),
-                "jaccard": round(jaccard_estimate(minhash, rep_minhash), 3) if minhash and rep_minhash else None,
+                "jaccard": round(jaccard, 3) if jaccard is not None else None,
                 "text_length": record.text_length,
             }
         )
