@@ -70,6 +70,9 @@ def test_a_missing_file_is_a_one_line_error(both):
     _, work, _, _ = both
     proc = dedup("ingest", str(work / "absent.jsonl"), "--store", str(work / "other"), cwd=work)
     assert proc.returncode == 1 and "cannot read" in proc.stderr
+    # the file named after the options, as `lookup --store PATH URL` takes its URL
+    proc = dedup("ingest", "--store", str(work / "other"), str(work / "absent.jsonl"), cwd=work)
+    assert proc.returncode == 1 and "cannot read" in proc.stderr, proc.stderr
 
 
 def test_an_ingest_with_dedup_chunks_settles_chunks_as_a_crawl_does(both):

@@ -240,8 +240,9 @@ class Command(ScrapyCommand):
         self.exitcode = code
 
     def _check(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args and opts.subcommand == "lookup" and opts.url is None and len(args) == 1:
-            # argparse leaves a positional that follows options unparsed: `lookup --spider s URL`
+        if args and opts.subcommand in SCOPED["url"] and opts.url is None and len(args) == 1:
+            # argparse leaves a positional that follows options unparsed: `lookup --spider s URL`,
+            # `ingest --store PATH FILE`
             opts.url = args.pop()
         if args:
             raise UsageError(f"unrecognized arguments: {' '.join(args)}")
