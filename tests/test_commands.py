@@ -359,6 +359,11 @@ def test_calibrate_samples_pairs_around_the_threshold(demo, outside):
         assert isinstance(p["diff"], str)  # the crawl kept the texts
     merged = {(p["url"], p["other_url"]) for p in pairs if p["merged"]}
     assert in_range <= merged
+    # with the texts kept, a pair's Jaccard is theirs (the one it was decided on), not an estimate
+    with LevelDBStore.open_existing(str(demo.store)) as store:
+        for p in pairs:
+            exact = shingle_jaccard(get_text(store, demo.key(p["url"])), get_text(store, demo.key(p["other_url"])))
+            assert p["jaccard"] == round(exact, 3), p
     for p in pairs:
         if (p["url"], p["other_url"]) in in_range and p["jaccard"] < 1:
             assert "[-" in p["diff"] or "{+" in p["diff"]

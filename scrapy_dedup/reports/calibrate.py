@@ -4,8 +4,8 @@ For each Hamming distance from k-2 to k+3 (k = the store's ``max_distance``)
 it samples pairs of stored documents at that distance: members against their
 representative (pairs the crawl merged), and representatives against the
 representatives that share a SimHash block with them (pairs it kept apart).
-Each pair shows its MinHash Jaccard estimate and, when texts are available,
-a word-level diff.  A person reads them and picks the threshold where pairs
+Each pair shows its Jaccard (of the two texts when they are available, with a
+word-level diff; else the MinHash estimate).  A person reads them and picks the threshold where pairs
 stop being the same document.
 """
 
@@ -18,7 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from scrapy_dedup.core.fingerprints import DEFAULT_MAX_DISTANCE, DEFAULT_MIN_TOKENS, hamming, jaccard_estimate
+from scrapy_dedup.core.fingerprints import (
+    DEFAULT_MAX_DISTANCE,
+    DEFAULT_MIN_TOKENS,
+    hamming,
+    jaccard_estimate,
+    shingle_jaccard,
+)
 from scrapy_dedup.reports.diff import SAME, as_text, word_diff
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver
@@ -132,6 +138,8 @@ def sample(
             ta, tb = texts.get(pair.key, pair.url), texts.get(pair.other_key, pair.other_url)
             if ta is not None and tb is not None:
                 pair.diff = word_diff(tb, ta)
+                # the Jaccard a pair is decided on when the texts are kept, not its estimate
+                pair.jaccard = round(shingle_jaccard(ta, tb), 3)
     cal.text_source = texts.source if texts is not None else ""
     return cal
 
@@ -160,8 +168,9 @@ def render(cal: Calibration, fmt: str, out: TextIO) -> None:
         write_rows(rows(cal), FIELDS, fmt, out)
         return
     out.write(
-        f"Near-duplicate threshold k = {cal.k}: pages within Hamming distance {cal.k} of a representative merge "
-        f"(DEDUP_MAX_DISTANCE); farther pages merge only on a high MinHash Jaccard (DEDUP_MIN_JACCARD).\n"
+        f"Near-duplicate threshold k = {cal.k} (DEDUP_MAX_DISTANCE): a pair merges on its word 5-shingle Jaccard "
+        f"(DEDUP_MIN_JACCARD), of its kept texts when the store has them, whatever the distance; without texts, "
+        f"on its MinHash estimate, with a lower bar within distance {cal.k}.\n"
         f"Scanned {cal.scanned:,} documents{' (stopped early)' if cal.truncated else ''}; "
         f"up to {cal.per_distance} pairs shown per distance, and the Jaccard columns are theirs. "
         f"Texts for diffs: {cal.text_source}.\n\n"
