@@ -283,6 +283,9 @@ def test_lookup_of_a_tracking_variant_names_its_canonical(demo, outside):
     table = ok("lookup", url, "--store", str(demo.store), cwd=outside)
     assert f"canonical_url  {demo.url('/articles/llm-evals.html')}\n" in table
     assert "reason         url_variant\n" in table
+    # a fragment is no tracking parameter: the note names what normalization dropped
+    table = ok("lookup", demo.url("/articles/llm-evals.html#results"), "--store", str(demo.store), cwd=outside)
+    assert "url_variant: normalized before any request (fragment," in table
 
 
 def test_lookup_of_a_suppressed_copy_lists_every_url_of_its_document(demo, outside, provenance):

@@ -80,7 +80,7 @@ def lookup(
         if variant is not None:
             note = _variant_note(variant)
         elif normalized == record.url:
-            note = "normalized before any request (tracking parameters, case, encoding, dot segments)"
+            note = "normalized before any request (fragment, tracking parameters, case, encoding, dot segments)"
         else:
             note = "same URL key: the crawl fetched it under the other URL"
         path.append(_hop(url, record.url, "url_variant", None, note))
