@@ -84,6 +84,8 @@ def authority_rank(url: str, authority: Sequence[str]) -> int:
     >>> prefer = ["https://h.org/en-US/", "*/fr/*"]
     >>> [authority_rank(u, prefer) for u in ("https://h.org/en-US/a", "https://h.org/fr/a", "https://h.org/de/a")]
     [0, 1, 2]
+    >>> [authority_rank(u, ["*/*[!.]??.html"]) for u in ("https://h.org/m/a.html", "https://h.org/m/a.nl.html")]
+    [0, 1]
     """
     host = None
     for rank, pattern in enumerate(authority):
