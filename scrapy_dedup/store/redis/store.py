@@ -277,19 +277,27 @@ class RedisStore(DedupStore):
         #: the refusal that stopped this process's writes (a full server): a write after it may
         #: depend on one refused (a request settled whose page's records were not), so none goes
         self._refused: StoreWriteError | None = None
+        #: the lost connection that stopped the crawl once the retries ran out: every later call
+        #: fails with it at once (the crawl is closing; waiting through the retries again for
+        #: each page in flight held its close for minutes)
+        self._lost: StoreConnectionLost | None = None
 
     def close(self) -> None:
         waiting = len(self._waiting)  # counted first: sending takes them off the list
         try:
-            self.flush()
+            if waiting:
+                self.flush()
         except Exception:  # noqa: BLE001 -- the connection is gone: the requests stay owed
             logger.warning("could not send %d writes that waited to %s", waiting, self.path)
         self._closed = True
         if self._heartbeat is not None:
             self._stopping.set()
-            self._heartbeat.join(timeout=5)
+            # a heartbeat retrying a lost server is not waited for (a daemon thread, it ends)
+            self._heartbeat.join(timeout=0 if self._lost else 5)
             self._heartbeat = None
             try:
+                if self._lost:
+                    raise self._lost
                 # dead at once: what it still holds is recovered like a dead holder's
                 self.client.fcall("sdd_holder_beat", 1, self._holders_key(), self._id, 0)
             except Exception:  # noqa: BLE001 -- its heartbeat has stopped: it is dead within a lease
@@ -502,10 +510,11 @@ class RedisStore(DedupStore):
                 f"{self.prefix!r} are likely gone with them; run the crawl again: it goes on from what is "
                 "left, or starts over"
             )
-        return StoreConnectionLost(
+        self._lost = self._lost or StoreConnectionLost(
             f"lost the connection to the Redis store at {self.path} "
             f"({self.retry.retries} retries with backoff ran out): {exc}"
         )
+        return self._lost
 
     # -- decisions shared by processes ----------------------------------------
     @contextmanager
@@ -980,6 +989,8 @@ class RedisStore(DedupStore):
         return pipe, len(waiting)
 
     def _check_not_refused(self) -> None:
+        if self._lost is not None:
+            raise self._lost
         if self._refused is not None:
             raise self._refused
 
@@ -1015,6 +1026,8 @@ def _guard(name: str) -> None:
 
     def guarded(self, *args, **kwargs):
         try:
+            if self._lost is not None:
+                raise self._lost
             if name in _WRITERS:
                 self._check_not_refused()
             if self._waiting and name != "flush" and (name not in _CARRIERS or not self.fn.fused):
