@@ -243,6 +243,9 @@ def test_a_server_lost_mid_crawl_stops_the_crawl_once_and_cleanly(demo_server, t
     if kind == "restarted empty":
         assert "no longer has the store's functions" in lines[0]
     assert outcome.log.count("Traceback") == 0, outcome.log[-3000:]
+    # the pages in flight are left owed for the next run, counted, not one warning each
+    assert outcome.stat("dedup/doc/left_pending") >= 1
+    assert "Dropped: " not in "".join(line for line in outcome.log.splitlines(True) if " WARNING: " in line)
     # nothing that passed the pipeline claims a decision the store did not record
     assert all(item.get("dedup", {}).get("status") != "undecided" for item in outcome.items)
 

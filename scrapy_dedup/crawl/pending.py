@@ -74,8 +74,13 @@ class _StaleRequest(LeftOwed):
 class LeftPending(DropItem):
     """An item that could not be decided because the crawl is stopping.
 
-    It is not passed on, and its request stays owed: the next run decides it.
+    It is not passed on, and its request stays owed: the next run decides it. Logged at DEBUG:
+    the crawl said once why it stops, and ``dedup/doc/left_pending`` counts them.
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.log_level = "DEBUG"
 
 
 @dataclass(eq=False)
