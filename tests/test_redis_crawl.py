@@ -191,6 +191,10 @@ def test_crawls_of_two_spiders_on_one_server_keep_to_their_own_keys(demo_server,
     # reports pick the backend from the URL; the prefix comes from the option or the setting
     assert summary("--store", redis_single.url, "--redis-prefix", f"dedup:{names[0]}")["documents"] > 10
     assert summary("--store", redis_single.url, "-s", f"DEDUP_REDIS_PREFIX=dedup:{names[1]}")["documents"] > 10
+    # the text names the crawl's keys too: one server holds several stores
+    text = subprocess.run([sys.executable, "-m", "scrapy", "dedup", "summary", "--store", redis_single.url,
+                           "--redis-prefix", f"dedup:{names[0]}"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert text.stdout.startswith(f"store  {redis_single.url}, prefix dedup:{names[0]}\n"), text.stdout[:300]
     # an explicit prefix puts a crawl under it, whatever its spider's name
     run_crawl(demo_site, tmp_path / "c", {"DEDUP_STORE": redis_single.url, "DEDUP_REDIS_PREFIX": f"own:{names[0]}"})
     with RedisStore.open_existing(redis_single.url, prefix=f"own:{names[0]}") as store:

@@ -123,8 +123,12 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
     progress = progress or Progress("reading the store")
     resolver = Resolver(store)
     held = held_by_a_crawl(store)
+    path = held or str(getattr(store, "path", ""))
+    prefix = getattr(store, "prefix", None)
+    if prefix:
+        path += f", prefix {prefix}"  # a Redis server holds several stores: which one
     summary = Summary(
-        path=held or str(getattr(store, "path", "")), params=dict(store.params or {}), runs=store.run,
+        path=path, params=dict(store.params or {}), runs=store.run,
         # a crawl holds it (a snapshot was read), or other processes write it (a shared store)
         running=held is not None or store.writing_elsewhere() > 0,
     )
