@@ -129,3 +129,30 @@ def test_recrawl_gives_unchanged_updated_and_deleted(tmp_path):
     assert result.stat("dedup/doc/deleted") == 2
     assert result.stat("dedup/doc/updated") == len(recrawl["changed"])
     assert result.stat("dedup/doc/unchanged") > 0
+
+
+def test_a_plain_text_page_in_the_item_s_html_field_is_its_text(tmp_path, monkeypatch):
+    """The tutorial's spider puts ``response.text`` in ``html`` for every page, a text/plain
+    file too (a Sphinx manual's ``_sources/*.rst.txt``): that is the page's text, not markup to
+    extract from. Before, it was read as HTML and came out empty: the 41 reST sources of frr-doc
+    8.4.4 were all ``skipped_empty``."""
+    from pathlib import Path
+
+    from local_site import LocalSite
+
+    notes = "\n\n".join(f"Plain note {i}: the routing daemon reloads peer{i} and keeps route{i % 7}." for i in range(40))
+
+    def reply(path: str):
+        if path == "/notes.rst.txt":
+            return 200, {"Content-Type": "text/plain; charset=utf-8"}, notes.encode()
+        body = "<p>" + " ".join(f"word{i}" for i in range(80)) + '</p><a href="/notes.rst.txt">source</a>'
+        return 200, {}, f"<html><head><title>home</title></head><body>{body}</body></html>".encode()
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
+    settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
+    with LocalSite(reply) as site:
+        result = run_crawl(site.url + "/", tmp_path, settings, spider="tutorial")
+    (item,) = [i for i in result.items if i["url"].endswith("/notes.rst.txt")]
+    assert item["dedup"]["status"] == "new"
+    assert "Plain note 39: the routing daemon reloads peer39" in item["text"]
+    assert StoreView(tmp_path / "store").record(site.url + "/notes.rst.txt").status == "new"

@@ -251,7 +251,9 @@ class DedupPipeline:
             raise ValueError(f"no {config.text_field!r}, {config.html_field!r} or response for {url}")
         body = body[: config.max_body_bytes]
         body_hash = raw_hash(body)
-        kind = "html" if html is not None else content_kind(response)
+        kind = content_kind(response) if response is not None else "html"
+        if html is not None and kind != "text":
+            kind = "html"  # markup the spider gives is extracted, whatever its response was
         if kind == "binary":
             self.state.inc("doc/binary")
             return None, None, body_hash, None
@@ -261,7 +263,10 @@ class DedupPipeline:
             self.state.inc("doc/extraction_skipped")
             return None, known, body_hash, None
         if kind == "text":
-            text, fp, packed = await self._analyse(analyse_text, response.text[: config.max_body_bytes], self.options)
+            # a text/plain page (in the item's HTML field too, as a spider yielding
+            # response.text for every page gives it) is its own text
+            plain = html.decode("utf-8", "replace") if isinstance(html, bytes) else html or response.text
+            text, fp, packed = await self._analyse(analyse_text, plain[: config.max_body_bytes], self.options)
             return text, fp, body_hash, packed
         markup = html if html is not None else response.text
         self.state.inc("doc/extracted")
