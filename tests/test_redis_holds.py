@@ -226,6 +226,27 @@ def test_a_process_knows_when_others_write_the_store(redis_url, redis_prefix):
         b.close()
 
 
+def test_settle_refuses_a_store_crawl_processes_write(redis_url, redis_prefix):
+    """`scrapy dedup settle` of a Redis store a live crawl process writes is refused in one line,
+    as a LevelDB store a crawl holds is; once the process is gone it settles."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "scrapy", "dedup", "settle", "--store", redis_url, "--redis-prefix", redis_prefix]
+    crawl = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    try:
+        crawl.begin_run()
+        refused = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+    finally:
+        crawl.close()
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "scrapy dedup: 1 crawl process(es) write this store now: settle it once they are done"
+    ], refused.stderr
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+    assert done.returncode == 0 and done.stdout.startswith("settled "), done.stderr
+
+
 def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_again(redis_url, redis_prefix):
     """The dupefilter marks a key, then owes its request: a process killed in between leaves a
     key "seen" in this run that nobody owes. The page that linked to it is still owed, so it is

@@ -20,7 +20,7 @@ from scrapy.exceptions import NotConfigured, UsageError
 from scrapy.settings import Settings
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.store.base import DedupStore, StoreError, StoreWriteError
+from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked, StoreWriteError
 from scrapy_dedup.store.records import get_meta
 
 SUBCOMMANDS = {
@@ -467,6 +467,12 @@ class Command(ScrapyCommand):
     def _settle(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.decide.settle import settle_store
 
+        writing = store.writing_elsewhere()
+        if writing:
+            # as a LevelDB store a crawl holds is refused: the last crawl process to close settles
+            raise StoreLocked(
+                f"{writing} crawl process(es) write this store now: settle it once they are done"
+            )
         done = settle_store(store, self._config(opts), incremental=not opts.full)
         print(f"settled {done.clusters}")
         self._print_chunks(done)
