@@ -20,7 +20,7 @@ from scrapy.exceptions import NotConfigured, UsageError
 from scrapy.settings import Settings
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.store.base import DedupStore, StoreError, StoreLocked, StoreWriteError
+from scrapy_dedup.store.base import PENDING, DedupStore, StoreError, StoreLocked, StoreWriteError
 from scrapy_dedup.store.records import get_meta
 
 SUBCOMMANDS = {
@@ -424,11 +424,13 @@ class Command(ScrapyCommand):
 
         # a crawl settles its store as it closes: until then, settling is its to do
         held = held_by_a_crawl(store) is not None
-        unsettled = (
-            "a running crawl holds the store and has not settled it yet: export again when the crawl ends"
-            if held
-            else "the store has decisions not settled yet (`scrapy dedup settle`)"
-        )
+        if held:
+            unsettled = "a running crawl holds the store and has not settled it yet: export again when the crawl ends"
+        elif store.count(PENDING):
+            unsettled = ("the last crawl stopped before its end and did not settle the store: run it again to finish "
+                         "(it settles as it ends), or `scrapy dedup settle` what it has")
+        else:
+            unsettled = "the store has decisions not settled yet (`scrapy dedup settle`)"
         if opts.changes_since is not None and held and changes.token(store) is None:
             raise changes.ChangeTokenError(f"no changes to give: {unsettled}")
         # a token the store cannot answer fails before the output is opened
