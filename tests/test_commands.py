@@ -612,3 +612,20 @@ def test_help_renders_every_option_as_written(outside):
         for above, line in zip(lines, lines[1:]):
             if line and set(line) <= {"=", "-"}:  # an underline: only under a heading at the margin
                 assert not above.startswith(" "), (args, width, above)
+
+
+def test_summary_gives_the_error_answers_of_urls_without_a_document(tmp_path, outside):
+    """A URL fetched without a document is most often a broken link: the summary names the
+    error statuses its count holds."""
+    from scrapy_dedup.core.records import UrlRecord
+
+    path = tmp_path / "store"
+    with LevelDBStore(str(path), {"test": 1}) as store, store.batch() as batch:
+        for n, answer in enumerate((404, 404, 410, 200)):
+            batch.put_url(UrlRecord(f"http://h/{n}", f"http://h/{n}", status="fetched", http_status=answer))
+        batch.put_url(UrlRecord("http://h/", "http://h/", status="hub", http_status=200))
+    shown = ok("summary", "--store", str(path), cwd=outside)
+    assert re.search(r"^Not documents\s+5\s+hub 1, fetched 4 \(HTTP 404: 2; 410: 1\)$", shown, re.M), shown
+    metrics = ok("summary", "--store", str(path), "--format", "jsonl", cwd=outside)
+    assert '"http_error/404": 2' in metrics and '"http_error/410": 1' in metrics, metrics
+    assert "http_error/200" not in metrics

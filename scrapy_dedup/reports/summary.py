@@ -51,6 +51,8 @@ class Summary:
     #: URLs dropped before fetch, by drop reason
     dropped_urls: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
+    #: the error answers (HTTP 400 and above) of the URLs fetched without a document, by status
+    http_errors: Counter[int] = field(default_factory=Counter)
     #: aliases (URLs that are not their document's canonical) by reason
     aliases: Counter[str] = field(default_factory=Counter)
     #: URLs with content that are not their document's canonical, by how their text compares
@@ -109,6 +111,7 @@ class Summary:
         rows += [("unchanged", self.statuses.get("unchanged", 0))]
         rows += [("canonical_mismatches", self.canonical_mismatches)]
         rows += [(f"status/{s}", n) for s, n in sorted(self.statuses.items())]
+        rows += [(f"http_error/{code}", n) for code, n in sorted(self.http_errors.items())]
         for host, counts in sorted(self.hosts.items()):
             rows += [
                 (f"host/{host}/urls", counts.urls),
@@ -149,6 +152,9 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
     for record in progress(iter_urls(store), "URL records"):
         summary.url_records += 1
         summary.statuses[record.status] += 1
+        answer = record.http_status or 0
+        if record.status == "fetched" and answer >= 400:
+            summary.http_errors[answer] += 1
         if record.canonical_mismatch:
             summary.canonical_mismatches += 1
         counts = host(record.url)
@@ -215,7 +221,13 @@ def render_text(s: Summary, out: TextIO) -> None:
     by_reason = ", ".join(
         f"{r} {_n(n)} URLs / {_n(s.dropped_requests[r])} requests" for r, n in sorted(s.dropped_urls.items())
     )
-    not_docs = ", ".join(f"{st} {_n(s.statuses[st])}" for st in NOT_DOCUMENTS if s.statuses.get(st))
+    # a URL fetched without a document: most often an error answer, said with its status
+    errors = "; ".join(f"{code}: {_n(n)}" for code, n in sorted(s.http_errors.items()))
+    not_docs = ", ".join(
+        f"{st} {_n(s.statuses[st])}" + (f" (HTTP {errors})" if st == "fetched" and errors else "")
+        for st in NOT_DOCUMENTS
+        if s.statuses.get(st)
+    )
     lines = [
         ("URLs seen", s.urls_known, f"{_n(s.url_records)} fetched or redirected, {_n(dropped)} dropped before fetch"),
         ("  dropped before fetch", dropped, by_reason),
