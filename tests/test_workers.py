@@ -87,3 +87,34 @@ def test_the_workers_of_a_crawl_process_killed_while_they_start_exit():
         assert _gone(workers, within=60)
     finally:
         _kill(proc, workers)
+
+
+#: Ctrl-C in a terminal while the workers are still starting: the whole process group gets
+#: SIGINT, the crawl process (here a handler that notes it) stops gracefully and waits for
+#: the work in flight, which the workers must still do
+POOL_INTERRUPTED_EARLY = """
+import asyncio, os, signal
+from scrapy.utils.reactor import install_reactor
+install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+from scrapy_dedup.crawl.workers import ExtractionPool
+signal.signal(signal.SIGINT, lambda *_: print("interrupted", flush=True))
+pool = ExtractionPool(2)
+loop = asyncio.get_event_loop()
+tasks = [loop.create_task(pool.run(abs, -1)) for _ in range(2)]
+loop.run_until_complete(asyncio.sleep(0))
+os.killpg(0, signal.SIGINT)
+print(*loop.run_until_complete(asyncio.gather(*tasks)), flush=True)
+pool.close()
+"""
+
+
+def test_a_ctrl_c_while_the_workers_start_leaves_them_working():
+    """The workers ignore SIGINT from their first instruction, not only once they have imported
+    what they run: one that died of a Ctrl-C during its start failed every item in flight and
+    printed a KeyboardInterrupt traceback per worker."""
+    proc = subprocess.run(
+        [sys.executable, "-c", POOL_INTERRUPTED_EARLY], capture_output=True, text=True, timeout=120,
+        start_new_session=True,
+    )
+    assert proc.stdout.split("\n")[:2] == ["interrupted", "1 1"], proc.stderr[-2000:]
+    assert "KeyboardInterrupt" not in proc.stderr

@@ -7,10 +7,11 @@ simpler to debug, bound by the GIL.
 
 Signals are the crawl process's business: a terminal's Ctrl-C reaches the whole
 process group, and a worker that died of it would fail every item in flight.
-Workers ignore SIGINT and SIGTERM; the crawl stops them when it closes. A crawl
-process that cannot close (SIGKILL, the OOM killer) leaves its workers without a
-parent: each exits within a second of finding itself adopted, even when the crawl process
-died before the worker had started.
+Workers ignore SIGINT and SIGTERM (blocked while one is spawned, so also while it
+starts); the crawl stops them when it closes. A crawl process that cannot close
+(SIGKILL, the OOM killer) leaves its workers without a parent: each exits within a
+second of finding itself adopted, even when the crawl process died before the worker
+had started.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class ExtractionPool:
             self.start()
         assert self._executor is not None  # start() made it
         try:
-            future = self._executor.submit(fn, *args)
+            future = _submit(self._executor, fn, *args)
         except RuntimeError as exc:  # shut down, or broken by a dead worker
             raise PoolClosed(str(exc)) from exc
         try:
@@ -107,6 +108,23 @@ class ExtractionPool:
             for process in list((getattr(executor, "_processes", None) or {}).values()):
                 process.terminate()
         executor.shutdown(wait=wait, cancel_futures=True)
+
+
+#: the signals a worker leaves to the crawl process
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _submit(executor: Executor, fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``executor.submit`` with SIGINT and SIGTERM blocked: a worker is spawned there and
+    inherits the mask, so a Ctrl-C that reaches it while it imports, before ``_worker_start``
+    ignores the signal, waits instead of killing it; here the signal arrives once unblocked."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        return executor.submit(fn, *args)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        return executor.submit(fn, *args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _deferred_from_future(future: Future) -> Deferred:
