@@ -77,3 +77,23 @@ def test_the_holder_file_goes_with_the_holder(tmp_path):
         f.write('{"pid": 1, "host": "gone", "command": "killed", "since": "then"}')
     with LevelDBStore(path, {}) as store:
         assert store.run == 0
+
+
+def test_the_holders_command_line_is_the_one_it_was_started_with(tmp_path):
+    """Scrapy takes the command's name out of ``sys.argv`` (``scrapy crawl site`` leaves ``scrapy
+    site``): the message said a command line nobody typed."""
+    script = tmp_path / "scrapy_like.py"
+    script.write_text("import sys\nsys.argv.pop(1)  # as scrapy.cmdline does with the command's name\n" + HOLD)
+    path = str(tmp_path / "store")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "crawl", path, "-a", "x=1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "holding"
+        with pytest.raises(StoreLocked) as error:
+            LevelDBStore(path, {})
+        assert f"({script} crawl {path} -a x=1)" in str(error.value)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)

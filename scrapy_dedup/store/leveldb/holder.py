@@ -17,12 +17,23 @@ import time
 FILE = "HOLDER"
 
 
+def _command_line() -> str:
+    """The command line this process was started with. Not ``sys.argv`` alone: Scrapy takes the
+    command's name out of it (``scrapy crawl site`` leaves ``scrapy site``)."""
+    if sys.argv[:1] == ["-c"]:
+        return " ".join(sys.argv)  # python -c: the code would fill the line
+    argv = list(getattr(sys, "orig_argv", None) or sys.argv)
+    if len(argv) > 1 and argv[1] == sys.argv[0]:
+        argv = argv[1:]  # a script, as the scrapy command is: its path says enough
+    return " ".join(argv)
+
+
 def record_holder(path: str) -> None:
     """Say who holds the store (call once the lock is taken)."""
     holder = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        "command": " ".join(sys.argv)[:300],
+        "command": _command_line()[:300],
         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     try:
