@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from crawl_helpers import StoreView, final_documents
+from local_site import LocalSite
 from testing import DemoServer, load_manifest, run_crawl
 
 from scrapy_dedup.core.urls import url_key
@@ -230,3 +231,29 @@ def test_robots_txt_is_no_page_and_an_image_counts_among_the_assets(tmp_path):
     ).stdout
     assert "asset 1" in table, table
     assert json.loads(summary.stdout)["url_records"] == 2
+
+
+def _redirecting_site(raw_path: str) -> tuple[int, dict[str, str], bytes]:
+    text = " ".join(f"target{i % 41} passage{i % 13}." for i in range(200))
+    return {
+        "/": (200, {}, b'<html><body><a href="/refresh.html">r</a> <a href="/moved">m</a></body></html>'),
+        "/refresh.html": (
+            200, {}, b'<html><head><meta http-equiv="refresh" content="0; url=/target.html#part"></head></html>',
+        ),
+        "/moved": (301, {"Location": "/other.html"}, b""),
+        "/target.html": (200, {}, f"<html><body><article><p>{text}</p></article></body></html>".encode()),
+        "/other.html": (200, {}, f"<html><body><article><p>other {text}</p></article></body></html>".encode()),
+    }.get(raw_path.split("?")[0], (404, {}, b"not found"))
+
+
+def test_a_redirect_fetched_once_counts_one_fetch(tmp_path):
+    """A meta refresh (a Texinfo manual's pages of its old node names) is a 200 the crawl records
+    as a fetch before Scrapy turns it into a redirect: recording the redirect counted the same
+    fetch again (``lookup``: fetched 2 time(s)); an HTTP 301 counts once too."""
+    with LocalSite(_redirecting_site) as site:
+        run_crawl(site.url + "/", tmp_path, {"DEDUP_WORKERS": 1})
+    store = StoreView(tmp_path / "store")
+    for source, target in (("/refresh.html", "/target.html"), ("/moved", "/other.html")):
+        record = store.record(site.url + source)
+        assert (record.status, record.duplicate_of) == ("redirect", store.key(site.url + target))
+        assert record.fetch_count == 1, source

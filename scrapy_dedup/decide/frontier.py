@@ -226,14 +226,16 @@ class Frontier:
                 touched[key] = record
                 if record.status == "redirect" and record.duplicate_of == target_key:
                     continue
+                code = status_list[i] if i < len(status_list) else None
                 if record.status != "redirect":
                     count += 1
-                    record.fetch_count += 1
+                    # an HTTP redirect's response never reaches record_fetch; a meta refresh's
+                    # (Scrapy gives its reason as "meta refresh", not a status) was counted there
+                    record.fetch_count += not isinstance(code, str)
                 elif record.duplicate_of is not None:
                     batch.remove_from_set(ALIASES, record.duplicate_of, record.url)
                 record.status, record.reason, record.duplicate_of = "redirect", "redirect", target_key
                 record.kind, record.links = "redirect", False
-                code = status_list[i] if i < len(status_list) else None
                 record.http_status = code if isinstance(code, int) else record.http_status
                 record.fetched_at = record.last_seen = now
                 batch.put_url(record)
