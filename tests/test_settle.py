@@ -8,6 +8,7 @@ Settled, they do not, on every backend."""
 from __future__ import annotations
 
 import random
+from functools import partial
 from itertools import permutations
 
 from scrapy_dedup.core.fingerprints import fingerprint, near_match, raw_hash
@@ -376,3 +377,73 @@ def test_the_feed_id_is_provisional_and_the_settled_one_named_after_the_represen
         settle(store, **SETTINGS)
         (document,) = export.documents(store)
         assert document["url"] == url("a") and document["document_id"] == cluster_id_for(scope, url("a"))
+
+
+def _tangled_documents(seed: int) -> tuple[list, dict[str, bytes]]:
+    """Documents in two scopes whose candidate keys cross: families sharing MinHash bands,
+    pages near a family by their SimHash only (no band in common), pages sharing a SimHash
+    block far beyond the distance, copies of one text (in one scope, and in both), short
+    texts (no keys), and honoured rel=canonical declarations, within a scope and across."""
+    import dataclasses
+
+    from scrapy_dedup.core.records import UrlRecord
+
+    rng = random.Random(seed)
+    records, minhashes = [], {}
+    for family in range(40):
+        scope = "" if family % 3 else "restricted"
+        simhash, signature = rng.getrandbits(64), rng.randbytes(256)
+        for member in range(rng.randint(1, 9)):
+            key = f"http://h/{family}/{member}"
+            bits = rng.sample(range(64), rng.choice([0, 1, 2, 3, 5, 9]))
+            near_simhash = simhash ^ sum(1 << b for b in bits)
+            slots = bytearray(signature if member % 4 else rng.randbytes(256))  # a quarter: no band shared
+            for slot in rng.sample(range(256), rng.randint(0, 60)):
+                slots[slot] = rng.randrange(256)
+            content = f"text-{family}-{member}" if rng.random() > 0.15 else f"text-{family}-0"
+            records.append(UrlRecord(key, key, scope=scope, content_hash=content, simhash=near_simhash,
+                                     tokens=rng.choice([10, 300, 300, 300]), text_length=rng.randrange(1000, 1100),
+                                     first_run=rng.randint(1, 2)))
+            minhashes[key] = bytes(slots)
+    for record in records[::5]:  # the same text and fingerprints in the other scope
+        twin = dataclasses.replace(record, key=record.key + "/twin", url=record.url + "/twin",
+                                   scope="restricted" if record.scope == "" else "")
+        records.append(twin)
+        minhashes[twin.key] = minhashes[record.key]
+    for record in rng.sample(records, 12):
+        target = rng.choice(records)
+        if target is not record:
+            record.canonical_alias, record.duplicate_of = True, target.key
+    return records, minhashes
+
+
+def test_settling_group_by_group_decides_as_the_whole_order_does(monkeypatch):
+    """Settling takes the documents one group of connected candidates after another: the
+    clusters are those of one pass over the whole representative order."""
+    import numpy as np
+    import xxhash
+
+    from scrapy_dedup.decide import settle as settling
+
+    def near(a, b):  # any pairwise test: it decides nothing of which documents are compared
+        pair = "\0".join(sorted((a.key, b.key))).encode()
+        return xxhash.xxh64_intdigest(pair) % 4 != 0, (a.simhash ^ b.simhash).bit_count(), None
+
+    def clusters(records, minhashes):
+        found = settling.settle_clusters(records, near, minhash_of=minhashes.get, min_tokens=50, max_distance=3)
+        return [(s.representative.key, [(m.key, gap) for m, gap, _ in s.members]) for s in found]
+
+    def one_pass(join, records):  # one group a scope: the whole order, scope by scope
+        scopes = sorted({r.scope for r in records})
+        return np.array([scopes.index(r.scope) for r in records])
+
+    for seed in range(6):
+        records, minhashes = _tangled_documents(seed)
+        grouped = clusters(records, minhashes)
+        join = settling._KeyJoin(records, partial(settling._each, minhashes.get), 50, 3)
+        sizes = np.bincount(join.groups(records))
+        assert sum(sizes > 1) > 10 and sum(len(m) for _, m in grouped) > 40  # many groups, many merges
+        with monkeypatch.context() as m:
+            m.setattr(settling._KeyJoin, "groups", one_pass)
+            assert grouped == clusters(records, minhashes)
+            assert grouped == clusters(records[::-1], minhashes)

@@ -71,6 +71,8 @@ SETTLED_META = "settled"
 NearTest = Callable[[UrlRecord, UrlRecord], "tuple[bool, int | None, float | None]"]
 #: told the documents about to be settled, so that what they need is read in one call a table
 ReadAhead = Callable[[Sequence[UrlRecord]], None]
+#: the MinHashes of some documents, read in one call
+Minhashes = Callable[[Sequence[UrlRecord]], Sequence["bytes | None"]]
 
 
 @dataclass(slots=True)
@@ -132,6 +134,10 @@ _BANDS_OF = struct.Struct(f"<{BANDS}Q")
 _COLUMNS = BLOCKS + BANDS
 _COLUMN_SALT = (np.arange(1, _COLUMNS + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
 _SCOPE_SALT = np.uint64(0xC2B2AE3D27D4EB4F)
+_EMPTY = np.empty(0, np.uint64)
+#: documents sharing one SimHash block beyond which they are joined in one group without their
+#: distances compared (16 bits: about 15 a block by chance at 10^6 documents)
+_LONG_RUN = 256
 
 
 def _add(index: dict[int, int | list[int]], key: int, n: int) -> None:
@@ -192,10 +198,9 @@ def affected(
     touched: Iterable[int],
     near: NearTest,
     *,
-    minhash_of: Callable[[str], bytes | None],
+    minhashes: Minhashes,
     min_tokens: int,
     max_distance: int = 64,
-    read_ahead: ReadAhead | None = None,
 ) -> set[int]:
     """The positions in ``records`` of every document connected to a ``touched`` one by a chain
     of duplicates (the same text, or near).
@@ -203,7 +208,7 @@ def affected(
     Settling decides a document from the representatives before it that it duplicates only,
     so the settled clusters of one such component depend on its documents alone: settling
     these again, and keeping every other cluster, is settling them all."""
-    join = _KeyJoin(records, minhash_of, min_tokens, max_distance, read_ahead)
+    join = _KeyJoin(records, minhashes, min_tokens, max_distance)
     copies: dict[tuple[str, str | None], list[int]] = defaultdict(list)
     for n, record in enumerate(records):
         copies[(record.scope, record.content_hash)].append(n)
@@ -230,40 +235,38 @@ class _KeyJoin:
     def __init__(
         self,
         records: Sequence[UrlRecord],
-        minhash_of: Callable[[str], bytes | None],
+        minhashes: Callable[[Sequence[UrlRecord]], Sequence[bytes | None]],
         min_tokens: int,
         max_distance: int,
-        read_ahead: ReadAhead | None = None,
     ) -> None:
         n, self.max_distance = len(records), max_distance
         scopes: dict[str, int] = {}
         self.scope = np.fromiter((scopes.setdefault(r.scope, len(scopes)) for r in records), np.uint64, n)
         self.simhash = np.fromiter((r.simhash or 0 for r in records), np.uint64, n)
-        signatures = []
+        # column b < BLOCKS: SimHash block b; then band b's 8 slots as one little-endian int
+        self.keys = np.zeros((n, _COLUMNS), np.uint64)
+        self.indexable = np.zeros(n, bool)
+        blank = bytes(_BANDS_OF.size)
         for start in range(0, n, _READ_AHEAD):
             chunk = records[start : start + _READ_AHEAD]
-            if read_ahead is not None:
-                read_ahead(chunk)
-            signatures += [minhash_of(r.key) for r in chunk]
-        indexable = np.fromiter(
-            (_is_indexable(r, min_tokens, m) for r, m in zip(records, signatures)), bool, n
-        )
-        blank = bytes(_BANDS_OF.size)
-        bands = b"".join(m[: _BANDS_OF.size] if ok and m else blank for m, ok in zip(signatures, indexable.tolist()))
-        del signatures
-        # column b < BLOCKS: SimHash block b; then band b's 8 slots as one little-endian int
-        self.keys = np.empty((n, _COLUMNS), np.uint64)
+            signatures = minhashes(chunk)
+            ok = [_is_indexable(r, min_tokens, m) for r, m in zip(chunk, signatures)]
+            bands = b"".join(m[: _BANDS_OF.size] if good and m else blank for m, good in zip(signatures, ok))
+            self.indexable[start : start + len(chunk)] = ok
+            self.keys[start : start + len(chunk), BLOCKS:] = np.frombuffer(bands, "<u8").reshape(len(chunk), BANDS)
         for b in range(BLOCKS):
             self.keys[:, b] = (self.simhash >> np.uint64(BLOCK_BITS * b)) & np.uint64((1 << BLOCK_BITS) - 1)
-        self.keys[:, BLOCKS:] = np.frombuffer(bands, "<u8").reshape(n, BANDS)
-        self.indexable = indexable
+        self.rows = np.flatnonzero(self.indexable)
+        # built by the first candidates() (groups() needs none of it)
+        self.order: np.ndarray | None = None
+        self.sorted = _EMPTY
+
+    def _index(self) -> None:
         # one sorted array for every column: a key mixed with its column and scope (equal keys
         # stay equal; a collision of different ones is taken apart by the exact check below)
-        self.rows = np.flatnonzero(indexable)
         mixed = self._mixed(self.rows)
         self.order = np.argsort(mixed.ravel(), kind="stable")
         self.sorted = mixed.ravel()[self.order]
-        del mixed
 
     def _mixed(self, rows: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
@@ -274,6 +277,9 @@ class _KeyJoin:
         ``max_distance`` bits: what :func:`_candidates` answers from an index of them all."""
         if not self.indexable[n]:
             return set()
+        if self.order is None:
+            self._index()
+        assert self.order is not None, "built by _index"
         query = self._mixed(np.array([n]))[0]
         lo = np.searchsorted(self.sorted, query, "left").tolist()
         hi = np.searchsorted(self.sorted, query, "right").tolist()
@@ -282,6 +288,77 @@ class _KeyJoin:
         same = (self.keys[docs, columns] == self.keys[n, columns]) & (self.scope[docs] == self.scope[n])
         near = np.bitwise_count(self.simhash[docs] ^ self.simhash[n]) <= self.max_distance
         return set(docs[same & ((columns >= BLOCKS) | near)].tolist())
+
+
+    def groups(self, records: Sequence[UrlRecord]) -> np.ndarray:
+        """Each document's group: the first position among the documents it is connected to
+        by a chain of candidate keys (a band, or a SimHash block within ``max_distance``
+        bits, in one scope: what :func:`_candidates` can answer), of copies of one text in a
+        scope, or of honoured rel=canonical declarations. No document of a group is a
+        candidate of another group's, so each group settles as it would among them all."""
+        parent = np.arange(len(records))
+        if len(self.rows) > 1:
+            for column in range(_COLUMNS):
+                at = self.rows[np.lexsort((self.keys[self.rows, column], self.scope[self.rows]))]
+                key, scope = self.keys[at, column], self.scope[at]
+                same = (key[1:] == key[:-1]) & (scope[1:] == scope[:-1])
+                if column >= BLOCKS:
+                    _join(parent, at[:-1][same], at[1:][same])
+                else:
+                    self._join_close(parent, at, same)
+        first: dict[tuple[str, str | None], int] = {}
+        targets = {r.duplicate_of for r in records if _follows_canonical(r)}
+        position = {r.key: n for n, r in enumerate(records) if r.key in targets}
+        pairs = [(n, first.setdefault((r.scope, r.content_hash), n)) for n, r in enumerate(records)]
+        # (a declaration across scopes is not followed: a group stays in one scope)
+        pairs += [(n, position[r.duplicate_of]) for n, r in enumerate(records)
+                  if _follows_canonical(r) and r.duplicate_of in position
+                  and records[position[r.duplicate_of]].scope == r.scope]
+        if pairs:
+            a, b = np.array(pairs, np.int64).T
+            _join(parent, a, b)
+        return parent
+
+    def _join_close(self, parent: np.ndarray, at: np.ndarray, same: np.ndarray) -> None:
+        """Join the documents ``at`` (sorted by a SimHash block: ``same[i]`` when ``at[i]`` and
+        ``at[i + 1]`` share it) that share a block within ``max_distance`` bits. A run longer
+        than ``_LONG_RUN`` is joined whole: a coarser group settles alike, only with less
+        locality."""
+        run = np.concatenate(([0], np.cumsum(~same)))
+        length = np.bincount(run)[run]
+        long = length > _LONG_RUN
+        whole = same & long[:-1]
+        _join(parent, at[:-1][whole], at[1:][whole])
+        i = np.flatnonzero(~long & (length > 1))
+        for gap in range(1, _LONG_RUN):
+            i = i[i + gap < len(at)]
+            i = i[run[i + gap] == run[i]]
+            if not len(i):
+                return
+            a, b = at[i], at[i + gap]
+            close = np.bitwise_count(self.simhash[a] ^ self.simhash[b]) <= self.max_distance
+            _join(parent, a[close], b[close])
+
+
+def _join(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """Put ``a[i]`` and ``b[i]`` in one tree of the forest ``parent``, whose roots are the
+    smallest position of their tree; the forest is flat (every node's parent its root) after."""
+    while True:
+        _flatten(parent)
+        ra, rb = parent[a], parent[b]
+        apart = ra != rb
+        if not apart.any():
+            return
+        a, b, ra, rb = a[apart], b[apart], ra[apart], rb[apart]
+        np.minimum.at(parent, np.maximum(ra, rb), np.minimum(ra, rb))
+
+
+def _flatten(parent: np.ndarray) -> None:
+    while True:
+        up = parent[parent]
+        if np.array_equal(up, parent):
+            return
+        parent[:] = up
 
 
 def _settle_one(
@@ -341,12 +418,19 @@ def settle_clusters(
     authority: Sequence[str] = (),
     max_distance: int = 64,
     read_ahead: ReadAhead | None = None,
+    minhashes: Minhashes | None = None,
 ) -> list[Settled]:
     """The settled clusters of ``records`` (documents: URL records with content), in
     representative order. Pure given ``near`` and ``minhash_of``: the same set of records
     gives the same clusters whatever order it is given in. A representative sharing only a
     SimHash block with a record is a candidate within ``max_distance`` bits (64: any).
-    ``read_ahead`` is told each run of ``_READ_AHEAD`` records before they are settled.
+    ``read_ahead`` is told each run of ``_READ_AHEAD`` records before they are settled;
+    ``minhashes`` reads many records' MinHashes at once (else ``minhash_of`` reads each).
+
+    The documents are settled one group after another (:meth:`_KeyJoin.groups`: no document
+    is a candidate of another group's), each group in representative order. That decides
+    each document as the whole order would, and the representatives a document is compared
+    with were settled shortly before it: their texts and shingle sets are still cached.
 
     >>> from scrapy_dedup.core.records import UrlRecord
     >>> def doc(key, length, content):
@@ -358,24 +442,38 @@ def settle_clusters(
     [('http://h/c', []), ('http://h/a', ['http://h/b'])]
     """
     ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
+    if minhashes is None:
+        minhashes = partial(_each, minhash_of)
+    group = _KeyJoin(ordered, minhashes, min_tokens, max_distance).groups(ordered)
+    sequence = np.argsort(group, kind="stable").tolist()
     settled: list[Settled] = []
+    #: the position in ``ordered`` of each settled cluster's representative
+    founded: list[int] = []
     # the settled cluster of each page an honoured rel=canonical names (only those: memory)
     targets = {r.duplicate_of for r in ordered if _follows_canonical(r)}
     placed: dict[str, Settled] = {}
-    scope: str | None = None
-    for n, record in enumerate(ordered):
-        if read_ahead is not None and n % _READ_AHEAD == 0:
-            read_ahead(ordered[n : n + _READ_AHEAD])
-        if record.scope != scope:
-            # one scope at a time (the order groups them): restricted text never meets another scope's
-            scope = record.scope
+    current = -1
+    for count, n in enumerate(sequence):
+        if read_ahead is not None and count % _READ_AHEAD == 0:
+            read_ahead([ordered[m] for m in sequence[count : count + _READ_AHEAD]])
+        record = ordered[n]
+        if group[n] != current:
+            # a group is in one scope: restricted text never meets another scope's
+            current = group[n]
             exact: dict[str | None, Settled] = {}
-            # the representatives by SimHash block and by MinHash band: the store's key math, in memory
+            # the group's representatives by SimHash block and by MinHash band: the store's key math, in memory
             near_index: dict[int, int | list[int]] = {}
+        before = len(settled)
         home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens, max_distance)
+        if len(settled) > before:
+            founded.append(n)
         if record.key in targets:
             placed[record.key] = home
-    return settled
+    return [settled[i] for i in np.argsort(founded).tolist()]
+
+
+def _each(minhash_of: Callable[[str], bytes | None], records: Sequence[UrlRecord]) -> list[bytes | None]:
+    return [minhash_of(r.key) for r in records]
 
 
 @dataclass(slots=True)
@@ -466,13 +564,13 @@ def settle(
         found = ahead.pop((table, key), _MISSING)
         return store.get(table, key) if found is _MISSING else found  # type: ignore[return-value]
 
-    def minhashes_ahead(records: Sequence[UrlRecord]) -> None:
-        ahead.clear()
-        keys = [r.key for r in records]
-        ahead.update(zip([(MINHASH, key) for key in keys], store.get_many(MINHASH, keys)))
+    def minhashes(records: Sequence[UrlRecord]) -> list[bytes | None]:
+        return store.get_many(MINHASH, [r.key for r in records])
 
     def read_ahead(records: Sequence[UrlRecord]) -> None:
-        minhashes_ahead(records)
+        ahead.clear()
+        keys = [r.key for r in records]
+        ahead.update(zip([(MINHASH, key) for key in keys], minhashes(records)))
         # only a text compared on its words is read
         keys = [r.key for r in records if (r.tokens or 0) >= min_tokens]
         ahead.update(zip([(TEXT, key) for key in keys], store.get_many(TEXT, keys)))
@@ -541,10 +639,9 @@ def settle(
                 docs,
                 touched,
                 near,
-                minhash_of=minhash_of,
+                minhashes=minhashes,
                 min_tokens=min_tokens,
                 max_distance=max_distance,
-                read_ahead=minhashes_ahead,
             )
             if touched
             else set()
@@ -564,6 +661,7 @@ def settle(
         authority=authority,
         max_distance=max_distance,
         read_ahead=read_ahead,
+        minhashes=minhashes,
     )
     result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
     # the split of the whole store: the clusters settled now, and those kept as they were
