@@ -447,3 +447,22 @@ def test_settling_group_by_group_decides_as_the_whole_order_does(monkeypatch):
             m.setattr(settling._KeyJoin, "groups", one_pass)
             assert grouped == clusters(records, minhashes)
             assert grouped == clusters(records[::-1], minhashes)
+
+
+def test_a_document_near_no_other_is_settled_without_reading_its_text(backend, tmp_path, monkeypatch):
+    """Only the documents of a group of candidates are compared: settling reads the kept text
+    and the MinHash of those (the chain, B2 and the pages near them), none of X's."""
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, orders()[0])
+        read: list[str] = []
+        many = type(store).get_many
+
+        def get_many(self, table, keys):
+            read.extend(f"{table}:{key}" for key in keys)
+            return many(self, table, keys)
+
+        monkeypatch.setattr(type(store), "get_many", get_many)
+        settle(store, **SETTINGS, incremental=False)
+        assert {f"text:{url(name)}" for name in "abcde"} <= set(read)
+        assert f"text:{url('x')}" not in read

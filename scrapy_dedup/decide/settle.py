@@ -371,8 +371,10 @@ def _settle_one(
     minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
     max_distance: int,
+    last: bool = False,
 ) -> Settled:
-    """Put ``record`` in the cluster it settles in (a new one when it represents); returns it."""
+    """Put ``record`` in the cluster it settles in (a new one when it represents); returns it.
+    ``last``: no document after it is compared with it (it is not indexed)."""
     # _follows_canonical checks that duplicate_of is set
     target = placed.get(record.duplicate_of) if _follows_canonical(record) else None  # type: ignore[arg-type]
     if target is not None and target.representative.scope == record.scope:
@@ -383,7 +385,8 @@ def _settle_one(
     if same is not None:
         same.members.append((record, distance(record, same.representative), 1.0))
         return same
-    keys = _near_keys(record, minhash_of(record.key), min_tokens)
+    # (no representative indexed, and none to index: nothing of it is read)
+    keys = _near_keys(record, minhash_of(record.key), min_tokens) if near_index or not last else []
     for n in sorted(_candidates(record, keys, near_index, lambda m: settled[m].representative.simhash, max_distance)):
         # in representative order: the first it is near takes it
         ok, gap, jaccard = near(record, settled[n].representative)
@@ -394,8 +397,9 @@ def _settle_one(
     cluster = Settled(record)
     exact[record.content_hash] = cluster
     settled.append(cluster)
-    for k in keys:
-        _add(near_index, k, len(settled) - 1)
+    if not last:
+        for k in keys:
+            _add(near_index, k, len(settled) - 1)
     return cluster
 
 
@@ -446,6 +450,8 @@ def settle_clusters(
         minhashes = partial(_each, minhash_of)
     group = _KeyJoin(ordered, minhashes, min_tokens, max_distance).groups(ordered)
     sequence = np.argsort(group, kind="stable").tolist()
+    size = np.bincount(group, minlength=len(ordered)).tolist()
+    group = group.tolist()
     settled: list[Settled] = []
     #: the position in ``ordered`` of each settled cluster's representative
     founded: list[int] = []
@@ -455,7 +461,8 @@ def settle_clusters(
     current = -1
     for count, n in enumerate(sequence):
         if read_ahead is not None and count % _READ_AHEAD == 0:
-            read_ahead([ordered[m] for m in sequence[count : count + _READ_AHEAD]])
+            # a document alone in its group is compared with none: nothing of it is read
+            read_ahead([ordered[m] for m in sequence[count : count + _READ_AHEAD] if size[group[m]] > 1])
         record = ordered[n]
         if group[n] != current:
             # a group is in one scope: restricted text never meets another scope's
@@ -464,7 +471,8 @@ def settle_clusters(
             # the group's representatives by SimHash block and by MinHash band: the store's key math, in memory
             near_index: dict[int, int | list[int]] = {}
         before = len(settled)
-        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens, max_distance)
+        last = count + 1 == len(sequence) or group[sequence[count + 1]] != current
+        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens, max_distance, last)
         if len(settled) > before:
             founded.append(n)
         if record.key in targets:
