@@ -437,12 +437,14 @@ def test_settling_group_by_group_decides_as_the_whole_order_does(monkeypatch):
         scopes = sorted({r.scope for r in records})
         return np.array([scopes.index(r.scope) for r in records])
 
-    for seed in range(6):
+    for seed in range(8):
         records, minhashes = _tangled_documents(seed)
+        if seed % 2:  # one scope (the keys are sorted alone), or two
+            records = [r for r in records if r.scope == ""]
         grouped = clusters(records, minhashes)
         join = settling._KeyJoin(records, partial(settling._each, minhashes.get), 50, 3)
         sizes = np.bincount(join.groups(records))
-        assert sum(sizes > 1) > 10 and sum(len(m) for _, m in grouped) > 40  # many groups, many merges
+        assert sum(sizes > 1) > 8 and sum(len(m) for _, m in grouped) > 30  # many groups, many merges
         with monkeypatch.context() as m:
             m.setattr(settling._KeyJoin, "groups", one_pass)
             assert grouped == clusters(records, minhashes)

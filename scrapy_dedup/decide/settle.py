@@ -296,20 +296,28 @@ class _KeyJoin:
         bits, in one scope: what :func:`_candidates` can answer), of copies of one text in a
         scope, or of honoured rel=canonical declarations. No document of a group is a
         candidate of another group's, so each group settles as it would among them all."""
-        parent = np.arange(len(records))
-        if len(self.rows) > 1:
-            for column in range(_COLUMNS):
-                at = self.rows[np.lexsort((self.keys[self.rows, column], self.scope[self.rows]))]
-                key, scope = self.keys[at, column], self.scope[at]
-                same = (key[1:] == key[:-1]) & (scope[1:] == scope[:-1])
-                if column >= BLOCKS:
-                    _join(parent, at[:-1][same], at[1:][same])
-                else:
-                    self._join_close(parent, at, same)
+        parent, rows = np.arange(len(records)), self.rows
+        scopes = self.scope[rows]
+        one_scope = len(rows) < 2 or bool((scopes == scopes[0]).all())
+        for column in range(_COLUMNS if len(rows) > 1 else 0):
+            keys = self.keys[rows, column]
+            order = np.argsort(keys) if one_scope else np.lexsort((keys, scopes))
+            keys, at = keys[order], rows[order]
+            same = keys[1:] == keys[:-1]
+            if not one_scope:
+                same &= scopes[order][1:] == scopes[order][:-1]
+            if column >= BLOCKS:
+                _join(parent, at[:-1][same], at[1:][same])
+            else:
+                self._join_close(parent, at, same)
         first: dict[tuple[str, str | None], int] = {}
         targets = {r.duplicate_of for r in records if _follows_canonical(r)}
         position = {r.key: n for n, r in enumerate(records) if r.key in targets}
-        pairs = [(n, first.setdefault((r.scope, r.content_hash), n)) for n, r in enumerate(records)]
+        pairs = []
+        for n, r in enumerate(records):
+            copy_of = first.setdefault((r.scope, r.content_hash), n)
+            if copy_of != n:
+                pairs.append((n, copy_of))
         # (a declaration across scopes is not followed: a group stays in one scope)
         pairs += [(n, position[r.duplicate_of]) for n, r in enumerate(records)
                   if _follows_canonical(r) and r.duplicate_of in position
