@@ -228,14 +228,16 @@ def affected(
 
 class _KeyJoin:
     """Every document's candidate keys (:func:`_near_keys`: its SimHash blocks and MinHash
-    bands, a column each), sorted once, so that the documents sharing a key with one are found
-    by a binary search: what a dict of every document's 36 keys answered, in about a tenth of
-    its memory and time (each key an int in a sorted array, not a dict entry and an object)."""
+    bands, a column each). :meth:`groups` sorts each column to join the documents that share a
+    key; :meth:`candidates` sorts them all once, so that the documents sharing a key with one
+    are found by a binary search: what a dict of every document's 36 keys answered, in about a
+    tenth of its memory and time (each key an int in a sorted array, not a dict entry and an
+    object)."""
 
     def __init__(
         self,
         records: Sequence[UrlRecord],
-        minhashes: Callable[[Sequence[UrlRecord]], Sequence[bytes | None]],
+        minhashes: Minhashes,
         min_tokens: int,
         max_distance: int,
     ) -> None:
@@ -288,7 +290,6 @@ class _KeyJoin:
         same = (self.keys[docs, columns] == self.keys[n, columns]) & (self.scope[docs] == self.scope[n])
         near = np.bitwise_count(self.simhash[docs] ^ self.simhash[n]) <= self.max_distance
         return set(docs[same & ((columns >= BLOCKS) | near)].tolist())
-
 
     def groups(self, records: Sequence[UrlRecord]) -> np.ndarray:
         """Each document's group: the first position among the documents it is connected to
