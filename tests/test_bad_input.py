@@ -35,6 +35,8 @@ PAGES: dict[str, tuple[int, dict[str, str], bytes]] = {
 }
 JUNK_LINKS = [
     "mailto:someone@example.com",
+    "ftp://ftp.example.invalid/pub/",
+    "http://exa%mple.invalid/",
     "javascript:void(0)",
     "data:text/html,hello",
     "http://[::1",
@@ -119,4 +121,8 @@ def test_canonical_loop_is_detected_not_waited_out(crawl):
 def test_junk_links_never_crash_and_are_counted(crawl):
     _, result, _ = crawl
     assert result.stat("dedup/url/invalid") >= 1
+    # mailto:, javascript:, data: and ftp: are no faults: counted, not warned about
+    assert result.stat("dedup/url/other_scheme") >= 2
+    warned = [line for line in result.log.splitlines() if "URL left as it is" in line]
+    assert len(warned) == 1 and "http://exa%mple.invalid/" in warned[0]
     assert result.stat("dedup/canonical/ignored/scheme") >= 1  # the javascript: canonical in a Link header

@@ -76,6 +76,10 @@ class DedupSpiderMiddleware:
         if request.meta.get("dont_dedup"):
             return request
         state = self.state
+        if request.url.partition(":")[0].lower() not in ("http", "https"):
+            # ftp:, file:, mailto: ...: nothing to normalize, and nothing wrong with them
+            state.inc("url/other_scheme")
+            return request
         try:
             url = state.config.url_rules.normalize(request.url, strict=True)
         except InvalidURL as exc:
