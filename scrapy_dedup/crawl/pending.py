@@ -220,8 +220,9 @@ class PendingSpiderMiddleware:
             self.pending.close_ids(sorted(left))
             self.state.inc("frontier/left", len(left))
             logger.info(
-                "closed %d owed requests that left the crawl without a response "
-                "(dropped by a middleware, or lost by the spider); see dedup/frontier/left",
+                "closed %d owed requests that left the crawl without a response (off-site, "
+                "robots.txt or another middleware's IgnoreRequest, or a callback's error); "
+                "see dedup/frontier/left",
                 len(left),
             )
         if again:
