@@ -257,3 +257,47 @@ def test_a_redirect_fetched_once_counts_one_fetch(tmp_path):
         record = store.record(site.url + source)
         assert (record.status, record.duplicate_of) == ("redirect", store.key(site.url + target))
         assert record.fetch_count == 1, source
+
+
+def test_a_redirect_to_the_directory_with_its_slash_is_followed(tmp_path):
+    """A static server answers a link to a directory without its slash (``/news``) with a 301
+    to ``/news/``: one URL key (the slash is stripped), so the target was dropped before fetch
+    as seen, and every page below it was never crawled (all of crmsh's documentation but its
+    start page). The URL fetched is the one with the slash: a link to it is no variant of the
+    page (``aliases`` listed ``/news/`` as a url_variant of ``/news/``), whether it was met
+    before the redirect or after it, in this run or in the next; the spelling without the slash
+    is one, whether it was fetched and redirected or met after (the export's ``sources`` must
+    not depend on the fetch order)."""
+    from local_site import FileSite
+
+    def words(topic: str) -> str:
+        return " ".join(f"{topic}{i % 37} note{i % 11}." for i in range(200))
+
+    site_dir = tmp_path / "site"
+    (site_dir / "news" / "2014").mkdir(parents=True)
+    (site_dir / "index.html").write_text('<a href="/news">News</a> <a href="/news/">All the news</a>')
+    (site_dir / "news" / "index.html").write_text(
+        f'<html><head><title>News</title></head><body><p>{words("release")}</p><a href="2014">2014</a></body></html>'
+    )
+    (site_dir / "news" / "2014" / "index.html").write_text(
+        f"<html><head><title>2014</title></head><body><p>{words('year')}</p><a href='/news/'>up</a></body></html>"
+    )
+    out = tmp_path / "out"
+
+    def spellings() -> dict[str, str]:
+        # every URL of the key the page was fetched under; the others are its variants, the
+        # spellings the crawl met without the slash (fetched and redirected, or dropped)
+        store = StoreView(out / "store")
+        assert [key for key, record in store.records.items() if record.url not in (key + "/", site.url + "/")] == []
+        return {url: variant["key"] for url, variant in store.variants.items()}
+
+    with FileSite(site_dir) as site:
+        without_slash = {site.url + "/news": site.url + "/news", site.url + "/news/2014": site.url + "/news/2014"}
+        result = run_crawl(site.url + "/", out, {"DEDUP_WORKERS": 1})
+        assert sorted(item["url"] for item in result.items) == [site.url + "/news/", site.url + "/news/2014/"]
+        assert site.requests(200) == ["/", "/news/", "/news/2014/"]
+        assert spellings() == without_slash
+        # the next run meets /news/2014/ with its slash first, from the start page
+        (site_dir / "index.html").write_text('<a href="/news/2014/">2014</a> <a href="/news">News</a>')
+        run_crawl(site.url + "/", out, {"DEDUP_WORKERS": 1})
+        assert spellings() == without_slash

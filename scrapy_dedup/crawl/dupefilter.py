@@ -43,6 +43,16 @@ def _redirect_source(state: DedupState, request: Request) -> str | None:
     return owed
 
 
+def _respelled(state: DedupState, request: Request, key: str) -> bool:
+    """Whether ``request`` is a redirect to its source's URL key under another spelling (a
+    directory's URL with its slash, ``/news`` to ``/news/``): not a page of its own but the
+    one its source was scheduled for. A spelling the redirects went through already is a loop."""
+    sources = request.meta.get("redirect_urls")
+    if not sources:
+        return False
+    return request.url not in sources and state.key(sources[-1]) == key
+
+
 class DedupDupeFilter(BaseDupeFilter):
     def __init__(self, state: DedupState) -> None:
         self.state = state
@@ -79,6 +89,11 @@ class DedupDupeFilter(BaseDupeFilter):
         try:
             if not self._redirect_recorded(request):
                 return False  # checked once the redirect is recorded (DedupDownloaderMiddleware)
+            if _respelled(state, request, key):
+                # the page its source was scheduled for: marked, and owed under this key, already
+                sources = request.meta["redirect_urls"]
+                state.frontier.respelled(key, request.url, [u for u in sources if state.key(u) == key])
+                return False
             known = state.frontier.known_checks
             # marked ahead with its page's other links (PendingSpiderMiddleware), or else: a key
             # the store is asked about is mostly new, so its request is owed with the mark (one

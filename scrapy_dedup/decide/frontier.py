@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from urllib.parse import urldefrag
 
 from scrapy_dedup.core.records import UrlRecord, record_time
-from scrapy_dedup.store.base import ALIASES, DedupStore, OweOffer
+from scrapy_dedup.store.base import ALIASES, VARIANT, DedupStore, OweOffer
 from scrapy_dedup.store.records import frontier_mark, get_url, has_pending, put_alias
 
 #: reasons a request is dropped before it is fetched (stats ``dedup/url/dropped/<reason>``)
@@ -83,7 +83,11 @@ class Frontier:
         else:
             previous = frontier_mark(self.store, key, self.run, url, owe)
             self._marked(key, url, previous, owe)
-        reason = self._drop_reason(key, previous)
+        reason, recorded = self._drop_reason(key, previous)
+        if previous is not None and recorded is not None and recorded != previous[1]:
+            # fetched under another spelling of the key than its first URL (see respelled)
+            self._remember(key, recorded)
+            previous = (previous[0], recorded)
         fetched = urldefrag(url if previous is None else previous[1])[0]
         # a #fragment never reaches the server: a link to another anchor of a page is that page,
         # not a variant of it (nor a duplicate)
@@ -146,21 +150,40 @@ class Frontier:
         if len(self._scheduled) > SCHEDULED_KEPT:
             self._scheduled.popitem(last=False)
 
-    def _drop_reason(self, key: str, previous: tuple[int, str] | None) -> str | None:
+    def _drop_reason(self, key: str, previous: tuple[int, str] | None) -> tuple[str | None, str | None]:
+        """Why to drop ``key`` (None: fetch it), and the URL its record was fetched under when
+        that was read (None: not read)."""
         if previous is None:
-            return None
+            return None, None
         if previous[0] == self.run:
-            return DROP_SEEN
+            return DROP_SEEN, None
         if has_pending(self.store, key):
             # owed by an earlier run (or a process of it), its outcome never recorded: the crawl
             # issues that request again itself, past the dupefilter (PendingRequests.resume), so
             # this copy would fetch the page a second time
-            return DROP_SEEN
-        return self._fetched_before(key)
-
-    def _fetched_before(self, key: str) -> str | None:
-        """Why to drop ``key``, scheduled in an earlier run, or None to fetch it again."""
+            return DROP_SEEN, None
         record = get_url(self.store, key)
+        # the URL fetched for the key, which is not its first URL after a redirect that only
+        # spelled it otherwise (see respelled)
+        return self._fetched_before(record), record.url if record is not None else None
+
+    def respelled(self, key: str, url: str, sources: Iterable[str]) -> None:
+        """``key``'s request was redirected from ``sources`` to ``url``, another spelling of the
+        same key (a directory's URL with its slash): ``url`` is what is fetched for it, so the
+        links to it met later in this run are no variants, nor one a link met before the
+        redirect counted; the spellings it was redirected from are, as they would be had a link
+        to ``url`` come first (the export does not depend on the order)."""
+        self._remember(key, url)
+        now = self.clock()
+        with self.store.batch(later=True) as batch:
+            batch.delete(VARIANT, url)
+            batch.remove_from_set(ALIASES, key, url)
+            for source in dict.fromkeys(urldefrag(s)[0] for s in sources):
+                if source != url:
+                    batch.count_variant(source, key, now, "normalized")
+
+    def _fetched_before(self, record: UrlRecord | None) -> str | None:
+        """Why to drop the key of ``record``, scheduled in an earlier run, or None to fetch it again."""
         started = self.job_started
         if record is not None and record.fetched_at is not None and started is not None and record.fetched_at >= started:
             # fetched since this job began, by the interrupted run this one resumes, and not
