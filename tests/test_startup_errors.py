@@ -69,10 +69,11 @@ def site():
         yield served
 
 
-def crawl(project: Path, site: LocalSite, settings: dict[str, str], *, without_redis: bool = False):
+def crawl(project: Path, site: LocalSite, settings: dict[str, str], *, without_redis: bool = False,
+          spider: str = "pages"):
     env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
     command = [sys.executable, "-c", WITHOUT_REDIS] if without_redis else [sys.executable, "-m", "scrapy"]
-    command += ["crawl", "pages", "-a", f"start_url={site.url}/"]
+    command += ["crawl", spider, "-a", f"start_url={site.url}/"]
     for name, value in {"DEDUP_STORE": str(project / "store"), **settings}.items():
         command += ["-s", f"{name}={value}"]
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=120)
@@ -137,3 +138,32 @@ def test_a_redis_store_without_the_redis_package(project, site):
     proc = crawl(project, site, {"DEDUP_STORE": url}, without_redis=True)
     line = one_error(proc, "DEDUP_STORE", "No module named 'redis'", "pip install 'scrapy-dedup[redis]'")
     assert "hunter2" not in proc.stderr, line
+
+
+def test_a_store_another_spider_left_interrupted(project, tmp_path):
+    """One DEDUP_STORE for a project's spiders: a crawl of another spider resumed the requests
+    the interrupted crawl of the first owed (their pages crawled, and emitted, as its own); it
+    fails at start instead, and the first spider resumes its crawl."""
+
+    def reply(path: str):
+        links = "".join(f'<a href="/{i}">{i}</a> ' for i in range(8))
+        return 200, {}, f"<html><body><p>Page {path}: {'words of a page ' * 30}</p>{links}</body></html>".encode()
+
+    (project / "proj" / "spiders" / "linked.py").write_text(
+        "from proj.spiders.pages import PagesSpider\n\n"
+        "class LinkedSpider(PagesSpider):\n"
+        "    name = 'linked'\n\n"
+        "    def parse(self, response):\n"
+        "        yield from super().parse(response)\n"
+        "        yield from response.follow_all(css='a')\n\n"
+        "class OtherSpider(LinkedSpider):\n"
+        "    name = 'other'\n"
+    )
+    with LocalSite(reply) as links_site:
+        first = crawl(project, links_site, {"CLOSESPIDER_PAGECOUNT": "1", "CONCURRENT_REQUESTS": "1"}, spider="linked")
+        assert "interrupted: " in first.stderr, first.stderr[-2000:]
+        error = one_error(crawl(project, links_site, {}, spider="other"), str(project / "store"), "'linked'", "'other'")
+        assert "scrapy crawl linked" in error
+        resumed = crawl(project, links_site, {}, spider="linked")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming the pending requests" in resumed.stderr and ": complete" in resumed.stderr

@@ -224,6 +224,18 @@ class DedupState:
         self.pending_at_start = store.count(PENDING)
         job = get_meta(store, "job") or {}
         resumed = bool(self.pending_at_start)
+        if resumed and job.get("spider") not in (None, self._spider_name()):
+            # its owed requests are another spider's, with that spider's callbacks and
+            # allowed_domains: resumed here, they would be crawled as this spider's
+            self.store = None
+            store.close()
+            refused = StoreError(
+                f"the store {store.path} holds {self.pending_at_start:,} requests owed by an interrupted "
+                f"crawl of spider {job['spider']!r}: finish it with `scrapy crawl {job['spider']}`, or give "
+                f"spider {self._spider_name()!r} a store of its own (DEDUP_STORE)"
+            )
+            _cannot_start(refused)
+            raise refused
         self.first_run = int(job.get("first_run", run)) if resumed else run
         # when the job began: what it fetched since is not fetched again when it resumes
         self.job_started = job.get("started") if resumed else record_time()
@@ -301,10 +313,15 @@ class DedupState:
             logger.info("dedup chunks: pages were recorded while settling; the next crawl to close settles them")
 
     def _job(self, run: int, state: str) -> dict[str, Any]:
-        """The job's metadata: its first run, its run now, when it began, its state, and the
-        Jaccard it confirms near duplicates with (what a report of a store not settled yet shows)."""
+        """The job's metadata: its first run, its run now, when it began, its state, the
+        Jaccard it confirms near duplicates with (what a report of a store not settled yet shows),
+        and its spider's name (another spider does not resume it)."""
         return {"first_run": self.first_run, "run": run, "started": self.job_started, "state": state,
-                "min_jaccard": self.config.min_jaccard}
+                "min_jaccard": self.config.min_jaccard, "spider": self._spider_name()}
+
+    def _spider_name(self) -> str | None:
+        spider = getattr(self.crawler, "spider", None)
+        return getattr(spider, "name", None)
 
     def close(self) -> None:
         self.canonical_waits.release_all()
