@@ -818,7 +818,7 @@ def _write_cluster(
     cluster.settled = _digest(s.keys())
     cluster.max_distance = max((gap or 0 for _, gap, _ in s.members), default=0)
     if cid in kept:
-        if cluster.to_json() != old[cid].to_json():
+        if cluster != old[cid]:  # (dataclass equality: every field)
             put_cluster(batch, cluster)  # (most often: its first settled digest)
     else:
         result.rewritten += 1
