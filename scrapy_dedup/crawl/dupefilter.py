@@ -43,14 +43,15 @@ def _redirect_source(state: DedupState, request: Request) -> str | None:
     return owed
 
 
-def _respelled(state: DedupState, request: Request, key: str) -> bool:
-    """Whether ``request`` is a redirect to its source's URL key under another spelling (a
-    directory's URL with its slash, ``/news`` to ``/news/``): not a page of its own but the
-    one its source was scheduled for. A spelling the redirects went through already is a loop."""
+def _respelled(state: DedupState, request: Request, key: str) -> list[str]:
+    """The URLs ``request`` was redirected from under its own URL key, when it is a redirect to
+    its source's key under another spelling (a directory's URL with its slash, ``/news`` to
+    ``/news/``): not a page of its own but the one its source was scheduled for. Else none; a
+    spelling the redirects went through already is a loop."""
     sources = request.meta.get("redirect_urls")
-    if not sources:
-        return False
-    return request.url not in sources and state.key(sources[-1]) == key
+    if not sources or request.url in sources or state.key(sources[-1]) != key:
+        return []
+    return [url for url in sources[:-1] if state.key(url) == key] + [sources[-1]]
 
 
 class DedupDupeFilter(BaseDupeFilter):
@@ -89,10 +90,10 @@ class DedupDupeFilter(BaseDupeFilter):
         try:
             if not self._redirect_recorded(request):
                 return False  # checked once the redirect is recorded (DedupDownloaderMiddleware)
-            if _respelled(state, request, key):
+            spellings = _respelled(state, request, key)
+            if spellings:
                 # the page its source was scheduled for: marked, and owed under this key, already
-                sources = request.meta["redirect_urls"]
-                state.frontier.respelled(key, request.url, [u for u in sources if state.key(u) == key])
+                state.frontier.respelled(key, request.url, spellings)
                 return False
             known = state.frontier.known_checks
             # marked ahead with its page's other links (PendingSpiderMiddleware), or else: a key

@@ -224,7 +224,8 @@ class DedupState:
         self.pending_at_start = store.count(PENDING)
         job = get_meta(store, "job") or {}
         resumed = bool(self.pending_at_start)
-        if resumed and job.get("spider") not in (None, self._spider_name()):
+        spider = self._spider_name()
+        if resumed and job.get("spider") not in (None, spider):
             # its owed requests are another spider's, with that spider's callbacks and
             # allowed_domains: resumed here, they would be crawled as this spider's
             self.store = None
@@ -232,7 +233,7 @@ class DedupState:
             refused = StoreError(
                 f"the store {store.path} holds {self.pending_at_start:,} requests owed by an interrupted "
                 f"crawl of spider {job['spider']!r}: finish it with `scrapy crawl {job['spider']}`, or give "
-                f"spider {self._spider_name()!r} a store of its own (DEDUP_STORE)"
+                f"spider {spider!r} a store of its own (DEDUP_STORE)"
             )
             _cannot_start(refused)
             raise refused
