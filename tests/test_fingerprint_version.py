@@ -25,7 +25,15 @@ def test_a_store_of_the_token_minhash_is_refused(tmp_path):
     old = {**FINGERPRINT_PARAMS, "version": 2}
     old.pop("minhash_words")
     LevelDBStore(str(tmp_path / "s"), {"fingerprint": old}).close()
-    with pytest.raises(IncompatibleStore, match=r"'version': 2\b.*'version': 3\b"):
+    with pytest.raises(IncompatibleStore, match=r"'version': 2\b.*'version': 4\b"):
+        LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
+
+
+def test_a_store_of_the_clause_minhash_is_refused(tmp_path):
+    """Fingerprint version 3 took a run of Han or kana as one word; version 4 one character."""
+    old = {**FINGERPRINT_PARAMS, "version": 3, "minhash_words": "\\w+ runs of the canonical text"}
+    LevelDBStore(str(tmp_path / "s"), {"fingerprint": old}).close()
+    with pytest.raises(IncompatibleStore, match=r"'version': 3\b.*'version': 4\b"):
         LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
 
 

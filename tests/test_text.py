@@ -159,15 +159,16 @@ def test_internal_tokens_match_public_tokenize(s):
     canonical = canonical_text(s)
     tokens = [t.encode() for t in tokenize(canonical)]
     assert T._token_bytes(s) == tokens
-    words = [w.encode() for w in re.findall(r"\w+", canonical)]
+    words = [w.encode() for w in T._WORD_RE.findall(canonical)]
     assert T._canonical_token_bytes(s) == (canonical.encode(), tokens, len(canonical), words)
     assert T._word_bytes(s) == words
 
 
 def test_words_are_runs_of_word_characters():
-    """The MinHash's words (the definition of a near duplicate), unlike the tokens: a run of Han
-    or kana between punctuation is one word, and a combining mark ends a word."""
-    assert T._word_bytes("去重是RAG管线 v2 の必須。") == ["去重是rag管线".encode(), b"v2", "の必須".encode()]
+    """The MinHash's words (the definition of a near duplicate), unlike the tokens: a combining
+    mark ends a word; as with the tokens, each character of Han or kana is one word (a run of
+    them between punctuation is a clause)."""
+    assert T._word_bytes("去重是RAG管线 v2 の必須。") == [t.encode() for t in tokenize("去重是rag管线 v2 の必須。")]
     assert T._word_bytes("हिन्दी") == [w.encode() for w in re.findall(r"\w+", "हिन्दी")]
     assert T._word_bytes("The disk was FULL, again!") == T._token_bytes("The disk was FULL, again!")
 

@@ -140,7 +140,7 @@ def test_an_untranslated_chunk_is_a_duplicate(chunk_store):
     assert "near_duplicate" in statuses["http://book/fr/logs.html"]
 
 
-# -- Japanese: a run of kana and kanji between punctuation is one word ----------------------------
+# -- Japanese: each kana or kanji is a word -------------------------------------------------------
 
 HEAD_EN = (
     "Rotating the logs of a web server. Log files grow without end unless something trims them, and a full "
@@ -157,22 +157,24 @@ TAIL_JA = "\n再読み込みによってサーバは新しいファイルを開�
 SHORT = "\n".join(COMMANDS.strip().splitlines()[:40])
 
 
-def test_a_page_whose_opening_alone_is_in_japanese_is_merged(index):
-    """An untranslated copy but for its opening: by words (\\w+ runs, the definition of a near
-    duplicate) it is a near duplicate, although one token per kana or kanji would put it under
-    0.7. Its MinHash estimate follows the word Jaccard, so the index finds it as a candidate."""
+def test_a_page_whose_opening_alone_is_in_japanese_is_its_own_document(index):
+    """An untranslated copy but for its opening, translated: 166 characters of Japanese, each a
+    word, change more of the page than the 51 English words they replace (0.66), as a rewrite
+    of the opening in English nearly does (0.80). (Fingerprint version 3 took each run of kana
+    and kanji between punctuation, a clause, as one word: 0.87, merged.) Its MinHash estimate
+    follows the word Jaccard."""
     original, partial = HEAD_EN + SHORT + TAIL_EN, HEAD_JA + SHORT + TAIL_EN
     exact = shingle_jaccard(original, partial)
-    assert 0.8 <= exact < 0.9 and not translated(original, partial)
+    assert 0.6 <= exact < 0.7
     assert abs(jaccard_estimate(fingerprint(original).minhash, fingerprint(partial).minhash) - exact) < 0.05
     first = index.ingest(doc("http://book/en-US/logs.html", original))
     second = index.ingest(doc("http://book/ja-JP/logs.html", partial))
-    assert second.status == "near_duplicate" and second.cluster_id == first.cluster_id
+    assert second.status == "new" and second.cluster_id != first.cluster_id
 
 
 def test_a_page_translated_into_japanese_is_not_merged(index):
     original, translation = HEAD_EN + SHORT + TAIL_EN, HEAD_JA + SHORT + TAIL_JA
-    assert 0.8 <= shingle_jaccard(original, translation) < TRANSLATION_MIN_JACCARD
+    assert shingle_jaccard(original, translation) < 0.8
     first = index.ingest(doc("http://book/en-US/logs.html", original))
     second = index.ingest(doc("http://book/ja-JP/logs.html", translation))
     assert second.status == "new" and second.cluster_id != first.cluster_id

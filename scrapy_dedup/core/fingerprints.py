@@ -10,7 +10,6 @@ Parameter choices are measured in benchmarks/quality.py (results in benchmarks/r
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from .text import (
     _INVISIBLE_CHARS,
     _INVISIBLE_RE,
     _NON_WORD_TO_SPACE,
+    _WORD_RE,
     TOKENIZER_VERSION,
     _canonical_token_bytes,
     _token_bytes,
@@ -88,8 +88,10 @@ TRANSLATION_MIN_JACCARD = 0.9
 DEFAULT_MIN_TOKENS = 50
 
 # 2: SLOT_BITS = 8 (version 1 kept the whole 32-bit minima); 3: the MinHash over words (\w+
-# runs), not tokens: a run of Han or kana is one word, as in the Jaccard it estimates
-_VERSION = 3
+# runs), not tokens: a run of Han or kana is one word, as in the Jaccard it estimates; 4: one
+# word per character of a script without spaces (a run of them is a clause: one edited character
+# changed five clauses' shingles, and half the one-character edits of Japanese pages were missed)
+_VERSION = 4
 # Odd 64-bit constants for combining token hashes into shingle hashes (golden ratio, and the
 # two multipliers of the murmur3 finaliser, which also serves as the mixing step).
 _COMBINE = np.uint64(0x9E3779B97F4A7C15)
@@ -127,7 +129,7 @@ FINGERPRINT_PARAMS: dict[str, object] = {
     "simhash_shingle": SIMHASH_SHINGLE,
     "simhash_weight": "tf",
     "minhash_shingle": MINHASH_SHINGLE,
-    "minhash_words": "\\w+ runs of the canonical text",
+    "minhash_words": "\\w+ runs of the canonical text; one char of a no-space script",
     "num_perm": NUM_PERM,
     "minhash_perm": "((a*x+b) mod 2**64) >> 32",
     "minhash_slot_bits": SLOT_BITS,
@@ -311,9 +313,8 @@ def hamming(a: int, b: int) -> int:
 def minhash(text: str) -> bytes:
     """MinHash signature of the set of word ``MINHASH_SHINGLE``-shingles: ``NUM_PERM`` slots of
     one byte, the low ``SLOT_BITS`` of each permutation's minimum (the form the store keeps).
-    Words are ``\\w+`` runs of the canonical text, as in :func:`shingle_jaccard`: a run of Han
-    or kana between punctuation is one word (the SimHash and the token counts take one token
-    per character of such scripts).
+    Words are ``\\w+`` runs of the canonical text, as in :func:`shingle_jaccard`, but each
+    character of a script without spaces (Han, kana, Thai, ...) is one word, as it is one token.
 
     >>> sig = minhash("VACUUM reclaims storage occupied by dead tuples")
     >>> len(sig) == NUM_PERM
@@ -374,12 +375,13 @@ def fingerprint(text: str) -> Fingerprint:
 
 
 #: A word of the Jaccard that defines a near duplicate.
-_WORD = re.compile(r"\w+")
+_WORD = _WORD_RE
 
 
 def shingle_set(text: str) -> np.ndarray:
-    """The word ``MINHASH_SHINGLE``-shingle hashes of ``text`` (words: ``\\w+`` runs after the
-    invisible characters are dropped, as the fingerprints drop them, then NFKC and casefold),
+    """The word ``MINHASH_SHINGLE``-shingle hashes of ``text`` (words: ``\\w+`` runs, one word a
+    character of a script without spaces, after the invisible characters are dropped, as the
+    fingerprints drop them, then NFKC and casefold),
     distinct and sorted: what :func:`set_jaccard` compares (kept by a caller that compares one
     text many times). They are only compared for equality, so they skip the finaliser that
     spreads the MinHash's shingle hashes: equal and distinct exactly where those are."""
@@ -412,8 +414,9 @@ def set_jaccard(sa: np.ndarray, sb: np.ndarray) -> float:
 
 def shingle_jaccard(a: str, b: str) -> float:
     """Exact Jaccard similarity of the word ``MINHASH_SHINGLE``-shingle sets of two texts, words
-    being ``\\w+`` runs after invisible characters are dropped, NFKC and casefold: the
-    similarity a near duplicate is defined by (what :func:`jaccard_estimate` estimates). A text
+    being ``\\w+`` runs (one word a character of a script without spaces) after invisible
+    characters are dropped, NFKC and casefold: the similarity a near duplicate is defined by
+    (what :func:`jaccard_estimate` estimates). A text
     of fewer words is one shingle; two empty texts give 1.0.
 
     >>> shingle_jaccard("a b c d e f", "a b c d e g")

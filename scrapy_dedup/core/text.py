@@ -66,9 +66,11 @@ _ASCII_WORD = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 _NON_WORD_TO_SPACE = bytes(b if (b in _ASCII_WORD or b >= 0x80) else 0x20 for b in range(256))
 _NO_SPACE_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]")  # the fast path's premise, checked in tests
 # The words of the word-shingle Jaccard that defines a near duplicate (the MinHash estimates it):
-# runs of word characters, as written: a run of a script without spaces is one word, and a
-# combining mark ends one. On text with neither they are the tokens.
-_WORD_RE = re.compile(r"\w+")
+# runs of word characters, as written, a combining mark ending one; a character of a script
+# without spaces is one word, as it is one token (a run of them between punctuation, a whole
+# clause, made one edited character a change of up to 5 clauses' shingles). On text without
+# combining marks they are the tokens.
+_WORD_RE = re.compile(rf"[{_NO_SPACE_SCRIPTS}]|[^\W{_NO_SPACE_SCRIPTS}]+")
 _MARK_RE = re.compile(rf"[{_MARKS}]")
 _INVISIBLE_RE = re.compile(rf"[{_INVISIBLE}]")
 _INVISIBLE_CHARS = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
@@ -173,18 +175,19 @@ def _tokens_of(folded: str, encoded: bytes, simple: bool) -> list[bytes]:
     return [token.encode("utf-8") for token in _TOKEN_RE.findall(folded)]
 
 
-def _words_of(folded: str, tokens: list[bytes], simple: bool) -> list[bytes]:
-    """The ``\\w+`` runs of folded text (see _WORD_RE), given its tokens."""
-    if simple and (folded.isascii() or _MARK_RE.search(folded) is None):
-        return tokens  # no script without spaces and no combining mark: the same runs
+def _words_of(folded: str, tokens: list[bytes]) -> list[bytes]:
+    """The words of folded text (see _WORD_RE), given its tokens."""
+    if folded.isascii() or _MARK_RE.search(folded) is None:
+        return tokens  # no combining mark: the same runs
     return [word.encode("utf-8") for word in _WORD_RE.findall(folded)]
 
 
 def _word_bytes(text: str) -> list[bytes]:
-    """The UTF-8 of the words of ``text``: ``\\w+`` runs of its canonical form (unlike
-    :func:`tokenize`, a run of Han or kana is one word)."""
+    """The UTF-8 of the words of ``text``: ``\\w+`` runs of its canonical form, but one word
+    per character of a script without spaces (unlike :func:`tokenize`, a combining mark ends a
+    word)."""
     folded, encoded, simple = _fold(text)
-    return _words_of(folded, _tokens_of(folded, encoded, simple), simple)
+    return _words_of(folded, _tokens_of(folded, encoded, simple))
 
 
 def _canonical_token_bytes(text: str) -> tuple[bytes, list[bytes], int, list[bytes]]:
@@ -192,7 +195,7 @@ def _canonical_token_bytes(text: str) -> tuple[bytes, list[bytes], int, list[byt
     _word_bytes(text))``."""
     folded, encoded, simple = _fold(text)
     tokens = _tokens_of(folded, encoded, simple)
-    words = _words_of(folded, tokens, simple)
+    words = _words_of(folded, tokens)
     if simple:
         canonical = b" ".join(encoded.split())
         return canonical, tokens, len(canonical) if folded.isascii() else len(canonical.decode("utf-8")), words
