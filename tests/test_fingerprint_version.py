@@ -33,8 +33,20 @@ def test_a_store_of_the_clause_minhash_is_refused(tmp_path):
     """Fingerprint version 3 took a run of Han or kana as one word; version 4 one character."""
     old = {**FINGERPRINT_PARAMS, "version": 3, "minhash_words": "\\w+ runs of the canonical text"}
     LevelDBStore(str(tmp_path / "s"), {"fingerprint": old}).close()
-    with pytest.raises(IncompatibleStore, match=r"'version': 3\b.*'version': 4\b"):
+    with pytest.raises(IncompatibleStore, match=r"'version': 3\b.*'version': 4\b") as refused:
         LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
+    # an upgraded crawl says what brings the store to this version (the doc's way, not a new store)
+    path = str(tmp_path / "s")
+    assert f"run `scrapy dedup migrate --store {path}`" in str(refused.value)
+    assert f"`scrapy dedup settle --full --store {path}`" in str(refused.value)
+
+
+def test_a_store_of_newer_fingerprints_is_not_told_to_migrate(tmp_path):
+    newer = {**FINGERPRINT_PARAMS, "version": FINGERPRINT_PARAMS["version"] + 1}
+    LevelDBStore(str(tmp_path / "s"), {"fingerprint": newer}).close()
+    with pytest.raises(IncompatibleStore) as refused:
+        LevelDBStore(str(tmp_path / "s"), {"fingerprint": dict(FINGERPRINT_PARAMS)})
+    assert "migrate" not in str(refused.value)
 
 
 def test_a_store_of_the_token_minhash_is_migrated_from_its_kept_texts(tmp_path):

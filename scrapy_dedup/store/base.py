@@ -433,10 +433,21 @@ class DedupStore(abc.ABC):
                 if stored.get(k) != params.get(k)
             )
             self.close()
-            raise IncompatibleStore(
-                f"the dedup store {self.path!r} was built with other parameters ({diff}); "
-                "use a new DEDUP_STORE directory, or the parameters it was built with"
-            )
+            hint = "use a new DEDUP_STORE directory, or the parameters it was built with"
+            old, new = stored.get("fingerprint"), params.get("fingerprint")
+            if (
+                not self.shared
+                and {k for k in set(stored) | set(params) if stored.get(k) != params.get(k)} == {"fingerprint"}
+                and isinstance(old, dict)
+                and isinstance(new, dict)
+                and (old.get("version", 0), old.get("tokenizer_version", 0)) < (new["version"], new["tokenizer_version"])
+            ):
+                hint = (  # an upgrade changed the fingerprints' definition: migrate says how
+                    f"its fingerprints are an earlier version's: run `scrapy dedup migrate --store {self.path}` "
+                    f"(copy the directory first to keep the old one), then `scrapy dedup settle --full "
+                    f"--store {self.path}`; or {hint}"
+                )
+            raise IncompatibleStore(f"the dedup store {self.path!r} was built with other parameters ({diff}); {hint}")
         return stored
 
     def _check_format(self, stored: dict[str, Any]) -> None:
