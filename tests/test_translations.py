@@ -189,3 +189,57 @@ _LETTER_ALPHABET = st.sampled_from("aZ09 _.,-:\t\n\x1c\x00\u00a0\u2028\u0085\u30
 @given(st.text(alphabet=_LETTER_ALPHABET, max_size=60) | st.text(max_size=60))
 def test_the_words_compared_are_the_regex_runs_of_letters(text):
     assert language._words(text) == re.findall(r"[^\W\d_]+", unicodedata.normalize("NFKC", text).casefold())
+
+
+# -- a partial translation whose original's side of the difference has few short words ----------
+
+#: English prose a German edition left untranslated: it holds the short words ("the", "of", "to")
+#: of the paragraph it did translate, so the English side of the difference is content words alone
+LEFT_IN_ENGLISH = [
+    f"The helper{n} script reads the file{n} list of the package and writes it to the dir{n} of the build, "
+    f"where the check{n} step tests that it is in the tree{n} as the rule{n} says."
+    for n in range(1, 26)
+]
+TIPS_EN = (
+    "Notable packaging tips follow. Compare contents between source packages using debdiff. "
+    "Compare lists between binary packages too. Identify whatever changed inadvertently, "
+    "misplaced or removed unintentionally, during updates. Download locally, verify signatures, "
+    "inspect changelogs, examine patches, reproduce builds independently."
+)
+TIPS_DE = (
+    "Es folgen einige bemerkenswerte Tipps zur Paketierung. Sie können die Inhalte von zwei Quellpaketen "
+    "mit dem Befehl debdiff vergleichen. Sie können auch die Listen der Dateien in zwei Binärpaketen "
+    "vergleichen, um zu sehen, was sich in der Aktualisierung geändert hat, ob etwas aus Versehen "
+    "entfernt wurde oder an der falschen Stelle ist. Das ist bei jeder neuen Version des Pakets nützlich."
+)
+TIPS = {"en": [TIPS_EN, *LEFT_IN_ENGLISH], "de": [TIPS_DE, *LEFT_IN_ENGLISH]}
+
+
+def _tips_reply(path: str):
+    if path == "/start":
+        return 200, {}, b'<html><body><a href="/en/tips.html">en</a> <a href="/de/tips.html">de</a></body></html>'
+    language = path.split("/")[1]
+    if path.endswith("/tips.html") and language in TIPS:
+        body = "".join(f"<p>{p}</p>" for p in TIPS[language])
+        page = f"<!DOCTYPE html><html><head><title>Tips ({language})</title></head><body><article>{body}</article></body></html>"
+        return 200, {}, page.encode()
+    return 404, {}, b"not found"
+
+
+def test_a_partial_translation_is_a_translation_when_its_originals_side_is_content_words(tmp_path):
+    """debmake-doc 1.17's German chapter 7 translates its opening and leaves the rest in English:
+    0.857 against the English chapter. The English side of the difference ("compare lists between
+    binary packages") has too few short words for a profile of its own; its whole text is English,
+    the German side is German: a translation, which needs TRANSLATION_MIN_JACCARD, so the crawl
+    keeps the two documents apart (it merged them when the scripts alone decided)."""
+    en, de = "\n".join(TIPS["en"]), "\n".join(TIPS["de"])
+    assert 0.8 <= shingle_jaccard(en, de) < TRANSLATION_MIN_JACCARD and translated(en, de)
+    from crawl_helpers import exported
+    from local_site import LocalSite
+    from testing import run_crawl
+
+    with LocalSite(_tips_reply) as site:
+        run_crawl(f"{site.url}/start", tmp_path, {"DEDUP_WORKERS": 0, "DEDUP_LOGSTATS_INTERVAL": 0})
+    documents = {r["url"].split("/")[3]: r for r in exported(tmp_path / "store") if "tips" in r["url"]}
+    assert sorted(documents) == ["de", "en"]
+    assert all(len(r["sources"]) == 1 and r["merged_passages"] == [] for r in documents.values())

@@ -124,4 +124,14 @@ def translated(a: str, b: str) -> bool:
     only_a, only_b = " ".join(w for w in wa if w not in sb), " ".join(w for w in wb if w not in sa)
     if min(len(only_a), len(only_b)) < _MIN_RESIDUE:
         return False  # one side adds or changes too little to be a translation of the other
-    return not same_language(only_a, only_b)
+    pa, pb = language_profile(only_a), language_profile(only_b)
+    if not same_language(pa, pb):
+        return True
+    # A partial translation keeps its original's short words in the lines it left untranslated,
+    # so the original's side of the difference can be content words alone ("compare lists between
+    # binary packages"), too few short words to judge. Then its whole text speaks for it.
+    if pa.occurrences < _MIN_OCCURRENCES <= pb.occurrences:
+        return not same_language(language_profile(a), pb)
+    if pb.occurrences < _MIN_OCCURRENCES <= pa.occurrences:
+        return not same_language(pa, language_profile(b))
+    return False
