@@ -94,3 +94,40 @@ def test_an_ingest_with_dedup_chunks_settles_chunks_as_a_crawl_does(both):
     assert {c["status"] for c in by_source[deploy]["copies"]} == {"exact_duplicate"}
     learned = jsonl(ok("boilerplate", "--store", str(store), "--format", "jsonl", cwd=work).stdout)
     assert [r["text"] for r in learned] == [planted["boilerplate"]["text"].lower()]
+
+
+#: an index page longer than the body limit, as cmake-doc 3.25's genindex.html (2.6 MiB) is
+LONG_PAGE = "<html><head><title>Index</title></head><body><article>" + "".join(
+    f"<p>Entry {n}: the option{n} setting of the module{n} command, see section{n}.</p>" for n in range(400)
+) + "</article></body></html>"
+
+
+def _long_reply(path: str):
+    if path == "/":
+        return 200, {}, b'<html><body><a href="/genindex.html">index</a></body></html>'
+    if path == "/genindex.html":
+        return 200, {}, LONG_PAGE.encode()
+    return 404, {}, b"not found"
+
+
+def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
+    """The crawl cuts a page's HTML at DEDUP_MAX_BODY_BYTES before extraction; the ingest of the
+    same HTML cuts it there too, so the same page gives the same text and export."""
+    from local_site import LocalSite
+
+    limit = {"DEDUP_MAX_BODY_BYTES": len(LONG_PAGE) // 2}
+    with LocalSite(_long_reply) as site:
+        run_crawl(site.url + "/", tmp_path / "crawl", {"DEDUP_WORKERS": 0, **limit})
+        url = site.url + "/genindex.html"
+    corpus = tmp_path / "pages.jsonl"
+    corpus.write_text(json.dumps({"url": url, "html": LONG_PAGE}) + "\n", encoding="utf-8")
+    ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), "-s", f"DEDUP_MAX_BODY_BYTES={limit['DEDUP_MAX_BODY_BYTES']}", cwd=tmp_path)
+
+    def exported(store):
+        [record] = [r for r in jsonl(ok("export", "--store", str(store), cwd=tmp_path).stdout) if r["url"] == url]
+        del record["first_seen"], record["last_seen"]
+        return record
+
+    crawled = exported(tmp_path / "crawl" / "store")
+    assert "Entry 100:" in crawled["text"] and "Entry 399:" not in crawled["text"]  # cut by the crawl
+    assert exported(tmp_path / "ingested") == crawled

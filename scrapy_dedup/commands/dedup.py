@@ -567,6 +567,7 @@ class Command(ScrapyCommand):
                     keep_text=config.keep_text,
                     workers=config.workers,
                     progress=sys.stderr,
+                    max_body_bytes=config.max_body_bytes,
                 )
                 # an ingest ends as a crawl does: settled, unless other processes write the
                 # store (the last one to close settles); its documents came without chunks

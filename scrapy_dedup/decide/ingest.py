@@ -53,9 +53,11 @@ class _Page:
     is_html: bool
     #: the record's title field, else its HTML's <title>
     title: str | None = None
+    #: the raw hash of the body as the crawl takes it (HTML cut at ``max_body_bytes``)
+    raw: str = ""
 
 
-def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts) -> Iterator[_Page]:
+def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts, max_body_bytes: int | None) -> Iterator[_Page]:
     for number, line in enumerate(lines, 1):
         counts.lines = number
         if not line.strip():
@@ -75,9 +77,11 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts) -> Iterat
         text, html = record.get(fields.text), record.get(fields.html)
         title = page_title(record.get(fields.title), html if isinstance(html, str) else None)
         if isinstance(text, str):
-            yield _Page(number, url, text, False, title)
+            yield _Page(number, url, text, False, title, raw_hash(text.encode("utf-8", "surrogatepass")))
         elif isinstance(html, str):
-            yield _Page(number, url, html, True, title)
+            # cut as the crawl cuts a page's HTML (DEDUP_MAX_BODY_BYTES): the same page, the same text
+            body = html.encode("utf-8", "surrogatepass")[:max_body_bytes]
+            yield _Page(number, url, html[:max_body_bytes], True, title, raw_hash(body))
         else:
             counts.malformed.append((number, f"no {fields.text!r} or {fields.html!r} string"))
 
@@ -99,10 +103,13 @@ def ingest(
     workers: int = 0,
     progress: IO[str] | None = None,
     every: int = 1000,
+    max_body_bytes: int | None = None,
 ) -> IngestCounts:
-    """Decide every record of ``lines``; ``key`` makes a URL key (the crawl's URL rules)."""
+    """Decide every record of ``lines``; ``key`` makes a URL key (the crawl's URL rules).
+    ``max_body_bytes``: a record's HTML is cut there before hashing and extraction, as the crawl
+    cuts a page's (``DEDUP_MAX_BODY_BYTES``; ``None``: not cut)."""
     counts = IngestCounts()
-    pages = _parse(lines, fields, counts)
+    pages = _parse(lines, fields, counts, max_body_bytes)
     pool = (
         ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=warm_up)
         if workers > 0
@@ -115,8 +122,7 @@ def ingest(
             else:
                 analysed = (_analyse(page, options) for page in batch)
             for page, (text, fp) in zip(batch, analysed):
-                body = page.body.encode("utf-8", "surrogatepass")
-                doc = Document(key=key(page.url), url=page.url, fingerprint=fp, raw_hash=raw_hash(body), title=page.title)
+                doc = Document(key=key(page.url), url=page.url, fingerprint=fp, raw_hash=page.raw, title=page.title)
                 if keep_text:
                     doc.text = text[: options.max_text_chars]
                 decision = index.ingest(doc)
