@@ -16,8 +16,9 @@ page, each first on a third of the pages (CPU time):
   ``<div>``, the fast mode otherwise).
 
 *Kept* is the share of the full-mode text's word 5-shingles that a text has. Pairs are judged by
-J, the word 5-shingle Jaccard of the two full-mode texts, words being ``\\w+`` runs after NFKC and
-casefold. A pair is *merged* when the two texts have the same content hash or near_match accepts
+J, the word 5-shingle Jaccard of the two full-mode texts, words as the project's near-duplicate
+Jaccard takes them (``\\w+`` runs, each character of a script without spaces one word) after NFKC
+and casefold. A pair is *merged* when the two texts have the same content hash or near_match accepts
 them: before, on the fast texts by the MinHash estimate (version 1, texts not compared, every
 pair a candidate); after, on the shipped texts with the texts compared (DEDUP_KEEP_TEXT, the
 default), and only when the pair is a candidate as in a crawl: the same content hash, SimHash
@@ -31,7 +32,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-import re
 import sys
 import time
 import unicodedata
@@ -49,6 +49,7 @@ from run_all import row, write_result  # noqa: E402
 from scrapy_dedup.core import fingerprints as F  # noqa: E402
 from scrapy_dedup.core.bands import band_hashes  # noqa: E402
 from scrapy_dedup.core.language import translated  # noqa: E402
+from scrapy_dedup.core.text import _WORD_RE  # noqa: E402
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS, _decode, extract_text  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -71,7 +72,7 @@ MULTILINGUAL_PAGES = {"tiny": 2, "default": 6}
 SEED = 35
 CLASSES = (("J>=0.9", 0.9, 2.0), ("0.8<=J<0.9", 0.8, 0.9), ("0.5<=J<0.8", 0.5, 0.8), ("J<0.5", -1.0, 0.5))
 TARGETS = {"J>=0.9": ">= 0.99 found", "0.8<=J<0.9": ">= 0.90 found", "0.5<=J<0.8": "<= 0.10 merged", "J<0.5": "<= 0.0005 merged"}
-_WORDS = re.compile(r"\w+")
+_WORDS = _WORD_RE  # the words of the Jaccard a near duplicate is defined by
 _OPTIONS = dict(deduplicate=False, output_format="txt", include_tables=True, with_metadata=False,
                 include_images=False, include_links=False, include_formatting=False)
 
