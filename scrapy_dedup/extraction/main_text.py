@@ -45,8 +45,9 @@ MIN_VISIBLE_SHARE = 0.5
 EXTRACT_PARAMS: dict[str, object] = {
     "trafilatura": trafilatura.__version__,
     # 2: the full mode (readability/jusText fallback) for pages of DocBook-style paragraphs, the
-    # fast mode otherwise; 3: also when the fast text is under MIN_VISIBLE_SHARE of the page
-    "version": 3,
+    # fast mode otherwise; 3: also when the fast text is under MIN_VISIBLE_SHARE of the page;
+    # 4: a <span> inside a sentence keeps its words whatever its class (_keep_inline_spans)
+    "version": 4,
     # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
     # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
     # benchmarks/bench_extraction.py).
@@ -117,6 +118,31 @@ def _div_paragraphs(tree: Any) -> int:
                 if found == MIN_OPENINGS:
                     break
     return found
+
+
+def _keep_inline_spans(tree: Any) -> None:
+    """Take the class off every ``<span>`` that sits inside a sentence (text of its own block
+    before it, or after it), so that trafilatura, which cuts elements whose class names a menu,
+    a button, options..., cannot cut words out of the sentence. DocBook names its GUI words so:
+    "choose <span class="guimenu">Layer</span> → <span class="guimenuitem">Rotate 90°
+    clockwise</span>." lost the menu path, and two pages that differ only there were merged.
+    A span of a navigation block stands alone (between tags, whitespace around it) and keeps
+    its class.
+
+    >>> from lxml.html import fromstring
+    >>> tree = fromstring('<div><p>Open <span class="guimenu">Layer</span>.</p>'
+    ...                   '<div> <span class="menu">Home</span> <span class="menu">About</span></div></div>')
+    >>> _keep_inline_spans(tree)
+    >>> [span.get("class") for span in tree.iter("span")]
+    [None, 'menu', 'menu']
+    """
+    for span in tree.iter("span"):
+        if span.get("class") is None:
+            continue
+        previous = span.getprevious()
+        before = previous.tail if previous is not None else span.getparent().text
+        if (before and not before.isspace()) or (span.tail and not span.tail.isspace()):
+            del span.attrib["class"]
 
 
 def _letters(text: str) -> int:
@@ -206,6 +232,7 @@ def extract_text(
         tree = load_html(text)
         if tree is None:
             return ""
+        _keep_inline_spans(tree)
         result = _main_text(tree, options)
         if not result and not include_comments:
             # trafilatura cuts an element named like a comment section (id or class "comment..."):
