@@ -11,11 +11,13 @@ from collections.abc import Callable
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.decision import Decision, Document
+from scrapy_dedup.decide.matching import raw_key
 from scrapy_dedup.store.base import CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
     get_cluster,
     get_url,
     get_urls,
+    index_raw,
     members_of,
     put_cluster,
     remove_member,
@@ -73,8 +75,14 @@ class Lifecycle:
         if record.first_run < self.run:
             record.status = "unchanged"
         record.fetch_count = max(record.fetch_count, 1)
+        if not doc.recalled:
+            # extracted again (an earlier extraction version's store, or only the markup
+            # changed): the next fetch of the same body skips extraction
+            record.raw_hash = doc.raw_hash
         with self.store.batch() as batch:
             batch.put_url(record)
+            if not doc.recalled:
+                index_raw(batch, raw_key(doc.raw_hash), record.key)
         cluster = get_cluster(self.store, record.cluster_id)
         return Decision(
             status="unchanged",

@@ -161,6 +161,13 @@ def claim_exact(store: DedupStore, scope: str, content_hash: str, cluster_id: st
     return raw.decode() if raw is not None else None
 
 
+def raw_index_key(raw_hash: str, extraction: object) -> str:
+    """The key of a body's ``raw_hash`` in the raw index, under the extraction version
+    (``EXTRACT_PARAMS["version"]``) that made the text of the record it points to: a body seen
+    before skips extraction only when its text came from the running version."""
+    return f"x{extraction}:{raw_hash}"
+
+
 def find_raw(store: DedupStore, raw_hash: str) -> str | None:
     raw = store.get(RAW, raw_hash)
     return raw.decode() if raw is not None else None

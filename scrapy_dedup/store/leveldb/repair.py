@@ -24,6 +24,7 @@ from scrapy_dedup.store.base import CHUNKS, MINHASH, OLDEST_MIGRATABLE, STORE_FO
 from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore
 from scrapy_dedup.store.records import (
     add_member,
+    get_meta,
     get_minhash,
     index_exact,
     index_raw,
@@ -31,6 +32,7 @@ from scrapy_dedup.store.records import (
     iter_urls,
     put_cluster,
     put_meta,
+    raw_index_key,
 )
 
 
@@ -121,10 +123,14 @@ def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) ->
             for key in orphans:
                 batch.delete(table, key)
         result.removed[table] += len(orphans)
+    # under the extraction version of the store's last crawl (none recorded: none rebuilt, and a
+    # page fetched again is extracted again)
+    extraction = get_meta(store, "extraction")
+    version = extraction.get("version") if isinstance(extraction, dict) else None
     for record in records:
-        if record.raw_hash:
+        if record.raw_hash and version is not None:
             with store.batch() as batch:
-                index_raw(batch, record.raw_hash, record.key)
+                index_raw(batch, raw_index_key(record.raw_hash, version), record.key)
     for cid, members in by_cluster.items():
         cluster = _cluster_of(cid, members, old_clusters.get(cid), authority)
         if cid not in old_clusters:

@@ -1,0 +1,65 @@
+"""A store crawled with an earlier extraction version gets this version's text of a page it
+fetches again, even when the page's bytes did not change.
+
+A byte-identical body skips extraction (the raw index maps its hash to the record that has its
+fingerprints). Before the raw index was kept per extraction version, a store crawled before an
+extraction fix kept the old text of every unchanged page for good: on the GIMP manual re-crawled
+after extraction version 4, all 1,370 pages were skipped and the menu paths version 4 keeps never
+reached the store. Crawled through the real CLI from a server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from crawl_helpers import exported
+from local_site import LocalSite
+from testing import run_crawl
+
+from scrapy_dedup.store.base import RAW
+from scrapy_dedup.store.leveldb import LevelDBStore
+
+# every page is fetched again at each crawl (a page that links is anyway, as every page of a manual)
+SETTINGS = {"DEDUP_WORKERS": 0, "CONCURRENT_REQUESTS": 1, "DEDUP_LOGSTATS_INTERVAL": 0, "DEDUP_REVISIT_AFTER": 0}
+PAGES = {name: " ".join(f"{name}word{i % 53} topic{i % 11} clause{i % 31}." for i in range(120)) for name in ("a", "b")}
+
+
+def reply(path: str):
+    if path == "/":
+        links = "".join(f'<li><a href="/{name}.html">{name}</a></li>' for name in PAGES)
+        return 200, {}, f"<html><body><ul>{links}</ul></body></html>".encode()
+    name = path.strip("/").removesuffix(".html")
+    if name in PAGES:
+        return 200, {}, f"<html><head><title>{name}</title></head><body><article><p>{PAGES[name]}</p></article></body></html>".encode()
+    return 404, {}, b"not found"
+
+
+def as_an_earlier_version_left_it(store_path) -> int:
+    """Key the raw index as the version before it was kept per extraction version: the body's
+    hash alone. Returns how many entries there are."""
+    with LevelDBStore.open_existing(str(store_path)) as store:
+        entries = list(store.scan(RAW))
+        with store.batch() as batch:
+            for key, value in entries:
+                batch.delete(RAW, key)
+                batch.put(RAW, key.split(":", 1)[-1], value)
+    return len(entries)
+
+
+def test_a_page_fetched_again_is_extracted_again_after_an_extraction_change(tmp_path):
+    with LocalSite(reply) as site:
+        first = run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        assert first.stats["dedup/doc/extracted"] == 3  # the start page and the two pages
+        # fetched again with the same bytes and the same extraction: not extracted again
+        same = run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        assert same.stats["dedup/doc/extraction_skipped"] == 3
+        assert "dedup/doc/extracted" not in same.stats
+
+        assert as_an_earlier_version_left_it(tmp_path / "store") == 3
+        upgraded = run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        assert upgraded.stats["dedup/doc/extracted"] == 3
+        assert "dedup/doc/extraction_skipped" not in upgraded.stats
+        # the same text: the pages are unchanged, and the next crawl skips them again
+        assert upgraded.stats["dedup/doc/unchanged"] == 3
+        again = run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        assert again.stats["dedup/doc/extraction_skipped"] == 3
+    texts = {r["url"].rsplit("/", 1)[-1]: r["text"] for r in exported(tmp_path / "store")}
+    assert texts["a.html"] == PAGES["a"] and texts["b.html"] == PAGES["b"]
