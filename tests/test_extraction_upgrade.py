@@ -14,6 +14,7 @@ from crawl_helpers import exported
 from local_site import LocalSite
 from testing import run_crawl
 
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store.base import RAW
 from scrapy_dedup.store.leveldb import LevelDBStore
 
@@ -32,15 +33,16 @@ def reply(path: str):
     return 404, {}, b"not found"
 
 
-def as_an_earlier_version_left_it(store_path) -> int:
-    """Key the raw index as the version before it was kept per extraction version: the body's
-    hash alone. Returns how many entries there are."""
+def as_an_earlier_version_left_it(store_path, prefix: str = "") -> int:
+    """Key the raw index as an earlier extraction left it: ``prefix`` then the body's hash (the
+    hash alone: the version before the index was kept per extraction). Returns how many entries
+    there are."""
     with LevelDBStore.open_existing(str(store_path)) as store:
         entries = list(store.scan(RAW))
         with store.batch() as batch:
             for key, value in entries:
                 batch.delete(RAW, key)
-                batch.put(RAW, key.split(":", 1)[-1], value)
+                batch.put(RAW, prefix + key.split(":", 1)[-1], value)
     return len(entries)
 
 
@@ -63,3 +65,17 @@ def test_a_page_fetched_again_is_extracted_again_after_an_extraction_change(tmp_
         assert again.stats["dedup/doc/extraction_skipped"] == 3
     texts = {r["url"].rsplit("/", 1)[-1]: r["text"] for r in exported(tmp_path / "store")}
     assert texts["a.html"] == PAGES["a"] and texts["b.html"] == PAGES["b"]
+
+
+def test_a_page_fetched_again_is_extracted_again_under_another_trafilatura(tmp_path):
+    """Another trafilatura may cut a page otherwise: the text a body's entry points to came from
+    the trafilatura the entry names."""
+    with LocalSite(reply) as site:
+        run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        same_version = f"x{EXTRACT_PARAMS['version']}-0.0.1:"  # this extraction, an older trafilatura
+        assert as_an_earlier_version_left_it(tmp_path / "store", same_version) == 3
+        upgraded = run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        assert upgraded.stats["dedup/doc/extracted"] == 3
+        assert "dedup/doc/extraction_skipped" not in upgraded.stats
+        again = run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        assert again.stats["dedup/doc/extraction_skipped"] == 3

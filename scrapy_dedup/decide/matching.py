@@ -20,10 +20,11 @@ from scrapy_dedup.store.records import find_exact, find_raw, get_cluster, get_mi
 
 
 def raw_key(raw_hash: str) -> str:
-    """The key of ``raw_hash`` in the raw index under this extraction version: a store crawled
-    before an extraction change gets the new text of every page it fetches again (``updated``
-    where the text changed), even when the page's bytes did not change."""
-    return raw_index_key(raw_hash, EXTRACT_PARAMS["version"])
+    """The key of ``raw_hash`` in the raw index under this extraction: a store crawled before an
+    extraction change (of this project's or of trafilatura's version) gets the new text of every
+    page it fetches again (``updated`` where the text changed), even when the page's bytes did
+    not change."""
+    return raw_index_key(raw_hash, EXTRACT_PARAMS)
 
 
 @dataclass(slots=True)

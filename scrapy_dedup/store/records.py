@@ -14,7 +14,7 @@ what a decision read ahead), so none of them is a method a backend implements.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
@@ -161,11 +161,12 @@ def claim_exact(store: DedupStore, scope: str, content_hash: str, cluster_id: st
     return raw.decode() if raw is not None else None
 
 
-def raw_index_key(raw_hash: str, extraction: object) -> str:
-    """The key of a body's ``raw_hash`` in the raw index, under the extraction version
-    (``EXTRACT_PARAMS["version"]``) that made the text of the record it points to: a body seen
-    before skips extraction only when its text came from the running version."""
-    return f"x{extraction}:{raw_hash}"
+def raw_index_key(raw_hash: str, extraction: Mapping[str, object]) -> str:
+    """The key of a body's ``raw_hash`` in the raw index, under the extraction (its
+    ``EXTRACT_PARAMS``: the project's extraction version and trafilatura's) that made the text of
+    the record it points to: a body seen before skips extraction only when its text came from the
+    running extraction."""
+    return f"x{extraction.get('version')}-{extraction.get('trafilatura')}:{raw_hash}"
 
 
 def find_raw(store: DedupStore, raw_hash: str) -> str | None:

@@ -123,14 +123,13 @@ def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) ->
             for key in orphans:
                 batch.delete(table, key)
         result.removed[table] += len(orphans)
-    # under the extraction version of the store's last crawl (none recorded: none rebuilt, and a
-    # page fetched again is extracted again)
+    # under the extraction of the store's last crawl (none recorded: none rebuilt, and a page
+    # fetched again is extracted again)
     extraction = get_meta(store, "extraction")
-    version = extraction.get("version") if isinstance(extraction, dict) else None
     for record in records:
-        if record.raw_hash and version is not None:
+        if record.raw_hash and isinstance(extraction, dict):
             with store.batch() as batch:
-                index_raw(batch, raw_index_key(record.raw_hash, version), record.key)
+                index_raw(batch, raw_index_key(record.raw_hash, extraction), record.key)
     for cid, members in by_cluster.items():
         cluster = _cluster_of(cid, members, old_clusters.get(cid), authority)
         if cid not in old_clusters:
