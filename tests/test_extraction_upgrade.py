@@ -1,5 +1,5 @@
-"""A store crawled with an earlier extraction version gets this version's text of a page it
-fetches again, even when the page's bytes did not change.
+"""A store crawled with an earlier extraction version, or other ``DEDUP_EXTRACT_*`` settings, gets
+the running extraction's text of a page it fetches again, even when the page's bytes did not change.
 
 A byte-identical body skips extraction (the raw index maps its hash to the record that has its
 fingerprints). Before the raw index was kept per extraction version, a store crawled before an
@@ -79,3 +79,27 @@ def test_a_page_fetched_again_is_extracted_again_under_another_trafilatura(tmp_p
         assert "dedup/doc/extraction_skipped" not in upgraded.stats
         again = run_crawl(f"{site.url}/", tmp_path, SETTINGS)
         assert again.stats["dedup/doc/extraction_skipped"] == 3
+
+
+def with_a_table(path: str):
+    status, headers, body = reply(path)
+    table = b"<table><tr><td>tabled cell words stay</td><td>only with tables</td></tr></table>"
+    return status, headers, body.replace(b"</p></article>", b"</p>" + table + b"</article>")
+
+
+def test_a_page_fetched_again_is_extracted_again_after_an_extraction_setting_changed(tmp_path):
+    """``DEDUP_EXTRACT_TABLES = False`` leaves a page's tables out: a store crawled with tables
+    gets the text without them, not the text its bodies were first extracted to. Before the
+    setting was part of the raw index's key, the second crawl skipped all three pages and kept
+    the tables' words."""
+    without_tables = {**SETTINGS, "DEDUP_EXTRACT_TABLES": False}
+    with LocalSite(with_a_table) as site:
+        run_crawl(f"{site.url}/", tmp_path, SETTINGS)
+        assert all("tabled cell words" in r["text"] for r in exported(tmp_path / "store") if r["url"].endswith(".html"))
+        changed = run_crawl(f"{site.url}/", tmp_path, without_tables)
+        assert changed.stats["dedup/doc/extracted"] == 3
+        assert "dedup/doc/extraction_skipped" not in changed.stats
+        again = run_crawl(f"{site.url}/", tmp_path, without_tables)
+        assert again.stats["dedup/doc/extraction_skipped"] == 3
+    texts = {r["url"].rsplit("/", 1)[-1]: r["text"] for r in exported(tmp_path / "store")}
+    assert texts["a.html"] == PAGES["a"] and texts["b.html"] == PAGES["b"]

@@ -550,14 +550,9 @@ class Command(ScrapyCommand):
                     min_jaccard=config.min_jaccard,
                     min_tokens=config.min_tokens,
                     authority=config.authority,
+                    extraction=config.extract_options.extraction(),
                 )
-                options = ingest.ExtractOptions(
-                    favor_precision=config.extract_mode == "precision",
-                    favor_recall=config.extract_mode == "recall",
-                    include_tables=config.extract_tables,
-                    include_comments=config.extract_comments,
-                    max_text_chars=config.max_text_chars,
-                )
+                options = config.extract_options
                 counts = ingest.ingest(
                     source,
                     index,

@@ -28,7 +28,6 @@ from scrapy_dedup.crawl.state import DedupState
 from scrapy_dedup.crawl.workers import ExtractionPool, PoolClosed
 from scrapy_dedup.decide.index import Decision, Document
 from scrapy_dedup.extraction.analysis import (
-    ExtractOptions,
     analyse_chunks,
     analyse_html,
     analyse_text,
@@ -57,13 +56,7 @@ class DedupPipeline:
         self.crawler = crawler
         self.state = DedupState.of(crawler)
         config = self.state.config
-        self.options = ExtractOptions(
-            favor_precision=config.extract_mode == "precision",
-            favor_recall=config.extract_mode == "recall",
-            include_tables=config.extract_tables,
-            include_comments=config.extract_comments,
-            max_text_chars=config.max_text_chars,
-        )
+        self.options = config.extract_options
         self.pool = ExtractionPool(config.workers)
         self._logstats: task.LoopingCall | None = None
         crawler.signals.connect(self.state.sources.forget, signal=signals.item_dropped)

@@ -10,7 +10,7 @@ import difflib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
@@ -23,6 +23,9 @@ from scrapy_dedup.core.hostrules import HostRules
 from scrapy_dedup.core.urls import DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS, UrlRules
 from scrapy_dedup.decide.chunk_layer import ChunkRules
 from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
+
+if TYPE_CHECKING:
+    from scrapy_dedup.extraction.analysis import ExtractOptions
 
 EXTRACT_MODES = ("balanced", "precision", "recall")
 
@@ -272,6 +275,20 @@ class DedupConfig:
                 min_jaccard,
                 max_distance,
             ),
+        )
+
+    @property
+    def extract_options(self) -> ExtractOptions:
+        """How the pipeline and ``ingest`` extract and fingerprint a page's text."""
+        # here, not at the top: the report commands read settings without importing trafilatura
+        from scrapy_dedup.extraction.analysis import ExtractOptions
+
+        return ExtractOptions(
+            favor_precision=self.extract_mode == "precision",
+            favor_recall=self.extract_mode == "recall",
+            include_tables=self.extract_tables,
+            include_comments=self.extract_comments,
+            max_text_chars=self.max_text_chars,
         )
 
     @property

@@ -33,7 +33,6 @@ from scrapy_dedup.crawl.waits import CanonicalWaits, crawl_closing
 from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED, ChunkLayer
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
-from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store import is_redis_url
 from scrapy_dedup.store.base import PENDING, DedupStore, StoreError, StoreWriteError
 from scrapy_dedup.store.open import backend_class, open_store as opened, unusable
@@ -139,7 +138,7 @@ def open_store(config: DedupConfig, crawler: Crawler | None) -> DedupStore:
         cache_mb=config.store_cache_mb,
         default=not config.store,
         # what the URL keys were made with, so reports key a looked-up URL the same way
-        meta={"url_rules": config.url_rules.to_json(), "extraction": dict(EXTRACT_PARAMS)},
+        meta={"url_rules": config.url_rules.to_json(), "extraction": config.extract_options.extraction()},
         **redis_options(config, crawler),
     )
     # the backend's own path: a URL's password never reaches the log
@@ -250,6 +249,7 @@ class DedupState:
             min_jaccard=self.config.min_jaccard,
             min_tokens=self.config.min_tokens,
             authority=self.config.authority,
+            extraction=self.config.extract_options.extraction(),
         )
         config = self.config
         if config.chunks or get_meta(store, CHUNKS_OWED):

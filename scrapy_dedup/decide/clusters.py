@@ -17,7 +17,7 @@ from scrapy_dedup.core.fingerprints import hamming
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status
 from scrapy_dedup.core.representative import Candidate, choose_representative, representative_order
 from scrapy_dedup.decide.decision import Decision, Document
-from scrapy_dedup.decide.matching import Match, raw_key
+from scrapy_dedup.decide.matching import Match
 from scrapy_dedup.store.base import TEXT, DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
     add_member,
@@ -53,6 +53,7 @@ class Clusters:
     store: DedupStore
     min_tokens: int
     authority: Sequence[str]
+    raw_prefix: str
 
     def _indexable(self, record: UrlRecord) -> bool:
         return record.simhash is not None and (record.tokens or 0) >= self.min_tokens
@@ -111,7 +112,7 @@ class Clusters:
 
     def _write_content(self, batch: StoreBatch, record: UrlRecord, doc: Document) -> None:
         batch.put_url(record)
-        index_raw(batch, raw_key(doc.raw_hash), record.key)
+        index_raw(batch, self.raw_prefix + doc.raw_hash, record.key)
         if doc.fingerprint is not None and doc.fingerprint.minhash:
             put_minhash(batch, record.key, doc.fingerprint.minhash)
         if doc.text is not None:

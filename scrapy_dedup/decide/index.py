@@ -13,7 +13,7 @@ The writes of one decision go to the store in one atomic batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.records import UrlRecord, record_time
@@ -21,8 +21,9 @@ from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store.base import CLUSTER, EXACT, DecisionReads, DedupStore, exact_key
-from scrapy_dedup.store.records import get_url
+from scrapy_dedup.store.records import get_url, raw_index_prefix
 
 __all__ = ["ContentIndex", "Decision", "Document", "cluster_id_for"]
 
@@ -37,9 +38,13 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         min_jaccard: float,
         min_tokens: int,
         authority: Sequence[str] = (),
+        extraction: Mapping[str, object] = EXTRACT_PARAMS,
         clock: Callable[[], float] = record_time,
     ) -> None:
         self.store, self.run, self.clock = store, run, clock
+        # what made the texts (ExtractOptions.extraction): a body seen before skips extraction
+        # only when its text was made the same way
+        self.raw_prefix = raw_index_prefix(extraction)
         # what confirms a near duplicate, and who represents a cluster
         self.max_distance, self.min_jaccard, self.min_tokens = max_distance, min_jaccard, min_tokens
         self.authority = tuple(authority)

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 from scrapy_dedup.core.records import Cluster, UrlRecord
 from scrapy_dedup.decide.decision import Decision, Document
-from scrapy_dedup.decide.matching import raw_key
 from scrapy_dedup.store.base import CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
     get_cluster,
@@ -33,6 +32,7 @@ class Lifecycle:
     #: the first run of the job deciding (a resumed run goes on with it)
     run: int
     max_distance: int
+    raw_prefix: str
     _indexable: Callable[[UrlRecord], bool]
     _bands_of: Callable[[str], tuple[int, ...]]
     _url_of: Callable[[str | None], str | None]
@@ -82,7 +82,7 @@ class Lifecycle:
         with self.store.batch() as batch:
             batch.put_url(record)
             if not doc.recalled:
-                index_raw(batch, raw_key(doc.raw_hash), record.key)
+                index_raw(batch, self.raw_prefix + doc.raw_hash, record.key)
         cluster = get_cluster(self.store, record.cluster_id)
         return Decision(
             status="unchanged",

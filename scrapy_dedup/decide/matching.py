@@ -14,17 +14,8 @@ from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.fingerprints import Fingerprint, hamming, near_match
 from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, UrlRecord
 from scrapy_dedup.decide.decision import Document
-from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store.base import DedupStore
-from scrapy_dedup.store.records import find_exact, find_raw, get_cluster, get_minhash, get_text, get_url, raw_index_key
-
-
-def raw_key(raw_hash: str) -> str:
-    """The key of ``raw_hash`` in the raw index under this extraction: a store crawled before an
-    extraction change (of this project's or of trafilatura's version) gets the new text of every
-    page it fetches again (``updated`` where the text changed), even when the page's bytes did
-    not change."""
-    return raw_index_key(raw_hash, EXTRACT_PARAMS)
+from scrapy_dedup.store.records import find_exact, find_raw, get_cluster, get_minhash, get_text, get_url
 
 
 @dataclass(slots=True)
@@ -45,6 +36,8 @@ class Matching:
     max_distance: int
     min_jaccard: float
     min_tokens: int
+    #: the raw index's keys under the running extraction (``raw_index_prefix``)
+    raw_prefix: str
 
     def known_content(self, key: str) -> UrlRecord | None:
         """The URL record of ``key`` if it holds indexed content."""
@@ -65,7 +58,7 @@ class Matching:
 
     def recall(self, raw_hash: str) -> Fingerprint | None:
         """Fingerprints of a byte-identical body seen before (skips extraction)."""
-        key = find_raw(self.store, raw_key(raw_hash))
+        key = find_raw(self.store, self.raw_prefix + raw_hash)
         record = get_url(self.store, key) if key else None
         if record is None or record.raw_hash != raw_hash or not record.has_content:
             return None  # a gone or emptied page keeps its hashes but no longer its MinHash

@@ -8,14 +8,14 @@ under a millisecond.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from scrapy_dedup.core.fingerprints import Fingerprint, fingerprint
 from scrapy_dedup.core.page_chunks import PageChunks, page_chunks
 from scrapy_dedup.core.records import pack_text
 from scrapy_dedup.extraction.headings import heading_spans
-from scrapy_dedup.extraction.main_text import extract_text
+from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS, extract_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,15 @@ class ExtractOptions:
     include_comments: bool = False
     #: the text fed to the fingerprints is cut here (a 50 MB page stays cheap)
     max_text_chars: int = 1_000_000
+
+    def extraction(self) -> dict[str, object]:
+        """What the text and fingerprints of a page are made with: ``EXTRACT_PARAMS`` and, as
+        ``options``, the options not at their default (``name=value``, comma-separated; empty at
+        the defaults). A store records it, and a body seen before skips extraction only when its
+        text was made the same way (a ``DEDUP_EXTRACT_*`` setting changed: pages are extracted
+        again)."""
+        changed = [f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) != f.default]
+        return {**EXTRACT_PARAMS, "options": ",".join(changed)}
 
 
 def analyse_html(html: str | bytes, url: str | None, options: ExtractOptions) -> tuple[str, Fingerprint]:

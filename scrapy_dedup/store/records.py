@@ -161,12 +161,13 @@ def claim_exact(store: DedupStore, scope: str, content_hash: str, cluster_id: st
     return raw.decode() if raw is not None else None
 
 
-def raw_index_key(raw_hash: str, extraction: Mapping[str, object]) -> str:
-    """The key of a body's ``raw_hash`` in the raw index, under the extraction (its
-    ``EXTRACT_PARAMS``: the project's extraction version and trafilatura's) that made the text of
-    the record it points to: a body seen before skips extraction only when its text came from the
-    running extraction."""
-    return f"x{extraction.get('version')}-{extraction.get('trafilatura')}:{raw_hash}"
+def raw_index_prefix(extraction: Mapping[str, object]) -> str:
+    """What the raw index's keys begin with under ``extraction`` (``EXTRACT_PARAMS``, with the
+    crawl's non-default extraction ``options``): the project's extraction version, trafilatura's
+    and the options. A body's entry is this then its ``raw_hash``, so a body seen before skips
+    extraction only when the text its entry points to came from the running extraction."""
+    options = extraction.get("options")
+    return f"x{extraction.get('version')}-{extraction.get('trafilatura')}{f'-{options}' if options else ''}:"
 
 
 def find_raw(store: DedupStore, raw_hash: str) -> str | None:

@@ -32,7 +32,7 @@ from scrapy_dedup.store.records import (
     iter_urls,
     put_cluster,
     put_meta,
-    raw_index_key,
+    raw_index_prefix,
 )
 
 
@@ -126,10 +126,12 @@ def rebuild(store: LevelDBStore, min_tokens: int, authority: tuple[str, ...]) ->
     # under the extraction of the store's last crawl (none recorded: none rebuilt, and a page
     # fetched again is extracted again)
     extraction = get_meta(store, "extraction")
-    for record in records:
-        if record.raw_hash and isinstance(extraction, dict):
-            with store.batch() as batch:
-                index_raw(batch, raw_index_key(record.raw_hash, extraction), record.key)
+    if isinstance(extraction, dict):
+        prefix = raw_index_prefix(extraction)
+        with store.batch() as batch:
+            for record in records:
+                if record.raw_hash:
+                    index_raw(batch, prefix + record.raw_hash, record.key)
     for cid, members in by_cluster.items():
         cluster = _cluster_of(cid, members, old_clusters.get(cid), authority)
         if cid not in old_clusters:
