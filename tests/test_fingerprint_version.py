@@ -73,3 +73,35 @@ def test_a_store_of_the_token_minhash_is_migrated_from_its_kept_texts(tmp_path):
     with LevelDBStore(path, {"fingerprint": dict(FINGERPRINT_PARAMS)}) as store:
         assert get_minhash(store, "http://h/a") == fingerprint(text).minhash
     assert not migrate_store(path).rebuilt  # done once
+
+
+def test_the_settle_after_a_migration_decides_every_pair_again(tmp_path):
+    """Migrated fingerprints can match where the old ones did not; the next settle, a plain
+    ``scrapy dedup settle`` or a crawl's own, decides every pair again. Before, it found every
+    cluster as it had left it and settled nothing: two near copies stayed apart until
+    ``settle --full``."""
+    from scrapy_dedup.core.fingerprints import Fingerprint, fingerprint, raw_hash
+    from scrapy_dedup.decide.index import ContentIndex, Document
+    from scrapy_dedup.decide.settle import settle
+    from scrapy_dedup.store.leveldb.migrate import migrate_store
+    from scrapy_dedup.store.records import iter_clusters
+
+    near = {"max_distance": 3, "min_jaccard": 0.8, "min_tokens": 50}
+    words = [f"word{i % 97} topic{i % 13}" for i in range(150)]
+    texts = {"http://h/a": " ".join(words), "http://h/b": " ".join([*words[:75], "edited", *words[76:]])}
+    path = str(tmp_path / "s")
+    old = {**FINGERPRINT_PARAMS, "version": 3, "minhash_words": "\\w+ runs of the canonical text"}
+    with LevelDBStore(path, {"fingerprint": old}) as store:
+        store.begin_run()
+        index = ContentIndex(store, 1, **near)
+        for key, text in texts.items():
+            fp = fingerprint(text)
+            if key.endswith("b"):  # what the old definition made of it: nothing near a
+                fp = Fingerprint(fp.content_hash, fp.simhash ^ (2**64 - 1), bytes(len(fp.minhash)), fp.tokens, fp.length)
+            index.ingest(Document(key=key, url=key, fingerprint=fp, raw_hash=raw_hash(key.encode()), text=text))
+        assert settle(store, **near).clusters == 2
+    assert migrate_store(path).rebuilt
+    with LevelDBStore(path, {"fingerprint": dict(FINGERPRINT_PARAMS)}) as store:
+        result = settle(store, **near)
+        assert result.affected == 2
+        assert [c.representative for c in iter_clusters(store)] == ["http://h/a"]

@@ -50,6 +50,7 @@ from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
 from scrapy_dedup.store.base import CHUNKS, CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
+    SETTLED_META,
     add_member,
     get_meta,
     get_url,
@@ -63,9 +64,6 @@ from scrapy_dedup.store.records import (
 )
 
 __all__ = ["Settled", "SettleResult", "StoreSettled", "affected", "settle", "settle_clusters", "settle_store"]
-
-#: the settings of the last settle (an incremental settle needs the same ones)
-SETTLED_META = "settled"
 
 #: what a near test answers: (near, SimHash distance, Jaccard)
 NearTest = Callable[[UrlRecord, UrlRecord], "tuple[bool, int | None, float | None]"]

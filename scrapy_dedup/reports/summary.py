@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from scrapy_dedup.core.records import ALIAS_REASONS
-from scrapy_dedup.decide.settle import SETTLED_META
 from scrapy_dedup.reports.formats import Progress, write_rows
 from scrapy_dedup.reports.resolve import Resolver, host_of, url_variants
 from scrapy_dedup.reports.store import held_by_a_crawl
 from scrapy_dedup.store.base import FRONTIER, PENDING, DedupStore
-from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls
+from scrapy_dedup.store.records import SETTLED_META, get_meta, iter_clusters, iter_urls
 
 #: statuses of URL records that hold no document
 NOT_DOCUMENTS = ("hub", "asset", "skipped_empty", "deleted", "fetched", "seen", "error", "not_modified")

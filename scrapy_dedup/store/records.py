@@ -118,6 +118,11 @@ def scannable(store: DedupStore, table: str) -> bool:
     return table not in store.unscannable
 
 
+#: the settings of the last settle (an incremental settle needs the same ones); None: the next
+#: settle decides every pair again
+SETTLED_META = "settled"
+
+
 def get_meta(store: DedupStore, name: str) -> Any:
     """The JSON value kept under ``name`` in the :data:`META` table, or None."""
     raw = store.get(META, name)

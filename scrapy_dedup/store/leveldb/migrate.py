@@ -31,7 +31,7 @@ from scrapy_dedup.store.base import (
 )  # fmt: skip
 from scrapy_dedup.store.leveldb.repair import rebuild
 from scrapy_dedup.store.leveldb.store import LAYOUT, LevelDBStore, record_key
-from scrapy_dedup.store.records import get_text, iter_urls, put_minhash
+from scrapy_dedup.store.records import SETTLED_META, get_text, iter_urls, put_meta, put_minhash
 
 _BATCH = 5_000
 
@@ -135,6 +135,8 @@ def migrate_store(path: str, *, min_tokens: int = DEFAULT_MIN_TOKENS, authority:
     try:
         if refingerprint:
             _refingerprint(store)
+            # past decisions stand until the next settle, which decides every pair again
+            put_meta(store, SETTLED_META, None)
         rebuilt = rebuild(store, min_tokens, authority)
         store.delete_meta("migrating")
     finally:
