@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -43,6 +44,13 @@ class IngestCounts:
     #: (line number, why) of every line that was not ingested
     malformed: list[tuple[int, str]] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
+
+
+#: An ``html`` field that opens with a tag (a document, or a fragment a spider selected) is markup
+#: to extract from; one that does not is plain text: the body of a text/plain page (a Sphinx
+#: manual's ``_sources/*.rst.txt``) that the tutorial's spider stores as ``response.text``, which
+#: the crawl takes as the page's text, so its ingest does too.
+_MARKUP_RE = re.compile(r"[\s\ufeff]*<")
 
 
 @dataclass(slots=True)
@@ -81,7 +89,7 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts, max_body_
         elif isinstance(html, str):
             # cut as the crawl cuts a page's HTML (DEDUP_MAX_BODY_BYTES): the same page, the same text
             body = html.encode("utf-8", "surrogatepass")[:max_body_bytes]
-            yield _Page(number, url, html[:max_body_bytes], True, title, raw_hash(body))
+            yield _Page(number, url, html[:max_body_bytes], _MARKUP_RE.match(html) is not None, title, raw_hash(body))
         else:
             counts.malformed.append((number, f"no {fields.text!r} or {fields.html!r} string"))
 
