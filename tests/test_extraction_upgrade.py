@@ -10,6 +10,7 @@ reached the store. Crawled through the real CLI from a server on 127.0.0.1.
 
 from __future__ import annotations
 
+import pytest
 from crawl_helpers import exported
 from local_site import LocalSite
 from testing import run_crawl
@@ -103,3 +104,36 @@ def test_a_page_fetched_again_is_extracted_again_after_an_extraction_setting_cha
         assert again.stats["dedup/doc/extraction_skipped"] == 3
     texts = {r["url"].rsplit("/", 1)[-1]: r["text"] for r in exported(tmp_path / "store")}
     assert texts["a.html"] == PAGES["a"] and texts["b.html"] == PAGES["b"]
+
+
+@pytest.mark.parametrize("chunks", [False, True], ids=["text", "chunks"])
+def test_a_page_whose_text_changed_in_spaces_only_keeps_the_text_a_new_crawl_keeps(tmp_path, chunks):
+    """A page extracted again to the same words with other line breaks (its markup changed, or
+    the extraction did) is ``unchanged``, and its kept text is the new one: the store's export
+    is then the export of a new crawl of the same pages. Before, the old line breaks stayed
+    (one GIMP manual document after extraction version 4)."""
+    words = [f"word{i} topic{i % 7}." for i in range(300)]  # several chunks: their spans move
+    joiner = {"now": " "}
+
+    def lines(path: str):
+        if path == "/":
+            return 200, {}, b'<html><body><a href="/page.html">page</a></body></html>'
+        if path == "/page.html":
+            para = joiner["now"].join(words)
+            return 200, {}, f'<html><body><article><div class="para">{para}</div></article></body></html>'.encode()
+        return 404, {}, b"not found"
+
+    def export(store):
+        args = ("--chunks",) if chunks else ()
+        return [{k: v for k, v in r.items() if k not in ("first_seen", "last_seen")} for r in exported(store, *args)]
+
+    settings = {**SETTINGS, "DEDUP_CHUNKS": chunks}
+    with LocalSite(lines) as site:
+        run_crawl(f"{site.url}/", tmp_path / "old", settings)
+        joiner["now"] = "  \n"
+        again = run_crawl(f"{site.url}/", tmp_path / "old", settings)
+        assert again.stats["dedup/doc/unchanged"] == 2
+        run_crawl(f"{site.url}/", tmp_path / "new", settings)
+    [page] = [r for r in exported(tmp_path / "new" / "store") if r["url"].endswith("/page.html")]
+    assert "word0 topic0.  \nword1" in page["text"]
+    assert export(tmp_path / "old" / "store") == export(tmp_path / "new" / "store")

@@ -113,8 +113,12 @@ class DedupPipeline:
             # this URL's old content now lives on in another member: emit that one too
             gone = [] if decision.status == "updated" else [decision.url]
             self.state.take_over(decision.promoted, gone, like=getattr(response, "request", None))
-            self._settle(decision)
             chunking = self.state.chunks is not None and config.chunks
+            if chunking and decision.status == "unchanged" and decision.is_representative and text is not None:
+                # extracted again (its markup or the extraction changed) and its text kept anew:
+                # its chunks' spans point into that text
+                await self._safe_chunks(decision, str(url), text, adapter, response)
+            self._settle(decision)
             if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
                 text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)  # type: ignore[union-attr]  # html: a response

@@ -19,6 +19,7 @@ from scrapy_dedup.store.records import (
     index_raw,
     members_of,
     put_cluster,
+    put_text,
     remove_member,
     unindex_exact,
 )
@@ -83,6 +84,10 @@ class Lifecycle:
             batch.put_url(record)
             if not doc.recalled:
                 index_raw(batch, self.raw_prefix + doc.raw_hash, record.key)
+                if doc.text is not None:
+                    # the same words, perhaps not the same spaces and line breaks: the text a
+                    # new crawl of this body keeps
+                    put_text(batch, record.key, doc.text, packed=doc.packed_text)
         cluster = get_cluster(self.store, record.cluster_id)
         return Decision(
             status="unchanged",
@@ -94,6 +99,9 @@ class Lifecycle:
             duplicate_of=self._url_of(record.duplicate_of),
             distance=record.distance,
             reason=record.reason,
+            # a representative extracted again records its chunks again: their spans point
+            # into the text kept now
+            is_representative=cluster is not None and cluster.representative == record.key,
         )
 
     def _forget_content(self, record: UrlRecord) -> str | None:
