@@ -131,6 +131,18 @@ def test_recrawl_gives_unchanged_updated_and_deleted(tmp_path):
     assert result.stat("dedup/doc/unchanged") > 0
 
 
+#: a text/plain page, as a Sphinx manual's ``_sources/*.rst.txt``
+PLAIN_NOTES = "\n\n".join(f"Plain note {i}: the routing daemon reloads peer{i} and keeps route{i % 7}." for i in range(40))
+
+
+def plain_text_site(path: str):
+    """A home page linking to ``/notes.rst.txt`` (text/plain, ``PLAIN_NOTES``)."""
+    if path == "/notes.rst.txt":
+        return 200, {"Content-Type": "text/plain; charset=utf-8"}, PLAIN_NOTES.encode()
+    body = "<p>" + " ".join(f"word{i}" for i in range(80)) + '</p><a href="/notes.rst.txt">source</a>'
+    return 200, {}, f"<html><head><title>home</title></head><body>{body}</body></html>".encode()
+
+
 def test_a_plain_text_page_in_the_item_s_html_field_is_its_text(tmp_path, monkeypatch):
     """The tutorial's spider puts ``response.text`` in ``html`` for every page, a text/plain
     file too (a Sphinx manual's ``_sources/*.rst.txt``): that is the page's text, not markup to
@@ -140,17 +152,9 @@ def test_a_plain_text_page_in_the_item_s_html_field_is_its_text(tmp_path, monkey
 
     from local_site import LocalSite
 
-    notes = "\n\n".join(f"Plain note {i}: the routing daemon reloads peer{i} and keeps route{i % 7}." for i in range(40))
-
-    def reply(path: str):
-        if path == "/notes.rst.txt":
-            return 200, {"Content-Type": "text/plain; charset=utf-8"}, notes.encode()
-        body = "<p>" + " ".join(f"word{i}" for i in range(80)) + '</p><a href="/notes.rst.txt">source</a>'
-        return 200, {}, f"<html><head><title>home</title></head><body>{body}</body></html>".encode()
-
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
     settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
-    with LocalSite(reply) as site:
+    with LocalSite(plain_text_site) as site:
         result = run_crawl(site.url + "/", tmp_path, settings, spider="tutorial")
     (item,) = [i for i in result.items if i["url"].endswith("/notes.rst.txt")]
     assert item["dedup"]["status"] == "new"

@@ -142,18 +142,11 @@ def test_the_tutorial_spiders_items_ingest_as_they_crawled_a_plain_text_page_too
     from pathlib import Path
 
     from local_site import LocalSite
-
-    notes = "\n\n".join(f"Plain note {i}: the build tool reads target{i} and writes file{i % 7}." for i in range(40))
-
-    def reply(path: str):
-        if path == "/notes.rst.txt":
-            return 200, {"Content-Type": "text/plain; charset=utf-8"}, notes.encode()
-        body = "<p>" + " ".join(f"word{i}" for i in range(80)) + '</p><a href="/notes.rst.txt">source</a>'
-        return 200, {}, f"<html><head><title>home</title></head><body>{body}</body></html>".encode()
+    from test_crawl_content_layer import plain_text_site
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
     settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
-    with LocalSite(reply) as site:
+    with LocalSite(plain_text_site) as site:
         crawled = run_crawl(site.url + "/", tmp_path / "crawl", settings, spider="tutorial")
     corpus = tmp_path / "items.jsonl"
     corpus.write_text("".join(json.dumps({k: i[k] for k in ("url", "title", "html")}) + "\n" for i in crawled.items))
@@ -163,5 +156,5 @@ def test_the_tutorial_spiders_items_ingest_as_they_crawled_a_plain_text_page_too
         records = jsonl(ok("export", "--store", str(store), cwd=tmp_path).stdout)
         return sorted(({k: v for k, v in r.items() if k not in ("first_seen", "last_seen")} for r in records), key=str)
 
-    assert any("Plain note 39: the build tool reads target39" in r["text"] for r in exported(tmp_path / "crawl" / "store"))
+    assert any("Plain note 39: the routing daemon reloads peer39" in r["text"] for r in exported(tmp_path / "crawl" / "store"))
     assert exported(tmp_path / "ingested") == exported(tmp_path / "crawl" / "store")
