@@ -239,3 +239,31 @@ def test_the_title_is_the_item_s_field_else_the_html_s():
     assert _title(ItemAdapter({"headline": "Named"}), "headline", "html", response) == "Named"
     assert _title(ItemAdapter({"html": "<title>In the item</title>"}), "title", "html", None) == "In the item"
     assert _title(ItemAdapter({"url": url}), "title", "html", None) is None
+
+
+def test_a_document_represented_by_a_page_without_a_title_takes_a_member_s(tmp_path, monkeypatch):
+    """A Sphinx page and its reST source (``_sources/*.rst.txt``, linked by "View page source")
+    are one document, and the source, longer by its markup, represents it. The source has no
+    title: the export's ``title`` was null for 70 of the GHC 9.0.2 User's Guide's documents
+    (ghc-doc 9.0.2-4) crawled with the tutorial's spider. It is now its HTML page's."""
+    from local_site import LocalSite
+
+    sentences = [f"Clause {i} of the guide says that the compiler flag{i} enables feature{i % 9} everywhere." for i in range(40)]
+    html = "".join(f"<p>{s}</p>" for s in sentences)
+    source = ".. _feature-guide:\n\n.. index::\n   single: feature guide\n\n" + "\n\n".join(sentences) + "\n"
+
+    def reply(path: str):
+        if path == "/_sources/guide.rst.txt":
+            return 200, {"Content-Type": "text/plain; charset=utf-8"}, source.encode()
+        if path == "/":
+            return 200, {}, b'<html><body><a href="/guide.html">The feature guide</a></body></html>'
+        body = f'<h1>The feature guide</h1>{html}<a href="/_sources/guide.rst.txt">View page source</a>'
+        return 200, {}, f"<html><head><title>6.1. The feature guide</title></head><body>{body}</body></html>".encode()
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
+    with LocalSite(reply) as site:
+        run_crawl(site.url + "/", tmp_path, {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}, spider="tutorial")
+    records = jsonl(ok("export", "--store", str(tmp_path / "store"), cwd=tmp_path).stdout)
+    (record,) = [r for r in records if len(r["sources"]) == 2]
+    assert record["url"] == site.url + "/_sources/guide.rst.txt"  # the longer text represents
+    assert record["title"] == "6.1. The feature guide"

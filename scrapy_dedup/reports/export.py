@@ -3,7 +3,7 @@
 A crawl emits items as it decides them, so a better copy that arrives later is emitted again;
 the store, read after the crawl, holds the settled answer. One record per cluster:
 ``document_id`` (the cluster id), ``url`` (its canonical URL), ``title`` (the representative's:
-its item's title field, else its ``<title>``), ``text`` (the representative's, kept with
+its item's title field, else its ``<title>``; else the first member's that has one), ``text`` (the representative's, kept with
 ``DEDUP_KEEP_TEXT``), ``sources`` (every URL of the document with the reason it is an alias,
 ``null`` for the canonical one), ``first_seen`` and ``last_seen`` (over all its URLs),
 ``merged_passages`` (what its other members add, below).
@@ -152,7 +152,7 @@ def documents(
         yield {
             "document_id": cluster.cluster_id,
             "url": cluster.rep_url,
-            "title": getattr(resolver.record(cluster.representative), "title", None),
+            "title": _title(resolver.record(cluster.representative), members),
             "text": text,
             "sources": sources,
             "first_seen": iso(first),
@@ -162,6 +162,13 @@ def documents(
             "_merged": merged,  # not exported: the passages with their members' URL keys
         }
     progress.done()
+
+
+def _title(representative: Any, members: list[Any]) -> str | None:
+    """The representative's title, else the first member's (in URL-key order) that has one: a
+    Sphinx page's reST source, longer by its markup, represents the page and has no title."""
+    title = getattr(representative, "title", None)
+    return title or next((m.title for m in sorted(members, key=lambda m: m.key) if m.title), None)
 
 
 def _stored_chunks(store: DedupStore) -> Callable[[str, str, str], list[tuple[Chunk, dict[str, Any]]] | None] | None:
