@@ -160,3 +160,30 @@ def test_a_plain_text_page_in_the_item_s_html_field_is_its_text(tmp_path, monkey
     assert item["dedup"]["status"] == "new"
     assert "Plain note 39: the routing daemon reloads peer39" in item["text"]
     assert StoreView(tmp_path / "store").record(site.url + "/notes.rst.txt").status == "new"
+
+
+def test_a_text_file_served_as_octet_stream_is_its_text(tmp_path, monkeypatch):
+    """A file without an extension (AUTHORS, README, COPYING) is served as
+    ``application/octet-stream`` by Python's http.server and many others: the server does not
+    know its type, Scrapy sniffs the body as text, and the tutorial's spider yields it with
+    ``response.text`` in ``html``. It was read as HTML, came out empty and the item was dropped
+    ("no text to deduplicate"): gnucash-docs 4.13-1's AUTHORS and copyright."""
+    from pathlib import Path
+
+    from local_site import LocalSite
+
+    authors = "Contributors:\n\n" + "\n".join(f"Contributor{i} Surname{i} wrote chapter {i}" for i in range(60))
+
+    def reply(path: str):
+        if path == "/AUTHORS":
+            return 200, {"Content-Type": "application/octet-stream"}, authors.encode()
+        return 200, {}, b'<html><head><title>home</title></head><body><a href="/AUTHORS">authors</a></body></html>'
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
+    settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
+    with LocalSite(reply) as site:
+        result = run_crawl(site.url + "/", tmp_path, settings, spider="tutorial")
+    (item,) = [i for i in result.items if i["url"].endswith("/AUTHORS")]
+    assert item["dedup"]["status"] == "new"
+    assert "Contributor59 Surname59 wrote chapter 59" in item["text"]
+    assert StoreView(tmp_path / "store").record(site.url + "/AUTHORS").status == "new"
