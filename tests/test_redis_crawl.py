@@ -321,3 +321,31 @@ def test_links_drop_and_count_what_leveldb_does(demo_server, tmp_path, redis_sin
     got = summary("--store", redis_single.url, "--redis-prefix", prefix)
     want = summary("--store", str(tmp_path / "leveldb" / "store"))
     assert {k: got[k] for k in SUMMARY_FIGURES} == {k: want[k] for k in SUMMARY_FIGURES}
+
+
+def test_export_of_a_store_crawl_processes_write_says_they_run(demo_server, tmp_path, redis_single):
+    """`export` of a Redis store while a crawl process writes it says the crawl runs and settles
+    it when it ends, as for a LevelDB store a crawl holds: not that the crawl stopped, nor to run
+    `scrapy dedup settle` (refused while a process writes the store)."""
+    name = f"site{uuid.uuid4().hex[:8]}"
+    settings = {"DEDUP_STORE": redis_single.url, "DOWNLOAD_DELAY": 0.15}
+    result: list = []
+    crawl = threading.Thread(target=lambda: result.append(
+        run_crawl(demo_server.url + "/", tmp_path / "crawl", settings, spider_args={"name": name})))
+    crawl.start()
+    store = ["--store", redis_single.url, "--redis-prefix", f"dedup:{name}"]
+    reads = []
+    while crawl.is_alive():
+        for extra in (["-o", str(tmp_path / "out.jsonl")], ["--changes-since", "0-0"]):
+            read = subprocess.run([sys.executable, "-m", "scrapy", "dedup", "export", *store, *extra],
+                                  capture_output=True, text=True, timeout=120, cwd="/")
+            if crawl.is_alive():  # the crawl still ran when it ended
+                reads.append(read)
+    crawl.join()
+    assert result
+    unsettled = [r for r in reads if "change token:" not in r.stderr and "no dedup store" not in r.stderr]
+    assert unsettled, [r.stderr for r in reads]
+    for read in unsettled:
+        assert "Traceback" not in read.stderr, read.stderr
+        assert "export again when the crawl ends" in read.stderr, read.stderr
+        assert "dedup settle" not in read.stderr and "stopped" not in read.stderr, read.stderr

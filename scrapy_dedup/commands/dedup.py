@@ -422,8 +422,9 @@ class Command(ScrapyCommand):
         from scrapy_dedup.reports import export
         from scrapy_dedup.reports.store import held_by_a_crawl
 
-        # a crawl settles its store as it closes: until then, settling is its to do
-        held = held_by_a_crawl(store) is not None
+        # a crawl settles its store as it closes: until then, settling is its to do (a shared
+        # store: the last of the processes that write it)
+        held = held_by_a_crawl(store) is not None or store.writing_elsewhere() > 0
         if held:
             unsettled = "a running crawl holds the store and has not settled it yet: export again when the crawl ends"
         elif store.count(PENDING):
