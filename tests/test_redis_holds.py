@@ -452,3 +452,25 @@ def test_a_process_that_joins_a_running_crawl_resumes_nothing_and_says_nothing_o
         for state in (first, joined, later):
             if state is not None:
                 state.close()
+
+
+def test_check_refuses_a_store_crawl_processes_write(redis_url, redis_prefix):
+    """`scrapy dedup check` reads a Redis store in place: while a crawl process writes it, a
+    cluster and its members read a moment apart may disagree (a false "inconsistent", exit 1),
+    so it is refused in one line, as settle is; once the process is gone it checks."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "scrapy", "dedup", "check", "--store", redis_url, "--redis-prefix", redis_prefix]
+    crawl = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
+    try:
+        crawl.begin_run()
+        refused = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+    finally:
+        crawl.close()
+    assert refused.returncode == 1 and refused.stdout == "", refused.stdout
+    assert refused.stderr.strip().splitlines() == [
+        "scrapy dedup: 1 crawl process(es) write this store now: check it once they are done"
+    ], refused.stderr
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("consistent"), done.stdout + done.stderr

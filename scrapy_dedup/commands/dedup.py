@@ -384,6 +384,10 @@ class Command(ScrapyCommand):
     def _check_store(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.store import maintenance
 
+        writing = store.writing_elsewhere()
+        if writing:
+            # read in place while they write, a cluster and its members may disagree for a moment
+            raise StoreLocked(f"{writing} crawl process(es) write this store now: check it once they are done")
         result = maintenance.check_store(store)
         for line in maintenance.describe(result):
             print(line)
