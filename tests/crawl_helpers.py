@@ -84,3 +84,16 @@ def process_count_outcome(store) -> dict:
         per_key[record.key] = (record.kind, cluster.representative if cluster else None, spellings, reasons)
     partition = {frozenset(members_of(store, cid)): c.representative for cid, c in clusters.items()}
     return {"per_key": per_key, "partition": partition}
+
+
+def tutorial_crawl(reply, out: Path, monkeypatch) -> tuple[str, object]:
+    """Serve ``reply`` on 127.0.0.1 and crawl it with the tutorial's spider
+    (``tests/spiders/tutorial_spiders.py``: a ``CrawlSpider`` yielding ``{url, title, html}`` for
+    every page); returns the site's URL and the crawl's result (store in ``out/store``)."""
+    from local_site import LocalSite
+    from testing import run_crawl
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
+    with LocalSite(reply) as site:
+        settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
+        return site.url, run_crawl(site.url + "/", out, settings, spider="tutorial")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from crawl_helpers import StoreView, final_documents
+from crawl_helpers import StoreView, final_documents, tutorial_crawl
 from testing import DemoServer, load_manifest, run_crawl
 
 # also run against the oldest supported Scrapy and dependencies (make test-oldest)
@@ -148,18 +148,11 @@ def test_a_plain_text_page_in_the_item_s_html_field_is_its_text(tmp_path, monkey
     file too (a Sphinx manual's ``_sources/*.rst.txt``): that is the page's text, not markup to
     extract from. Before, it was read as HTML and came out empty: the 41 reST sources of frr-doc
     8.4.4 were all ``skipped_empty``."""
-    from pathlib import Path
-
-    from local_site import LocalSite
-
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
-    settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
-    with LocalSite(plain_text_site) as site:
-        result = run_crawl(site.url + "/", tmp_path, settings, spider="tutorial")
+    site, result = tutorial_crawl(plain_text_site, tmp_path, monkeypatch)
     (item,) = [i for i in result.items if i["url"].endswith("/notes.rst.txt")]
     assert item["dedup"]["status"] == "new"
     assert "Plain note 39: the routing daemon reloads peer39" in item["text"]
-    assert StoreView(tmp_path / "store").record(site.url + "/notes.rst.txt").status == "new"
+    assert StoreView(tmp_path / "store").record(site + "/notes.rst.txt").status == "new"
 
 
 def test_a_text_file_served_as_octet_stream_is_its_text(tmp_path, monkeypatch):
@@ -168,10 +161,6 @@ def test_a_text_file_served_as_octet_stream_is_its_text(tmp_path, monkeypatch):
     know its type, Scrapy sniffs the body as text, and the tutorial's spider yields it with
     ``response.text`` in ``html``. It was read as HTML, came out empty and the item was dropped
     ("no text to deduplicate"): gnucash-docs 4.13-1's AUTHORS and copyright."""
-    from pathlib import Path
-
-    from local_site import LocalSite
-
     authors = "Contributors:\n\n" + "\n".join(f"Contributor{i} Surname{i} wrote chapter {i}" for i in range(60))
 
     def reply(path: str):
@@ -179,11 +168,8 @@ def test_a_text_file_served_as_octet_stream_is_its_text(tmp_path, monkeypatch):
             return 200, {"Content-Type": "application/octet-stream"}, authors.encode()
         return 200, {}, b'<html><head><title>home</title></head><body><a href="/AUTHORS">authors</a></body></html>'
 
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
-    settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
-    with LocalSite(reply) as site:
-        result = run_crawl(site.url + "/", tmp_path, settings, spider="tutorial")
+    site, result = tutorial_crawl(reply, tmp_path, monkeypatch)
     (item,) = [i for i in result.items if i["url"].endswith("/AUTHORS")]
     assert item["dedup"]["status"] == "new"
     assert "Contributor59 Surname59 wrote chapter 59" in item["text"]
-    assert StoreView(tmp_path / "store").record(site.url + "/AUTHORS").status == "new"
+    assert StoreView(tmp_path / "store").record(site + "/AUTHORS").status == "new"

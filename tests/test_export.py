@@ -246,7 +246,7 @@ def test_a_document_represented_by_a_page_without_a_title_takes_a_member_s(tmp_p
     are one document, and the source, longer by its markup, represents it. The source has no
     title: the export's ``title`` was null for 70 of the GHC 9.0.2 User's Guide's documents
     (ghc-doc 9.0.2-4) crawled with the tutorial's spider. It is now its HTML page's."""
-    from local_site import LocalSite
+    from crawl_helpers import tutorial_crawl
 
     sentences = [f"Clause {i} of the guide says that the compiler flag{i} enables feature{i % 9} everywhere." for i in range(40)]
     html = "".join(f"<p>{s}</p>" for s in sentences)
@@ -260,10 +260,8 @@ def test_a_document_represented_by_a_page_without_a_title_takes_a_member_s(tmp_p
         body = f'<h1>The feature guide</h1>{html}<a href="/_sources/guide.rst.txt">View page source</a>'
         return 200, {}, f"<html><head><title>6.1. The feature guide</title></head><body>{body}</body></html>".encode()
 
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
-    with LocalSite(reply) as site:
-        run_crawl(site.url + "/", tmp_path, {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}, spider="tutorial")
+    site, _ = tutorial_crawl(reply, tmp_path, monkeypatch)
     records = jsonl(ok("export", "--store", str(tmp_path / "store"), cwd=tmp_path).stdout)
     (record,) = [r for r in records if len(r["sources"]) == 2]
-    assert record["url"] == site.url + "/_sources/guide.rst.txt"  # the longer text represents
+    assert record["url"] == site + "/_sources/guide.rst.txt"  # the longer text represents
     assert record["title"] == "6.1. The feature guide"

@@ -139,15 +139,10 @@ def test_the_tutorial_spiders_items_ingest_as_they_crawled_a_plain_text_page_too
     an ingest of the spider's items does too. Before, the ingest extracted it as HTML: on cmake-doc
     3.25, 1,934 of 3,869 records ended ``skipped_empty``, and here the text page is missing from
     the ingested export."""
-    from pathlib import Path
-
-    from local_site import LocalSite
+    from crawl_helpers import tutorial_crawl
     from test_crawl_content_layer import plain_text_site
 
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
-    settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
-    with LocalSite(plain_text_site) as site:
-        crawled = run_crawl(site.url + "/", tmp_path / "crawl", settings, spider="tutorial")
+    _, crawled = tutorial_crawl(plain_text_site, tmp_path / "crawl", monkeypatch)
     corpus = tmp_path / "items.jsonl"
     corpus.write_text("".join(json.dumps({k: i[k] for k in ("url", "title", "html")}) + "\n" for i in crawled.items))
     ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), cwd=tmp_path)

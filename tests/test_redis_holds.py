@@ -226,25 +226,32 @@ def test_a_process_knows_when_others_write_the_store(redis_url, redis_prefix):
         b.close()
 
 
-def test_settle_refuses_a_store_crawl_processes_write(redis_url, redis_prefix):
-    """`scrapy dedup settle` of a Redis store a live crawl process writes is refused in one line,
-    as a LevelDB store a crawl holds is; once the process is gone it settles."""
+@pytest.mark.parametrize(
+    ("command", "done"),
+    [("settle", lambda out: out.startswith("settled ")), ("check", lambda out: out.rstrip().endswith("consistent"))],
+    ids=["settle", "check"],
+)
+def test_a_command_refuses_a_store_crawl_processes_write(redis_url, redis_prefix, command, done):
+    """`scrapy dedup settle` and `check` of a Redis store a live crawl process writes are refused
+    in one line, as a LevelDB store a crawl holds is: settling is the crawl's to do, and `check`
+    reads the store in place, where a cluster and its members read a moment apart may disagree
+    (a false "inconsistent", exit 1). Once the process is gone they run."""
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "scrapy", "dedup", "settle", "--store", redis_url, "--redis-prefix", redis_prefix]
+    args = [sys.executable, "-m", "scrapy", "dedup", command, "--store", redis_url, "--redis-prefix", redis_prefix]
     crawl = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
     try:
         crawl.begin_run()
-        refused = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
+        refused = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd="/")
     finally:
         crawl.close()
-    assert refused.returncode == 1, refused.stderr
+    assert refused.returncode == 1 and refused.stdout == "", refused.stdout + refused.stderr
     assert refused.stderr.strip().splitlines() == [
-        "scrapy dedup: 1 crawl process(es) write this store now: settle it once they are done"
+        f"scrapy dedup: 1 crawl process(es) write this store now: {command} it once they are done"
     ], refused.stderr
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
-    assert done.returncode == 0 and done.stdout.startswith("settled "), done.stderr
+    after = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd="/")
+    assert after.returncode == 0 and done(after.stdout), after.stdout + after.stderr
 
 
 def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_again(redis_url, redis_prefix):
@@ -452,25 +459,3 @@ def test_a_process_that_joins_a_running_crawl_resumes_nothing_and_says_nothing_o
         for state in (first, joined, later):
             if state is not None:
                 state.close()
-
-
-def test_check_refuses_a_store_crawl_processes_write(redis_url, redis_prefix):
-    """`scrapy dedup check` reads a Redis store in place: while a crawl process writes it, a
-    cluster and its members read a moment apart may disagree (a false "inconsistent", exit 1),
-    so it is refused in one line, as settle is; once the process is gone it checks."""
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "scrapy", "dedup", "check", "--store", redis_url, "--redis-prefix", redis_prefix]
-    crawl = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    try:
-        crawl.begin_run()
-        refused = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
-    finally:
-        crawl.close()
-    assert refused.returncode == 1 and refused.stdout == "", refused.stdout
-    assert refused.stderr.strip().splitlines() == [
-        "scrapy dedup: 1 crawl process(es) write this store now: check it once they are done"
-    ], refused.stderr
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd="/")
-    assert done.returncode == 0 and done.stdout.rstrip().endswith("consistent"), done.stdout + done.stderr
