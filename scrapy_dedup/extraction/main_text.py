@@ -176,13 +176,12 @@ def _looks_binary(text: str) -> bool:
 def _main_text(tree: Any, options: dict[str, Any]) -> str:
     # The fast mode cuts the paragraph openings of pages written in DocBook's <div>
     # paragraphs: those go to the full mode directly (cheaper than both). Any other page
-    # whose fast text holds little of what the page shows gets the full mode's text too, even
-    # none at all (bash-doc's examples/INDEX.html, a bare <table>), unless it has no element:
-    # plain text is no document.
+    # whose fast text holds little of what the page shows gets the full mode's text too
+    # (a page the fast mode finds no text in at all is no document: plain text, a frame).
     if _div_paragraphs(tree) >= MIN_OPENINGS:
         return trafilatura.extract(tree, fast=False, **options) or ""
     result = trafilatura.extract(tree, fast=True, **options) or ""
-    if (result or len(tree)) and _letters(result) < MIN_VISIBLE_SHARE * _visible_letters(tree):
+    if result and _letters(result) < MIN_VISIBLE_SHARE * _visible_letters(tree):
         result = trafilatura.extract(tree, fast=False, **options) or result
     return result
 
