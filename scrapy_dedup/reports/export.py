@@ -3,10 +3,10 @@
 A crawl emits items as it decides them, so a better copy that arrives later is emitted again;
 the store, read after the crawl, holds the settled answer. One record per cluster:
 ``document_id`` (the cluster id), ``url`` (its canonical URL), ``title`` (the representative's:
-its item's title field, else its ``<title>``; else the first member's that has one), ``text`` (the representative's, kept with
-``DEDUP_KEEP_TEXT``), ``sources`` (every URL of the document with the reason it is an alias,
-``null`` for the canonical one), ``first_seen`` and ``last_seen`` (over all its URLs),
-``merged_passages`` (what its other members add, below).
+its item's title field, else its ``<title>``; else the first member's that has one), ``text``
+(the representative's, kept with ``DEDUP_KEEP_TEXT``), ``sources`` (every URL of the document
+with the reason it is an alias, ``null`` for the canonical one), ``first_seen`` and
+``last_seen`` (over all its URLs), ``merged_passages`` (what its other members add, below).
 
 Merge without loss: a page folded into a document (a near duplicate) may have paragraphs its
 representative lacks. They are kept with the document as ``merged_passages``: runs of the
