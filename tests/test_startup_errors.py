@@ -140,6 +140,18 @@ def test_a_redis_store_without_the_redis_package(project, site):
     assert "hunter2" not in proc.stderr, line
 
 
+def store_meta(path: Path) -> dict:
+    """The store's metadata records: the run count, what keys and text were made with, the job."""
+    from scrapy_dedup.store.base import META
+    from scrapy_dedup.store.open import open_existing
+
+    store = open_existing(str(path))
+    try:
+        return dict(store.scan(META))
+    finally:
+        store.close()
+
+
 def test_a_store_another_spider_left_interrupted(project, tmp_path):
     """One DEDUP_STORE for a project's spiders: a crawl of another spider resumed the requests
     the interrupted crawl of the first owed (their pages crawled, and emitted, as its own); it
@@ -162,8 +174,12 @@ def test_a_store_another_spider_left_interrupted(project, tmp_path):
     with LocalSite(reply) as links_site:
         first = crawl(project, links_site, {"CLOSESPIDER_PAGECOUNT": "1", "CONCURRENT_REQUESTS": "1"}, spider="linked")
         assert "interrupted: " in first.stderr, first.stderr[-2000:]
-        error = one_error(crawl(project, links_site, {}, spider="other"), str(project / "store"), "'linked'", "'other'")
+        before = store_meta(project / "store")
+        # with another extraction setting: a refused start records nothing of it
+        refused = crawl(project, links_site, {"DEDUP_EXTRACT_TABLES": "False"}, spider="other")
+        error = one_error(refused, str(project / "store"), "'linked'", "'other'")
         assert "scrapy crawl linked" in error
+        assert store_meta(project / "store") == before
         resumed = crawl(project, links_site, {}, spider="linked")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming the pending requests" in resumed.stderr and ": complete" in resumed.stderr

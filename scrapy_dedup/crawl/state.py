@@ -39,6 +39,8 @@ from scrapy_dedup.store.open import backend_class, open_store as opened, unusabl
 from scrapy_dedup.store.records import get_meta, pending_held_elsewhere, put_meta
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
 
     from scrapy_dedup.core.records import UrlRecord
@@ -120,9 +122,12 @@ def redis_options(config: DedupConfig, crawler: Crawler | None) -> dict[str, Any
     }
 
 
-def open_store(config: DedupConfig, crawler: Crawler | None) -> DedupStore:
-    """Open the configured store for writing (:func:`scrapy_dedup.store.open.open_store`), start a
-    crawl run, record what keys and text were made with.
+def open_store(
+    config: DedupConfig, crawler: Crawler | None, admit: Callable[[DedupStore], None] | None = None
+) -> DedupStore:
+    """Open the configured store for writing (:func:`scrapy_dedup.store.open.open_store`; ``admit``
+    may refuse it before anything is written), start a crawl run, record what keys and text
+    were made with.
 
     Raises StoreError, in words that name the setting or the path, when the backend cannot be
     loaded (its client library is not installed) or the store's directory cannot be made."""
@@ -139,6 +144,7 @@ def open_store(config: DedupConfig, crawler: Crawler | None) -> DedupStore:
         default=not config.store,
         # what the URL keys were made with, so reports key a looked-up URL the same way
         meta={"url_rules": config.url_rules.to_json(), "extraction": config.extract_options.extraction()},
+        admit=admit,
         **redis_options(config, crawler),
     )
     # the backend's own path: a URL's password never reaches the log
@@ -215,27 +221,13 @@ class DedupState:
         if self.store is not None:
             return
         try:
-            self.store = open_store(self.config, self.crawler)
+            self.store = open_store(self.config, self.crawler, admit=self._admit)
         except StoreError as exc:
             _cannot_start(exc)
             raise
         store, run = self.store, self.store.run
-        self.pending_at_start = store.count(PENDING)
         job = get_meta(store, "job") or {}
         resumed = bool(self.pending_at_start)
-        spider = self._spider_name()
-        if resumed and job.get("spider") not in (None, spider):
-            # its owed requests are another spider's, with that spider's callbacks and
-            # allowed_domains: resumed here, they would be crawled as this spider's
-            self.store = None
-            store.close()
-            refused = StoreError(
-                f"the store {store.path} holds {self.pending_at_start:,} requests owed by an interrupted "
-                f"crawl of spider {job['spider']!r}: finish it with `scrapy crawl {job['spider']}`, or give "
-                f"spider {spider!r} a store of its own (DEDUP_STORE)"
-            )
-            _cannot_start(refused)
-            raise refused
         self.first_run = int(job.get("first_run", run)) if resumed else run
         # when the job began: what it fetched since is not fetched again when it resumes
         self.job_started = job.get("started") if resumed else record_time()
@@ -254,6 +246,20 @@ class DedupState:
         config = self.config
         if config.chunks or get_meta(store, CHUNKS_OWED):
             self.chunks = ChunkLayer(store, config.chunk_rules)
+
+    def _admit(self, store: DedupStore) -> None:
+        """Refuse a store whose owed requests another spider's crawl left (before its run begins)."""
+        self.pending_at_start = store.count(PENDING)
+        job = get_meta(store, "job") or {}
+        spider = self._spider_name()
+        if self.pending_at_start and job.get("spider") not in (None, spider):
+            # its owed requests are another spider's, with that spider's callbacks and
+            # allowed_domains: resumed here, they would be crawled as this spider's
+            raise StoreError(
+                f"the store {store.path} holds {self.pending_at_start:,} requests owed by an interrupted "
+                f"crawl of spider {job['spider']!r}: finish it with `scrapy crawl {job['spider']}`, or give "
+                f"spider {spider!r} a store of its own (DEDUP_STORE)"
+            )
 
     def spider_closed(self) -> None:
         """The end of the crawl: settle the clusters, then the chunk statuses

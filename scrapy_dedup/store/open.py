@@ -10,6 +10,7 @@ installed), a directory that cannot be made or written.  What names a store (set
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from scrapy_dedup.store import REDIS_BACKEND, is_redis_url
@@ -62,12 +63,15 @@ def open_store(
     cache_mb: int = 16,
     default: bool = False,
     meta: dict[str, Any] | None = None,
+    admit: Callable[[DedupStore], None] | None = None,
     **options: Any,
 ) -> DedupStore:
     """Open the store at ``location`` for writing (made if it does not exist) and begin a run.
 
     ``params``: what makes two crawls' fingerprints comparable (a store made with others is
-    refused); ``meta``: metadata recorded once the run has begun; ``options``: the backend's own
+    refused); ``meta``: metadata recorded once the run has begun; ``admit``: reads the store
+    before the run begins and raises StoreError to refuse it, so that a refused start writes
+    nothing (the store is closed again); ``options``: the backend's own
     (a Redis store's ``prefix``, ``retry``, ``lease_ms``); ``default``: ``location`` is the
     crawl's default directory (the messages say so). Raises StoreError in one line."""
     cls = backend_class(backend, location)
@@ -76,6 +80,12 @@ def open_store(
         store = cls(location, params, cache_mb=cache_mb, **options)  # type: ignore[call-arg]
     except OSError as exc:  # the directory: a file is in the way, or it cannot be written
         raise unusable(exc, location, default=default) from None
+    if admit is not None:
+        try:
+            admit(store)
+        except StoreError:
+            store.close()
+            raise
     store.begin_run()
     for name, value in (meta or {}).items():
         put_meta(store, name, value)
