@@ -86,14 +86,15 @@ def process_count_outcome(store) -> dict:
     return {"per_key": per_key, "partition": partition}
 
 
-def tutorial_crawl(reply, out: Path, monkeypatch) -> tuple[str, object]:
+def tutorial_crawl(reply, out: Path, monkeypatch, settings: dict | None = None) -> tuple[str, object]:
     """Serve ``reply`` on 127.0.0.1 and crawl it with the tutorial's spider
     (``tests/spiders/tutorial_spiders.py``: a ``CrawlSpider`` yielding ``{url, title, html}`` for
-    every page); returns the site's URL and the crawl's result (store in ``out/store``)."""
+    every page), with ``settings`` besides; returns the site's URL and the crawl's result (store
+    in ``out/store``)."""
     from local_site import LocalSite
     from testing import run_crawl
 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "spiders"))
     with LocalSite(reply) as site:
-        settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders"}
+        settings = {"DEDUP_WORKERS": 1, "SPIDER_MODULES": "tutorial_spiders", **(settings or {})}
         return site.url, run_crawl(site.url + "/", out, settings, spider="tutorial")

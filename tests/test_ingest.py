@@ -133,16 +133,24 @@ def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
     assert exported(tmp_path / "ingested") == crawled
 
 
-def test_the_tutorial_spiders_items_ingest_as_they_crawled_a_plain_text_page_too(tmp_path, monkeypatch):
+@pytest.mark.parametrize("site", ["plain text", "sphinx"])
+def test_the_tutorial_spiders_items_ingest_as_they_crawled_a_plain_text_page_too(tmp_path, monkeypatch, site):
     """The tutorial's spider stores ``response.text`` in ``html`` for every page, a text/plain file
     too (a Sphinx manual's ``_sources/*.rst.txt``); the crawl takes that as the page's text, and
     an ingest of the spider's items does too. Before, the ingest extracted it as HTML: on cmake-doc
     3.25, 1,934 of 3,869 records ended ``skipped_empty``, and here the text page is missing from
-    the ingested export."""
+    the ingested export. A page and its reST source: the page represents their document in both
+(``UrlRecord.plain_text``)."""
     from crawl_helpers import tutorial_crawl
     from test_crawl_content_layer import plain_text_site
+    from test_export import sphinx_site
 
-    _, crawled = tutorial_crawl(plain_text_site, tmp_path / "crawl", monkeypatch)
+    reply, words = {
+        "plain text": (plain_text_site, "Plain note 39: the routing daemon reloads peer39"),
+        "sphinx": (sphinx_site, "Clause 39 of the guide"),
+    }[site]
+    # every page an item, its duplicates too: the ingest gets the pages the crawl decided
+    _, crawled = tutorial_crawl(reply, tmp_path / "crawl", monkeypatch, {"DEDUP_DROP_DUPLICATES": False})
     corpus = tmp_path / "items.jsonl"
     corpus.write_text("".join(json.dumps({k: i[k] for k in ("url", "title", "html")}) + "\n" for i in crawled.items))
     ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), cwd=tmp_path)
@@ -151,5 +159,5 @@ def test_the_tutorial_spiders_items_ingest_as_they_crawled_a_plain_text_page_too
         records = jsonl(ok("export", "--store", str(store), cwd=tmp_path).stdout)
         return sorted(({k: v for k, v in r.items() if k not in ("first_seen", "last_seen")} for r in records), key=str)
 
-    assert any("Plain note 39: the routing daemon reloads peer39" in r["text"] for r in exported(tmp_path / "crawl" / "store"))
+    assert any(words in r["text"] for r in exported(tmp_path / "crawl" / "store"))
     assert exported(tmp_path / "ingested") == exported(tmp_path / "crawl" / "store")

@@ -17,6 +17,7 @@ FULL = UrlRecord(
     text_length=0, http_status=200, etag='"x"', last_modified="Fri, 01 Mar 2024 09:00:00 GMT",
     kind="document", canonical_mismatch="http://h/c", canonical_alias=True, first_seen=1.5,
     last_seen=2.25, fetched_at=0.0, fetch_count=3, first_run=2, links=True, title="A page",
+    plain_text=True,
 )  # fmt: skip
 
 
@@ -30,7 +31,7 @@ def test_every_field_comes_back_as_it_was():
     # the store names a record by its key and gives it back: without it there is no record
     with pytest.raises(ValueError, match="without its key"):
         UrlRecord.from_json(minimal.to_json())
-    cluster = Cluster("00000000000000aa", "http://h/a", "http://H/a", 1200, 2, True, "s", 5, 3)
+    cluster = Cluster("00000000000000aa", "http://h/a", "http://H/a", 1200, 2, True, "s", 5, 3, "digest", True)
     assert Cluster.from_json(cluster.to_json(), "00000000000000aa") == cluster
     same_url = Cluster("00000000000000aa", "http://h/a", "http://h/a", 1200, 2)
     assert Cluster.from_json(same_url.to_json(), "00000000000000aa") == same_url

@@ -100,6 +100,9 @@ class UrlRecord:
     links: bool = False
     #: the page's title when it was last decided: the item's title field, else its HTML's <title>
     title: str | None = None
+    #: its text was served as plain text, not extracted from markup (a Sphinx page's reST
+    #: source): a page of the same text extracted from HTML represents it
+    plain_text: bool = False
 
     def to_json(self) -> bytes:
         """The stored form (see the module docstring).
@@ -171,6 +174,7 @@ class Cluster:
     #: digest of the members when this cluster was last settled (decide.settle); a cluster
     #: whose members no longer match it has changed since, and is settled again
     settled: str | None = None
+    rep_plain_text: bool = False
 
     def to_json(self) -> bytes:
         """The stored form (see the module docstring).
@@ -188,7 +192,7 @@ class Cluster:
         """Make ``record`` the representative (the fields the representative order reads)."""
         self.representative, self.rep_url = record.key, record.url
         self.rep_text_length, self.rep_first_run = record.text_length or 0, record.first_run
-        self.rep_canonical_alias = record.canonical_alias
+        self.rep_canonical_alias, self.rep_plain_text = record.canonical_alias, record.plain_text
 
     @classmethod
     def from_json(cls, raw: bytes, cluster_id: str | None = None) -> Cluster:

@@ -8,9 +8,12 @@ fetched in.  Order of preference:
 2. the most authoritative source (``DEDUP_AUTHORITY``, an ordered list of hosts or URL
    prefixes, e.g. the original language's ``https://host/en-US/`` before its translations):
    what a user lists is what they want kept, so it outranks the length;
-3. the longest canonical text (the most complete copy);
-4. the earliest crawl run it was first seen in (an established URL keeps its place);
-5. the smallest URL key (a stable last resort).
+3. a page whose text was extracted from HTML before one served as plain text: the page a
+   reader is sent to, not its source (a Sphinx page's reST source, ``_sources/*.txt``, is the
+   same words with its markup, so longer);
+4. the longest canonical text (the most complete copy);
+5. the earliest crawl run it was first seen in (an established URL keeps its place);
+6. the smallest URL key (a stable last resort).
 
 Length before anything the text cannot say: a truncated or abridged copy never represents the
 full one, even when more URLs serve it. That is also why a partial translation (the original with
@@ -50,11 +53,14 @@ class Candidate:
     text_length: int
     first_run: int
     canonical_alias: bool = False
+    plain_text: bool = False
 
     @classmethod
     def of(cls, record: UrlRecord) -> Candidate:
         """A member, from its URL record."""
-        return cls(record.key, record.url, record.text_length or 0, record.first_run, record.canonical_alias)
+        return cls(
+            record.key, record.url, record.text_length or 0, record.first_run, record.canonical_alias, record.plain_text
+        )
 
     @classmethod
     def representing(cls, cluster: Cluster) -> Candidate:
@@ -65,6 +71,7 @@ class Candidate:
             cluster.rep_text_length,
             cluster.rep_first_run,
             cluster.rep_canonical_alias,
+            cluster.rep_plain_text,
         )
 
 
@@ -106,6 +113,7 @@ def representative_order(candidate: Candidate, authority: Sequence[str] = ()) ->
     return (
         candidate.canonical_alias,
         authority_rank(candidate.url, authority),
+        candidate.plain_text,
         -candidate.text_length,
         candidate.first_run,
         candidate.key,
@@ -121,6 +129,9 @@ def choose_representative(candidates: Iterable[Candidate], authority: Sequence[s
     >>> choose_representative([a, b]).key
     'http://h/a'
     >>> choose_representative([a, b, c]).url
+    'http://h/c'
+    >>> source = Candidate("http://h/_sources/c.rst.txt", "http://h/_sources/c.rst.txt", 140, 1, plain_text=True)
+    >>> choose_representative([c, source]).url
     'http://h/c'
     """
     return min(candidates, key=lambda c: representative_order(c, authority))

@@ -197,7 +197,7 @@ class DedupPipeline:
         state, config = self.state, self.state.config
         key = state.key(url)
         scope = self._scope_of(adapter)
-        text, fp, body_hash, packed = await self._content(adapter, url, response)
+        text, fp, body_hash, packed, plain = await self._content(adapter, url, response)
         meta = response.meta if response is not None else {}
         doc = Document(
             key=key,
@@ -209,6 +209,7 @@ class DedupPipeline:
             supersedes=tuple(meta.get("dedup_supersedes", ())),
             recalled=text is None and fp is not None,
             title=_title(adapter, config.title_field, config.html_field, response),
+            plain_text=plain,
         )
         if config.keep_text and text is not None:
             doc.text, doc.packed_text = text[: config.max_text_chars], packed
@@ -231,14 +232,14 @@ class DedupPipeline:
 
     async def _content(
         self, adapter: ItemAdapter, url: str, response: Any
-    ) -> tuple[str | None, Fingerprint | None, str, bytes | None]:
+    ) -> tuple[str | None, Fingerprint | None, str, bytes | None, bool]:
         """(text or None if not extracted, fingerprint or None if binary, raw hash, the text
-        as the store keeps it when it is kept)."""
+        as the store keeps it when it is kept, whether the page is plain text)."""
         config = self.state.config
         text = adapter.get(config.text_field) if config.text_field in adapter else None
         if isinstance(text, str):
             _, fp, packed = await self._analyse(analyse_text, text, self.options)
-            return text, fp, raw_hash(text.encode("utf-8", "surrogatepass")), packed
+            return text, fp, raw_hash(text.encode("utf-8", "surrogatepass")), packed, False
         html = adapter.get(config.html_field) if config.html_field in adapter else None
         if isinstance(html, (str, bytes)):
             body = html.encode("utf-8", "surrogatepass") if isinstance(html, str) else html
@@ -253,22 +254,22 @@ class DedupPipeline:
             kind = "html"  # markup the spider gives is extracted, whatever its response was
         if kind == "binary":
             self.state.inc("doc/binary")
-            return None, None, body_hash, None
+            return None, None, body_hash, None, False
         assert self.state.index is not None  # the store is open
         known = self.state.index.recall(body_hash)
         if known is not None:
             self.state.inc("doc/extraction_skipped")
-            return None, known, body_hash, None
+            return None, known, body_hash, None, kind == "text"
         if kind == "text":
             # a text/plain page (in the item's HTML field too, as a spider yielding
             # response.text for every page gives it) is its own text
             plain = html.decode("utf-8", "replace") if isinstance(html, bytes) else html or response.text
             text, fp, packed = await self._analyse(analyse_text, plain[: config.max_body_bytes], self.options)
-            return text, fp, body_hash, packed
+            return text, fp, body_hash, packed, True
         markup = html if html is not None else response.text
         self.state.inc("doc/extracted")
         text, fp, packed = await self._analyse(analyse_html, markup[: config.max_body_bytes], url, self.options)
-        return text, fp, body_hash, packed
+        return text, fp, body_hash, packed, False
 
     async def _analyse(self, analyse, *args) -> tuple[str, Fingerprint, bytes | None]:
         """``analyse(*args)`` in a worker; with DEDUP_KEEP_TEXT the worker packs the text too."""

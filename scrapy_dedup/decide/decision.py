@@ -31,6 +31,8 @@ class Document:
     recalled: bool = False
     #: the page's title (the item's title field, else its HTML's <title>), or None
     title: str | None = None
+    #: its text was served as plain text, not extracted from markup (UrlRecord.plain_text)
+    plain_text: bool = False
 
 
 @dataclass(slots=True)

@@ -122,6 +122,7 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         record.simhash = fp.simhash if fp is not None else None
         record.tokens = fp.tokens if fp is not None else None
         record.text_length = fp.length if fp is not None else None
+        record.plain_text = doc.plain_text
         record.canonical_alias = match is not None and match.reason == "rel_canonical"
         if match is None:
             decision = self._found_cluster(record, doc, "updated" if updated else "new")

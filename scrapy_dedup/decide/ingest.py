@@ -63,6 +63,8 @@ class _Page:
     title: str | None = None
     #: the raw hash of the body as the crawl takes it (HTML cut at ``max_body_bytes``)
     raw: str = ""
+    #: an ``html`` field of plain text: the page was served as plain text (not a ``text`` field)
+    plain_text: bool = False
 
 
 def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts, max_body_bytes: int | None) -> Iterator[_Page]:
@@ -89,7 +91,8 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts, max_body_
         elif isinstance(html, str):
             # cut as the crawl cuts a page's HTML (DEDUP_MAX_BODY_BYTES): the same page, the same text
             body = html.encode("utf-8", "surrogatepass")[:max_body_bytes]
-            yield _Page(number, url, html[:max_body_bytes], _MARKUP_RE.match(html) is not None, title, raw_hash(body))
+            markup = _MARKUP_RE.match(html) is not None
+            yield _Page(number, url, html[:max_body_bytes], markup, title, raw_hash(body), plain_text=not markup)
         else:
             counts.malformed.append((number, f"no {fields.text!r} or {fields.html!r} string"))
 
@@ -130,7 +133,9 @@ def ingest(
             else:
                 analysed = (_analyse(page, options) for page in batch)
             for page, (text, fp) in zip(batch, analysed):
-                doc = Document(key=key(page.url), url=page.url, fingerprint=fp, raw_hash=page.raw, title=page.title)
+                doc = Document(
+                    key(page.url), page.url, fp, page.raw, title=page.title, plain_text=page.plain_text
+                )
                 if keep_text:
                     doc.text = text[: options.max_text_chars]
                 decision = index.ingest(doc)

@@ -164,18 +164,9 @@ def _cluster_of(cid: str, members: list[UrlRecord], old: Cluster | None, authori
     if old is not None and old.representative in keys:
         old.size = len(members)
         return old
-    best = choose_representative(
-        (Candidate(r.key, r.url, r.text_length or 0, r.first_run, r.canonical_alias) for r in members), authority
-    )
+    best = choose_representative((Candidate.of(r) for r in members), authority)
     rep = next(r for r in members if r.key == best.key)
-    return Cluster(
-        cluster_id=cid,
-        representative=rep.key,
-        rep_url=rep.url,
-        rep_text_length=rep.text_length or 0,
-        rep_first_run=rep.first_run,
-        rep_canonical_alias=rep.canonical_alias,
-        scope=rep.scope,
-        size=len(members),
-        max_distance=max((r.distance or 0) for r in members),
-    )
+    cluster = Cluster(cid, rep.key, rep.url, 0, 0, scope=rep.scope, size=len(members))
+    cluster.represent(rep)
+    cluster.max_distance = max((r.distance or 0) for r in members)
+    return cluster
