@@ -47,7 +47,8 @@ EXTRACT_PARAMS: dict[str, object] = {
     # 2: the full mode (readability/jusText fallback) for pages of DocBook-style paragraphs, the
     # fast mode otherwise; 3: also when the fast text is under MIN_VISIBLE_SHARE of the page;
     # 4: a <span> inside a sentence keeps its words whatever its class (_keep_inline_spans)
-    "version": 4,
+    # 5: the links of a list item with words of its own are its text (_keep_inline_links)
+    "version": 5,
     # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
     # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
     # benchmarks/bench_extraction.py).
@@ -145,6 +146,61 @@ def _keep_inline_spans(tree: Any) -> None:
             del span.attrib["class"]
 
 
+#: blocks: a link inside one of them within a list item is not in the item's own line of text
+_BLOCKS = frozenset(
+    "li ul ol dl dt dd table tr td th div section article aside nav header footer form pre blockquote"
+    " h1 h2 h3 h4 h5 h6".split()
+)
+#: a letter (a count or a date, "(12)", "2024-05-01", next to a menu's link is no sentence)
+_LETTER_RE = re.compile(r"[^\W\d_]")
+
+
+def _letters_outside_links(element: Any) -> bool:
+    """Whether ``element`` has a letter of its own: in its text, outside its links and the
+    blocks in it."""
+    if element.text and _LETTER_RE.search(element.text):
+        return True
+    for child in element:
+        if isinstance(child.tag, str) and child.tag != "a" and child.tag not in _BLOCKS:
+            if _letters_outside_links(child):
+                return True
+        if child.tail and _LETTER_RE.search(child.tail):
+            return True
+    return False
+
+
+def _keep_inline_links(tree: Any) -> None:
+    """Make plain text of every link of a list item that has words outside its links, so that
+    trafilatura's link-density test, which cuts a list of short links as navigation, cannot cut
+    the words around them. An API reference links each parameter's type: "<li><code>path</code>
+    <a class="type">&lt;string&gt;</a></li>" is a short link in every item of the list of
+    parameters, and the whole list left the text (Node.js's ``path.basename(path[, suffix])``
+    lost its parameters and what it returns). A list of links alone (a menu, a table of
+    contents, links with a count) keeps its links and is judged as before.
+
+    >>> from lxml.html import fromstring
+    >>> tree = fromstring('<div><ul><li><code>path</code> <a href="t">&lt;string&gt;</a></li></ul>'
+    ...                   '<ul><li><a href="a.html">Home</a></li><li><a href="b.html">News</a> (12)</li></ul></div>')
+    >>> _keep_inline_links(tree)
+    >>> [a.text for a in tree.iter("a")], [s.text for s in tree.iter("span")]
+    (['Home', 'News'], ['<string>'])
+    """
+    verdicts: dict[Any, bool] = {}
+    plain = []
+    for link in tree.iter("a"):
+        # the list item whose line the link is in: no block between them
+        item = next((e for e in link.iterancestors() if e.tag in _BLOCKS), None)
+        if item is None or item.tag != "li":
+            continue
+        if item not in verdicts:
+            verdicts[item] = _letters_outside_links(item)
+        if verdicts[item]:
+            plain.append(link)
+    for link in plain:
+        link.tag = "span"
+        link.attrib.clear()
+
+
 def _letters(text: str) -> int:
     """Characters of ``text`` other than spaces, tabs and line breaks: a length that means the
     same in every script (a Japanese sentence is one whitespace-separated "word")."""
@@ -233,6 +289,7 @@ def extract_text(
         if tree is None:
             return ""
         _keep_inline_spans(tree)
+        _keep_inline_links(tree)
         result = _main_text(tree, options)
         if not result and not include_comments:
             # trafilatura cuts an element named like a comment section (id or class "comment..."):
