@@ -107,6 +107,9 @@ def test_huge_page_is_capped(crawl):
     url, result, store = crawl
     item = next(i for i in result.items if i["url"] == url + "/huge.html")
     assert len(item["text"]) < 3 * 1024 * 1024  # DEDUP_MAX_BODY_BYTES cut the 60 MB body first
+    # and the crawl says so: the page's text ends where its body was cut
+    assert result.stat("dedup/doc/body_cut") == 1
+    assert f"{url}/huge.html: its body of {len(PAGES['/huge.html'][2])} bytes" in result.log and "DEDUP_MAX_BODY_BYTES = 2097152" in result.log
 
 
 def test_canonical_loop_is_detected_not_waited_out(crawl):

@@ -247,6 +247,16 @@ class DedupPipeline:
             body = response.body
         else:
             raise ValueError(f"no {config.text_field!r}, {config.html_field!r} or response for {url}")
+        if len(body) > config.max_body_bytes:
+            # the page's text is that of its first DEDUP_MAX_BODY_BYTES: said, not left silent
+            self.state.inc("doc/body_cut")
+            logger.warning(
+                "%s: its body of %d bytes is cut at DEDUP_MAX_BODY_BYTES = %d before extraction: "
+                "its text ends there",
+                url,
+                len(body),
+                config.max_body_bytes,
+            )
         body = body[: config.max_body_bytes]
         body_hash = raw_hash(body)
         kind = content_kind(response) if response is not None else "html"
