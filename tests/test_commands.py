@@ -346,6 +346,28 @@ def test_clusters_members_representative_and_distance(demo, outside, provenance)
     assert table.count("\ncluster ") + table.startswith("cluster ") == len(clusters) and "kept: " in table
 
 
+def test_kept_names_the_rule_of_the_representative_order_that_chose():
+    """``clusters`` says why its representative was kept: the first rule of the representative
+    order on which it beats the runner-up."""
+    from scrapy_dedup.core.records import Cluster, UrlRecord
+    from scrapy_dedup.reports.clusters import why_kept
+
+    def kept(rep: dict, runner: dict, authority: tuple[str, ...] = ()) -> str:
+        a = UrlRecord("http://h/a", "http://h/a", **{"text_length": 100, "first_run": 1} | rep)
+        b = UrlRecord("http://h/b", "http://h/b", **{"text_length": 100, "first_run": 1} | runner)
+        cluster = Cluster("c", "", "", 0, 0)
+        cluster.represent(a)
+        return why_kept(cluster, [b, a], authority)
+
+    assert kept({}, {"canonical_alias": True}) == "the other copies declared a rel=canonical"
+    assert kept({}, {}, ("*/a",)) == "most authoritative source (DEDUP_AUTHORITY)"
+    assert kept({"text_length": 90}, {"plain_text": True}).startswith("extracted from HTML")
+    assert kept({"text_length": 120}, {}) == "longest text (120 characters, next 100)"
+    assert kept({}, {"first_run": 2}) == "known since an earlier crawl run (1)"
+    assert kept({}, {}) == "same text length: the smallest URL"
+    assert kept({"plain_text": True}, {}) == "representative (chosen under other settings)"
+
+
 def test_calibrate_samples_pairs_around_the_threshold(demo, outside):
     clusters = jsonl(ok("clusters", "--store", str(demo.store), "--format", "jsonl", cwd=outside))
     k = 3

@@ -104,8 +104,10 @@ def why_kept(cluster: Cluster, records: list[UrlRecord], authority: Sequence[str
     if a[1] != b[1]:
         return "most authoritative source (DEDUP_AUTHORITY)"
     if a[2] != b[2]:
-        return f"longest text ({rep.text_length or 0:,} characters, next {runner.text_length or 0:,})"
+        return "extracted from HTML (the other copies were served as plain text)"
     if a[3] != b[3]:
+        return f"longest text ({rep.text_length or 0:,} characters, next {runner.text_length or 0:,})"
+    if a[4] != b[4]:
         return f"known since an earlier crawl run ({rep.first_run})"
     return "same text length: the smallest URL"
 
