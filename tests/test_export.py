@@ -158,7 +158,7 @@ def test_a_store_without_texts_says_so(crawled):
     _, work, _ = crawled
     proc = dedup("export", "--store", str(work / "no-text" / "store"), cwd=work)
     assert proc.returncode == 1
-    assert "DEDUP_KEEP_TEXT" in proc.stderr and proc.stdout == ""
+    assert "nothing to export: " in proc.stderr and "DEDUP_KEEP_TEXT" in proc.stderr and proc.stdout == ""
 
 
 def test_usage_errors(crawled):

@@ -283,10 +283,7 @@ def write(store: DedupStore, out: TextIO, *, chunks: bool = False, progress: Pro
     for record in records:
         out.write(json.dumps({f: record.get(f) for f in fields}, ensure_ascii=False) + "\n")
     if counts.documents == 0 and counts.without_text:
-        raise NoTexts(
-            f"the store keeps no document texts ({counts.without_text} documents without one): export "
-            "needs them; crawl with DEDUP_KEEP_TEXT = True (the default)"
-        )
+        raise NoTexts(f"nothing to export: {counts.note()}")
     return counts
 
 
