@@ -112,7 +112,7 @@ def _long_reply(path: str):
 
 def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
     """The crawl cuts a page's HTML at DEDUP_MAX_BODY_BYTES before extraction; the ingest of the
-    same HTML cuts it there too, so the same page gives the same text and export."""
+    same HTML cuts it there too, so the same page gives the same text and export, and says so."""
     from local_site import LocalSite
 
     limit = {"DEDUP_MAX_BODY_BYTES": len(LONG_PAGE) // 2}
@@ -121,7 +121,9 @@ def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
         url = site.url + "/genindex.html"
     corpus = tmp_path / "pages.jsonl"
     corpus.write_text(json.dumps({"url": url, "html": LONG_PAGE}) + "\n", encoding="utf-8")
-    ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), "-s", f"DEDUP_MAX_BODY_BYTES={limit['DEDUP_MAX_BODY_BYTES']}", cwd=tmp_path)
+    ingested = ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), "-s", f"DEDUP_MAX_BODY_BYTES={limit['DEDUP_MAX_BODY_BYTES']}", cwd=tmp_path)
+    # said, as the crawl says it (dedup/doc/body_cut)
+    assert f"pages.jsonl:1: its html of {len(LONG_PAGE):,} bytes is cut at DEDUP_MAX_BODY_BYTES" in ingested.stderr
 
     def exported(store):
         [record] = [r for r in jsonl(ok("export", "--store", str(store), cwd=tmp_path).stdout) if r["url"] == url]

@@ -581,6 +581,9 @@ class Command(ScrapyCommand):
             return self._fail(" ".join(str(exc).split()))
         for number, why in counts.malformed:
             print(f"{opts.url}:{number}: skipped: {why}", file=sys.stderr)
+        for number, size in counts.cut:
+            print(f"{opts.url}:{number}: its html of {size:,} bytes is cut at DEDUP_MAX_BODY_BYTES = "
+                  f"{config.max_body_bytes:,}: its text ends there", file=sys.stderr)
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.statuses.items()))
         print(
             f"ingested {counts.documents} records of {counts.lines} lines into {config.store}"

@@ -43,6 +43,8 @@ class IngestCounts:
     documents: int = 0
     #: (line number, why) of every line that was not ingested
     malformed: list[tuple[int, str]] = field(default_factory=list)
+    #: (line number, bytes) of every record whose HTML was cut at ``max_body_bytes``
+    cut: list[tuple[int, int]] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
 
 
@@ -90,7 +92,10 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts, max_body_
             yield _Page(number, url, text, False, title, raw_hash(text.encode("utf-8", "surrogatepass")))
         elif isinstance(html, str):
             # cut as the crawl cuts a page's HTML (DEDUP_MAX_BODY_BYTES): the same page, the same text
-            body = html.encode("utf-8", "surrogatepass")[:max_body_bytes]
+            body = html.encode("utf-8", "surrogatepass")
+            if max_body_bytes is not None and len(body) > max_body_bytes:
+                counts.cut.append((number, len(body)))
+                body = body[:max_body_bytes]
             markup = _MARKUP_RE.match(html) is not None
             yield _Page(number, url, html[:max_body_bytes], markup, title, raw_hash(body), plain_text=not markup)
         else:
