@@ -174,6 +174,7 @@ class Cluster:
     #: digest of the members when this cluster was last settled (decide.settle); a cluster
     #: whose members no longer match it has changed since, and is settled again
     settled: str | None = None
+    #: the representative's ``plain_text`` (a field appended after the others, read by the order)
     rep_plain_text: bool = False
 
     def to_json(self) -> bytes:

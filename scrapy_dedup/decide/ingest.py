@@ -139,7 +139,12 @@ def ingest(
                 analysed = (_analyse(page, options) for page in batch)
             for page, (text, fp) in zip(batch, analysed):
                 doc = Document(
-                    key(page.url), page.url, fp, page.raw, title=page.title, plain_text=page.plain_text
+                    key=key(page.url),
+                    url=page.url,
+                    fingerprint=fp,
+                    raw_hash=page.raw,
+                    title=page.title,
+                    plain_text=page.plain_text,
                 )
                 if keep_text:
                     doc.text = text[: options.max_text_chars]
