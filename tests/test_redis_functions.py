@@ -131,6 +131,20 @@ def test_not_a_redis_url():
         connect("http://example.com/")
 
 
+@pytest.mark.parametrize("query, hint", [("ssl_ca_certs=/etc/ssl/ca.pem", "rediss://"), ("sockettimeout=5", None)])
+def test_a_query_option_the_connection_does_not_take_fails_in_one_line(redis_single, query, hint):
+    """A TLS option on a redis:// URL (the s of rediss:// forgotten) or a misspelt option: redis-py
+    raises a TypeError when it connects; the crawl and the commands say so in one line."""
+    url = f"redis://:s3cret@127.0.0.1:{redis_single.port}/0?{query}"
+    with pytest.raises(StoreError) as info:
+        connect(url)
+    message = str(info.value)
+    assert "\n" not in message and "s3cret" not in message
+    assert message.startswith(f"the Redis URL redis://:***@127.0.0.1:{redis_single.port}/0?{query} has a query option")
+    assert repr(query.split("=")[0]) in message
+    assert (hint in message) if hint else "rediss://" not in message
+
+
 # -- the library ------------------------------------------------------------------------------
 
 

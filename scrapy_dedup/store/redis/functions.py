@@ -175,6 +175,10 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
         ) from None
     except (redis.RedisError, OSError, ValueError) as exc:
         raise StoreError(f"cannot reach the Redis store at {shown}: {_scrub(str(exc), url)}{_tls_hint(exc)}") from None
+    except TypeError as exc:  # a query option the connection does not take (ssl_* on redis://, a typo)
+        option = re.sub(r".*keyword argument ", "", str(exc))
+        tls = " (TLS options need a rediss:// URL)" if option.startswith("'ssl_") and url.startswith("redis:") else ""
+        raise StoreError(f"the Redis URL {shown} has a query option its connection does not take: {option}{tls}") from None
     version = str(info.get("redis_version", "0"))
     if int(version.split(".")[0]) < MIN_SERVER_MAJOR:
         raise StoreError(
