@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
@@ -501,15 +502,22 @@ def test_store_from_the_project_settings_and_spider_name(demo, tmp_path):
     assert len(jsonl(in_demo)) == expected["aliases"]
 
 
-def test_a_project_with_one_spider_reads_its_store_without_naming_it(demo, tmp_path):
-    project = tmp_path / "project"
+def _one_spider_project(project: Path, name: str = "site", settings: str = "") -> Path:
+    """A Scrapy project in ``project`` with one spider, ``name``, and ``settings`` added to its
+    settings.py; returns the directory of its spiders."""
     (project / "proj" / "spiders").mkdir(parents=True)
     (project / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n")
     (project / "proj" / "__init__.py").write_text("")
-    (project / "proj" / "settings.py").write_text('BOT_NAME = "proj"\nSPIDER_MODULES = ["proj.spiders"]\n')
+    (project / "proj" / "settings.py").write_text('BOT_NAME = "proj"\nSPIDER_MODULES = ["proj.spiders"]\n' + settings)
     spiders = project / "proj" / "spiders"
     (spiders / "__init__.py").write_text("")
-    (spiders / "site.py").write_text('import scrapy\n\n\nclass Site(scrapy.Spider):\n    name = "site"\n')
+    (spiders / "site.py").write_text(f'import scrapy\n\n\nclass Site(scrapy.Spider):\n    name = "{name}"\n')
+    return spiders
+
+
+def test_a_project_with_one_spider_reads_its_store_without_naming_it(demo, tmp_path):
+    project = tmp_path / "project"
+    spiders = _one_spider_project(project)
     shutil.copytree(demo.store, project / ".scrapy" / "dedup" / "site")
     expected = json.loads(ok("summary", "--store", str(demo.store), "--format", "jsonl", cwd=tmp_path))
     alone = json.loads(ok("summary", "--format", "jsonl", cwd=project))
@@ -523,6 +531,27 @@ def test_a_project_with_one_spider_reads_its_store_without_naming_it(demo, tmp_p
     outside = dedup("summary", cwd=tmp_path)
     assert outside.returncode == 2 and "say which store to read" in outside.stderr
     assert "this project's spiders" not in outside.stderr
+
+
+def test_a_project_with_one_spider_reads_its_redis_store_without_naming_it(redis_single, tmp_path):
+    """The Redis URL in settings.py, as the several-processes guide has it: the crawl's keys are
+    under dedup:<spider name>, and the project's only spider names them."""
+    name = f"site{uuid.uuid4().hex[:10]}"
+    project = tmp_path / "project"
+    _one_spider_project(project, name, f"DEDUP_STORE = {redis_single.url!r}\n")
+    pages = tmp_path / "pages.jsonl"
+    text = "The same page of text under two URLs, long enough to be kept as one document of the crawl."
+    pages.write_text("".join(json.dumps({"url": f"https://a.example/{n}", "text": text}) + "\n" for n in (1, 2)))
+    ok("ingest", str(pages), "--store", redis_single.url, "--redis-prefix", f"dedup:{name}", cwd=tmp_path)
+    alone = json.loads(ok("summary", "--format", "jsonl", cwd=project))
+    assert alone["urls_known"] == 2 and alone["documents"] == 1
+    assert "settled 2 documents in 1 clusters" in ok("settle", cwd=project)
+    assert [record["url"] for record in jsonl(ok("export", cwd=project))] == ["https://a.example/1"]
+    # two spiders: which crawl is not guessed
+    (project / "proj" / "spiders" / "other.py").write_text(
+        'import scrapy\n\n\nclass Other(scrapy.Spider):\n    name = "other"\n')
+    proc = dedup("summary", cwd=project)
+    assert proc.returncode == 1 and proc.stderr.startswith("scrapy dedup: say which crawl to read on the Redis server")
 
 
 def test_a_locked_store_is_read_from_a_snapshot(demo, outside):

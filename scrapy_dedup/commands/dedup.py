@@ -254,6 +254,12 @@ class Command(ScrapyCommand):
                 raise UsageError(f"{option} does not apply to {opts.subcommand} (only to {', '.join(allowed)})")
         if not (opts.store or opts.spider or self.settings.get("DEDUP_STORE")):
             opts.spider = self._only_spider()
+        elif not (opts.spider or opts.redis_prefix or self.settings.get("DEDUP_REDIS_PREFIX")) and self._on_redis(opts):
+            from scrapy_dedup.reports.store import project_spiders
+
+            # a Redis crawl's keys are under dedup:<spider name>: the project's only spider names them
+            names = project_spiders(self.settings)
+            opts.spider = names[0] if len(names) == 1 else None
         if opts.subcommand == "ingest" and not opts.url:
             raise UsageError("ingest needs a file: scrapy dedup ingest FILE.jsonl")
         if opts.subcommand == "lookup" and not opts.url:
