@@ -340,6 +340,10 @@ def test_clusters_members_representative_and_distance(demo, outside, provenance)
     top = jsonl(ok("clusters", "--store", str(demo.store), "--format", "jsonl", "--top", "1", cwd=outside))
     assert [c["size"] for c in top] == [max(c["size"] for c in clusters)]
     big = jsonl(ok("clusters", "--store", str(demo.store), "--format", "jsonl", "--min-size", "4", cwd=outside))
+    # none that large: said with the size asked for (it said "no cluster of that size", also when
+    # no size was given and no document had a second URL)
+    none = ok("clusters", "--store", str(demo.store), "--min-size", "1000", cwd=outside)
+    assert none == "no cluster of 1,000 URLs or more\n"
     assert [c["cluster_id"] for c in big] == [c["cluster_id"] for c in clusters if c["size"] >= 4]
     rows = list(csv.DictReader(io.StringIO(ok("clusters", "--store", str(demo.store), "--format", "csv",
                                               cwd=outside))))

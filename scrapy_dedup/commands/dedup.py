@@ -354,8 +354,9 @@ class Command(ScrapyCommand):
     def _clusters(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import clusters
 
-        rows = clusters.rows(store, min_size=opts.min_size or 2, top=opts.top, authority=self._config(opts).authority)
-        clusters.render(rows, opts.format, sys.stdout)
+        min_size = opts.min_size or 2
+        rows = clusters.rows(store, min_size=min_size, top=opts.top, authority=self._config(opts).authority)
+        clusters.render(rows, opts.format, sys.stdout, min_size)
 
     def _calibrate(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import calibrate

@@ -125,7 +125,7 @@ def rows(
         yield describe(store, resolver, cluster, authority)
 
 
-def render(clusters: Iterator[dict[str, Any]], fmt: str, out: TextIO) -> int:
+def render(clusters: Iterator[dict[str, Any]], fmt: str, out: TextIO, min_size: int = 2) -> int:
     if fmt == "jsonl":
         n = 0
         for c in clusters:
@@ -136,10 +136,10 @@ def render(clusters: Iterator[dict[str, Any]], fmt: str, out: TextIO) -> int:
     if fmt == "csv":
         flat = ({**{f: c[f] for f in FIELDS[:-1]}, **m} for c in clusters for m in c["members"])
         return write_rows(flat, CSV_FIELDS, "csv", out)
-    return render_text(clusters, out)
+    return render_text(clusters, out, min_size)
 
 
-def render_text(clusters: Iterator[dict[str, Any]], out: TextIO) -> int:
+def render_text(clusters: Iterator[dict[str, Any]], out: TextIO, min_size: int = 2) -> int:
     n = 0
     for n, c in enumerate(clusters, 1):
         if n > 1:
@@ -159,7 +159,9 @@ def render_text(clusters: Iterator[dict[str, Any]], out: TextIO) -> int:
         write_rows(rows, ["role", "url", "distance", "jaccard", "chars"], "table", buf, shrink=("url",))
         out.write(f"  kept: {c['why']}\n")
     if n == 0:
-        out.write("no cluster of that size\n")
+        # said with the size asked for: the default (2) means no document has a second URL
+        alone = ": every document has one URL" if min_size <= 2 else ""
+        out.write(f"no cluster of {min_size:,} URLs or more{alone}\n")
     return n
 
 
