@@ -47,8 +47,9 @@ EXTRACT_PARAMS: dict[str, object] = {
     # 2: the full mode (readability/jusText fallback) for pages of DocBook-style paragraphs, the
     # fast mode otherwise; 3: also when the fast text is under MIN_VISIBLE_SHARE of the page;
     # 4: a <span> inside a sentence keeps its words whatever its class (_keep_inline_spans);
-    # 5: the links of a list item with words of its own are its text (_keep_inline_links), and a
-    # page of several <article>s whose text is short is read again without them (_main_text)
+    # 5: the links of a list item with words of its own are its text (_keep_inline_links), a
+    # page of several <article>s whose text is short is read again without them (_main_text),
+    # and a <code> inside a <code> is unwrapped (_unwrap_nested_code)
     "version": 5,
     # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
     # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
@@ -220,6 +221,23 @@ def _outer_articles(tree: Any) -> int:
     return found
 
 
+def _unwrap_nested_code(tree: Any) -> None:
+    """Unwrap every ``<code>`` inside another ``<code>``, keeping its words. trafilatura drops
+    the text after such a pair ("the size of the <code><code>circular_buffer</code></code>s)."
+    lost "s).") or moves the code after the rest of its paragraph ("The circular_buffer to
+    compare." became "The to compare. circular_buffer"); BoostBook writes a link to a class in
+    a description so.
+
+    >>> from lxml.html import fromstring
+    >>> tree = fromstring('<p>Size of <code class="a"><code class="a"><a href="c">buffer</a></code></code>s.</p>')
+    >>> _unwrap_nested_code(tree)
+    >>> [code.text_content() for code in tree.iter("code")], tree.text_content()
+    (['buffer'], 'Size of buffers.')
+    """
+    for inner in tree.xpath("//code//code"):
+        inner.drop_tag()
+
+
 def _letters(text: str) -> int:
     """Characters of ``text`` other than spaces, tabs and line breaks: a length that means the
     same in every script (a Japanese sentence is one whitespace-separated "word")."""
@@ -325,6 +343,7 @@ def extract_text(
             return ""
         _keep_inline_spans(tree)
         _keep_inline_links(tree)
+        _unwrap_nested_code(tree)
         result = _main_text(tree, options)
         if not result and not include_comments:
             # trafilatura cuts an element named like a comment section (id or class "comment..."):
