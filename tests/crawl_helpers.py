@@ -33,6 +33,26 @@ def exported(store: Path, *args: str) -> list[dict]:
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
+def crawled_page(page: str, out: Path, settings: dict) -> dict:
+    """Serve ``page`` on 127.0.0.1, linked from a start page, crawl it with ``settings`` (the store
+    in ``out/store``) and return its record of the export."""
+    from local_site import LocalSite
+    from testing import run_crawl
+
+    def reply(path: str):
+        if path == "/":
+            return 200, {}, b'<html><head><title>Index</title></head><body><a href="/page.html">page</a></body></html>'
+        if path == "/page.html":
+            return 200, {}, page.encode()
+        return 404, {}, b"not found"
+
+    with LocalSite(reply) as site:
+        run_crawl(f"{site.url}/", out, settings)
+        url = f"{site.url}/page.html"
+    [doc] = [r for r in exported(out / "store") if r["url"] == url]
+    return doc
+
+
 def final_documents(items: list[dict]) -> list[dict]:
     """Items still standing once every ``supersedes`` has been applied."""
     superseded = {url for item in items for url in item.get("dedup", {}).get("supersedes", [])}

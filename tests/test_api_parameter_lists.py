@@ -11,10 +11,7 @@ the text (``path.basename(path[, suffix])`` lost its parameters and what it retu
 
 from __future__ import annotations
 
-import pytest
-from crawl_helpers import exported
-from local_site import LocalSite
-from testing import run_crawl
+from crawl_helpers import crawled_page
 
 from scrapy_dedup.extraction.main_text import extract_text
 
@@ -52,14 +49,6 @@ single dot, the current directory, as its directory name.</p>
 </main></body></html>"""
 
 
-def reply(path: str):
-    if path == "/":
-        return 200, {}, b'<html><head><title>Index</title></head><body><a href="/path.html">Path</a></body></html>'
-    if path == "/path.html":
-        return 200, {}, api_page().encode()
-    return 404, {}, b"not found"
-
-
 def test_a_list_of_parameters_with_linked_types_is_kept():
     text = extract_text(api_page())
     assert "path <string>" in text
@@ -69,16 +58,8 @@ def test_a_list_of_parameters_with_linked_types_is_kept():
     assert "Buffer" not in text and "Assert" not in text
 
 
-@pytest.fixture(scope="module")
-def site():
-    with LocalSite(reply) as served:
-        yield served
-
-
-def test_the_parameters_of_each_method_are_in_the_export(site, tmp_path):
-    run_crawl(f"{site.url}/", tmp_path, SETTINGS)
-    [doc] = [r for r in exported(tmp_path / "store") if r["url"] == f"{site.url}/path.html"]
-    text = doc["text"]
+def test_the_parameters_of_each_method_are_in_the_export(tmp_path):
+    text = crawled_page(api_page(), tmp_path, SETTINGS)["text"]
     basename, dirname = text.index("path.basename(path[, suffix])"), text.index("path.dirname(path)")
     assert "suffix <string> An optional suffix to remove" in text[basename:dirname]
     assert "Returns: <string>" in text[basename:dirname] and "Returns: <string>" in text[dirname:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from crawl_helpers import StoreView
+from crawl_helpers import StoreView, crawled_page
 from test_demo_site import html_pages
 from test_export import dedup, jsonl, ok
 from testing import DemoServer, run_crawl
@@ -102,23 +102,14 @@ LONG_PAGE = "<html><head><title>Index</title></head><body><article>" + "".join(
 ) + "</article></body></html>"
 
 
-def _long_reply(path: str):
-    if path == "/":
-        return 200, {}, b'<html><body><a href="/genindex.html">index</a></body></html>'
-    if path == "/genindex.html":
-        return 200, {}, LONG_PAGE.encode()
-    return 404, {}, b"not found"
-
-
 def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
     """The crawl cuts a page's HTML at DEDUP_MAX_BODY_BYTES before extraction; the ingest of the
     same HTML cuts it there too, so the same page gives the same text and export, and says so."""
-    from local_site import LocalSite
-
     limit = {"DEDUP_MAX_BODY_BYTES": len(LONG_PAGE) // 2}
-    with LocalSite(_long_reply) as site:
-        run_crawl(site.url + "/", tmp_path / "crawl", {"DEDUP_WORKERS": 0, **limit})
-        url = site.url + "/genindex.html"
+    crawled = crawled_page(LONG_PAGE, tmp_path / "crawl", {"DEDUP_WORKERS": 0, **limit})
+    url = crawled["url"]
+    del crawled["first_seen"], crawled["last_seen"]
+    assert "Entry 100:" in crawled["text"] and "Entry 399:" not in crawled["text"]  # cut by the crawl
     corpus = tmp_path / "pages.jsonl"
     corpus.write_text(json.dumps({"url": url, "html": LONG_PAGE}) + "\n", encoding="utf-8")
     ingested = ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), "-s", f"DEDUP_MAX_BODY_BYTES={limit['DEDUP_MAX_BODY_BYTES']}", cwd=tmp_path)
@@ -130,8 +121,6 @@ def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
         del record["first_seen"], record["last_seen"]
         return record
 
-    crawled = exported(tmp_path / "crawl" / "store")
-    assert "Entry 100:" in crawled["text"] and "Entry 399:" not in crawled["text"]  # cut by the crawl
     assert exported(tmp_path / "ingested") == crawled
 
 

@@ -9,10 +9,7 @@ tails on 31 of 1,239 pages. Crawled through the real CLI from a server on 127.0.
 
 from __future__ import annotations
 
-import pytest
-from crawl_helpers import exported
-from local_site import LocalSite
-from testing import run_crawl
+from crawl_helpers import crawled_page
 
 from scrapy_dedup.extraction.main_text import extract_text
 
@@ -50,28 +47,13 @@ KEPT = (
 )
 
 
-def reply(path: str):
-    if path == "/":
-        return 200, {}, b'<html><head><title>Index</title></head><body><a href="/eq.html">eq</a></body></html>'
-    if path == "/eq.html":
-        return 200, {}, operator_page().encode()
-    return 404, {}, b"not found"
-
-
 def test_the_words_after_a_nested_code_are_kept_in_place():
     text = extract_text(operator_page())
     for words in KEPT:
         assert words in text
 
 
-@pytest.fixture(scope="module")
-def site():
-    with LocalSite(reply) as served:
-        yield served
-
-
-def test_the_export_has_the_words_after_a_nested_code(site, tmp_path):
-    run_crawl(f"{site.url}/", tmp_path, SETTINGS)
-    [doc] = [r for r in exported(tmp_path / "store") if r["url"] == f"{site.url}/eq.html"]
+def test_the_export_has_the_words_after_a_nested_code(tmp_path):
+    doc = crawled_page(operator_page(), tmp_path, SETTINGS)
     for words in KEPT:
         assert words in doc["text"]

@@ -10,10 +10,7 @@ through the real CLI from a server on 127.0.0.1.
 
 from __future__ import annotations
 
-import pytest
-from crawl_helpers import exported
-from local_site import LocalSite
-from testing import run_crawl
+from crawl_helpers import crawled_page
 
 from scrapy_dedup.extraction.main_text import extract_text
 
@@ -102,25 +99,7 @@ def test_a_post_with_its_comments_in_articles_is_still_read_as_before():
     assert extract_text(page).startswith("Release\nThe release moves the scheduler")
 
 
-@pytest.fixture(scope="module")
-def site():
-    def reply(path: str):
-        if path == "/":
-            return (
-                200,
-                {},
-                b'<html><head><title>os_mon</title></head><body><a href="/memsup.html">memsup</a></body></html>',
-            )
-        if path == "/memsup.html":
-            return 200, {}, reference_page().encode()
-        return 404, {}, b"not found"
-
-    with LocalSite(reply) as served:
-        yield served
-
-
-def test_the_export_holds_every_function(site, tmp_path):
-    run_crawl(f"{site.url}/", tmp_path, SETTINGS)
-    [doc] = [r for r in exported(tmp_path / "store") if r["url"] == f"{site.url}/memsup.html"]
+def test_the_export_holds_every_function(tmp_path):
+    doc = crawled_page(reference_page(), tmp_path, SETTINGS)
     for text in FUNCTIONS.values():
         assert all(line in doc["text"] for line in text)
