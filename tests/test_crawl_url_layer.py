@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from crawl_helpers import StoreView, final_documents
 from local_site import LocalSite
@@ -301,3 +303,35 @@ def test_a_redirect_to_the_directory_with_its_slash_is_followed(tmp_path):
         (site_dir / "index.html").write_text('<a href="/news/2014/">2014</a> <a href="/news">News</a>')
         run_crawl(site.url + "/", out, {"DEDUP_WORKERS": 1})
         assert spellings() == without_slash
+
+
+def _home_and_guides(path: str):
+    """A home page of its own text linking to two guides, each linking back home."""
+    pages = {
+        "/": ("home", "The home page welcomes readers to the harbour manual", ["/guide1.html", "/guide2.html"]),
+        "/guide1.html": ("guide 1", "Mooring lines are doubled before a storm", ["/"]),
+        "/guide2.html": ("guide 2", "Fuel docks open at dawn on weekdays", ["/", "/guide1.html"]),
+    }
+    if path not in pages:
+        return 404, {}, b"not found"
+    title, sentence, links = pages[path]
+    body = " ".join(f"<p>{sentence}, note {i} of the {title} page.</p>" for i in range(30))
+    body += "".join(f'<a href="{link}">{link}</a>' for link in links)
+    return 200, {}, f"<html><head><title>{title}</title></head><body>{body}</body></html>".encode()
+
+
+def _paths(items) -> list[str]:
+    return sorted(urlsplit(item["url"]).path for item in items)
+
+
+def test_a_crawl_spider_s_start_page_is_an_item_as_in_plain_scrapy(tmp_path, monkeypatch):
+    """A ``CrawlSpider``'s start page yields no item (``parse_start_url``); plain Scrapy makes it
+    one when a page links back to it, through the rule's callback. The start request used to be
+    marked seen, so that link was dropped and the home page's text never reached the corpus."""
+    from crawl_helpers import tutorial_crawl
+
+    _, plain = tutorial_crawl(_home_and_guides, tmp_path / "plain", monkeypatch, {"ADDONS": {}})
+    site, deduped = tutorial_crawl(_home_and_guides, tmp_path / "dedup", monkeypatch)
+    assert _paths(plain.items) == _paths(deduped.items) == ["/", "/guide1.html", "/guide2.html"]
+    assert StoreView(tmp_path / "dedup" / "store").record(site + "/").status == "new"
+    assert deduped.stat("dedup/doc/new") == 3

@@ -67,9 +67,11 @@ class DedupDownloaderMiddleware:
             return request.replace(meta={k: v for k, v in request.meta.items() if k != META_REDIRECT_WAITS})
         try:
             if request.dont_filter:
-                # the dupefilter never saw it: mark it seen so that links back to it are dropped
-                assert self.state.frontier is not None  # open while the crawl runs
-                self.state.frontier.mark(request.url, self.state.key(request.url))
+                if not request.meta.get("dedup_start"):
+                    # the dupefilter never saw it: mark it seen so that links back to it are dropped
+                    # (a start page is marked once it yields an item: see DedupSpiderMiddleware)
+                    assert self.state.frontier is not None  # open while the crawl runs
+                    self.state.frontier.mark(request.url, self.state.key(request.url))
                 if request.meta.get("redirect_urls"):
                     await self._record_redirect(request)
             meta = request.meta

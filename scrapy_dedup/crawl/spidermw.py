@@ -51,7 +51,8 @@ class DedupSpiderMiddleware:
     def _start(self, element: Any) -> Any:
         if not isinstance(element, Request):
             return element
-        # start pages are hubs: always fetched in full, whatever they yield
+        # start pages are hubs: always fetched in full, whatever they yield; one is seen once it
+        # yields an item (_Page._start_seen)
         element.meta.setdefault("dedup_start", True)
         return self._request(element)
 
@@ -128,8 +129,21 @@ class _Page:
             return request
         if element is not None:
             self.items += 1
+            if self.items == 1 and self.response.meta.get("dedup_start"):
+                self._start_seen()
             self.mw.state.sources.link(element, self.source)
         return element
+
+    def _start_seen(self) -> None:
+        """A start page that yields an item is seen: links back to it are dropped from here on.
+        One that yields none is left unmarked, so that a link back fetches it once more: a
+        ``CrawlSpider``'s start page is an item only through its rules, as in plain Scrapy."""
+        state = self.mw.state
+        try:
+            assert state.frontier is not None  # open while the crawl runs
+            state.frontier.mark(self.response.url, state.key(self.response.url))
+        except Exception:
+            state.failed("start", "could not mark start page %s seen", self.response.url)
 
     def _elsewhere(self, url: str) -> bool:
         """``url`` is another page than this one: a link to one of its own #anchors (a table
