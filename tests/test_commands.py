@@ -624,7 +624,9 @@ def test_reports_on_a_running_crawl_say_it_runs(demo, outside, tmp_path):
             # the three at once: one after the other, only the first read while the crawl held
             # the store when the machine was loaded (each command takes 1.5 to 3 s)
             summary, export, change = pool.map(lambda args: dedup(*args, cwd=outside), reads)
-            summaries.append(summary), exports.append(export), changes.append(change)
+            summaries.append(summary)
+            exports.append(export)
+            changes.append(change)
     crawl.join()
     assert result
     held = [r for r in summaries if "a running crawl holds" in r.stderr]
