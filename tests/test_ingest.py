@@ -102,19 +102,36 @@ LONG_PAGE = "<html><head><title>Index</title></head><body><article>" + "".join(
 ) + "</article></body></html>"
 
 
-def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
+#: the same index in Russian: two bytes a letter, so a cut at N characters keeps nearly all of it
+CYRILLIC_PAGE = "<html><head><title>Указатель</title></head><body><article>" + "".join(
+    f"<p>Запись {n}: параметр{n} команды модуля{n}, смотрите раздел{n}.</p>" for n in range(400)
+) + "</article></body></html>"
+
+
+@pytest.mark.parametrize(
+    ("page", "kept", "cut"),
+    [(LONG_PAGE, "Entry 100:", "Entry 399:"), (CYRILLIC_PAGE, "Запись 100:", "Запись 250:")],
+    ids=["ascii", "cyrillic"],
+)
+def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path, page, kept, cut):
     """The crawl cuts a page's HTML at DEDUP_MAX_BODY_BYTES before extraction; the ingest of the
-    same HTML cuts it there too, so the same page gives the same text and export, and says so."""
-    limit = {"DEDUP_MAX_BODY_BYTES": len(LONG_PAGE) // 2}
-    crawled = crawled_page(LONG_PAGE, tmp_path / "crawl", {"DEDUP_WORKERS": 0, **limit})
+    same HTML cuts it there too, so the same page gives the same text and export, and says so.
+    The cut is at N bytes, not N characters (a Cyrillic page was cut at 2N bytes, its 300th
+    entry kept), and a letter it splits in two is left out."""
+    body = page.encode()
+    size = len(body) // 2
+    size += (body[size] & 0xC0) != 0x80  # on the second byte of a letter, when the page has such
+    limit = {"DEDUP_MAX_BODY_BYTES": size}
+    crawled = crawled_page(page, tmp_path / "crawl", {"DEDUP_WORKERS": 0, **limit})
     url = crawled["url"]
     del crawled["first_seen"], crawled["last_seen"]
-    assert "Entry 100:" in crawled["text"] and "Entry 399:" not in crawled["text"]  # cut by the crawl
+    assert kept in crawled["text"] and cut not in crawled["text"]  # cut by the crawl
+    assert "\ufffd" not in crawled["text"]
     corpus = tmp_path / "pages.jsonl"
-    corpus.write_text(json.dumps({"url": url, "html": LONG_PAGE}) + "\n", encoding="utf-8")
-    ingested = ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), "-s", f"DEDUP_MAX_BODY_BYTES={limit['DEDUP_MAX_BODY_BYTES']}", cwd=tmp_path)
+    corpus.write_text(json.dumps({"url": url, "html": page}) + "\n", encoding="utf-8")
+    ingested = ok("ingest", str(corpus), "--store", str(tmp_path / "ingested"), "-s", f"DEDUP_MAX_BODY_BYTES={size}", cwd=tmp_path)
     # said, as the crawl says it (dedup/doc/body_cut)
-    assert f"pages.jsonl:1: its html of {len(LONG_PAGE):,} bytes is cut at DEDUP_MAX_BODY_BYTES" in ingested.stderr
+    assert f"pages.jsonl:1: its html of {len(body):,} bytes is cut at DEDUP_MAX_BODY_BYTES" in ingested.stderr
 
     def exported(store):
         [record] = [r for r in jsonl(ok("export", "--store", str(store), cwd=tmp_path).stdout) if r["url"] == url]
@@ -122,6 +139,16 @@ def test_a_page_over_the_body_limit_is_ingested_as_the_crawl_cut_it(tmp_path):
         return record
 
     assert exported(tmp_path / "ingested") == crawled
+
+
+def test_a_cut_body_keeps_whole_characters_in_any_encoding():
+    from scrapy_dedup.core.body import cut_body
+
+    assert cut_body("жж", 3) == (b"\xd0\xb6\xd0", 4) and cut_body("жж", 3).text() == "ж"
+    assert cut_body("жж", None).text() == "жж" and not cut_body("жж", 4).cut
+    assert cut_body("日本語".encode("shift_jis"), 5).text("shift_jis", "replace") == "日本"
+    # a lone surrogate (JSON's "\ud800") goes through, whole or cut
+    assert cut_body("a\ud800b", 4).text() == "a\ud800" and cut_body("a\ud800b", 3).text() == "a"
 
 
 @pytest.mark.parametrize("site", ["plain text", "sphinx"])

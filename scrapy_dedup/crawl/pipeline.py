@@ -18,6 +18,7 @@ from scrapy import signals
 from scrapy.exceptions import DropItem
 from twisted.internet import task
 
+from scrapy_dedup.core.body import CutBody, cut_body
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.crawl.busy import WaitStopped, when_free
 from scrapy_dedup.crawl.canonical import CanonicalWaitStopped, await_canonical
@@ -121,7 +122,7 @@ class DedupPipeline:
             self._settle(decision)
             if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
-                text, _ = await self.pool.run(analyse_html, response.text[: config.max_body_bytes], url, self.options)  # type: ignore[union-attr]  # html: a response
+                text, _ = await self.pool.run(analyse_html, self._markup(adapter, response), url, self.options)
             chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
         except DropItem:
             raise
@@ -157,16 +158,14 @@ class DedupPipeline:
             return None
 
     def _markup(self, adapter: ItemAdapter, response: Any) -> str | bytes | None:
-        """The HTML the text was extracted from, for its heading spans (None: text given)."""
+        """The HTML the text was extracted from, cut as it was, for its heading spans (None: text given)."""
         config = self.state.config
         if isinstance(adapter.get(config.text_field) if config.text_field in adapter else None, str):
             return None
-        html = adapter.get(config.html_field) if config.html_field in adapter else None
-        if isinstance(html, (str, bytes)):
-            return html[: config.max_body_bytes]
-        if response is not None and _kind(response) == "html":
-            return response.text[: config.max_body_bytes]
-        return None
+        html = _html_field(adapter, config.html_field)
+        if html is None and _kind(response) != "html":
+            return None
+        return _markup_of(html, response, _body(html, response, config.max_body_bytes))
 
     async def _chunks(
         self, decision: Decision, url: str, text: str | None, scope: str, markup: str | bytes | None
@@ -240,25 +239,21 @@ class DedupPipeline:
         if isinstance(text, str):
             _, fp, packed = await self._analyse(analyse_text, text, self.options)
             return text, fp, raw_hash(text.encode("utf-8", "surrogatepass")), packed, False
-        html = adapter.get(config.html_field) if config.html_field in adapter else None
-        if isinstance(html, (str, bytes)):
-            body = html.encode("utf-8", "surrogatepass") if isinstance(html, str) else html
-        elif response is not None:
-            body = response.body
-        else:
+        html = _html_field(adapter, config.html_field)
+        if html is None and response is None:
             raise ValueError(f"no {config.text_field!r}, {config.html_field!r} or response for {url}")
-        if len(body) > config.max_body_bytes:
+        body = _body(html, response, config.max_body_bytes)
+        if body.cut:
             # the page's text is that of its first DEDUP_MAX_BODY_BYTES: said, not left silent
             self.state.inc("doc/body_cut")
             logger.warning(
                 "%s: its body of %d bytes is cut at DEDUP_MAX_BODY_BYTES = %d before extraction: "
                 "its text ends there",
                 url,
-                len(body),
+                body.size,
                 config.max_body_bytes,
             )
-        body = body[: config.max_body_bytes]
-        body_hash = raw_hash(body)
+        body_hash = raw_hash(body.body)
         kind = content_kind(response) if response is not None else "html"
         if html is not None and kind != "text":
             kind = "html"  # markup the spider gives is extracted, whatever its response was
@@ -270,15 +265,15 @@ class DedupPipeline:
         if known is not None:
             self.state.inc("doc/extraction_skipped")
             return None, known, body_hash, None, kind == "text"
+        markup = _markup_of(html, response, body)
         if kind == "text":
             # a text/plain page (in the item's HTML field too, as a spider yielding
             # response.text for every page gives it) is its own text
-            plain = html.decode("utf-8", "replace") if isinstance(html, bytes) else html or response.text
-            text, fp, packed = await self._analyse(analyse_text, plain[: config.max_body_bytes], self.options)
+            plain = body.text("utf-8", "replace") if isinstance(markup, bytes) else markup
+            text, fp, packed = await self._analyse(analyse_text, plain, self.options)
             return text, fp, body_hash, packed, True
-        markup = html if html is not None else response.text
         self.state.inc("doc/extracted")
-        text, fp, packed = await self._analyse(analyse_html, markup[: config.max_body_bytes], url, self.options)
+        text, fp, packed = await self._analyse(analyse_html, markup, url, self.options)
         return text, fp, body_hash, packed, False
 
     async def _analyse(self, analyse, *args) -> tuple[str, Fingerprint, bytes | None]:
@@ -345,6 +340,29 @@ def _title(adapter: ItemAdapter, field: str, html_field: str, response: Any) -> 
     if not isinstance(markup, (str, bytes)):
         markup = response.text if response is not None and _kind(response) == "html" else None
     return page_title(adapter.get(field) if field in adapter else None, markup)
+
+
+def _html_field(adapter: ItemAdapter, field: str) -> str | bytes | None:
+    html = adapter.get(field) if field in adapter else None
+    return html if isinstance(html, (str, bytes)) else None
+
+
+def _body(html: str | bytes | None, response: Any, limit: int) -> CutBody:
+    """The page's body (its item's html field, else its response's) cut at DEDUP_MAX_BODY_BYTES."""
+    return cut_body(html if html is not None else response.body, limit)
+
+
+def _markup_of(html: str | bytes | None, response: Any, body: CutBody) -> str | bytes:
+    """What extraction reads of the kept bytes: the item's html field (bytes stay bytes, the
+    extraction finds their encoding), else the response's text, decoded as ``response.text`` is."""
+    if isinstance(html, bytes):
+        return body.body
+    if isinstance(html, str):
+        return body.text()
+    if not body.cut:
+        return response.text
+    # response.text leaves out a byte order mark
+    return body.text(response.encoding, "replace").removeprefix("\ufeff")
 
 
 def _kind(response: Any) -> str | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, Any
 
+from scrapy_dedup.core.body import cut_body
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text, warm_up
@@ -92,12 +93,11 @@ def _parse(lines: Iterable[str], fields: Fields, counts: IngestCounts, max_body_
             yield _Page(number, url, text, False, title, raw_hash(text.encode("utf-8", "surrogatepass")))
         elif isinstance(html, str):
             # cut as the crawl cuts a page's HTML (DEDUP_MAX_BODY_BYTES): the same page, the same text
-            body = html.encode("utf-8", "surrogatepass")
-            if max_body_bytes is not None and len(body) > max_body_bytes:
-                counts.cut.append((number, len(body)))
-                body = body[:max_body_bytes]
+            body = cut_body(html, max_body_bytes)
+            if body.cut:
+                counts.cut.append((number, body.size))
             markup = _MARKUP_RE.match(html) is not None
-            yield _Page(number, url, html[:max_body_bytes], markup, title, raw_hash(body), plain_text=not markup)
+            yield _Page(number, url, body.text(), markup, title, raw_hash(body.body), plain_text=not markup)
         else:
             counts.malformed.append((number, f"no {fields.text!r} or {fields.html!r} string"))
 
