@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from itemadapter import ItemAdapter
 from scrapy import signals
@@ -50,6 +50,20 @@ UNDECIDED_FIELDS = ("content_hash", "simhash", "cluster_id", "canonical_url", "d
 
 #: Counts shown in the periodic log line.
 LOGGED_STATS = ("new", "updated", "unchanged", "exact_duplicate", "near_duplicate")
+
+
+class _Content(NamedTuple):
+    """What an item's page is compared by."""
+
+    #: its text; None when not extracted (a binary, or a body recalled by its raw hash)
+    text: str | None
+    #: None for a binary
+    fingerprint: Fingerprint | None
+    raw_hash: str
+    #: the text as the store keeps it, when it is kept (DEDUP_KEEP_TEXT)
+    packed: bytes | None = None
+    #: the page is plain text
+    plain: bool = False
 
 
 class DedupPipeline:
@@ -196,22 +210,23 @@ class DedupPipeline:
         state, config = self.state, self.state.config
         key = state.key(url)
         scope = self._scope_of(adapter)
-        text, fp, body_hash, packed, plain = await self._content(adapter, url, response)
+        content = await self._content(adapter, url, response)
+        text = content.text
         meta = response.meta if response is not None else {}
         doc = Document(
             key=key,
             url=url,
-            fingerprint=fp,
-            raw_hash=body_hash,
+            fingerprint=content.fingerprint,
+            raw_hash=content.raw_hash,
             scope=scope,
             promoted=bool(meta.get("dedup_promoted")),
             supersedes=tuple(meta.get("dedup_supersedes", ())),
-            recalled=text is None and fp is not None,
+            recalled=text is None and content.fingerprint is not None,
             title=_title(adapter, config.title_field, config.html_field, response),
-            plain_text=plain,
+            plain_text=content.plain,
         )
         if config.keep_text and text is not None:
-            doc.text, doc.packed_text = text[: config.max_text_chars], packed
+            doc.text, doc.packed_text = text[: config.max_text_chars], content.packed
         if source is not None and source.canonical_key is not None:
             doc.canonical_key, doc.canonical_url = source.canonical_key, source.canonical_url
             await await_canonical(state, key, source.canonical_key)
@@ -229,16 +244,12 @@ class DedupPipeline:
         assert index is not None  # the store is open
         return await when_free(state, lambda: index.ingest(doc), doc.key)
 
-    async def _content(
-        self, adapter: ItemAdapter, url: str, response: Any
-    ) -> tuple[str | None, Fingerprint | None, str, bytes | None, bool]:
-        """(text or None if not extracted, fingerprint or None if binary, raw hash, the text
-        as the store keeps it when it is kept, whether the page is plain text)."""
+    async def _content(self, adapter: ItemAdapter, url: str, response: Any) -> _Content:
         config = self.state.config
         text = adapter.get(config.text_field) if config.text_field in adapter else None
         if isinstance(text, str):
             _, fp, packed = await self._analyse(analyse_text, text, self.options)
-            return text, fp, raw_hash(text.encode("utf-8", "surrogatepass")), packed, False
+            return _Content(text, fp, raw_hash(text.encode("utf-8", "surrogatepass")), packed)
         html = _html_field(adapter, config.html_field)
         if html is None and response is None:
             raise ValueError(f"no {config.text_field!r}, {config.html_field!r} or response for {url}")
@@ -259,22 +270,22 @@ class DedupPipeline:
             kind = "html"  # markup the spider gives is extracted, whatever its response was
         if kind == "binary":
             self.state.inc("doc/binary")
-            return None, None, body_hash, None, False
+            return _Content(None, None, body_hash)
         assert self.state.index is not None  # the store is open
         known = self.state.index.recall(body_hash)
         if known is not None:
             self.state.inc("doc/extraction_skipped")
-            return None, known, body_hash, None, kind == "text"
+            return _Content(None, known, body_hash, plain=kind == "text")
         markup = _markup_of(html, response, body)
         if kind == "text":
             # a text/plain page (in the item's HTML field too, as a spider yielding
             # response.text for every page gives it) is its own text
             plain = body.text("utf-8", "replace") if isinstance(markup, bytes) else markup
             text, fp, packed = await self._analyse(analyse_text, plain, self.options)
-            return text, fp, body_hash, packed, True
+            return _Content(text, fp, body_hash, packed, plain=True)
         self.state.inc("doc/extracted")
         text, fp, packed = await self._analyse(analyse_html, markup, url, self.options)
-        return text, fp, body_hash, packed, False
+        return _Content(text, fp, body_hash, packed)
 
     async def _analyse(self, analyse, *args) -> tuple[str, Fingerprint, bytes | None]:
         """``analyse(*args)`` in a worker; with DEDUP_KEEP_TEXT the worker packs the text too."""
