@@ -352,6 +352,29 @@ def test_clusters_members_representative_and_distance(demo, outside, provenance)
     assert table.count("\ncluster ") + table.startswith("cluster ") == len(clusters) and "kept: " in table
 
 
+def test_boilerplate_of_a_crawl_without_any_says_so_in_one_line(tmp_path, outside):
+    """A complete crawl with DEDUP_CHUNKS whose pages share no line: ``boilerplate`` says so in one
+    line, as ``clusters`` says it found none; it printed an empty table's header."""
+    from crawl_helpers import crawled_page
+
+    page = "<html><head><title>Alone</title></head><body><article>" + "".join(
+        f"<p>Paragraph {n} of the only page: the words of section {n} and nothing else.</p>" for n in range(5)
+    ) + "</article></body></html>"
+    crawled_page(page, tmp_path, {"DEDUP_CHUNKS": True})
+    store = str(tmp_path / "store")
+    none = ("no line is boilerplate: none is on at least the larger of DEDUP_BOILERPLATE_MIN_PAGES pages and "
+            "DEDUP_BOILERPLATE_SHARE of its group's pages")
+    proc = dedup("boilerplate", "--store", store, cwd=outside)
+    assert proc.returncode == 0 and proc.stdout == none + "\n" and not proc.stderr, proc
+    host = "127.0.0.1"
+    assert ok("boilerplate", "--store", store, "--host", host, cwd=outside) == none.replace(":", f" of {host}:", 1) + "\n"
+    # csv and jsonl keep their form (a header, nothing); the line goes to stderr
+    proc = dedup("boilerplate", "--store", store, "--format", "csv", cwd=outside)
+    assert proc.stdout.splitlines() == ["group,pages,group_pages,threshold,example_url,text,key"]
+    assert proc.stderr == f"scrapy dedup: {none}\n"
+    assert ok("boilerplate", "--store", store, "--format", "jsonl", cwd=outside) == ""
+
+
 def test_kept_names_the_rule_of_the_representative_order_that_chose():
     """``clusters`` says why its representative was kept: the first rule of the representative
     order on which it beats the runner-up."""

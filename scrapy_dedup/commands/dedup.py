@@ -515,6 +515,14 @@ class Command(ScrapyCommand):
             raise StoreError("the store keeps no chunks: crawl with DEDUP_CHUNKS = True")
         self._warn_unsettled(store)
         rows = chunks.learned_boilerplate(store, opts.host)
+        if not rows:
+            where = f" of {opts.host}" if opts.host else ""
+            none = (f"no line is boilerplate{where}: none is on at least the larger of DEDUP_BOILERPLATE_MIN_PAGES "
+                    "pages and DEDUP_BOILERPLATE_SHARE of its group's pages")
+            if opts.format == "table":
+                print(none)  # said, not an empty table
+                return
+            print(f"scrapy dedup: {none}", file=sys.stderr)
         write_rows(
             rows,
             chunks.BOILERPLATE_FIELDS,
@@ -523,9 +531,6 @@ class Command(ScrapyCommand):
             table_fields=chunks.BOILERPLATE_TABLE_FIELDS,
             shrink=("example_url", "text"),
         )
-        if not rows:
-            print("scrapy dedup: no line is boilerplate yet (on at least the larger of "
-                  "DEDUP_BOILERPLATE_MIN_PAGES pages and DEDUP_BOILERPLATE_SHARE of its host's pages)", file=sys.stderr)
 
     @staticmethod
     def _warn_unsettled(store: DedupStore) -> None:
