@@ -68,7 +68,7 @@ def test_variants_dropped_before_fetch_are_recorded(first_crawl):
 
 def test_the_log_counts_requests_dropped_before_fetch_as_requests(first_crawl):
     # the log's count is of requests (a link to a page already scheduled, each time it is met);
-    # the summary's "dropped before fetch" counts URLs: the log must not call requests URLs
+    # the summary counts URL variants (URLs): the log must not call requests URLs
     _, result, _, _, _, _ = first_crawl
     dropped = sum(v for k, v in result.stats.items() if k.startswith("dedup/url/dropped/"))
     assert dropped > 0

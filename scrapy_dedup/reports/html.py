@@ -132,7 +132,7 @@ def _summary_section(s: summary.Summary) -> str:
         _card(s.copies.get("near_duplicate", 0), "near duplicates"),
         _card(s.aliases.get("rel_canonical", 0), "rel=canonical aliases"),
         _card(s.aliases.get("redirect", 0), "redirects"),
-        _card(dropped, "dropped before fetch"),
+        _card(dropped, "URL variants never fetched"),
         _card(s.statuses.get("unchanged", 0), "unchanged"),
         _card(s.canonical_mismatches, "canonical mismatches"),
     ]

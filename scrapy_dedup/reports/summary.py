@@ -45,9 +45,12 @@ class Summary:
     url_records: int = 0
     frontier_keys: int = 0
     variants: int = 0
-    #: requests dropped before fetch, by drop reason (a variant counts each time it was dropped)
+    #: the requests of the URL variants over all runs, by reason (not every request the crawl
+    #: dropped before fetch: a repeated request of a URL fetched is no variant's)
     dropped_requests: Counter[str] = field(default_factory=Counter)
-    #: URLs dropped before fetch, by drop reason
+    #: URL variants (spellings of a URL key fetched under another URL, never fetched as
+    #: written), by reason: ``seen``, ``fresh``, ``alias`` (dropped before fetch) or
+    #: ``normalized`` (its request went out normalized)
     dropped_urls: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
     #: the error answers (HTTP 400 and above) of the URLs fetched without a document, by status
@@ -220,6 +223,8 @@ def render_text(s: Summary, out: TextIO) -> None:
     by_reason = ", ".join(
         f"{r} {_n(n)} URLs / {_n(s.dropped_requests[r])} requests" for r, n in sorted(s.dropped_urls.items())
     )
+    if by_reason:
+        by_reason += " (the requests of these spellings, over all runs)"
     # a URL fetched without a document: most often an error answer, said with its status
     errors = "; ".join(f"{code}: {_n(n)}" for code, n in sorted(s.http_errors.items()))
     not_docs = ", ".join(
@@ -228,8 +233,9 @@ def render_text(s: Summary, out: TextIO) -> None:
         if s.statuses.get(st)
     )
     lines = [
-        ("URLs seen", s.urls_known, f"{_n(s.url_records)} fetched or redirected, {_n(dropped)} dropped before fetch"),
-        ("  dropped before fetch", dropped, by_reason),
+        ("URLs seen", s.urls_known,
+         f"{_n(s.url_records)} fetched or redirected, {_n(dropped)} URL variants: other spellings, never fetched as written"),
+        ("  URL variants", dropped, by_reason),
         ("Documents", s.documents, "distinct contents kept, one canonical URL each"),
         ("Aliases", s.duplicates, "URLs that are not their document's canonical"),
     ]
