@@ -125,7 +125,9 @@ def rows(
         yield describe(store, resolver, cluster, authority)
 
 
-def render(clusters: Iterator[dict[str, Any]], fmt: str, out: TextIO, min_size: int = 2) -> int:
+def render(clusters: Iterator[dict[str, Any]], fmt: str, out: TextIO, min_size: int) -> int:
+    """Write ``clusters`` in ``fmt``; ``min_size``: the size they were selected with, which the
+    table's line for none says."""
     if fmt == "jsonl":
         n = 0
         for c in clusters:
@@ -139,7 +141,7 @@ def render(clusters: Iterator[dict[str, Any]], fmt: str, out: TextIO, min_size: 
     return render_text(clusters, out, min_size)
 
 
-def render_text(clusters: Iterator[dict[str, Any]], out: TextIO, min_size: int = 2) -> int:
+def render_text(clusters: Iterator[dict[str, Any]], out: TextIO, min_size: int) -> int:
     n = 0
     for n, c in enumerate(clusters, 1):
         if n > 1:
@@ -159,7 +161,7 @@ def render_text(clusters: Iterator[dict[str, Any]], out: TextIO, min_size: int =
         write_rows(rows, ["role", "url", "distance", "jaccard", "chars"], "table", buf, shrink=("url",))
         out.write(f"  kept: {c['why']}\n")
     if n == 0:
-        # said with the size asked for: the default (2) means no document has a second URL
+        # said with the size asked for: 2 (the command's default) means no document has a second URL
         alone = ": every document has one URL" if min_size <= 2 else ""
         out.write(f"no cluster of {min_size:,} URLs or more{alone}\n")
     return n
