@@ -309,6 +309,23 @@ def test_lookup_of_a_tracking_variant_names_its_canonical(demo, outside):
     assert "url_variant: normalized before any request (fragment," in table
 
 
+def test_lookup_says_why_each_url_variant_was_not_fetched_as_written(demo, outside):
+    """A variant's note follows the reason its record keeps: a `normalized` one was requested
+    under its normalized URL, not dropped; it said "already scheduled" of every variant."""
+    from crawl_helpers import StoreView
+
+    by_reason = {variant["reason"]: url for url, variant in StoreView(demo.store).variants.items()}
+    assert {"seen", "normalized"} <= set(by_reason), by_reason
+    notes = {
+        "seen": ("dropped before fetch ", " time(s): its URL key was already scheduled"),
+        "normalized": ("never fetched as written: requested ", " time(s) under its normalized URL"),
+    }
+    for reason, (opening, ending) in notes.items():
+        answer = json.loads(ok("lookup", by_reason[reason], "--store", str(demo.store), "--format", "jsonl", cwd=outside))
+        note = answer["path"][0]["note"]
+        assert note.startswith(opening) and note.endswith(ending), (reason, note)
+
+
 def test_lookup_of_a_suppressed_copy_lists_every_url_of_its_document(demo, outside, provenance):
     url = demo.url("/print/rag-pipelines.html")
     answer = json.loads(ok("lookup", url, "--store", str(demo.store), "--format", "jsonl", cwd=outside))

@@ -108,9 +108,21 @@ def _hop(source: str, target: str | None, reason: str, distance: int | None, not
     return {"from": source, "to": target, "reason": reason, "distance": distance, "note": note}
 
 
+#: why a URL variant's request was dropped, by the reason its record keeps
+_DROPPED_BECAUSE = {
+    "seen": "its URL key was already scheduled",
+    "fresh": "its URL key was fetched in an earlier run and was not due again",
+    "alias": "its URL key redirects to another URL",
+}
+
+
 def _variant_note(variant: dict) -> str:
     count = variant.get("count") or 1
-    return f"dropped before fetch {count} time(s): its URL key was already scheduled"
+    reason = variant.get("reason") or "seen"
+    if reason not in _DROPPED_BECAUSE:
+        # "normalized": its request went out under the normalized URL
+        return f"never fetched as written: requested {count} time(s) under its normalized URL"
+    return f"dropped before fetch {count} time(s): {_DROPPED_BECAUSE[reason]}"
 
 
 def _same_document(
