@@ -324,14 +324,19 @@ def _paths(items) -> list[str]:
     return sorted(urlsplit(item["url"]).path for item in items)
 
 
-def test_a_crawl_spider_s_start_page_is_an_item_as_in_plain_scrapy(tmp_path, monkeypatch):
+@pytest.mark.parametrize("backend", ["leveldb", "redis"])
+def test_a_crawl_spider_s_start_page_is_an_item_as_in_plain_scrapy(tmp_path, monkeypatch, backend, request):
     """A ``CrawlSpider``'s start page yields no item (``parse_start_url``); plain Scrapy makes it
     one when a page links back to it, through the rule's callback. The start request used to be
     marked seen, so that link was dropped and the home page's text never reached the corpus."""
     from crawl_helpers import tutorial_crawl
 
+    settings = {}
+    if backend == "redis":
+        prefix = request.getfixturevalue("redis_prefix")
+        settings = {"DEDUP_STORE": request.getfixturevalue("redis_single").url, "DEDUP_REDIS_PREFIX": prefix}
     _, plain = tutorial_crawl(_home_and_guides, tmp_path / "plain", monkeypatch, {"ADDONS": {}})
-    site, deduped = tutorial_crawl(_home_and_guides, tmp_path / "dedup", monkeypatch)
+    _, deduped = tutorial_crawl(_home_and_guides, tmp_path / "dedup", monkeypatch, settings)
     assert _paths(plain.items) == _paths(deduped.items) == ["/", "/guide1.html", "/guide2.html"]
-    assert StoreView(tmp_path / "dedup" / "store").record(site + "/").status == "new"
+    assert [item["dedup"]["status"] for item in deduped.items] == ["new"] * 3
     assert deduped.stat("dedup/doc/new") == 3
