@@ -49,8 +49,9 @@ EXTRACT_PARAMS: dict[str, object] = {
     # 4: a <span> inside a sentence keeps its words whatever its class (_keep_inline_spans);
     # 5: the links of a list item with words of its own are its text (_keep_inline_links), a
     # page of several <article>s whose text is short is read again without them (_main_text),
-    # and a <code> inside a <code> is unwrapped (_unwrap_nested_code)
-    "version": 5,
+    # and a <code> inside a <code> is unwrapped (_unwrap_nested_code); 6: an element named like a
+    # comment section that holds the page's first heading is no comment section (_unname_page_comments)
+    "version": 6,
     # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
     # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
     # benchmarks/bench_extraction.py).
@@ -238,6 +239,36 @@ def _unwrap_nested_code(tree: Any) -> None:
         inner.drop_tag()
 
 
+#: an ``id`` or ``class`` that trafilatura takes for a comment section (it cuts the element)
+_COMMENTS_NAME_RE = re.compile(r"^comment|(?:article|post)-comments", re.IGNORECASE)
+
+
+def _unname_page_comments(tree: Any) -> None:
+    """Take the ``id`` and ``class`` off every element named like a comment section that holds
+    the page's first heading: that element is the page, not comments under it. GNU Texinfo names
+    a node's ``<div>`` after the node, and the Maxima manual's "Comments" node kept only its
+    "Next: ..., Previous: ..." line (14 words of 166). A post's comments come after its title
+    and keep their name.
+
+    >>> from lxml.html import fromstring
+    >>> tree = fromstring('<div><div class="section" id="Comments"><h3>13.1 Comments</h3><p>A comment.</p></div></div>')
+    >>> _unname_page_comments(tree)
+    >>> [(e.get("id"), e.get("class")) for e in tree.iter("div")]
+    [(None, None), (None, None)]
+    >>> tree = fromstring('<div><h1>A post</h1><p>Text.</p><div id="comments"><h3>2 comments</h3></div></div>')
+    >>> _unname_page_comments(tree)
+    >>> tree.find("div").get("id")
+    'comments'
+    """
+    heading = next(tree.iter("h1", "h2", "h3", "h4", "h5", "h6"), None)
+    if heading is None:
+        return
+    for element in heading.iterancestors():
+        if any(_COMMENTS_NAME_RE.search(element.get(name) or "") for name in ("id", "class")):
+            element.attrib.pop("id", None)
+            element.attrib.pop("class", None)
+
+
 def _letters(text: str) -> int:
     """Characters of ``text`` other than spaces, tabs and line breaks: a length that means the
     same in every script (a Japanese sentence is one whitespace-separated "word")."""
@@ -344,6 +375,7 @@ def extract_text(
         _keep_inline_spans(tree)
         _keep_inline_links(tree)
         _unwrap_nested_code(tree)
+        _unname_page_comments(tree)
         result = _main_text(tree, options)
         if not result and not include_comments:
             # trafilatura cuts an element named like a comment section (id or class "comment..."):
