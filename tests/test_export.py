@@ -121,6 +121,15 @@ def test_export_to_a_file_and_the_same_records_twice(crawled, exported, tmp_path
     assert jsonl(out.read_text("utf-8")) == exported[0]
 
 
+def test_export_to_dash_writes_stdout(crawled, exported, tmp_path):
+    # as `scrapy crawl -o -`: the records on stdout, no file named "-"
+    _, work, _ = crawled
+    proc = ok("export", "--store", str(work / "with-text" / "store"), "-o", "-", cwd=tmp_path)
+    assert jsonl(proc.stdout) == exported[0]
+    assert "exported 36 documents\n" in proc.stderr
+    assert not (tmp_path / "-").exists()
+
+
 def test_chunks_one_record_per_distinct_chunk_with_every_document(crawled, exported):
     _, work, _ = crawled
     records, _ = exported

@@ -165,7 +165,7 @@ class Command(ScrapyCommand):
         )
         sub.add_argument("--html", metavar="FILE", help="report: the HTML file to write")
         sub.add_argument("--chunks", action="store_true", default=None, help="export: one record per unique chunk")
-        sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout")
+        sub.add_argument("-o", "--output", metavar="FILE", help="export: write to FILE instead of stdout (-: stdout)")
         sub.add_argument(
             "--changes-since",
             metavar="TOKEN",
@@ -448,8 +448,10 @@ class Command(ScrapyCommand):
         # a token the store cannot answer fails before the output is opened
         since = changes.since(store, opts.changes_since) if opts.changes_since is not None else None
         token = changes.token(store) if since is None else since.token
+        # "-" is stdout, as in `scrapy crawl -o -`
+        to_file = opts.output not in (None, "", "-")
         try:
-            out = open(opts.output, "w", encoding="utf-8") if opts.output else sys.stdout
+            out = open(opts.output, "w", encoding="utf-8") if to_file else sys.stdout
         except OSError as exc:
             raise StoreError(f"cannot write {opts.output}: {exc.strerror or exc}") from None
         try:
@@ -460,7 +462,7 @@ class Command(ScrapyCommand):
         finally:
             if out is not sys.stdout:
                 out.close()
-        where = f" to {opts.output}" if opts.output else ""
+        where = f" to {opts.output}" if to_file else ""
         if since is not None:
             print(
                 f"exported the changes since {opts.changes_since}{where}: {len(since.upserts)} document(s) to "
