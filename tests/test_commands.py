@@ -228,6 +228,9 @@ def test_aliases_filters(demo, outside, aliases):
     assert len(jsonl(host)) == len(aliases)
     other = ok("aliases", "--store", str(demo.store), "--format", "jsonl", "--host", "example.com", cwd=outside)
     assert other == ""
+    # the table says there is none, with the filter asked for (it printed its header alone)
+    table = ok("aliases", "--store", str(demo.store), "--host", "example.com", cwd=outside)
+    assert table.splitlines()[-1] == "no alias for the --host and --reason asked"
 
 
 def test_table_is_aligned_and_fits_the_terminal(demo, outside, aliases):

@@ -313,9 +313,15 @@ class Command(ScrapyCommand):
         from scrapy_dedup.reports.formats import write_rows
 
         rows = aliases.rows(store, host=opts.host, reasons=opts.reason or ())
-        write_rows(
+        written = write_rows(
             rows, aliases.FIELDS, opts.format, sys.stdout, shrink=aliases.SHRINK, optional=aliases.OPTIONAL
         )
+        if written == 0 and opts.format == "table":
+            # as `clusters` says it has none; said with the filters asked for
+            asked = " for the --host and --reason asked" if opts.host or opts.reason else (
+                ": no URL of the store is a variant, a redirect or a copy of another"
+            )
+            print(f"no alias{asked}")
 
     def _provenance(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import provenance
