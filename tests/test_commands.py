@@ -709,6 +709,39 @@ def test_reports_on_a_running_crawl_say_it_runs(demo, outside, tmp_path):
     assert "interrupted" not in ok("summary", "--store", str(store), cwd=outside)
 
 
+def test_summary_of_a_run_killed_before_it_owed_a_request_says_interrupted(outside, tmp_path):
+    """A crawl killed while its start page is fetched owes nothing (a start request is not owed)
+    and never closed: the summary said "last run complete" of it."""
+    import signal
+
+    from local_site import LocalSite
+    from testing import EXAMPLE_PROJECT
+
+    asked, release = threading.Event(), threading.Event()
+
+    def reply(path: str):
+        asked.set()
+        release.wait(60)
+        return 200, {}, b"<html><body><p>late</p></body></html>"
+
+    store = tmp_path / "store"
+    with LocalSite(reply) as site:
+        cmd = [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"start_url={site.url}/", "-s", f"DEDUP_STORE={store}"]
+        env = dict(os.environ, SCRAPY_SETTINGS_MODULE="demo_project.settings", PYTHONPATH=str(EXAMPLE_PROJECT))
+        crawl = subprocess.Popen(cmd, cwd=EXAMPLE_PROJECT, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            assert asked.wait(60), "the crawl never asked for its start page"
+        finally:
+            os.killpg(crawl.pid, signal.SIGKILL)
+            crawl.wait(30)
+            release.set()
+    summary = ok("summary", "--store", str(store), cwd=outside)
+    assert "last run interrupted: it stopped before it closed\n" in summary, summary
+    counts = json.loads(ok("summary", "--store", str(store), "--format", "jsonl", cwd=outside))
+    assert counts["frontier"] == "interrupted" and counts["pending"] == 0, counts
+
+
 def test_help_lists_the_command_inside_and_outside_a_project(outside):
     example = Path(__file__).resolve().parent.parent / "example_project"
     for cwd in (outside, example):

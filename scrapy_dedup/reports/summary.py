@@ -71,6 +71,9 @@ class Summary:
     pending: int = 0
     #: a crawl holds the store (a snapshot was read) or other processes write it: its run is under way
     running: bool = False
+    #: the last run never closed (killed before it owed any request): no crawl runs, yet its
+    #: state is still "running"
+    unclosed: bool = False
 
     @property
     def frontier_state(self) -> str:
@@ -79,12 +82,16 @@ class Summary:
         state = self.frontier
         if state == "running":
             return f"running: {self.pending:,} requests owed so far"
-        return state if state == "complete" else f"interrupted: {self.pending:,} pending"
+        if state == "complete":
+            return state
+        return f"interrupted: {self.pending:,} pending" if self.pending else "interrupted: it stopped before it closed"
 
     @property
     def frontier(self) -> str:
         """``running``, ``complete`` or ``interrupted``."""
-        return "running" if self.running else "complete" if not self.pending else "interrupted"
+        if self.running:
+            return "running"
+        return "interrupted" if self.pending or self.unclosed else "complete"
 
     @property
     def urls_known(self) -> int:
@@ -143,6 +150,7 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
         found = get_meta(store, meta) or {}
         if "min_jaccard" in found:
             summary.params.setdefault("min_jaccard", found["min_jaccard"])
+    summary.unclosed = not summary.running and (get_meta(store, "job") or {}).get("state") == "running"
 
     def host(url: str) -> HostCounts:
         name = host_of(url)
