@@ -76,7 +76,9 @@ def test_the_menu_path_of_each_command_is_in_the_export(site, tmp_path):
     [doc] = records
     assert sorted(s["url"] for s in doc["sources"]) == [f"{site.url}/{name}.html" for name in DIRECTIONS]
     # and the member's lines that name its command go with the document, with its URL
-    carried = {p["source_url"]: p["text"] for p in doc["merged_passages"]}
+    carried: dict[str, str] = {}
+    for passage in doc["merged_passages"]:
+        carried[passage["source_url"]] = carried.get(passage["source_url"], "") + passage["text"] + "\n"
     for name, command in DIRECTIONS.items():
         url = f"{site.url}/{name}.html"
         text = doc["text"] if url == doc["url"] else carried[url]

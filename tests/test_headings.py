@@ -151,10 +151,10 @@ def test_headings_the_extractor_dropped_give_nothing():
     assert page_headings(html) == [(2, "Site map")]
     assert heading_spans(html, "Only text here.") == ()
     assert heading_spans("<p>no headings</p>", "no headings") == ()
-    # trafilatura keeps headings inside a main container (<main>, <article>, role=main); from
-    # a page without one (DocBook's div.chapter) its fallback keeps the paragraphs only
+    # trafilatura keeps headings inside a main container (<main>, <article>, role=main); a page
+    # without one (DocBook's div.chapter) is read again inside one, and keeps them too
     body = f"<h1>Console basics</h1><p>{PARA['dump']}</p><h2>Shell prompt</h2><p>{PARA['str']}</p>"
-    for container, kept in (("<div class='chapter'>%s</div>", 0), ("<main>%s</main>", 2), ("<article>%s</article>", 2)):
+    for container, kept in (("<div class='chapter'>%s</div>", 2), ("<main>%s</main>", 2), ("<article>%s</article>", 2)):
         html = "<html><body>" + container % body + "</body></html>"
         assert len(heading_spans(html, extract_text(html))) == kept, container
 
