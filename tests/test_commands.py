@@ -794,3 +794,11 @@ def test_summary_gives_the_error_answers_of_urls_without_a_document(tmp_path, ou
     metrics = ok("summary", "--store", str(path), "--format", "jsonl", cwd=outside)
     assert '"http_error/404": 2' in metrics and '"http_error/410": 1' in metrics, metrics
     assert "http_error/200" not in metrics
+
+
+def test_chunk_reports_of_a_store_without_chunks_say_how_to_get_them(demo, outside):
+    # the demo is crawled without DEDUP_CHUNKS; boilerplate is learned from the chunks, which a
+    # user asking for it alone could not know from "the store keeps no chunks"
+    for command, words in (("chunks", "keeps no chunks"), ("boilerplate", "boilerplate lines are learned from them")):
+        proc = dedup(command, "--store", str(demo.store), cwd=outside)
+        assert proc.returncode == 1 and words in proc.stderr and "DEDUP_CHUNKS = True" in proc.stderr, proc.stderr

@@ -520,7 +520,9 @@ class Command(ScrapyCommand):
         from scrapy_dedup.reports.formats import write_rows
 
         if not chunks.has_chunks(store):
-            raise StoreError("the store keeps no chunks: crawl with DEDUP_CHUNKS = True")
+            raise StoreError(
+                "the store keeps no chunks, and boilerplate lines are learned from them: crawl with DEDUP_CHUNKS = True"
+            )
         self._warn_unsettled(store)
         rows = chunks.learned_boilerplate(store, opts.host)
         if not rows:
