@@ -157,7 +157,8 @@ _BLOCKS = frozenset(
     "li ul ol dl dt dd table tr td th div section article aside nav header footer form pre blockquote"
     " h1 h2 h3 h4 h5 h6".split()
 )
-#: the headings whose loss from a text sends its page to _frame_body
+#: the heading tags: the first on a page is its title (_unname_page_comments); a text that lost
+#: them all sends its page to _frame_body
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 #: a letter (a count or a date, "(12)", "2024-05-01", next to a menu's link is no sentence)
 _LETTER_RE = re.compile(r"[^\W\d_]")
@@ -265,7 +266,7 @@ def _unname_page_comments(tree: Any) -> None:
     >>> tree.find("div").get("id")
     'comments'
     """
-    heading = next(tree.iter("h1", "h2", "h3", "h4", "h5", "h6"), None)
+    heading = next(tree.iter(_HEADINGS), None)
     if heading is None:
         return
     for element in heading.iterancestors():
