@@ -19,6 +19,8 @@ from scrapy_dedup.store.records import frontier_mark, get_url, has_pending, put_
 DROP_SEEN = "seen"  # the key was already scheduled in this run
 DROP_ALIAS = "alias"  # the key is known to redirect to another URL
 DROP_FRESH = "fresh"  # fetched in an earlier run, not yet due for a revisit
+#: a variant's reason when its request went out under the normalized URL (no drop)
+NORMALIZED = "normalized"
 
 #: keys known scheduled in this run that a frontier remembers (about 300 bytes each)
 SCHEDULED_KEPT = 16_384
@@ -98,7 +100,7 @@ class Frontier:
             now = self.clock()
             with self.store.batch(later=True) as batch:
                 for variant in variants:
-                    batch.count_variant(variant, key, now, reason or "normalized")
+                    batch.count_variant(variant, key, now, reason or NORMALIZED)
         return reason
 
     def _marked(self, key: str, url: str, previous: tuple[int, str] | None, owe: OweOffer | None) -> None:
@@ -180,7 +182,7 @@ class Frontier:
             batch.remove_from_set(ALIASES, key, url)
             for source in dict.fromkeys(urldefrag(s)[0] for s in sources):
                 if source != url:
-                    batch.count_variant(source, key, now, "normalized")
+                    batch.count_variant(source, key, now, NORMALIZED)
 
     def _fetched_before(self, record: UrlRecord | None) -> str | None:
         """Why to drop the key of ``record``, scheduled in an earlier run, or None to fetch it again."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.decide.frontier import DROP_ALIAS, DROP_FRESH, DROP_SEEN, NORMALIZED
 from scrapy_dedup.reports.clusters import why_kept
 from scrapy_dedup.reports.formats import iso, write_rows
 from scrapy_dedup.reports.resolve import Resolver
@@ -110,19 +111,28 @@ def _hop(source: str, target: str | None, reason: str, distance: int | None, not
 
 #: why a URL variant's request was dropped, by the reason its record keeps
 _DROPPED_BECAUSE = {
-    "seen": "its URL key was already scheduled",
-    "fresh": "its URL key was fetched in an earlier run and was not due again",
-    "alias": "its URL key redirects to another URL",
+    DROP_SEEN: "its URL key was already scheduled",
+    DROP_FRESH: "its URL key was fetched in an earlier run and was not due again",
+    DROP_ALIAS: "its URL key redirects to another URL",
 }
 
 
 def _variant_note(variant: dict) -> str:
+    """What became of a URL variant's requests.
+
+    >>> _variant_note({"count": 2, "reason": "fresh"})
+    'dropped before fetch 2 time(s): its URL key was fetched in an earlier run and was not due again'
+    >>> _variant_note({"reason": "normalized"})
+    'never fetched as written: requested 1 time(s) under its normalized URL'
+    >>> _variant_note({"count": 1, "reason": "robots"})
+    'dropped before fetch 1 time(s): robots'
+    """
     count = variant.get("count") or 1
-    reason = variant.get("reason") or "seen"
-    if reason not in _DROPPED_BECAUSE:
-        # "normalized": its request went out under the normalized URL
+    reason = variant.get("reason") or DROP_SEEN
+    if reason == NORMALIZED:
+        # its request went out under the normalized URL
         return f"never fetched as written: requested {count} time(s) under its normalized URL"
-    return f"dropped before fetch {count} time(s): {_DROPPED_BECAUSE[reason]}"
+    return f"dropped before fetch {count} time(s): {_DROPPED_BECAUSE.get(reason, reason)}"
 
 
 def _same_document(
