@@ -146,11 +146,11 @@ def collect(store: DedupStore, progress: Progress | None = None) -> Summary:
     )
     # the near-duplicate settings of the last settle, else of the last crawl (the store's own
     # params hold the distance only)
-    for meta in (SETTLED_META, "job"):
-        found = get_meta(store, meta) or {}
+    job = get_meta(store, "job") or {}
+    for found in (get_meta(store, SETTLED_META) or {}, job):
         if "min_jaccard" in found:
             summary.params.setdefault("min_jaccard", found["min_jaccard"])
-    summary.unclosed = not summary.running and (get_meta(store, "job") or {}).get("state") == "running"
+    summary.unclosed = not summary.running and job.get("state") == "running"
 
     def host(url: str) -> HostCounts:
         name = host_of(url)
