@@ -64,6 +64,8 @@ class _Content(NamedTuple):
     packed: bytes | None = None
     #: the page is plain text
     plain: bool = False
+    #: the markup its text was extracted from (its headings make the chunks' spans), when it was
+    markup: str | bytes | None = None
 
 
 class DedupPipeline:
@@ -120,7 +122,8 @@ class DedupPipeline:
             self.state.inc("doc/no_url")
             return item
         try:
-            decision, text = await self._decide(adapter, str(url), source, response)
+            decision, content = await self._decide(adapter, str(url), source, response)
+            text, markup = content.text, content.markup
             # a document decided before an interruption, whose emission it may have cut off
             resumed = response is not None and META_RESUMED in response.meta
             self.state.pending.replay(decision, self.state.key(str(url)), resumed)
@@ -132,12 +135,13 @@ class DedupPipeline:
             if chunking and decision.status == "unchanged" and decision.is_representative and text is not None:
                 # extracted again (its markup or the extraction changed) and its text kept anew:
                 # its chunks' spans point into that text
-                await self._safe_chunks(decision, str(url), text, adapter, response)
+                await self._safe_chunks(decision, str(url), text, markup, adapter)
             self._settle(decision)
             if text is None and (chunking or self._wants_text(item, adapter)) and _kind(response) == "html":
                 # a body recalled by its raw hash skipped extraction; the item still wants its text
-                text, _ = await self.pool.run(analyse_html, self._markup(adapter, response), url, self.options)
-            chunks = await self._safe_chunks(decision, str(url), text, adapter, response) if chunking else False
+                markup = self._markup(adapter, response)
+                text, _ = await self.pool.run(analyse_html, markup, url, self.options)
+            chunks = await self._safe_chunks(decision, str(url), text, markup, adapter) if chunking else False
         except DropItem:
             raise
         except (PoolClosed, CanonicalWaitStopped, WaitStopped):
@@ -159,27 +163,22 @@ class DedupPipeline:
         return str(adapter.get(field)) if field and adapter.get(field) is not None else ""
 
     async def _safe_chunks(
-        self, decision: Decision, url: str, text: str | None, adapter: ItemAdapter, response: Any
+        self, decision: Decision, url: str, text: str | None, markup: str | bytes | None, adapter: ItemAdapter
     ) -> list | None:
         """The item's chunks; None when they could not be made (counted and logged: the page's
         decision stands, and the end of the crawl chunks it from its kept text)."""
         try:
-            return await self._chunks(decision, url, text, self._scope_of(adapter), self._markup(adapter, response))
+            return await self._chunks(decision, url, text, self._scope_of(adapter), markup)
         except (PoolClosed, StoreWriteError):
             raise
         except Exception:
             self.state.failed("chunks", "could not chunk %s; its item goes on with chunks = None", url)
             return None
 
-    def _markup(self, adapter: ItemAdapter, response: Any) -> str | bytes | None:
-        """The HTML the text was extracted from, cut as it was, for its heading spans (None: text given)."""
-        config = self.state.config
-        if isinstance(adapter.get(config.text_field) if config.text_field in adapter else None, str):
-            return None
-        html = _html_field(adapter, config.html_field)
-        if html is None and _kind(response) != "html":
-            return None
-        return _markup_of(html, response, _body(html, response, config.max_body_bytes))
+    def _markup(self, adapter: ItemAdapter, response: Any) -> str | bytes:
+        """The HTML of a page whose extraction its raw hash skipped, cut as the crawl cuts it."""
+        html = _html_field(adapter, self.state.config.html_field)
+        return _markup_of(html, response, _body(html, response, self.state.config.max_body_bytes))
 
     async def _chunks(
         self, decision: Decision, url: str, text: str | None, scope: str, markup: str | bytes | None
@@ -206,7 +205,7 @@ class DedupPipeline:
 
     async def _decide(
         self, adapter: ItemAdapter, url: str, source: ItemSource | None, response: Any
-    ) -> tuple[Decision, str | None]:
+    ) -> tuple[Decision, _Content]:
         state, config = self.state, self.state.config
         key = state.key(url)
         scope = self._scope_of(adapter)
@@ -234,7 +233,7 @@ class DedupPipeline:
             decision = await self._ingest(doc)
         finally:
             state.canonical_waits.release(key)
-        return decision, text
+        return decision, content
 
     async def _ingest(self, doc: Document) -> Decision:
         """Decide ``doc``. While another process of a shared store decides the same URL key
@@ -285,7 +284,7 @@ class DedupPipeline:
             return _Content(text, fp, body_hash, packed, plain=True)
         self.state.inc("doc/extracted")
         text, fp, packed = await self._analyse(analyse_html, markup, url, self.options)
-        return _Content(text, fp, body_hash, packed)
+        return _Content(text, fp, body_hash, packed, markup=markup)
 
     async def _analyse(self, analyse, *args) -> tuple[str, Fingerprint, bytes | None]:
         """``analyse(*args)`` in a worker; with DEDUP_KEEP_TEXT the worker packs the text too."""
