@@ -33,6 +33,7 @@ def exported(store: Path, *args: str) -> list[dict]:
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
+
 def crawled_page(page: str, out: Path, settings: dict) -> dict:
     """Serve ``page`` on 127.0.0.1, linked from a start page, crawl it with ``settings`` (the store
     in ``out/store``) and return its record of the export."""
