@@ -42,5 +42,5 @@ def near_remove(fn: StoreFunctions, scope: str, simhash: int, token: bytes) -> N
 def near_scan(fn: StoreFunctions, scope: str, simhash: int, max_distance: int) -> set[tuple[int, bytes]]:
     """The entries within ``max_distance`` in the four buckets of ``simhash``, read as a decision reads them."""
     pipe = fn.client.pipeline(transaction=False)
-    decode = fn.queue_near_read(pipe, scope, [simhash], max_distance)
-    return decode(pipe.execute())[0]
+    decode = fn.queue_near_read(pipe, scope, simhash, max_distance)
+    return decode(pipe.execute())

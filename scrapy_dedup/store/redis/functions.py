@@ -286,33 +286,17 @@ class StoreFunctions:
 
     # -- near-duplicate tables --------------------------------------------------------------
     def queue_near_read(
-        self, pipe: Any, scope: str, simhashes: Sequence[int], max_distance: int
-    ) -> Callable[[list], list[set[tuple[int, bytes]]]]:
-        """Queue the reads of the buckets of ``simhashes`` (one HMGET per slot group); the
-        function returned turns their replies into, per SimHash, the set of (simhash, token)
-        within ``max_distance`` in its buckets."""
-        sid = rk.scope_digest(scope).hex()
-        tables = []
-        for (table, group), members in self._groups(simhashes).items():
-            tables.append(table)
-            blocks = dict.fromkeys(block.to_bytes(2, "big") for _, block in members)
-            pipe.execute_command("HMGET", rk.near_group(self.prefix, sid, table, group), *blocks)
+        self, pipe: Any, scope: str, simhash: int, max_distance: int
+    ) -> Callable[[list], set[tuple[int, bytes]]]:
+        """Queue the reads of the buckets of ``simhash``, one a table; the function returned turns
+        their replies into the (simhash, token) records within ``max_distance`` of it."""
+        for table, key in enumerate(rk.near_buckets(self.prefix, scope, simhash)):
+            pipe.execute_command("HGET", key, rk.near_block(simhash, table).to_bytes(2, "big"))
 
-        def decode(replies: list) -> list[set[tuple[int, bytes]]]:
-            found = [(t, b"".join([v for v in values if v])) for t, values in zip(tables, replies)]
-            return rk.records_near(found, simhashes, max_distance)
+        def decode(replies: list) -> set[tuple[int, bytes]]:
+            return rk.records_near(b"".join(value for value in replies if value), simhash, max_distance)
 
         return decode
-
-    def _groups(self, simhashes: Sequence[int]) -> dict[tuple[int, int], list[tuple[int, int]]]:
-        """The slot groups some SimHashes touch: (table, group) -> [(item number, block)]."""
-        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        shift = rk.BLOCK_BITS - rk.NEAR_GROUP_BITS
-        for i, simhash in enumerate(simhashes):
-            for table in range(rk.BLOCKS):
-                block = (simhash >> (rk.BLOCK_BITS * table)) & 0xFFFF
-                groups.setdefault((table, block >> shift), []).append((i, block))
-        return groups
 
     # -- what a dead holder held ------------------------------------------------------------
     def claim(self, key: str, holder: str, dead: Sequence[str]) -> Iterator[tuple[bytes, bytes]]:

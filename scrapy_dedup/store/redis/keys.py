@@ -317,55 +317,20 @@ def near_buckets(prefix: str, scope: str, simhash: int) -> list[str]:
     ]
 
 
-def records_near(
-    parts: Sequence[tuple[int, bytes]], simhashes: Sequence[int], max_distance: int
-) -> list[set[tuple[int, bytes]]]:
-    """Per SimHash, the (SimHash, token) records within ``max_distance`` in its buckets.
+def records_near(data: bytes, simhash: int, max_distance: int) -> set[tuple[int, bytes]]:
+    """The (SimHash, token) records of ``data``, the buckets of ``simhash`` read together, within
+    ``max_distance`` bits of it (a record shares a bucket in each table its block is the same in:
+    it is one record however often it comes).
 
-    ``parts``: (table, records of any buckets of that table, concatenated). A record lies
-    in the bucket of its own block in each table, so it is compared with the SimHashes of
-    the same block in the same table: one vectorised Hamming pass over every part.
-
-    >>> a, b = near_record(0x0001, b"a" * 8), near_record(0x0002, b"b" * 8)
-    >>> records_near([(0, a + b)], [0x1000_0000_0000_0001, 0x0003], 1)  # 0x0003: another bucket
-    [{(1, b'aaaaaaaa')}, set()]
+    >>> a, b = near_record(0x0001, b"a" * 8), near_record(0x00F0, b"b" * 8)
+    >>> records_near(a + b + a, 0x0003, 1)
+    {(1, b'aaaaaaaa')}
     """
-    out: list[set[tuple[int, bytes]]] = [set() for _ in simhashes]
-    parts = [(table, data) for table, data in parts if data]
-    if not parts or not simhashes:
-        return out
-    if any(len(data) % NEAR_RECORD for _, data in parts):
+    if len(data) % NEAR_RECORD:
         raise ValueError("a near-duplicate bucket's length is not a multiple of 16 bytes")
-    data = b"".join(d for _, d in parts)
-    records = np.frombuffer(data, dtype=">u8").reshape(-1, 2)
-    fps = records[:, 0].astype(np.uint64)
-    tables = np.repeat(
-        np.array([t for t, _ in parts], dtype=np.uint64),
-        [len(d) // NEAR_RECORD for _, d in parts],
-    )
-    mask = np.uint64(_BLOCK_MASK)
-    shift = np.uint64(BLOCK_BITS)
-    # one key per (table, block): records and SimHashes meet on equal keys
-    record_keys = (tables << shift) | ((fps >> (tables * shift)) & mask)
-    order = np.argsort(record_keys, kind="stable")
-    sorted_keys = record_keys[order]
-    queries = np.array([q & 0xFFFF_FFFF_FFFF_FFFF for q in simhashes], dtype=np.uint64)
-    q_tables = np.tile(np.arange(BLOCKS, dtype=np.uint64), len(queries))
-    q_fps = np.repeat(queries, BLOCKS)
-    query_keys = (q_tables << shift) | ((q_fps >> (q_tables * shift)) & mask)
-    lo = np.searchsorted(sorted_keys, query_keys, side="left")
-    hi = np.searchsorted(sorted_keys, query_keys, side="right")
-    counts = hi - lo
-    total = int(counts.sum())
-    if not total:
-        return out
-    owner = np.repeat(np.arange(len(query_keys)), counts)
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    picked = order[np.arange(total) + starts]
-    close = np.bitwise_count(fps[picked] ^ q_fps[owner]) <= max_distance
-    for i, r in zip((owner[close] // BLOCKS).tolist(), picked[close].tolist()):
-        out[i].add((int(fps[r]), data[NEAR_RECORD * r + 8 : NEAR_RECORD * r + NEAR_RECORD]))
-    return out
+    fps = np.frombuffer(data, dtype=">u8")[::2].astype(np.uint64)
+    close = np.flatnonzero(np.bitwise_count(fps ^ np.uint64(simhash)) <= max_distance).tolist()
+    return {(int(fps[r]), data[NEAR_RECORD * r + 8 : NEAR_RECORD * (r + 1)]) for r in close}
 
 
 def simhash_bytes(simhash: int) -> bytes:

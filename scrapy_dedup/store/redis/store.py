@@ -607,14 +607,14 @@ class RedisStore(DedupStore):
         """Queue the reads of the SimHash buckets of ``simhash`` (none for None) and of the band
         buckets of ``bands``; the function returned turns their replies (theirs only, in order)
         into the candidates."""
-        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, [simhash], max_distance)
+        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, simhash, max_distance)
         groups = rk.band_calls(self.prefix, scope, bands)
         for keys, entries in groups:
             pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
 
         def decode(replies: list) -> NearCandidates:
             near_at = len(replies) - len(groups)
-            near = sorted(decode_near(replies[:near_at])[0]) if decode_near is not None else []
+            near = sorted(decode_near(replies[:near_at])) if decode_near is not None else []
             found = {token.hex() for reply in replies[near_at:] for _, token in rk.band_found(reply)}
             return NearCandidates([(fp, token.hex()) for fp, token in near], found)
 
