@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 16
+local LIBRARY_VERSION = 17
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -180,7 +180,7 @@ end
 -- bucket, named by its 16-bit block (2 bytes), the value its records.  Records are 16 bytes:
 -- the 64-bit SimHash, then an 8-byte token (cluster id).  The table is the digit after '{n'
 -- in the key's tag (a prefix holds no braces), so a record's bucket follows from its SimHash.
--- A decision reads the buckets with a plain HMGET and measures the Hamming distances in the
+-- A decision reads its buckets with a plain HGET and measures the Hamming distances in the
 -- client (they cost Lua ~100 times what they cost numpy); two decisions at once may both keep
 -- a near duplicate, which settling merges.
 local NEAR_WIDTH = 16
@@ -258,9 +258,9 @@ local function band_tag(entries, i)
   return string.sub(entries, i * BAND_ENTRY - BAND_TAG + 1, i * BAND_ENTRY)
 end
 
--- Appends to `out`, for each record under an entry's tag in its bucket (`values`: the HMGET
--- of the entries' fields), `kind` (1 byte) and the record's token.
-local function band_matches(values, entries, kind, out)
+-- Appends to `out` the token of each record under an entry's tag in its bucket (`values`: the
+-- HMGET of the entries' fields).
+local function band_matches(values, entries, out)
   for i = 1, #values do
     local blob = values[i]
     if blob then
@@ -269,7 +269,7 @@ local function band_matches(values, entries, kind, out)
         local pos = string.find(blob, needle, init, true)
         if pos == nil then break end
         if (pos - 1) % BAND_RECORD == 0 then
-          out[#out + 1] = kind .. string.sub(blob, pos + BAND_TAG, pos + BAND_RECORD - 1)
+          out[#out + 1] = string.sub(blob, pos + BAND_TAG, pos + BAND_RECORD - 1)
           init = pos + BAND_RECORD
         else
           init = pos + 1
@@ -320,15 +320,14 @@ local function bands_write(enter)
 end
 local bands_add, bands_remove = bands_write(true), bands_write(false)
 
--- KEYS: hashes of one band group (the representatives').  ARGV: entries.  Replies one string:
--- per record under an entry's tag, the hash's position among KEYS (1 byte, from 0) and
--- the record's token.
+-- KEYS[1] a band group's hash.  ARGV: entries.  Replies one string: the 8-byte token of each
+-- record under an entry's tag.
 local function bands_find(keys, args)
   local entries = args[1] or ''
   local fields = band_fields(entries)
   if fields == nil then return fail(BAND_USAGE) end
   local out = {}
-  for i = 1, #keys do band_matches(redis.call('HMGET', keys[i], unpack(fields)), entries, string.char(i - 1), out) end
+  band_matches(redis.call('HMGET', keys[1], unpack(fields)), entries, out)
   return table.concat(out)
 end
 

@@ -379,7 +379,7 @@ def _glob_escape(text: str) -> str:
 # hash per scope (``P:b:{<tag>}<scope>``, a field per bucket) whose slot lies near the middle of
 # its own 1/8 of the slots, so one call per group reads or writes a document's buckets in it and
 # the groups spread over a cluster's masters. A bucket is a string of 12-byte records: the band
-# hash's low 4 bytes (its tag) and an 8-byte cluster or decision token; a candidate whose band
+# hash's low 4 bytes (its tag) and an 8-byte cluster token; a candidate whose band
 # hash only shares the tag is turned down by near_match, as any candidate.
 
 BAND_GROUPS = 8
@@ -387,7 +387,7 @@ BAND_BUCKET_BITS = 14
 BAND_FIELD = 3  # a bucket's field: band, then bucket (big-endian)
 BAND_TAG = 4  # what a band record keeps of its band hash: the low 4 bytes
 BAND_ENTRY = BAND_FIELD + BAND_TAG  # a band's field, then its tag
-BAND_RECORD = BAND_TAG + 8  # a bucket's record: the tag and an 8-byte cluster or decision token
+BAND_RECORD = BAND_TAG + 8  # a bucket's record: the tag and an 8-byte cluster token
 _TAG_MASK = (1 << (8 * BAND_TAG)) - 1
 _BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
 
@@ -454,19 +454,19 @@ def band_entry(band: int, band_hash: int) -> bytes:
 
 
 @functools.lru_cache(maxsize=256)
-def _band_hashes(prefix: str, scope: str) -> tuple[tuple[str], ...]:
+def _band_hashes(prefix: str, scope: str) -> tuple[str, ...]:
     sid = scope_digest(scope).hex()
-    return tuple((band_hash_key(prefix, sid, group),) for group in range(BAND_GROUPS))
+    return tuple(band_hash_key(prefix, sid, group) for group in range(BAND_GROUPS))
 
 
-def band_calls(prefix: str, scope: str, bands: Sequence[int]) -> list[tuple[tuple[str], bytes]]:
-    """Per band group, ((its hash,), entries): per band of the group its field and its tag
-    (the band hash's low 4 bytes), concatenated (BAND_ENTRY bytes each). One call to a band
+def band_calls(prefix: str, scope: str, bands: Sequence[int]) -> list[tuple[str, bytes]]:
+    """Per band group, (its hash, entries): per band of the group its field and its tag (the
+    band hash's low 4 bytes), concatenated (BAND_ENTRY bytes each). One call to a band
     function per group, on one slot.
 
     >>> calls = band_calls("p", "", list(range(32)))
-    >>> len(calls), len(calls[0][0]), calls[0][0][0].startswith("p:b:"), len(calls[0][1])
-    (8, 1, True, 28)
+    >>> len(calls), calls[0][0].startswith("p:b:"), len(calls[0][1])
+    (8, True, 28)
     >>> calls[1][1][:BAND_ENTRY] == band_field(4, 4) + (4).to_bytes(4, "big")
     True
     """
@@ -476,15 +476,14 @@ def band_calls(prefix: str, scope: str, bands: Sequence[int]) -> list[tuple[tupl
     return [(hashes[group], entries[at : at + width]) for group, at in enumerate(range(0, len(entries), width))]
 
 
-def band_found(reply: bytes) -> list[tuple[int, bytes]]:
-    """What a band lookup found (``sdd_bands_find``'s reply, one per band group): per record
-    under one of the document's band hashes, (position of its hash in the call, 0 for one
-    hash; its 8-byte token).
+def band_tokens(reply: bytes) -> list[bytes]:
+    """What a band lookup found (``sdd_bands_find``'s reply): the 8-byte token of each record
+    under one of the document's band hashes.
 
-    >>> band_found(b"\\x00" + b"a" * 8 + b"\\x01" + b"b" * 8)
-    [(0, b'aaaaaaaa'), (1, b'bbbbbbbb')]
+    >>> band_tokens(b"a" * 8 + b"b" * 8)
+    [b'aaaaaaaa', b'bbbbbbbb']
     """
     reply = bytes(reply)
-    if len(reply) % 9:
-        raise ValueError("a band lookup's reply is 9-byte items")
-    return [(reply[at], reply[at + 1 : at + 9]) for at in range(0, len(reply), 9)]
+    if len(reply) % 8:
+        raise ValueError("a band lookup's reply is 8-byte tokens")
+    return [reply[at : at + 8] for at in range(0, len(reply), 8)]

@@ -147,7 +147,7 @@ class RedisBatch(StoreBatch):
         fp = rk.simhash_bytes(simhash)
         for key in rk.near_buckets(s.prefix, scope, simhash):
             self.commands.append(("FCALL", table_fn, 1, key, fp, token))
-        for (key,), entries in rk.band_calls(s.prefix, scope, bands):
+        for key, entries in rk.band_calls(s.prefix, scope, bands):
             # one call per band group: its buckets are fields of one hash
             self.commands.append(("FCALL", band_fn, 1, key, token, entries))
 
@@ -609,13 +609,13 @@ class RedisStore(DedupStore):
         into the candidates."""
         decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, simhash, max_distance)
         groups = rk.band_calls(self.prefix, scope, bands)
-        for keys, entries in groups:
-            pipe.fcall("sdd_bands_find", len(keys), *keys, entries)
+        for key, entries in groups:
+            pipe.fcall("sdd_bands_find", 1, key, entries)
 
         def decode(replies: list) -> NearCandidates:
             near_at = len(replies) - len(groups)
             near = sorted(decode_near(replies[:near_at])) if decode_near is not None else []
-            found = {token.hex() for reply in replies[near_at:] for _, token in rk.band_found(reply)}
+            found = {token.hex() for reply in replies[near_at:] for token in rk.band_tokens(reply)}
             return NearCandidates([(fp, token.hex()) for fp, token in near], found)
 
         return decode
