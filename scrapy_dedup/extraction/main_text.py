@@ -275,6 +275,27 @@ def _unname_page_comments(tree: Any) -> None:
             element.attrib.pop("class", None)
 
 
+def _unname_linked_sections(tree: Any) -> None:
+    """Take the ``id`` off every element whose heading (a child ``<h1>``..``<h6>``) links to it:
+    that id is the slug of the heading, a section of the text, not the name of a widget. Sphinx
+    names each section so and puts a permalink in its heading, and trafilatura cuts an element
+    whose id holds "author", "tags", "nav", "share", "related"...: the Babel 2.10.3 manual lost
+    its "Authors" section (134 names) and its "Likely Subtags" section.
+
+    >>> from lxml.html import fromstring
+    >>> tree = fromstring('<div><section id="authors"><h2>Authors<a href="#authors">¶</a></h2><p>A. B.</p>'
+    ...                   '</section><div id="tags"><h3>Tags</h3><a href="/t/1">one</a></div></div>')
+    >>> _unname_linked_sections(tree)
+    >>> [(e.tag, e.get("id")) for e in tree.iter("section", "div")]
+    [('div', None), ('section', None), ('div', 'tags')]
+    """
+    for heading in tree.iter(_HEADINGS):
+        section = heading.getparent()
+        name = section.get("id") if section is not None else None
+        if name and any(link.get("href") == f"#{name}" for link in heading.iter("a")):
+            del section.attrib["id"]
+
+
 def _letters(text: str) -> int:
     """Characters of ``text`` other than spaces, tabs and line breaks: a length that means the
     same in every script (a Japanese sentence is one whitespace-separated "word")."""
@@ -421,6 +442,7 @@ def extract_text(
         _keep_inline_links(tree)
         _unwrap_nested_code(tree)
         _unname_page_comments(tree)
+        _unname_linked_sections(tree)
         result = _main_text(tree, options)
         if not result and not include_comments:
             # trafilatura cuts an element named like a comment section (id or class "comment..."):
