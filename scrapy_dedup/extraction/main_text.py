@@ -178,28 +178,37 @@ def _letters_outside_links(element: Any) -> bool:
     return False
 
 
+#: the items of a list whose links _keep_inline_links judges: a list item, a definition list's term
+_ITEMS = ("li", "dt")
+
+
 def _keep_inline_links(tree: Any) -> None:
     """Make plain text of every link of a list item that has words outside its links, so that
     trafilatura's link-density test, which cuts a list of short links as navigation, cannot cut
     the words around them. An API reference links each parameter's type: "<li><code>path</code>
     <a class="type">&lt;string&gt;</a></li>" is a short link in every item of the list of
     parameters, and the whole list left the text (Node.js's ``path.basename(path[, suffix])``
-    lost its parameters and what it returns). A list of links alone (a menu, a table of
-    contents, links with a count) keeps its links and is judged as before.
+    lost its parameters and what it returns). A definition list's term is such an item: Sphinx
+    writes each API entry as a ``<dl>`` whose term, the signature, ends with two short links
+    ("[source]", "¶"), and trafilatura cut the last entry of a page, then the new last one
+    (the exceptions page of pyca/cryptography 38.0.4 lost 2 classes of 6). A list of links
+    alone (a menu, a table of contents, links with a count) keeps its links and is judged as
+    before.
 
     >>> from lxml.html import fromstring
     >>> tree = fromstring('<div><ul><li><code>path</code> <a href="t">&lt;string&gt;</a></li></ul>'
-    ...                   '<ul><li><a href="a.html">Home</a></li><li><a href="b.html">News</a> (12)</li></ul></div>')
+    ...                   '<ul><li><a href="a.html">Home</a></li><li><a href="b.html">News</a> (12)</li></ul>'
+    ...                   '<dl><dt>class InvalidKey<a href="s">[source]</a></dt><dd>Raised.</dd></dl></div>')
     >>> _keep_inline_links(tree)
     >>> [a.text for a in tree.iter("a")], [s.text for s in tree.iter("span")]
-    (['Home', 'News'], ['<string>'])
+    (['Home', 'News'], ['<string>', '[source]'])
     """
     verdicts: dict[Any, bool] = {}
     plain = []
     for link in tree.iter("a"):
         # the list item whose line the link is in: no block between them
         item = next((e for e in link.iterancestors() if e.tag in _BLOCKS), None)
-        if item is None or item.tag != "li":
+        if item is None or item.tag not in _ITEMS:
             continue
         if item not in verdicts:
             verdicts[item] = _letters_outside_links(item)
