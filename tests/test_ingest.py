@@ -179,3 +179,30 @@ def test_the_tutorial_spiders_items_ingest_as_they_crawled_a_plain_text_page_too
 
     assert any(words in r["text"] for r in exported(tmp_path / "crawl" / "store"))
     assert exported(tmp_path / "ingested") == exported(tmp_path / "crawl" / "store")
+
+
+def test_a_second_spelling_of_a_url_key_stays_a_source_of_its_document(tmp_path):
+    """Plain Scrapy fetches a manual's start page ``/`` and its link ``/index.html``, one URL key:
+    the items of the tutorial's spider hold both. The ingest kept the first spelling's record and
+    lost the other URL: on python-cryptography-doc 38.0.4, 114 items exported 113 source URLs.
+    It is a URL variant of its key, as in a crawl."""
+    page = "<html><head><title>Welcome</title></head><body><main><h1>Welcome</h1><p>{}</p></main></body></html>"
+    words = "The library includes both high level recipes and low level interfaces to common algorithms. "
+    lines = [
+        {"url": "http://docs.example/index.html", "html": page.format(words * 4)},
+        {"url": "http://docs.example/faq.html", "html": page.format("Frequently asked questions and answers. " * 9)},
+        {"url": "http://docs.example/", "html": page.format(words * 4)},
+    ]
+    corpus = tmp_path / "items.jsonl"
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    store = str(tmp_path / "ingested")
+    ok("ingest", str(corpus), "--store", store, cwd=tmp_path)
+    records = jsonl(ok("export", "--store", store, cwd=tmp_path).stdout)
+    sources = {s["url"]: s["reason"] for r in records for s in r["sources"]}
+    assert sources == {
+        "http://docs.example/index.html": None,
+        "http://docs.example/faq.html": None,
+        "http://docs.example/": "url_variant",
+    }
+    found = json.loads(ok("lookup", "http://docs.example/", "--store", store, "--format", "jsonl", cwd=tmp_path).stdout)
+    assert found["canonical_url"] == "http://docs.example/index.html"

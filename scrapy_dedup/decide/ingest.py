@@ -19,12 +19,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, Any
+from urllib.parse import urldefrag
 
 from scrapy_dedup.core.body import cut_body
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text, warm_up
 from scrapy_dedup.extraction.main_text import page_title
+from scrapy_dedup.store.records import get_url
 
 #: records extracted ahead of the decisions (bounds memory, keeps the workers busy)
 BATCH = 256
@@ -108,6 +110,18 @@ def _analyse(page: _Page, options: ExtractOptions) -> tuple[str, Fingerprint]:
     return analyse_text(page.body, options)
 
 
+def _count_spelling(index: ContentIndex, doc: Document) -> None:
+    """A record whose URL is another spelling of a key an earlier record gave (``/`` and
+    ``/index.html`` of a plain Scrapy feed) is a URL variant of it, as the crawl counts a link
+    to a key it already scheduled: the store keeps the first spelling's URL, so without it the
+    other URL left the export's sources and ``lookup``."""
+    url = urldefrag(doc.url)[0]
+    record = get_url(index.store, doc.key)
+    if record is not None and record.url != url:
+        with index.store.batch() as batch:
+            batch.count_variant(url, doc.key, index.clock(), "seen")
+
+
 def ingest(
     lines: Iterable[str],
     index: ContentIndex,
@@ -149,6 +163,7 @@ def ingest(
                 if keep_text:
                     doc.text = text[: options.max_text_chars]
                 decision = index.ingest(doc)
+                _count_spelling(index, doc)
                 counts.documents += 1
                 counts.statuses[decision.status] = counts.statuses.get(decision.status, 0) + 1
                 if progress is not None and counts.documents % every == 0:
