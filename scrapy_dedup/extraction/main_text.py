@@ -374,9 +374,17 @@ def _frame_body(tree: Any) -> bool:
     (True, ['main'])
     >>> _frame_body(fromstring("<html><body><article><h1>NAME</h1></article></body></html>"))
     False
+
+    A frame without text is none: trafilatura reads nothing in it and goes on as without one.
+    Doxygen gives every page an empty ``<div id="main-nav">`` (a script fills it with the menu),
+    which trafilatura's ``BODY_XPATH`` names a frame ("main"): the pages of a class kept none of
+    their headings, and their lists, "Returns" and "See also", left the text.
+
+    >>> _frame_body(fromstring('<html><body><div id="main-nav"></div><h1>Queue</h1></body></html>'))
+    True
     """
     body = tree.find("body")
-    if body is None or any(len(expr(tree)) for expr in BODY_XPATH):
+    if body is None or any(found.text_content().strip() for expr in BODY_XPATH for found in expr(tree)):
         return False
     frame = body.makeelement("main", {})
     frame.text, body.text = body.text, None
