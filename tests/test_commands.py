@@ -228,9 +228,11 @@ def test_aliases_filters(demo, outside, aliases):
     assert len(jsonl(host)) == len(aliases)
     other = ok("aliases", "--store", str(demo.store), "--format", "jsonl", "--host", "example.com", cwd=outside)
     assert other == ""
-    # the table says there is none, with the filter asked for (it printed its header alone)
+    # the table says there is none, with the filters asked for, and prints no header above it
     table = ok("aliases", "--store", str(demo.store), "--host", "example.com", cwd=outside)
-    assert table.splitlines()[-1] == "no alias for the --host and --reason asked"
+    assert table == "no alias for --host example.com\n"
+    both = ok("aliases", "--store", str(demo.store), "--host", "example.com", "--reason", "redirect", cwd=outside)
+    assert both == "no alias for --host example.com --reason redirect\n"
 
 
 def test_table_is_aligned_and_fits_the_terminal(demo, outside, aliases):

@@ -9,6 +9,7 @@ be read, each with a one-line reason on stderr.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from collections.abc import Callable
@@ -312,16 +313,18 @@ class Command(ScrapyCommand):
         from scrapy_dedup.reports import aliases
         from scrapy_dedup.reports.formats import write_rows
 
-        rows = aliases.rows(store, host=opts.host, reasons=opts.reason or ())
-        written = write_rows(
-            rows, aliases.FIELDS, opts.format, sys.stdout, shrink=aliases.SHRINK, optional=aliases.OPTIONAL
-        )
-        if written == 0 and opts.format == "table":
-            # as `clusters` says it has none; said with the filters asked for
-            asked = " for the --host and --reason asked" if opts.host or opts.reason else (
-                ": no URL of the store is a variant, a redirect or a copy of another"
-            )
-            print(f"no alias{asked}")
+        rows = iter(aliases.rows(store, host=opts.host, reasons=opts.reason or ()))
+        if opts.format == "table":
+            first = next(rows, None)
+            if first is None:
+                # said, not an empty table (as `clusters` says it has none), with the filters asked for
+                asked = [f"--host {opts.host}"] if opts.host else []
+                asked += [f"--reason {reason}" for reason in opts.reason or ()]
+                none = "no URL of the store is a variant, a redirect or a copy of another"
+                print(f"no alias for {' '.join(asked)}" if asked else f"no alias: {none}")
+                return
+            rows = itertools.chain([first], rows)
+        write_rows(rows, aliases.FIELDS, opts.format, sys.stdout, shrink=aliases.SHRINK, optional=aliases.OPTIONAL)
 
     def _provenance(self, store: DedupStore, opts: argparse.Namespace) -> None:
         from scrapy_dedup.reports import provenance
