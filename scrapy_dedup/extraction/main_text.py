@@ -53,8 +53,10 @@ EXTRACT_PARAMS: dict[str, object] = {
     # and a <code> inside a <code> is unwrapped (_unwrap_nested_code); 6: an element named like a
     # comment section that holds the page's first heading is no comment section
     # (_unname_page_comments), and a page whose text has none of its headings and that has no
-    # frame trafilatura knows is read again inside one (_frame_body)
-    "version": 6,
+    # frame trafilatura knows is read again inside one (_frame_body); 7: the links of a definition
+    # term with words of its own are its text, an element whose heading links to its id is a
+    # section (_unname_linked_sections), and a frame without text is none
+    "version": 7,
     # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
     # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
     # benchmarks/bench_extraction.py).
