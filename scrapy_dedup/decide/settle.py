@@ -337,14 +337,19 @@ class _KeyJoin:
         whole = same & long[:-1]
         _join(parent, at[:-1][whole], at[1:][whole])
         i = np.flatnonzero(~long & (length > 1))
+        # every close pair first, then one join (each join flattens the whole forest)
+        pairs_a, pairs_b = [], []
         for gap in range(1, _LONG_RUN):
             i = i[i + gap < len(at)]
             i = i[run[i + gap] == run[i]]
             if not len(i):
-                return
+                break
             a, b = at[i], at[i + gap]
             close = np.bitwise_count(self.simhash[a] ^ self.simhash[b]) <= self.max_distance
-            _join(parent, a[close], b[close])
+            pairs_a.append(a[close])
+            pairs_b.append(b[close])
+        if pairs_a:
+            _join(parent, np.concatenate(pairs_a), np.concatenate(pairs_b))
 
 
 def _join(parent: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
