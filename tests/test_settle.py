@@ -468,3 +468,27 @@ def test_a_document_near_no_other_is_settled_without_reading_its_text(backend, t
         settle(store, **SETTINGS, incremental=False)
         assert {f"text:{url(name)}" for name in "abcde"} <= set(read)
         assert f"text:{url('x')}" not in read
+
+
+def test_the_minhashes_are_read_in_the_order_the_documents_come_in():
+    """The documents are settled in representative order, but their MinHashes are read in the
+    order they are given in: a store's scan gives them in its key order, where neighbours
+    share a table block (random reads of a large store read a block each)."""
+    from scrapy_dedup.decide import settle as settling
+
+    records, minhashes = _tangled_documents(3)
+    given = sorted(records, key=lambda r: r.key)
+    asked: list[str] = []
+
+    def read(chunk):
+        asked.extend(r.key for r in chunk)
+        return [minhashes.get(r.key) for r in chunk]
+
+    never = lambda a, b: (False, None, None)  # noqa: E731
+    found = settling.settle_clusters(given, never, minhash_of=minhashes.get, min_tokens=50, max_distance=3,
+                                     minhashes=read)
+    assert asked == [r.key for r in given]
+    ordered = [s.representative.key for s in found]
+    assert ordered != sorted(ordered)  # the representative order is not the key order
+    assert found == settling.settle_clusters(records, never, minhash_of=minhashes.get, min_tokens=50, max_distance=3)
+

@@ -238,7 +238,11 @@ class _KeyJoin:
         minhashes: Minhashes,
         min_tokens: int,
         max_distance: int,
+        reading: np.ndarray | None = None,
     ) -> None:
+        """``reading``: the positions of ``records`` in the order their MinHashes are best read
+        in (the store's key order: neighbours in a table file, where random reads of a large
+        store each read a block of their own), else their own order."""
         n, self.max_distance = len(records), max_distance
         scopes: dict[str, int] = {}
         self.scope = np.fromiter((scopes.setdefault(r.scope, len(scopes)) for r in records), np.uint64, n)
@@ -247,13 +251,15 @@ class _KeyJoin:
         self.keys = np.zeros((n, _COLUMNS), np.uint64)
         self.indexable = np.zeros(n, bool)
         blank = bytes(_BANDS_OF.size)
+        at_all = np.arange(n) if reading is None else reading
         for start in range(0, n, _READ_AHEAD):
-            chunk = records[start : start + _READ_AHEAD]
+            at = at_all[start : start + _READ_AHEAD]
+            chunk = [records[i] for i in at.tolist()]
             signatures = minhashes(chunk)
             ok = [_is_indexable(r, min_tokens, m) for r, m in zip(chunk, signatures)]
             bands = b"".join(m[: _BANDS_OF.size] if good and m else blank for m, good in zip(signatures, ok))
-            self.indexable[start : start + len(chunk)] = ok
-            self.keys[start : start + len(chunk), BLOCKS:] = np.frombuffer(bands, "<u8").reshape(len(chunk), BANDS)
+            self.indexable[at] = ok
+            self.keys[at, BLOCKS:] = np.frombuffer(bands, "<u8").reshape(len(chunk), BANDS)
         for b in range(BLOCKS):
             self.keys[:, b] = (self.simhash >> np.uint64(BLOCK_BITS * b)) & np.uint64((1 << BLOCK_BITS) - 1)
         self.rows = np.flatnonzero(self.indexable)
@@ -457,10 +463,17 @@ def settle_clusters(
     ...  for s in settle_clusters(docs, never, minhash_of=lambda k: None, min_tokens=1)]
     [('http://h/c', []), ('http://h/a', ['http://h/b'])]
     """
-    ordered = sorted(records, key=lambda r: (r.scope, representative_order(Candidate.of(r), authority)))
+    given = list(records)
+    # (positions in ``given``: the MinHashes are read in its order, the store's key order when
+    # the records come from a scan of it)
+    order = sorted(range(len(given)), key=lambda i: (given[i].scope, representative_order(Candidate.of(given[i]), authority)))
+    ordered = [given[i] for i in order]
+    del given
     if minhashes is None:
         minhashes = partial(_each, minhash_of)
-    group = _KeyJoin(ordered, minhashes, min_tokens, max_distance).groups(ordered)
+    reading = np.argsort(np.array(order, np.int64)) if order else np.empty(0, np.int64)
+    group = _KeyJoin(ordered, minhashes, min_tokens, max_distance, reading).groups(ordered)
+    del order, reading
     sequence = np.argsort(group, kind="stable").tolist()
     size = np.bincount(group, minlength=len(ordered)).tolist()
     group = group.tolist()
