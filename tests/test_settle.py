@@ -492,3 +492,32 @@ def test_the_minhashes_are_read_in_the_order_the_documents_come_in():
     assert ordered != sorted(ordered)  # the representative order is not the key order
     assert found == settling.settle_clusters(records, never, minhash_of=minhashes.get, min_tokens=50, max_distance=3)
 
+
+def test_a_settle_runs_without_the_cyclic_garbage_collector(backend, tmp_path, monkeypatch):
+    """A settle holds the whole store's records until it ends and makes no garbage cycles: the
+    collector is off while it runs (each collection went through them all again), and as it
+    was after."""
+    import gc
+
+    from scrapy_dedup.decide import settle as settling
+
+    seen: list[bool] = []
+    record_changes = settling.record_changes
+
+    def recording(store, records):
+        seen.append(gc.isenabled())
+        return record_changes(store, records)
+
+    monkeypatch.setattr(settling, "record_changes", recording)
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, orders()[0])
+        assert gc.isenabled()
+        settle(store, **SETTINGS, incremental=False)
+        assert seen == [False] and gc.isenabled()
+        gc.disable()
+        try:
+            settle(store, **SETTINGS, incremental=False)
+            assert seen == [False, False] and not gc.isenabled()
+        finally:
+            gc.enable()
