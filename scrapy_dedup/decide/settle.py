@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS, ROWS, band_hashes, simhash_blocks
+from scrapy_dedup.core.bands import BANDS, BLOCK_BITS, BLOCKS, ROWS, band_hashes
 from scrapy_dedup.core.fingerprints import SLOT_BITS, Fingerprint, near_match, set_jaccard, shingle_set
 from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, duplicate_status, unpack_text
 from scrapy_dedup.core.representative import Candidate, representative_order
@@ -151,19 +151,6 @@ def _add(index: dict[int, int | list[int]], key: int, n: int) -> None:
         found.append(n)
 
 
-def _near_keys(record: UrlRecord, minhash: bytes | None, min_tokens: int) -> list[int]:
-    """The candidate keys of a document compared by distance: its SimHash blocks (the table
-    number in the bits above 16) and its MinHash bands, each band's 8 slots as one int with the
-    band's number above them (the bytes the store's band hashes are taken of: equal bands are
-    equal keys, without hashing; ints hash faster than the slices did)."""
-    if not _is_indexable(record, min_tokens, minhash):
-        return []
-    assert record.simhash is not None and minhash is not None, "_is_indexable checked both"
-    keys: list[int] = [(i + 1) << 16 | block for i, block in enumerate(simhash_blocks(record.simhash))]
-    # (a signature is NUM_PERM bytes: band_hashes refuses a shorter one too)
-    return keys + [tag | value for tag, value in zip(_BAND_TAGS, _BANDS_OF.unpack_from(minhash))]
-
-
 def _candidates(
     record: UrlRecord,
     keys: list[int],
@@ -227,7 +214,7 @@ def affected(
 
 
 class _KeyJoin:
-    """Every document's candidate keys (:func:`_near_keys`: its SimHash blocks and MinHash
+    """Every document's candidate keys (:meth:`near_keys`: its SimHash blocks and MinHash
     bands, a column each). :meth:`groups` sorts each column to join the documents that share a
     key; :meth:`candidates` sorts them all once, so that the documents sharing a key with one
     are found by a binary search: what a dict of every document's 36 keys answered, in about a
@@ -268,6 +255,19 @@ class _KeyJoin:
         # built by the first candidates() (groups() needs none of it)
         self.order: np.ndarray | None = None
         self.sorted = _EMPTY
+
+    def near_keys(self, n: int) -> list[int]:
+        """The candidate keys of document ``n`` compared by distance, from its row (its MinHash
+        is not read again): its SimHash blocks (the table number in the bits above 16) and its
+        MinHash bands, each band's 8 slots as one int with the band's number above them (the
+        bytes the store's band hashes are taken of: equal bands are equal keys, without
+        hashing; ints hash faster than the slices did)."""
+        if not self.indexable[n]:
+            return []
+        row = self.keys[n].tolist()
+        return [(i + 1) << 16 | block for i, block in enumerate(row[:BLOCKS])] + [
+            tag | value for tag, value in zip(_BAND_TAGS, row[BLOCKS:])
+        ]
 
     def _index(self) -> None:
         # one sorted array for every column: a key mixed with its column and scope (equal keys
@@ -388,8 +388,7 @@ def _settle_one(
     near_index: dict[int, int | list[int]],
     settled: list[Settled],
     near: NearTest,
-    minhash_of: Callable[[str], bytes | None],
-    min_tokens: int,
+    near_keys: Callable[[], list[int]],
     max_distance: int,
     last: bool = False,
 ) -> Settled:
@@ -406,7 +405,7 @@ def _settle_one(
         same.members.append((record, distance(record, same.representative), 1.0))
         return same
     # (no representative indexed, and none to index: nothing of it is read)
-    keys = _near_keys(record, minhash_of(record.key), min_tokens) if near_index or not last else []
+    keys = near_keys() if near_index or not last else []
     for n in sorted(_candidates(record, keys, near_index, lambda m: settled[m].representative.simhash, max_distance)):
         # in representative order: the first it is near takes it
         ok, gap, jaccard = near(record, settled[n].representative)
@@ -470,11 +469,11 @@ def settle_clusters(
     # the records come from a scan of it)
     order = sorted(range(len(given)), key=lambda i: (given[i].scope, representative_order(Candidate.of(given[i]), authority)))
     ordered = [given[i] for i in order]
-    del given
     if minhashes is None:
         minhashes = partial(_each, minhash_of)
     reading = np.argsort(np.array(order, np.int64)) if order else np.empty(0, np.int64)
-    group = _KeyJoin(ordered, minhashes, min_tokens, max_distance, reading).groups(ordered)
+    join = _KeyJoin(ordered, minhashes, min_tokens, max_distance, reading)
+    group = join.groups(ordered)
     del order, reading
     sequence = np.argsort(group, kind="stable").tolist()
     size = np.bincount(group, minlength=len(ordered)).tolist()
@@ -499,7 +498,7 @@ def settle_clusters(
             near_index: dict[int, int | list[int]] = {}
         before = len(settled)
         last = count + 1 == len(sequence) or group[sequence[count + 1]] != current
-        home = _settle_one(record, placed, exact, near_index, settled, near, minhash_of, min_tokens, max_distance, last)
+        home = _settle_one(record, placed, exact, near_index, settled, near, partial(join.near_keys, n), max_distance, last)
         if len(settled) > before:
             founded.append(n)
         if record.key in targets:
@@ -642,11 +641,14 @@ def _settle(
 
     def read_ahead(records: Sequence[UrlRecord]) -> None:
         ahead.clear()
-        keys = [r.key for r in records]
-        ahead.update(zip([(MINHASH, key) for key in keys], minhashes(records)))
         # only a text compared on its words is read
         keys = [r.key for r in records if (r.tokens or 0) >= min_tokens]
-        ahead.update(zip([(TEXT, key) for key in keys], store.get_many(TEXT, keys)))
+        texts = store.get_many(TEXT, keys)
+        ahead.update(zip([(TEXT, key) for key in keys], texts))
+        # a MinHash decides a pair only where a text is missing (the candidate keys are read)
+        kept = {key for key, text in zip(keys, texts) if text is not None}
+        keys = [r.key for r in records if r.key not in kept]
+        ahead.update(zip([(MINHASH, key) for key in keys], store.get_many(MINHASH, keys)))
 
     # bounded caches: the working set of a settle does not grow with the store
     minhash_of = lru_cache(maxsize=_CACHED)(partial(read, MINHASH))
@@ -671,25 +673,26 @@ def _settle(
         text = (record.scope, record.content_hash)
         return (*text, "" if text in copies else record.key)
 
-    def fingerprint(record: UrlRecord) -> Fingerprint:
+    def fingerprint(record: UrlRecord, signature: bool) -> Fingerprint:
         return Fingerprint(
             content_hash=record.content_hash or "",
             simhash=record.simhash or 0,
-            minhash=minhash_of(record.key) or b"",
+            minhash=(minhash_of(record.key) or b"") if signature else b"",
             tokens=record.tokens or 0,
             length=record.text_length or 0,
         )
 
     def near(a: UrlRecord, b: UrlRecord) -> tuple[bool, int | None, float | None]:
-        fa, fb = fingerprint(a), fingerprint(b)
         texts = exact = None
         # decided on the two texts (and their languages) when both are kept, as the crawl decides
-        if min(fa.tokens, fb.tokens) >= min_tokens:
+        if min(a.tokens or 0, b.tokens or 0) >= min_tokens:
             ka, kb = text_key(a), text_key(b)
             sa, sb = shingles_of(*ka), shingles_of(*kb)
             ta, tb = (text_of(*ka), text_of(*kb)) if sa is not None and sb is not None else (None, None)
             if sa is not None and sb is not None and ta is not None and tb is not None:
                 texts, exact = (ta, tb), set_jaccard(sa, sb)
+        # (a pair decided on its texts needs no MinHash estimate: neither is read)
+        fa, fb = fingerprint(a, texts is None), fingerprint(b, texts is None)
         return near_match(
             fa, fb, max_distance=max_distance, min_jaccard=min_jaccard, min_tokens=min_tokens, texts=texts, exact=exact
         )
