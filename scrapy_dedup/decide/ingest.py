@@ -23,6 +23,7 @@ from urllib.parse import urldefrag
 
 from scrapy_dedup.core.body import cut_body
 from scrapy_dedup.core.fingerprints import Fingerprint, raw_hash
+from scrapy_dedup.decide.frontier import DROP_SEEN
 from scrapy_dedup.decide.index import ContentIndex, Document
 from scrapy_dedup.extraction.analysis import ExtractOptions, analyse_html, analyse_text, warm_up
 from scrapy_dedup.extraction.main_text import page_title
@@ -119,7 +120,7 @@ def _count_spelling(index: ContentIndex, doc: Document) -> None:
     record = get_url(index.store, doc.key)
     if record is not None and record.url != url:
         with index.store.batch() as batch:
-            batch.count_variant(url, doc.key, index.clock(), "seen")
+            batch.count_variant(url, doc.key, index.clock(), DROP_SEEN)
 
 
 def ingest(
