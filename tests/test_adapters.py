@@ -179,6 +179,25 @@ def test_pipeline_drops_duplicates_and_emits_the_first(make_crawler):
     assert stats(crawler) == {"doc/new": 1, "doc/exact_duplicate": 1, "doc/dropped": 1}
 
 
+def test_a_decision_runs_off_the_reactor_thread_and_waits_for_its_holds(make_crawler):
+    """The pipeline decides on a thread of its own; a hold the reactor thread took (a page gone,
+    a redirect) keeps it from deciding in the same store until let go, and the reactor runs on."""
+    crawler = make_crawler()
+    pipeline = open_pipeline(crawler)
+    store, key = pipeline.state.store, pipeline.state.key("http://h/a")
+    held = store.hold_document(key)
+    held.__enter__()  # on this thread, which runs the event loop
+    try:
+        deciding = asyncio.ensure_future(pipeline.process_item({"url": "http://h/a", "text": TEXT}))
+        run(asyncio.sleep(0.3))  # the loop runs meanwhile
+        # on this thread the hold would have let it in (a thread holds again inside its own)
+        assert not deciding.done() and get_url(store, key) is None
+    finally:
+        held.__exit__(None, None, None)
+    assert run(deciding)["dedup"]["status"] == "new"
+    pipeline.close_spider()
+
+
 def test_pipeline_flags_duplicates_when_asked_to_keep_them(make_crawler):
     crawler = make_crawler(DEDUP_DROP_DUPLICATES=False)
     pipeline = open_pipeline(crawler)

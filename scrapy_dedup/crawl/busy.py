@@ -9,7 +9,8 @@ other pages meanwhile. This is the one place where the crawl waits for another p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -38,17 +39,18 @@ class WaitStopped(Exception):
     """The crawl began to stop while a decision waited for another process's."""
 
 
-async def when_free(state: DedupState, attempt: Callable[[], T], what: str) -> T:
-    """``attempt()``, again after a pause each time it raises DecisionBusy (having done
-    nothing; a one-process store never does). Counts ``dedup/doc/waited_for_another_process``
-    once for a call that waited; raises WaitStopped when the crawl stops meanwhile, StoreError
-    after BUSY_MAX_WAIT_S."""
+async def when_free(state: DedupState, attempt: Callable[[], T | Awaitable[T]], what: str) -> T:
+    """``attempt()`` (awaited when it answers an awaitable: work on another thread), again
+    after a pause each time it raises DecisionBusy (having done nothing: another holder has the
+    key). Counts ``dedup/doc/waited_for_another_process`` once for a call that waited; raises
+    WaitStopped when the crawl stops meanwhile, StoreError after BUSY_MAX_WAIT_S."""
     from twisted.internet import reactor
 
     delay, waited = BUSY_FIRST_POLL_S, 0.0
     while True:
         try:
-            return attempt()
+            done = attempt()
+            return await done if inspect.isawaitable(done) else done
         except DecisionBusy:
             pass
         if waited == 0.0:

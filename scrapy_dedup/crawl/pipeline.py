@@ -91,6 +91,7 @@ class DedupPipeline:
         # a forced stop (a second Ctrl-C) stops the reactor without closing the spider:
         # terminate the workers then, so that the process never waits on them at exit
         reactor.addSystemEventTrigger("before", "shutdown", self.pool.close, False)  # type: ignore[arg-type]  # zope-typed reactor
+        reactor.addSystemEventTrigger("before", "shutdown", self.state.decisions.close)  # type: ignore[arg-type]
         interval = self.state.config.logstats_interval
         if interval > 0:
             self._logstats = task.LoopingCall(self.log_stats)
@@ -100,6 +101,7 @@ class DedupPipeline:
         if self._logstats is not None and self._logstats.running:
             self._logstats.stop()
         self.pool.close()
+        self.state.decisions.close()
         self.state.canonical_waits.release_all()
         self.log_stats()
 
@@ -236,12 +238,13 @@ class DedupPipeline:
         return decision, content
 
     async def _ingest(self, doc: Document) -> Decision:
-        """Decide ``doc``. While another process of a shared store decides the same URL key
-        (most often one that died holding it, until its lease runs out), wait without blocking
-        the reactor: the crawl fetches and decides other pages meanwhile."""
+        """Decide ``doc`` on the decision thread. While another holder decides the same URL key
+        (another process of a shared store, most often one that died holding it, until its
+        lease runs out), wait without blocking the reactor: the crawl fetches and decides other
+        pages meanwhile."""
         state, index = self.state, self.state.index
         assert index is not None  # the store is open
-        return await when_free(state, lambda: index.ingest(doc), doc.key)
+        return await when_free(state, lambda: state.decisions.decide(doc.key, index.ingest, doc), doc.key)
 
     async def _content(self, adapter: ItemAdapter, url: str, response: Any) -> _Content:
         config = self.state.config
@@ -271,7 +274,7 @@ class DedupPipeline:
             self.state.inc("doc/binary")
             return _Content(None, None, body_hash)
         assert self.state.index is not None  # the store is open
-        known = self.state.index.recall(body_hash)
+        known = await self.state.decisions.run(self.state.index.recall, body_hash)
         if known is not None:
             self.state.inc("doc/extraction_skipped")
             return _Content(None, known, body_hash, plain=kind == "text")

@@ -165,9 +165,18 @@ class _Page:
             # the downloader middleware read the record: recorded again only when that changed
             if response.meta.get(META_LINKS) == self.links:
                 return
+            links = self.links
+
+            def mark_links() -> None:
+                try:
+                    assert state.frontier is not None  # open while the crawl runs
+                    state.frontier.mark_links(state.key(response.url), links)
+                except Exception:
+                    state.failed("links", "could not record the links of %s", response.url)
+
             try:
-                assert state.frontier is not None  # open while the crawl runs
-                state.frontier.mark_links(state.key(response.url), self.links)
+                # not in between the reads and the writes of its item's decision (its record)
+                state.decisions.after(state.key(response.url), mark_links)
             except Exception:
                 state.failed("links", "could not record the links of %s", response.url)
             return

@@ -30,6 +30,7 @@ from scrapy_dedup.crawl.owed import PendingRequests, promoted_id
 from scrapy_dedup.crawl.settings import DedupConfig, SettingError, unknown_settings
 from scrapy_dedup.crawl.sources import ItemSources
 from scrapy_dedup.crawl.waits import CanonicalWaits, crawl_closing
+from scrapy_dedup.crawl.workers import DecisionThread
 from scrapy_dedup.decide.chunk_layer import OWED as CHUNKS_OWED, ChunkLayer
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex
@@ -170,6 +171,8 @@ class DedupState:
         self.canonical_waits = CanonicalWaits(
             self.config.canonical_timeout, self.config.canonical_max_depth, lambda: crawl_closing(crawler)
         )
+        #: the thread the pipeline decides documents on, off the reactor thread
+        self.decisions = DecisionThread()
         #: set by :meth:`open`, None again after :meth:`close`
         self.store: DedupStore | None = None
         self.frontier: Frontier | None = None
@@ -332,6 +335,7 @@ class DedupState:
 
     def close(self) -> None:
         self.canonical_waits.release_all()
+        self.decisions.close()
         if self.store is None:
             return
         store = self.store

@@ -88,13 +88,7 @@ class ExtractionPool:
             future = _submit(self._executor, fn, *args)
         except RuntimeError as exc:  # shut down, or broken by a dead worker
             raise PoolClosed(str(exc)) from exc
-        try:
-            if is_asyncio_reactor_installed():
-                return await asyncio.wrap_future(future)
-            return await _deferred_from_future(future)
-        except (asyncio.CancelledError, CancelledError, BrokenExecutor) as exc:
-            # the pool was shut down under the work, or a worker died
-            raise PoolClosed(f"extraction stopped: {type(exc).__name__}") from exc
+        return await _outcome(future, "extraction")
 
     def close(self, wait: bool = True) -> None:
         """Stop the pool.  ``wait``: let the work already running finish (a graceful stop);
@@ -108,6 +102,75 @@ class ExtractionPool:
             for process in list((getattr(executor, "_processes", None) or {}).values()):
                 process.terminate()
         executor.shutdown(wait=wait, cancel_futures=True)
+
+
+class DecisionThread:
+    """The thread a crawl process decides its documents on.
+
+    A decision reads and writes the store, a round trip each on a shared store: waited for on
+    the reactor thread, every round trip would hold up every page, where on this thread the
+    reactor fetches and parses other pages meanwhile. One thread: decisions run one at a time,
+    in the order asked, as they did on the reactor thread."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        #: url key -> what waits for the end of its decision (see :meth:`after`)
+        self._deciding: dict[str, list[Callable[[], None]]] = {}
+
+    async def decide(self, key: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the thread as the decision of url key ``key``: what :meth:`after`
+        is given for ``key`` meanwhile runs once it is done."""
+        mine = key not in self._deciding
+        if mine:
+            self._deciding[key] = []
+        try:
+            return await self.run(fn, *args)
+        finally:
+            if mine:
+                for work in self._deciding.pop(key):
+                    work()
+
+    def after(self, key: str, work: Callable[[], None]) -> None:
+        """``work()`` (on the reactor thread) now, or once the decision of ``key`` under way is
+        done: a page's record read and written again on the reactor thread (its links, say)
+        must not fall in between the reads and the writes of its decision."""
+        waiting = self._deciding.get(key)
+        if waiting is None:
+            work()
+        else:
+            waiting.append(work)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the thread; raises PoolClosed once the thread is closed."""
+        if self._closed:
+            raise PoolClosed("the decision thread is closed")
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="dedup-decide")
+        try:
+            future = self._executor.submit(fn, *args)
+        except RuntimeError as exc:  # shut down
+            raise PoolClosed(str(exc)) from exc
+        return await _outcome(future, "the decision")
+
+    def close(self) -> None:
+        """Stop the thread once the decision it runs is done (one a forced stop cut short would
+        leave its URL key held)."""
+        self._closed = True
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+async def _outcome(future: Future[T], work: str) -> T:
+    """What ``future`` ends with, awaited on the reactor; PoolClosed when its pool was shut
+    down under it (or its worker died)."""
+    try:
+        if is_asyncio_reactor_installed():
+            return await asyncio.wrap_future(future)
+        return await _deferred_from_future(future)
+    except (asyncio.CancelledError, CancelledError, BrokenExecutor) as exc:
+        raise PoolClosed(f"{work} stopped: {type(exc).__name__}") from exc
 
 
 #: the signals a worker leaves to the crawl process

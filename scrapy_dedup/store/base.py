@@ -58,8 +58,9 @@ from __future__ import annotations
 
 import abc
 import json
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,6 +266,22 @@ class StoreBatch(abc.ABC):
             self.add_to_set(ALIASES, key, url, b"url_variant")  # as records.put_alias
 
 
+
+#: guards the first hold of each embedded store, which makes its lock
+_HOLD_LOCKS = threading.Lock()
+
+
+@contextmanager
+def _one_thread_at_a_time(store: DedupStore) -> Iterator[None]:
+    """An embedded store's hold: its lock (a thread may hold it again inside its own hold)."""
+    lock = store.__dict__.get("_holding")
+    if lock is None:
+        with _HOLD_LOCKS:
+            lock = store.__dict__.setdefault("_holding", threading.RLock())
+    with lock:
+        yield
+
+
 class DedupStore(abc.ABC):
     """One store of one crawl (by default one per spider).
 
@@ -412,9 +429,12 @@ class DedupStore(abc.ABC):
         ``reads``: what the block reads first (near-duplicate candidates, records); a shared
         backend may read them in the lock's round trip (an embedded one ignores them).
 
-        An embedded backend is owned by one process, which decides one document at a time.
+        An embedded backend is owned by one process: its holds exclude each other across that
+        process's threads (a document decided on the crawl's decision thread, a page gone on the
+        reactor thread), one at a time whatever their keys; a thread waits for another's to end
+        (a decision of an embedded store takes milliseconds).
         """
-        return nullcontext()
+        return _one_thread_at_a_time(self)
 
     # -- opening ------------------------------------------------------------
     def _check_params(self, params: dict[str, Any]) -> dict[str, Any]:
