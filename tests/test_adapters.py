@@ -198,6 +198,30 @@ def test_a_decision_runs_off_the_reactor_thread_and_waits_for_its_holds(make_cra
     pipeline.close_spider()
 
 
+def test_what_waits_for_a_decision_runs_once_it_is_done(make_crawler):
+    """A page's record written again on the reactor thread (its links) never falls between the
+    reads and the writes of its decision on the decision thread; another page's goes at once."""
+    import threading
+
+    decisions = open_pipeline(make_crawler()).state.decisions
+    release, order = threading.Event(), []
+
+    def decide():
+        release.wait(30)
+        order.append("decided k")
+
+    deciding = asyncio.ensure_future(decisions.decide("k", decide))
+    run(asyncio.sleep(0.1))  # the decision is under way, on its thread
+    decisions.after("k", lambda: order.append("links of k"))
+    decisions.after("other", lambda: order.append("links of other"))
+    assert order == ["links of other"]
+    release.set()
+    run(deciding)
+    assert order == ["links of other", "decided k", "links of k"]
+    decisions.after("k", lambda: order.append("links of k again"))  # nothing under way: at once
+    assert order[-1] == "links of k again"
+
+
 def test_pipeline_flags_duplicates_when_asked_to_keep_them(make_crawler):
     crawler = make_crawler(DEDUP_DROP_DUPLICATES=False)
     pipeline = open_pipeline(crawler)
