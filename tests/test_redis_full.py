@@ -153,3 +153,27 @@ def test_a_refused_write_takes_no_later_write_with_it(tmp_path):
             assert get_url(store, "page") is None
         finally:
             store.close()
+
+
+def test_a_decision_whose_write_a_full_server_refused_lets_go_of_its_lock(tmp_path):
+    # the release is a function a full server runs (allow-oom): the other processes, and the next
+    # run, decide the page without waiting for this holder's recovery
+    with RedisServer(tmp_path / "redis") as server:
+        client = connect(server.url)
+        prefix = f"full:{uuid.uuid4().hex[:10]}"
+        store, other = RedisStore(server.url, {"test": 1}, prefix=prefix), RedisStore(server.url, {"test": 1}, prefix=prefix)
+        try:
+            with pytest.raises(StoreFull), store.hold_document("page"):
+                client.config_set("maxmemory", 1)  # full: every write that adds is refused
+                with store.batch() as batch:
+                    batch.put_url(UrlRecord(key="page", url="http://example.com/page", status="new"))
+            assert "locks" not in left_held(client, prefix)  # released while the server was full
+            client.config_set("maxmemory", 0)
+            with other.hold_document("page"):
+                assert get_url(other, "page") is None
+            with pytest.raises(StoreFull), store.hold_document("page"):
+                pass  # this process has stopped writing: it takes no lock either
+        finally:
+            client.config_set("maxmemory", 0)
+            store.close()
+            other.close()

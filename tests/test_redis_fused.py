@@ -1,6 +1,6 @@
 """One server, fused calls: each step of a near-duplicate decision is one server-side call over
-the keys of every slot group (the per-group calls a cluster needs, folded), and a decision's
-writes go with its hold's settle and its lock's release. Checked on a real redis-server against
+the keys of every slot group (the per-group calls a cluster needs, folded), and the writes that
+wait (a fetch's record, a settle) go with the next call. Checked on a real redis-server against
 the per-group calls on the same server: the same outcomes and the same bytes stored."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.frontier import Frontier
 from scrapy_dedup.decide.index import ContentIndex, Document
-from scrapy_dedup.store.base import EXACT, DecisionBusy, OweOffer
+from scrapy_dedup.store.base import DecisionBusy, OweOffer
 from scrapy_dedup.store.records import (
     claim_exact,
     find_exact,
@@ -133,48 +133,38 @@ def _counted(store: RedisStore) -> None:
     pool.connection_class = Counting
 
 
-def test_a_new_page_is_decided_in_two_round_trips(redis_single, redis_prefix):
+def test_a_new_page_s_writes_are_one_transaction_inside_its_lock(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
         index.ingest(doc("http://h/warm", prose(10)))
-        _counted(store)
-        calls = _fcalls(store.client)
-        before = Counting.round_trips
+        calls, locks, transactions = _fcalls(store.client), _calls(store.client, "hsetnx"), _calls(store.client, "exec")
         decision = index.ingest(doc("http://h/new", prose(11)))
-        trips = Counting.round_trips - before
         assert decision.status == "new"
-        # the lock with the URL record, the SimHash and band buckets, the exact entry and the
-        # cluster named after the content; the writes with the exact claim and the release
-        assert trips == 2
-        # a band lookup per band group; in the writes an entry per SimHash table and band group,
-        # the MinHash signature's put; the release
-        assert _fcalls(store.client) - calls == rk.BAND_GROUPS + rk.BLOCKS + rk.BAND_GROUPS + 2
+        assert _calls(store.client, "hsetnx") == locks + 1  # the lock
+        assert _calls(store.client, "exec") == transactions + 1  # the decision's batch, whole
+        # a band lookup per band group; the exact claim; in the batch an entry per SimHash table
+        # and band group, the MinHash signature's put; the release
+        assert _fcalls(store.client) - calls == rk.BAND_GROUPS + 1 + rk.BLOCKS + rk.BAND_GROUPS + 1 + 1
+        assert not any(store.client.hlen(rk.decision_shard(store.prefix, s)) for s in range(rk.LOCK_SHARDS))
     finally:
         store.close()
 
 
-def test_a_page_whose_body_was_seen_before_reads_no_candidates_with_its_lock(redis_single, redis_prefix):
+def test_an_unchanged_page_reads_no_candidates(redis_single, redis_prefix):
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         index = ContentIndex(store, store.begin_run(), max_distance=3, min_jaccard=0.8, min_tokens=50)
         text = prose(12)
         assert index.ingest(doc("http://h/page", text)).status == "new"
-        _counted(store)
-        costs = []
         for recalled in (False, True):
-            # the same page again, unchanged; one whose body was seen before (recalled) is most
-            # often unchanged, and reads no near-duplicate candidates with its lock
+            # the same page again, unchanged (one whose body was seen before is recalled): its
+            # URL record decides it, and the release is its one function call
             page = doc("http://h/page", text)
             page.recalled = recalled
             calls = _fcalls(store.client)
-            trips = Counting.round_trips
             assert index.ingest(page).status == "unchanged"
-            trips = Counting.round_trips - trips
-            costs.append((trips, _fcalls(store.client) - calls))
-        (read_trips, read_calls), (trips, calls) = costs
-        assert read_trips == trips  # the candidates came in the lock's round trip
-        assert read_calls == calls + rk.BAND_GROUPS  # its band lookups
+            assert _fcalls(store.client) - calls == 1
     finally:
         store.close()
 
@@ -203,54 +193,32 @@ def test_a_lock_held_elsewhere_makes_the_decision_busy_at_once(redis_single, red
         assert index.ingest(page).status == "new"
 
 
-def test_a_decision_s_first_reads_come_with_its_lock(redis_single, redis_prefix):
-    store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
-    try:
-        with store.batch() as batch:
-            index_exact(batch, "", "c" * 16, "ab" * 8)
-        key = f"{rk.scope_digest('').hex()}:{'c' * 16}"
-        with store.hold_document("k", ("", 0x0123_4567_89AB_CDEF, (), 3, ((EXACT, key), (EXACT, "absent")))):
-            calls = _calls(store.client, "hget")
-            assert find_exact(store, "", "c" * 16) == "ab" * 8
-            assert store.get(EXACT, "absent") is None
-            assert _calls(store.client, "hget") == calls
-            assert find_exact(store, "", "c" * 16) == "ab" * 8  # read once: now from the server
-            assert _calls(store.client, "hget") == calls + 1
-    finally:
-        store.close()
-
-
-def test_a_claim_read_absent_with_the_lock_goes_with_the_release(redis_single, redis_prefix):
+def test_a_claim_inside_a_hold_is_the_server_s_answer_at_once(redis_single, redis_prefix):
     with _two_processes(redis_single.url, redis_prefix) as (store, other):
         claim_exact(other, "", "d" * 16, "cd" * 8)  # another process's text, claimed before the hold
-        keys = [f"{rk.scope_digest('').hex()}:{c * 16}" for c in "ed"]
-        with store.hold_document("k", ("", 0x0123_4567_89AB_CDEF, (), 3, tuple((EXACT, k) for k in keys))):
-            claims = _calls(store.client, "fcall")
-            assert claim_exact(store, "", "e" * 16, "ef" * 8) is None  # read absent with the lock: no call
-            assert _calls(store.client, "fcall") == claims
-            assert find_exact(other, "", "e" * 16) is None  # not before the release
-            assert claim_exact(store, "", "d" * 16, "ef" * 8) == "cd" * 8  # held by another: asked
-        assert find_exact(other, "", "e" * 16) == "ef" * 8
+        with store.hold_document("k"):
+            assert claim_exact(store, "", "e" * 16, "ef" * 8) is None  # founded by this process
+            assert find_exact(other, "", "e" * 16) == "ef" * 8  # in at once, before the release
+            assert claim_exact(store, "", "d" * 16, "ef" * 8) == "cd" * 8  # held by another: joined
+            assert claim_exact(other, "", "e" * 16, "00" * 8) == "ef" * 8
         assert find_exact(other, "", "d" * 16) == "cd" * 8
-        # outside a hold, a claim is the server's answer again
-        assert claim_exact(store, "", "e" * 16, "00" * 8) == "ef" * 8
 
 
-
-def test_writes_inside_a_hold_reach_the_server_with_its_release(redis_single, redis_prefix):
+def test_writes_inside_a_hold_reach_the_server_when_their_batch_exits(redis_single, redis_prefix):
     mine = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     other = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
         with mine.hold_document("http://h/a"):
             with mine.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="new"))
-            assert get_url(other, "http://h/a") is None  # not sent yet
-            # a batch of another thread (the crawl's, beside a decision thread) goes at once
+            assert get_url(other, "http://h/a").status == "new"  # applied as any batch is
+            with pytest.raises(DecisionBusy), other.hold_document("http://h/a"):
+                pass  # but the key stays this decision's until the block exits
+            # a batch of another thread (the crawl's, beside a decision thread) goes at once too
             thread = threading.Thread(target=lambda: _put(mine, "http://h/b"))
             thread.start()
             thread.join(10)
             assert get_url(other, "http://h/b").status == "new"
-            assert get_url(mine, "http://h/a").status == "new"  # a read of this thread sends them first
             with mine.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
         assert get_url(other, "http://h/a").status == "updated"
@@ -266,14 +234,15 @@ def _put(store: RedisStore, key: str) -> None:
 
 
 def _write_in_a_hold_and_die(url, prefix):
-    store = RedisStore(url, PARAMS, prefix=prefix)
+    store = RedisStore(url, PARAMS, prefix=prefix, lease_ms=300)
     with store.hold_document("http://h/doomed"):
         with store.batch() as batch:
             batch.put_url(UrlRecord(key="http://h/doomed", url="http://h/doomed", status="new"))
+            index_exact(batch, "", "f" * 16, "ab" * 8)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_a_decision_killed_before_its_hold_ends_writes_nothing(redis_single, redis_prefix):
+def test_a_decision_killed_inside_its_hold_leaves_its_lock_to_the_recovery(redis_single, redis_prefix):
     ctx = multiprocessing.get_context("fork")
     proc = ctx.Process(target=_write_in_a_hold_and_die, args=(redis_single.url, redis_prefix))
     proc.start()
@@ -281,8 +250,16 @@ def test_a_decision_killed_before_its_hold_ends_writes_nothing(redis_single, red
     assert proc.exitcode == -signal.SIGKILL
     store = RedisStore(redis_single.url, PARAMS, prefix=redis_prefix)
     try:
-        # all or nothing: its page is still owed and decided again by whoever fetches it
-        assert get_url(store, "http://h/doomed") is None
+        # its batch went whole, as any batch does
+        assert get_url(store, "http://h/doomed").status == "new"
+        assert find_exact(store, "", "f" * 16) == "ab" * 8
+        # the lock has no expiry of its own: it goes with its holder, once recovered
+        with pytest.raises(DecisionBusy), store.hold_document("http://h/doomed"):
+            pass
+        time.sleep(0.5)  # its lease runs out: it is dead
+        assert list(store.claim_pending()) == []
+        with store.hold_document("http://h/doomed"):
+            pass
     finally:
         store.close()
 

@@ -287,70 +287,35 @@ def test_a_link_a_dead_process_marked_but_never_owed_is_fetched_when_checked_aga
         state.close()
 
 
-def _fcalls(store: RedisStore) -> int:
-    from scrapy_dedup.store.redis.functions import primaries
-
-    return sum(int(node.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0)) for node in primaries(store.client))
-
-
-def _commands(store: RedisStore) -> int:
-    """Commands the server ran so far, INFO left out."""
-    stats = store.client.info("commandstats")
-    return sum(int(v.get("calls", 0)) for k, v in stats.items() if k != "cmdstat_info")
-
-
-def test_the_band_lookup_read_with_the_lock_answers_the_matching_once(redis_single, redis_prefix):
-    a, b = two_processes(redis_single.url, redis_prefix)
-    aa, bb = "aa" * 8, "bb" * 8
+def test_the_candidates_read_inside_a_hold_are_the_store_s_and_its_own_writes(redis_url, redis_prefix):
+    a, b = two_processes(redis_url, redis_prefix)
+    aa, bb, cc = "aa" * 8, "bb" * 8, "cc" * 8
+    fp = 0x0123_4567_89AB_CDEF
     mine = [(1 << 63) | band << 40 | 7 for band in range(BANDS)]
     theirs = [(1 << 63) | band << 40 | 9 for band in range(BANDS)]
     theirs[6] = mine[6]  # one band hash in common
     try:
         with a.batch() as batch:
             batch.index_near("", 0xFFFF, theirs, aa)
-        fp = 0x0123_4567_89AB_CDEF
-        with b.hold_document("k", ("", fp, tuple(mine), 3, ())):
-            before = _commands(b)
+            batch.index_near("", fp ^ 0b101, (), cc)  # distance 2: near
+            batch.index_near("", fp ^ 0xFFFF_0000, (), bb)  # distance 16: in a bucket, not near
+        with b.hold_document("k"):
+            assert both(b.near_candidates("", fp, mine, 3)) == ([(fp ^ 0b101, cc)], {aa})
+            with a.batch() as batch:  # another process writes meanwhile (it holds no lock of it)
+                batch.unindex_near("", fp ^ 0b101, (), cc)
             assert both(b.near_candidates("", fp, mine, 3)) == ([], {aa})
-            assert _commands(b) == before  # read with the lock
-            assert both(b.near_candidates("", fp, mine, 3)) == ([], {aa})  # read again: from the server
-            assert _commands(b) > before
-            with b.batch() as batch:
+            assert {t for _, t in b.near_candidates("", fp, (), 16).simhash} == {bb}
+            with b.batch() as batch:  # a write of the hold: read back at once
                 batch.index_near("", fp, mine, bb)
             assert both(b.near_candidates("", fp, mine, 3)) == ([(fp, bb)], {aa, bb})
-        assert a.near_candidates("", None, mine).bands == {aa, bb}
+            assert a.near_candidates("", None, mine).bands == {aa, bb}  # in before the release
         assert a.near_candidates("other scope", None, mine).bands == set()
     finally:
         a.close()
         b.close()
 
 
-def test_the_simhash_scan_read_with_the_lock_answers_the_matching_once(redis_single, redis_prefix):
-    a, b = two_processes(redis_single.url, redis_prefix)
-    aa, bb = "aa" * 8, "bb" * 8
-    mine = 0x0123_4567_89AB_CDEF
-    try:
-        with a.batch() as batch:
-            batch.index_near("", mine ^ 0b101, (), aa)  # distance 2: near
-            batch.index_near("", mine ^ 0xFFFF_0000, (), bb)  # distance 16: in a bucket, not near
-        with b.hold_document("k", ("", mine, (), 3, ())):
-            before = _commands(b)
-            assert b.near_candidates("", mine, (), 3).simhash == [(mine ^ 0b101, aa)]
-            assert _commands(b) == before  # read with the lock
-            assert b.near_candidates("", mine, (), 3).simhash == [(mine ^ 0b101, aa)]
-            assert _commands(b) > before  # read again: from the server
-            # another distance is another question: the server answers it
-            assert {t for _, t in b.near_candidates("", mine, (), 16).simhash} == {aa, bb}
-        with b.hold_document("k", ("", mine, (), 3, ())):
-            with b.batch() as batch:  # a write inside the hold: what it read may be stale
-                batch.index_near("", mine ^ 0b1, (), "cc" * 8)
-            assert {t for _, t in b.near_candidates("", mine, (), 3).simhash} == {aa, "cc" * 8}
-    finally:
-        a.close()
-        b.close()
-
-
-def test_a_decision_reads_its_url_record_with_its_lock(redis_url, redis_prefix):
+def test_a_url_record_read_inside_a_hold_is_the_store_s_and_its_own_writes(redis_url, redis_prefix):
     from scrapy_dedup.core.records import UrlRecord
 
     a, b = two_processes(redis_url, redis_prefix)
@@ -361,13 +326,13 @@ def test_a_decision_reads_its_url_record_with_its_lock(redis_url, redis_prefix):
             assert get_url(b, "http://h/a").status == "new"
             with a.batch() as batch:  # another process writes it meanwhile (outside any hold)
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="updated"))
-            assert get_url(b, "http://h/a").status == "updated"  # the read-ahead answers once
+            assert get_url(b, "http://h/a").status == "updated"
             with b.batch() as batch:
                 batch.put_url(UrlRecord(key="http://h/a", url="http://h/a", status="gone"))
             assert get_url(b, "http://h/a").status == "gone"
+            assert get_url(a, "http://h/a").status == "gone"  # in when its batch exits
         with b.hold_document("http://h/new"):
             assert get_url(b, "http://h/new") is None
-            assert get_url(b, "http://h/a").status == "gone"  # another key: read from the server
     finally:
         a.close()
         b.close()

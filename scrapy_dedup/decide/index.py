@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from scrapy_dedup.core.bands import band_hashes
 from scrapy_dedup.core.records import UrlRecord, record_time
 from scrapy_dedup.decide.clusters import Clusters, cluster_id_for
 from scrapy_dedup.decide.decision import Decision, Document
 from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
-from scrapy_dedup.store.base import CLUSTER, EXACT, DecisionReads, DedupStore, exact_key
+from scrapy_dedup.store.base import DedupStore
 from scrapy_dedup.store.records import get_url, raw_index_prefix
 
 __all__ = ["ContentIndex", "Decision", "Document", "cluster_id_for"]
@@ -68,25 +67,8 @@ class ContentIndex(Matching, Clusters, Lifecycle):
         # a shared store: another process may decide this page at the same moment; the
         # decision holds its URL key until its writes are in. A near duplicate decided at the
         # same moment elsewhere may be kept too: settling merges them.
-        # a body seen before is most often the same page unchanged, which reads nothing more
-        with self.store.hold_document(doc.key, None if doc.recalled else self._first_reads(doc)):
+        with self.store.hold_document(doc.key):
             return self._decide_held(doc)
-
-    def _first_reads(self, doc: Document) -> DecisionReads:
-        """What the decision of ``doc`` reads first: its near-duplicate candidates (none for a
-        document never compared by distance: a binary body, a text shorter than
-        DEDUP_MIN_TOKENS), the exact index and the cluster it would found."""
-        fp = doc.fingerprint
-        content_hash = fp.content_hash if fp is not None else doc.raw_hash
-        # what the matching and a new cluster read first: the exact index, the cluster this
-        # page would found
-        first_reads = (
-            (EXACT, exact_key(doc.scope, content_hash)),
-            (CLUSTER, cluster_id_for(doc.scope, doc.key)),
-        )
-        if fp is None or fp.tokens < self.min_tokens:
-            return doc.scope, None, (), 0, first_reads
-        return doc.scope, fp.simhash, band_hashes(fp.minhash) if fp.minhash else (), self.max_distance, first_reads
 
     def _decide_held(self, doc: Document) -> Decision:
         now = self.clock()

@@ -106,12 +106,6 @@ TABLES = (
 #: ``frontier_mark_many`` only, and counted (``count``), not scanned.
 FRONTIER = "frontier"
 
-#: What a decision reads first (:meth:`DedupStore.hold_document`'s ``reads``), in order: scope,
-#: simhash (None: no near-duplicate candidates, only the records), bands, max_distance, and
-#: (table, key) of the records.
-DecisionReads = tuple[str, int | None, tuple[int, ...], int, tuple[tuple[str, str], ...]]
-
-
 class NearCandidates:
     """The near-duplicate candidates of a fingerprint (:meth:`DedupStore.near_candidates`).
 
@@ -418,16 +412,13 @@ class DedupStore(abc.ABC):
         its signature whatever index found it (:func:`near_match`)."""
 
     # -- decisions of several processes ---------------------------------------
-    def hold_document(self, key: str, reads: DecisionReads | None = None) -> AbstractContextManager[None]:
+    def hold_document(self, key: str) -> AbstractContextManager[None]:
         """Hold the decision of the document at url key ``key`` for the ``with`` block: no other
         process decides the same key until the block has exited (atomic).
 
         A shared backend never waits: when another process holds it, it raises
         :class:`DecisionBusy` on entering, having read and written nothing, and the crawl tries
         again a moment later without blocking its reactor (``crawl/busy.py``).
-
-        ``reads``: what the block reads first (near-duplicate candidates, records); a shared
-        backend may read them in the lock's round trip (an embedded one ignores them).
 
         An embedded backend is owned by one process: its holds exclude each other across that
         process's threads (a document decided on the crawl's decision thread, a page gone on the

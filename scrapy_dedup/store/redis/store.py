@@ -16,7 +16,6 @@ manual's "The Redis store" says more.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -36,7 +35,6 @@ from redis.cluster import RedisCluster
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.store.base import (
     ALIASES,
-    EXACT,
     FRONTIER,
     META,
     PENDING,
@@ -44,7 +42,6 @@ from scrapy_dedup.store.base import (
     URL,
     VARIANT,
     DecisionBusy,
-    DecisionReads,
     DedupStore,
     IncompatibleStore,
     NearCandidates,
@@ -152,31 +149,6 @@ class RedisBatch(StoreBatch):
             self.commands.append(("FCALL", band_fn, 1, key, token, entries))
 
 
-class _DecisionState(threading.local):
-    """Per thread, what the decision it holds read ahead and has yet to send: a decision may
-    run on a thread of its own while the crawl's thread writes through the same store."""
-
-    def __init__(self) -> None:
-        #: document holds entered and not yet left
-        self.depth = 0
-        #: (table, key) -> value, read with a hold's own round trip: each answers one get, and
-        #: any write of this thread drops them
-        self.prefetched: dict[tuple[str, str], bytes | None] = {}
-        #: ((scope, simhash, band hashes, max distance), candidates) read with the hold
-        self.settled_near: tuple[tuple[str, int | None, tuple[int, ...], int], NearCandidates] | None = None
-        #: one server, inside a hold: (commands, atomic, function given the replies or None)
-        #: to send before the next read or with the outermost hold's release
-        self.queued: list[tuple[list[tuple], bool, Callable[[list], None] | None]] = []
-        #: exact-index entries the hold read absent: a claim of one is sent with the release
-        #: (see RedisStore.put_if_absent)
-        self.unclaimed: set[str] = set()
-
-    def forget_reads(self) -> None:
-        self.prefetched.clear()
-        self.unclaimed.clear()
-        self.settled_near = None
-
-
 class RedisStore(DedupStore):
     """A store on a Redis server or cluster, shared by every process that opens it."""
 
@@ -265,8 +237,6 @@ class RedisStore(DedupStore):
         self._stopping = threading.Event()
         self._batch_ids = itertools.count(1)
         self._holds = itertools.count(1)
-        #: what a decision in force on a thread read ahead and has yet to send
-        self._decision = _DecisionState()
         #: ids of the owed requests this process holds
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
@@ -518,174 +488,40 @@ class RedisStore(DedupStore):
 
     # -- decisions shared by processes ----------------------------------------
     @contextmanager
-    def hold_document(self, key: str, reads: DecisionReads | None = None) -> Iterator[None]:
-        """Hold ``key``'s decision: a lock tagged with this holder, taken with ``HSETNX``, released
+    def hold_document(self, key: str) -> Iterator[None]:
+        """Hold ``key``'s decision: a lock tagged with this hold, taken with ``HSETNX``, released
         by its holder only, or dropped when its holder is recovered (dead). The store never waits:
         when another process holds it, :class:`DecisionBusy` (the crawl waits without blocking,
-        and tries again).
-
-        The key's URL record, which a decision reads first, comes in the same round trip: the
-        next ``get`` of it inside the block is that answer (read once, before any write). On
-        one server so do ``reads`` (the SimHash and band buckets the matching scans, and its
-        first records), and the block's writes go with the release.
-        """
+        and tries again). The block's batches are applied as any batch is, each when it exits."""
         lock, field = rk.decision_slot(self.prefix, key)
-        holder = b""
-        d = self._decision
-        # on one server a connection runs a pipeline in order: the reads come after the lock is
-        # taken; on a cluster they are on other masters, so they are read afterwards
-        one_server = not is_cluster(self.client)
-        outermost = d.depth == 0
-        try:
-            self._check_not_refused()
-            holder = self._tag(str(next(self._holds)).encode())
-            again = replies_lost()
-            self._send_queued()
-            if not one_server:
-                self.flush()
-            # the writes that wait go first (one server), in the same transaction: the reads
-            # below see them, and no lock is taken if the server refuses them
-            pipe, waiting = self._pipeline(carry=one_server)
-            pipe.hsetnx(lock, field, holder)
-            decode = None
-            if one_server:
-                pipe.execute_command(*self._read_command(URL, key))
-                if reads is not None and outermost:
-                    decode = self._queue_first_reads(pipe, reads)
-            taken, *replies = pipe.execute()[waiting:]
-        except _STORE_FAILURES as exc:
-            # the server refused a write of the round trip (full) after the lock was taken, say:
-            # the lock goes (a release by this holder's name deletes nothing it did not take)
-            with contextlib.suppress(*_STORE_FAILURES):
-                self.client.fcall("sdd_release", 1, lock, field, holder)
-            raise self._stopped_by(exc) from None
-        if not taken and not (replies_lost() != again and self._took_it(lock, field, holder)):
+        holder = self._lock(lock, field)
+        if holder is None:
             raise DecisionBusy(key)
-        if one_server:
-            d.prefetched[(URL, key)] = replies[0]
-            if decode is not None:
-                decode(replies[1:])
-        d.depth += 1
         try:
             yield
         finally:
-            self._leave_hold(("FCALL", "sdd_release", 1, lock, field, holder), True)
+            try:
+                # a full server runs it too (allow-oom): a decision whose write it refused lets
+                # go of its lock, and the other processes, or the next run, need not wait for
+                # this holder's recovery
+                self.client.fcall("sdd_release", 1, lock, field, holder)
+            except _STORE_FAILURES as exc:
+                raise self._stopped_by(exc) from None
+
+    def _lock(self, lock: str, field: bytes) -> bytes | None:
+        """Take a decision's lock (the writes that wait go with it, in its transaction: no lock
+        is taken if the server refuses them): this hold's tag, or None when another holds it."""
+        holder = self._tag(str(next(self._holds)).encode())
+        again = replies_lost()
+        if self._carrying("HSETNX", lock, field, holder):
+            return holder
+        return holder if replies_lost() != again and self._took_it(lock, field, holder) else None
 
     def _took_it(self, lock: str, field: bytes, holder: bytes) -> bool:
         """Whether the lock holds ``holder``, the tag of this hold alone (each hold is numbered):
         then the round trip that took it lost its reply, and redis-py sent it again, whose HSETNX
         answered 0."""
-        try:
-            return bool(self.client.hget(lock, field) == holder)
-        except _STORE_FAILURES as exc:
-            raise self._stopped_by(exc) from None
-
-    def _queue_first_reads(self, pipe: Any, first: DecisionReads) -> Callable[[list], None]:
-        """Queue what a decision reads first: its SimHash and band buckets and its first
-        records; the function returned keeps the replies for the matching's reads (each
-        answers once, before any write)."""
-        scope, simhash, bands, max_distance, reads = first
-        asked = (scope, simhash, band_tuple(bands), max_distance)
-        d = self._decision
-        decode_near = self._queue_near(pipe, *asked)
-        ahead = [(table, k) for table, k in reads if table != PENDING]
-        for table, k in ahead:
-            pipe.execute_command(*self._read_command(table, k))
-
-        def decode(replies: list) -> None:
-            near_at = len(replies) - len(ahead)
-            d.settled_near = (asked, decode_near(replies[:near_at]))
-            values = replies[near_at:]
-            d.prefetched.update(zip(ahead, values))
-            d.unclaimed.update(k for (table, k), value in zip(ahead, values) if table == EXACT and value is None)
-
-        return decode
-
-    def _queue_near(
-        self, pipe: Any, scope: str, simhash: int | None, bands: tuple[int, ...], max_distance: int
-    ) -> Callable[[list], NearCandidates]:
-        """Queue the reads of the SimHash buckets of ``simhash`` (none for None) and of the band
-        buckets of ``bands``; the function returned turns their replies (theirs only, in order)
-        into the candidates."""
-        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, simhash, max_distance)
-        groups = rk.band_calls(self.prefix, scope, bands)
-        for key, entries in groups:
-            pipe.fcall("sdd_bands_find", 1, key, entries)
-
-        def decode(replies: list) -> NearCandidates:
-            near_at = len(replies) - len(groups)
-            near = sorted(decode_near(replies[:near_at])) if decode_near is not None else []
-            found = {token.hex() for reply in replies[near_at:] for token in rk.band_tokens(reply)}
-            return NearCandidates([(fp, token.hex()) for fp, token in near], found)
-
-        return decode
-
-    def _leave_hold(self, command: tuple, raise_lost: bool) -> None:
-        """Leave a hold with ``command`` (its release). On one server it is queued after the
-        decision's writes and sent with them when the outermost hold is left."""
-        d = self._decision
-        d.depth -= 1
-        if d.depth == 0:
-            d.forget_reads()
-        try:
-            if not self.fn.fused:
-                self._send_queued()
-                self.client.execute_command(*command)
-                return
-            d.queued.append(([command], False, None))
-            if d.depth == 0:
-                self._send_queued()
-        except _STORE_FAILURES as exc:
-            if raise_lost:
-                raise self._stopped_by(exc) from None
-
-    def _send_queued(self) -> None:
-        """Send what this thread's holds queued, in order, in one round trip.
-
-        Inside a hold on one server a batch's writes wait (:meth:`_apply`) until this
-        thread's next read, or until the outermost hold is left: then the writes and the
-        lock's release go together, in one MULTI/EXEC when there are writes (a batch stays all
-        or nothing). A connection runs its commands in order, so another process that finds
-        the lock free finds the writes in.
-        """
-        d = self._decision
-        queued, d.queued = d.queued, []
-        if not queued:
-            return
-        commands = [command for group, _, _ in queued for command in group]
-        try:
-            self._check_not_refused()
-            if len(commands) == 1 and not self._waiting:
-                replies = [self.client.execute_command(*commands[0])]
-            else:
-                # a record this process wrote before the hold goes first, in the same round trip
-                pipe, waiting = self._pipeline(transaction=any(atomic for _, atomic, _ in queued))
-                for command in commands:
-                    pipe.execute_command(*command)
-                replies = pipe.execute()[waiting:]
-        except (redis.exceptions.OutOfMemoryError, redis.exceptions.ExecAbortError, StoreWriteError) as exc:
-            if isinstance(exc, StoreWriteError) or refused_as_full(exc):
-                self._release_refused(queued)
-            raise
-        at = 0
-        for group, _, done in queued:
-            if done is not None:
-                done(replies[at : at + len(group)])
-            at += len(group)
-
-    def _release_refused(self, queued: list[tuple[list[tuple], bool, Any]]) -> None:
-        """A full server refused a decision's writes and, in the same transaction, the lock's
-        release sent with them (:meth:`_leave_hold`). The release goes again on its own, as a
-        function a full server runs, so that the decisions of other processes, and of the next
-        run, need not wait for its recovery. The crawl stops all the same."""
-        releases = [command for group, atomic, _ in queued if not atomic for command in group]
-        if not releases:
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for command in releases:
-            pipe.execute_command(*command)
-        with contextlib.suppress(*_STORE_FAILURES):
-            pipe.execute(raise_on_error=False)
+        return bool(self.client.hget(lock, field) == holder)
 
     # -- key names ----------------------------------------------------------
     def _journal_key(self) -> str:
@@ -723,11 +559,10 @@ class RedisStore(DedupStore):
         yield batch
         if not batch.commands:
             return
-        if not later or self._decision.depth:
-            self._apply(batch.commands)  # inside a hold: sent with its release
+        if not later:
+            self._apply(batch.commands)
             return
         # they wait for this process's next call, which sends them first (see _CARRIERS)
-        self._decision.forget_reads()  # a write
         with self._waiting_lock:
             self._waiting += batch.commands
             full = len(self._waiting) >= WAITING_MAX
@@ -750,15 +585,7 @@ class RedisStore(DedupStore):
         pipe.execute()
 
     def _apply(self, commands: list[tuple]) -> None:
-        # a write: what a hold read ahead may no longer be the store's
-        d = self._decision
-        d.forget_reads()
         if not is_cluster(self.client):
-            if d.depth:
-                # inside a hold: sent before this thread's next read, or with the hold's release
-                d.queued.append((commands, True, None))
-                return
-            self._send_queued()
             if len(commands) == 1 and not self._waiting:
                 # one command is atomic by itself: no MULTI/EXEC around it
                 self.client.execute_command(*commands[0])
@@ -808,11 +635,6 @@ class RedisStore(DedupStore):
 
     # -- records ------------------------------------------------------------
     def get(self, table: str, key: str) -> bytes | None:
-        prefetched = self._decision.prefetched
-        if prefetched:
-            if (table, key) in prefetched:
-                value = prefetched.pop((table, key))
-                return value if value is None else rk.table_layout(table).read(value)
         if table == PENDING:
             raw = self._carrying("HGET", rk.pending_key(self.prefix, key), key)
             return _payload(raw) if raw is not None else None
@@ -878,21 +700,11 @@ class RedisStore(DedupStore):
                     yield key, layout.read(value)
 
     def put_if_absent(self, table: str, key: str, value: bytes) -> bytes | None:
-        d = self._decision
-        answered = table == EXACT and key in d.unclaimed
-        d.forget_reads()  # a write
         layout = rk.table_layout(table)
         if layout.packed:
             raise ValueError(f"the Redis store packs the records of the {table} table: they are put, not claimed")
         shard, field = self._slot(table, key)
         value = layout.stored(bytes(value))
-        if answered:
-            # The hold read this entry absent: the claim goes with the release (in its MULTI),
-            # saving a round trip. Another process that claims the same text in between wins,
-            # and this decision keeps a cluster of its own for it: a provisional extra copy,
-            # which settling merges.
-            d.queued.append(([("HSETNX", shard, field, value)], True, None))
-            return None
         current = self.client.fcall("sdd_exact_claim", 1, shard, field, value)
         return None if current is None else layout.read(bytes(current))
 
@@ -976,13 +788,12 @@ class RedisStore(DedupStore):
             owe.recordless = not int(recorded)
         return self._marked(key, url, int(previous), first_url)
 
-    def _pipeline(self, transaction: bool = False, carry: bool = True) -> tuple[Any, int]:
-        """A pipeline that carries the writes that wait (unless ``carry`` is false) ahead of
-        what the caller queues, and how many replies they take. Carried writes make it one
-        transaction: the server applies them, and the caller's commands, all or none, so a
-        write refused (a full server) is never left behind while a later one, a request
-        settled by it, goes through."""
-        waiting = self._take_waiting() if carry else []
+    def _pipeline(self, transaction: bool = False) -> tuple[Any, int]:
+        """A pipeline that carries the writes that wait ahead of what the caller queues, and how
+        many replies they take. Carried writes make it one transaction: the server applies
+        them, and the caller's commands, all or none, so a write refused (a full server) is
+        never left behind while a later one, a request settled by it, goes through."""
+        waiting = self._take_waiting()
         pipe = self.client.pipeline(transaction=transaction or bool(waiting))
         for call in waiting:
             pipe.execute_command(*call)
@@ -1005,15 +816,18 @@ class RedisStore(DedupStore):
     def near_candidates(
         self, scope: str, simhash: int | None, bands: Iterable[int], max_distance: int | None = None
     ) -> NearCandidates:
-        # both indexes in one round trip, or none when the decision's hold read them
-        asked = (scope, simhash, band_tuple(bands), 64 if max_distance is None else max_distance)
-        d = self._decision
-        held, d.settled_near = d.settled_near, None
-        if held is not None and held[0] == asked:
-            return held[1]
+        # both indexes in one round trip
         pipe = self.client.pipeline(transaction=False)
-        decode = self._queue_near(pipe, *asked)
-        return decode(pipe.execute())
+        distance = 64 if max_distance is None else max_distance
+        decode_near = None if simhash is None else self.fn.queue_near_read(pipe, scope, simhash, distance)
+        groups = rk.band_calls(self.prefix, scope, band_tuple(bands))
+        for key, entries in groups:
+            pipe.fcall("sdd_bands_find", 1, key, entries)
+        replies = pipe.execute()
+        near_at = len(replies) - len(groups)
+        near = sorted(decode_near(replies[:near_at])) if decode_near is not None else []
+        found = {token.hex() for reply in replies[near_at:] for token in rk.band_tokens(reply)}
+        return NearCandidates([(fp, token.hex()) for fp, token in near], found)
 
 
 def _payload(held: bytes) -> bytes:
@@ -1032,8 +846,6 @@ def _guard(name: str) -> None:
                 self._check_not_refused()
             if self._waiting and name != "flush" and (name not in _CARRIERS or not self.fn.fused):
                 self.flush()  # what this process wrote is in before anything else
-            if self._decision.queued and name != "_apply":
-                self._send_queued()  # a read sees this thread's writes
             result = method(self, *args, **kwargs)
             if hasattr(result, "__next__"):
                 return _guarded_iter(self, result)
@@ -1054,11 +866,12 @@ def _guarded_iter(store: RedisStore, iterator: Iterator) -> Iterator:
 
 #: the calls that send the writes that wait with their own round trip (on one server)
 _CARRIERS = frozenset({"_apply", "get", "_frontier_mark", "frontier_mark_many", "flush",
-                       "hold_pending"})
+                       "hold_pending", "_lock"})
 
 #: the calls that write: none goes once a write of this process was refused (RedisStore._refused)
 _WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_mark",
-                      "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending"})
+                      "frontier_mark_many", "flush", "begin_run", "claim_pending", "hold_pending",
+                      "_lock"})
 
 # every call that reaches the server: a lost connection, once the client's retries with
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
@@ -1067,6 +880,6 @@ for _name in (
     "_apply", "get", "get_many", "scan", "put_if_absent", "set_members",
     "increment_meta", "_frontier_mark", "frontier_mark_many", "flush", "count",
     "near_candidates", "begin_run",
-    "claim_pending", "hold_pending", "held_pending",
+    "claim_pending", "hold_pending", "held_pending", "_lock",
 ):
     _guard(_name)
