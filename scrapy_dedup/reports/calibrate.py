@@ -4,6 +4,8 @@ For each Hamming distance from k-2 to k+3 (k = the store's ``max_distance``)
 it samples pairs of stored documents at that distance: members against their
 representative (pairs the crawl merged), and representatives against the
 representatives that share a SimHash block with them (pairs it kept apart).
+A near duplicate is merged on its Jaccard whatever its distance, so a merged
+pair farther than k+3 is sampled too, at its own distance.
 Each pair shows its Jaccard (of the two texts when they are available, with a
 word-level diff; else the MinHash estimate).  A person reads them and picks the threshold where pairs
 stop being the same document.
@@ -65,9 +67,13 @@ class Calibration:
         for _, pairs in self.sampled():
             yield from pairs
 
+    def rows(self) -> list[int]:
+        """The distances of the table: k-2 to k+3, then every farther one with a merged pair."""
+        return [*self.distances, *sorted(d for d in self.found if d > self.distances[-1])]
+
     def sampled(self) -> Iterator[tuple[int, list[Pair]]]:
         """(distance, its sampled pairs) for each distance that has some, in order."""
-        for d in self.distances:
+        for d in self.rows():
             if self.samples.get(d):
                 yield d, self.samples[d]
 
@@ -116,7 +122,9 @@ def sample(
                 if member is None or member.simhash is None:
                     continue
                 d = hamming(member.simhash, rep.simhash)
-                if d in cal.distances:
+                # a near duplicate merged beyond the range was merged on its Jaccard: it is
+                # the pair a person choosing the thresholds most needs to read
+                if d in cal.distances or (d > cal.distances[-1] and member.reason == "near_duplicate"):
                     offer(Pair(d, member.url, rep.url, member.key, rep.key, merged=True))
         if (rep.tokens or 0) < min_tokens:
             continue  # short pages are exact-only: no threshold applies to them
@@ -176,7 +184,7 @@ def render(cal: Calibration, fmt: str, out: TextIO) -> None:
         f"Texts for diffs: {cal.text_source}.\n\n"
     )
     table = []
-    for d in cal.distances:
+    for d in cal.rows():
         lo, mid, hi = jaccard_range(cal.samples.get(d, []))
         table.append(
             {
@@ -200,6 +208,5 @@ def render(cal: Calibration, fmt: str, out: TextIO) -> None:
             out.write(f"    {pair.url}\n    {pair.other_url}\n")
             if pair.diff is not None:
                 out.write(f"    diff: {as_text(pair.diff) or SAME}\n")
-
 
 

@@ -243,7 +243,7 @@ def _calibration_section(cal: calibrate.Calibration) -> str:
         "<table><tr><th>distance</th><th></th><th>pairs found</th><th>merged</th><th>Jaccard min</th>"
         "<th>median</th><th>max</th></tr>",
     ]
-    for d in cal.distances:
+    for d in cal.rows():
         lo, mid, hi = calibrate.jaccard_range(cal.samples.get(d, []))
         out.append(
             f'<tr><td class="n">{d}</td><td>{"≤ k" if d <= cal.k else "&gt; k"}</td><td class="n">{cal.found[d]:,}</td>'
