@@ -235,8 +235,14 @@ def render_text(s: Summary, out: TextIO) -> None:
         by_reason += " (the requests of these spellings, over all runs)"
     # a URL fetched without a document: most often an error answer, said with its status
     errors = "; ".join(f"{code}: {_n(n)}" for code, n in sorted(s.http_errors.items()))
+    fetched_notes = [f"HTTP {errors}"] if errors else []
+    answered = s.statuses.get("fetched", 0) - sum(s.http_errors.values())
+    if s.running and answered:
+        # while a crawl runs, a page is "fetched" from its answer until the pipeline decides its
+        # item: most of these are documents on their way, not pages without one
+        fetched_notes.append(f"{_n(answered)} answered without a document so far: the crawl runs, their items may come")
     not_docs = ", ".join(
-        f"{st} {_n(s.statuses[st])}" + (f" (HTTP {errors})" if st == "fetched" and errors else "")
+        f"{st} {_n(s.statuses[st])}" + (f" ({'; '.join(fetched_notes)})" if st == "fetched" and fetched_notes else "")
         for st in NOT_DOCUMENTS
         if s.statuses.get(st)
     )
