@@ -42,6 +42,16 @@ def select(
     progress.done()
 
 
+def pair_jaccard(store: DedupStore, key: str, other_key: str) -> float | None:
+    """The Jaccard of two stored pages, rounded as ``clusters`` gives it: of their kept texts (the
+    one a merge is decided on), else the MinHash estimate; None when the store has neither."""
+    text, other_text = get_text(store, key), get_text(store, other_key)
+    if text is not None and other_text is not None:
+        return round(shingle_jaccard(text, other_text), 3)
+    minhash, other_minhash = get_minhash(store, key), get_minhash(store, other_key)
+    return round(jaccard_estimate(minhash, other_minhash), 3) if minhash and other_minhash else None
+
+
 def describe(store: DedupStore, resolver: Resolver, cluster: Cluster, authority: Sequence[str] = ()) -> dict[str, Any]:
     """The cluster with its members, representative first, then by distance."""
     rep = resolver.representative(cluster)

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from scrapy_dedup.core.records import UrlRecord
 from scrapy_dedup.decide.frontier import DROP_ALIAS, DROP_FRESH, DROP_SEEN, NORMALIZED
-from scrapy_dedup.reports.clusters import why_kept
+from scrapy_dedup.reports.clusters import pair_jaccard, why_kept
 from scrapy_dedup.reports.formats import iso, write_rows
 from scrapy_dedup.reports.resolve import Resolver
 from scrapy_dedup.store.base import DedupStore
@@ -86,9 +86,12 @@ def lookup(
             note = "same URL key: the crawl fetched it under the other URL"
         path.append(_hop(url, record.url, "url_variant", None, note))
     if placement.reason is not None:
-        path.append(
-            _hop(record.url, placement.canonical_url, placement.reason, placement.distance, EXPLAIN[placement.reason])
-        )
+        hop = _hop(record.url, placement.canonical_url, placement.reason, placement.distance, EXPLAIN[placement.reason])
+        cluster = resolver.cluster(placement.cluster_id) if placement.cluster_id else None
+        if placement.reason == "near_duplicate" and cluster is not None:
+            # a near duplicate is merged on its Jaccard, whatever its distance: say the figure
+            hop["jaccard"] = pair_jaccard(store, record.key, cluster.representative)
+        path.append(hop)
     answer.update(
         canonical_url=placement.canonical_url,
         reason=path[0]["reason"] if path else None,
@@ -195,6 +198,8 @@ def render_text(a: dict[str, Any], out: TextIO) -> None:
         line("reason", a["reason"] or "- (this URL is the canonical URL of its document)")
     for hop in a["path"]:
         d = f", distance {hop['distance']}" if hop["distance"] is not None else ""
+        if hop.get("jaccard") is not None:
+            d += f", Jaccard {hop['jaccard']:.2f}"
         out.write(f"  {hop['from']}\n    -> {hop['reason']}{d}: {hop['note']}\n")
     if a["path"]:
         out.write(f"  {a['path'][-1]['to']}\n")
