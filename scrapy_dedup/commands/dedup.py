@@ -36,7 +36,7 @@ SUBCOMMANDS = {
     "repair": "salvage a damaged store and rebuild its indexes from the URL records",
     "migrate": "bring a store written by an earlier version to this version's format, in place",
     "export": "the settled corpus as JSON Lines: one record per document (or per unique chunk, --chunks)",
-    "chunks": "chunks that several documents share: the first source and every copy (crawled with DEDUP_CHUNKS)",
+    "chunks": "chunks repeated, in other documents or within one: the first source and every copy (crawled with DEDUP_CHUNKS)",
     "boilerplate": "lines learned as boilerplate per host, with their page counts and an example URL",
     "ingest": "decide the pages of a JSON Lines file (ingest FILE.jsonl) into the store, without crawling",
     "settle": "settle the clusters (a crawl and an ingest settle their own store; a shared one needs this)",

@@ -1,7 +1,8 @@
 """``scrapy dedup chunks`` and ``scrapy dedup boilerplate``: what the chunk layer settled.
 
-``chunks`` lists every chunk that several documents share (exactly or nearly): its first source
-in representative order, and every copy with its URL and status. The copies are sorted through a
+``chunks`` lists every chunk repeated (exactly or nearly), in other documents or within one (a
+changelog entry given twice): its first source in representative order, every copy with its URL
+and status, and ``documents``, how many documents hold it. The copies are sorted through a
 temporary LevelDB on disk, so a store of any size is listed with flat memory. ``boilerplate``
 lists the lines learned as boilerplate per group (host, or host and first path segment), with
 the pages they are on and the smallest URL among them.
@@ -36,7 +37,8 @@ def _record(store: DedupStore, key: str) -> dict[str, Any] | None:
 
 
 def shared_chunks(store: DedupStore) -> Iterator[dict[str, Any]]:
-    """One row per chunk that other documents repeat, with its first source and every copy."""
+    """One row per chunk repeated (in other documents or within its own), with its first source
+    and every copy."""
     import plyvel
 
     tmp = tempfile.mkdtemp(prefix="scrapy-dedup-chunks-")
