@@ -392,15 +392,6 @@ _TAG_MASK = (1 << (8 * BAND_TAG)) - 1
 _BAND_SLOT_SPREAD = 256  # a group's slot is within this many slots of its range's middle
 
 
-def band_group(band: int) -> int:
-    """The slot group of a band: bands 0-3 are group 0, 4-7 group 1, ...
-
-    >>> [band_group(b) for b in (0, 3, 4, 31)]
-    [0, 0, 1, 7]
-    """
-    return band // (BANDS // BAND_GROUPS)
-
-
 @functools.cache
 def band_tags() -> tuple[str, ...]:
     """The hash tag of each band group, ``b<group>-<k>``: ``k`` is the smallest number that
