@@ -273,9 +273,6 @@ class StoreFunctions:
                 node.function_load(LIBRARY_CODE, replace=True)
                 logger.info("loaded server functions %s version %d", LIBRARY_NAME, LIBRARY_VERSION)
 
-    def _call(self, name: str, keys: Sequence[str], *args: Any) -> Any:
-        return self.client.fcall(name, len(keys), *keys, *args)
-
     # -- frontier ---------------------------------------------------------------------------
     def frontier_size(self) -> int:
         """URL keys in the frontier, read bucket by bucket (SCAN: no snapshot, no blocking)."""
@@ -304,7 +301,7 @@ class StoreFunctions:
         now tagged with ``holder`` (``""``: deleted), a few hundred a call (``sdd_claim``)."""
         cursor: Any = 0
         while True:
-            cursor, *flat = self._call("sdd_claim", [key], cursor, holder, *dead)
+            cursor, *flat = self.client.fcall("sdd_claim", 1, key, cursor, holder, *dead)
             for i in range(0, len(flat), 2):
                 yield bytes(flat[i]), bytes(flat[i + 1])
             if int(cursor) == 0:

@@ -69,13 +69,9 @@ def default_prefix(spider_name: str) -> str:
 # -- frontier -------------------------------------------------------------------------------
 
 
-def url_digest(url_key: str) -> int:
-    """64-bit digest of a URL key (xxh3): 14 bits choose the bucket, 48 are stored."""
-    return xxhash.xxh3_64_intdigest(url_key.encode("utf-8", "surrogatepass"))
-
-
 def frontier_slot(prefix: str, url_key: str) -> tuple[str, bytes]:
-    """(bucket key, 6-byte record id) of ``url_key``.
+    """(bucket key, 6-byte record id) of ``url_key``: of its 64-bit xxh3, 14 bits choose the
+    bucket, 48 are stored.
 
     Two keys collide only if their 62 bits used here are equal: at 10^7 URLs the
     chance of any collision in a crawl is about 10^-5.
@@ -84,18 +80,14 @@ def frontier_slot(prefix: str, url_key: str) -> tuple[str, bytes]:
     >>> key.startswith("dedup:docs:f:{f") and key.endswith("}") and len(rid) == 6
     True
     """
-    digest = url_digest(url_key)
+    digest = xxhash.xxh3_64_intdigest(url_key.encode("utf-8", "surrogatepass"))
     bucket = digest >> (64 - FRONTIER_BUCKET_BITS)
-    return frontier_bucket(prefix, bucket), _U64.pack(digest)[2:]
-
-
-def frontier_bucket(prefix: str, bucket: int) -> str:
-    return f"{prefix}:f:{{f{bucket:04x}}}"
+    return f"{prefix}:f:{{f{bucket:04x}}}", _U64.pack(digest)[2:]
 
 
 def frontier_pattern(prefix: str) -> str:
-    """SCAN pattern of every frontier bucket."""
-    return f"{_glob_escape(prefix)}:f:*"
+    """SCAN pattern of every frontier bucket (a prefix holds no glob character)."""
+    return f"{prefix}:f:*"
 
 
 # -- scopes and cluster tokens ----------------------------------------------------------------
@@ -104,11 +96,6 @@ def frontier_pattern(prefix: str) -> str:
 def scope_digest(scope: str) -> bytes:
     """8 bytes standing for a dedup scope (the same digest as the LevelDB backend's)."""
     return xxhash.xxh64_digest(scope.encode("utf-8"))
-
-
-def cluster_token(cluster_id: str) -> bytes:
-    """A cluster id (16 hex digits) as the 8 bytes stored in tables."""
-    return bytes.fromhex(cluster_id)
 
 
 # -- record tables --------------------------------------------------------------------------
@@ -366,10 +353,6 @@ def decision_slot(prefix: str, url_key: str) -> tuple[str, bytes]:
 
 def decision_shard(prefix: str, shard: int) -> str:
     return f"{prefix}:d:{{d{shard:02x}}}"
-
-
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 # -- LSH band buckets -----------------------------------------------------------------------

@@ -109,7 +109,8 @@ class RedisBatch(StoreBatch):
         if table == PENDING:
             # settled: whoever holds it now, its outcome is recorded
             self.commands.append(("HDEL", rk.pending_key(s.prefix, key), key))
-            s._release(key)
+            with s._held_lock:
+                s._held.discard(key)
             return
         self.commands.append(rk.table_layout(table).delete_command(*s._slot(table, key)))
 
@@ -140,7 +141,7 @@ class RedisBatch(StoreBatch):
     def _near(self, table_fn, band_fn, scope, simhash, bands, cluster_id) -> None:
         s = self._store
         bands = band_tuple(bands)
-        token = rk.cluster_token(cluster_id)
+        token = bytes.fromhex(cluster_id)
         fp = rk.simhash_bytes(simhash)
         for key in rk.near_buckets(s.prefix, scope, simhash):
             self.commands.append(("FCALL", table_fn, 1, key, fp, token))
@@ -408,10 +409,6 @@ class RedisStore(DedupStore):
         with self._held_lock:
             self._held.add(pending_id)
 
-    def _release(self, pending_id: str) -> None:
-        with self._held_lock:
-            self._held.discard(pending_id)
-
     def _held_ids(self) -> list[str]:
         with self._held_lock:
             return list(self._held)
@@ -515,13 +512,9 @@ class RedisStore(DedupStore):
         again = replies_lost()
         if self._carrying("HSETNX", lock, field, holder):
             return holder
-        return holder if replies_lost() != again and self._took_it(lock, field, holder) else None
-
-    def _took_it(self, lock: str, field: bytes, holder: bytes) -> bool:
-        """Whether the lock holds ``holder``, the tag of this hold alone (each hold is numbered):
-        then the round trip that took it lost its reply, and redis-py sent it again, whose HSETNX
-        answered 0."""
-        return bool(self.client.hget(lock, field) == holder)
+        # a lock that holds this hold's tag (each hold is numbered) was taken by the round trip
+        # that lost its reply: redis-py sent it again, and that HSETNX answered 0
+        return holder if replies_lost() != again and self.client.hget(lock, field) == holder else None
 
     # -- key names ----------------------------------------------------------
     def _journal_key(self) -> str:
