@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 17
+local LIBRARY_VERSION = 18
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -20,10 +20,11 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + (usec - usec % 1000) / 1000
 end
 
--- Position (1-based) of the first record of `width` bytes that starts with `needle`, or nil.
--- string.find with plain=true is a C scan; a hit that does not start a record is skipped.
-local function find_record(blob, needle, width)
-  local init = 1
+-- Position (1-based) of the first record of `width` bytes from `init` (default 1) that starts
+-- with `needle`, or nil.  string.find with plain=true is a C scan; a hit that does not start a
+-- record is skipped.
+local function find_record(blob, needle, width, init)
+  init = init or 1
   while true do
     local pos = string.find(blob, needle, init, true)
     if pos == nil then return nil end
@@ -186,46 +187,28 @@ end
 local NEAR_WIDTH = 16
 local NEAR_TABLES = 4
 
-local function check_entry(fp, token)
-  if #fp ~= 8 or #token ~= 8 then return 'a near-duplicate entry is an 8-byte SimHash and an 8-byte token' end
-  return nil
-end
-
--- The table a group's hash belongs to (0-3), or nil.
-local function near_table(key)
-  return tonumber(string.match(key, '{n(%d)'))
-end
-
--- Adds (enter) or takes out (not enter) `record` in its bucket of `key`; replies 1 if it changed.
-local function near_change(key, record, enter)
-  local table = near_table(key)
-  local field = string.sub(record, 7 - 2 * table, 8 - 2 * table)  -- its block in that table
-  local blob = redis.call('HGET', key, field) or ''
-  local pos = find_record(blob, record, NEAR_WIDTH)
-  if enter then
-    if pos ~= nil then return 0 end
-    redis.call('HSET', key, field, blob .. record)
-  else
-    if pos == nil then return 0 end
-    blob = without_record(blob, pos, NEAR_WIDTH)
-    if blob == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, blob) end
-  end
-  return 1
-end
-
-local function check_table(key)
-  local table = near_table(key)
-  if table == nil or table >= NEAR_TABLES then return 'a near-duplicate call takes a hash of a table' end
-  return nil
-end
-
--- KEYS[1] a table's hash.  ARGV: simhash, token.  Enters (near_put) or removes (near_remove) a
--- representative's entry; replies 1 if it changed.
+-- KEYS[1] a table's hash.  ARGV: simhash, token.  Enters (near_put) or takes out (near_remove)
+-- a representative's record in its bucket; replies 1 if it changed.
 local function near_write(enter)
   return function(keys, args)
-    local err = check_entry(args[1] or '', args[2] or '') or check_table(keys[1])
-    if err then return fail(err) end
-    return near_change(keys[1], args[1] .. args[2], enter)
+    local fp, token, key = args[1] or '', args[2] or '', keys[1]
+    if #fp ~= 8 or #token ~= 8 then
+      return fail('a near-duplicate entry is an 8-byte SimHash and an 8-byte token')
+    end
+    local table = tonumber(string.match(key, '{n(%d)'))  -- the table of the group's hash
+    if table == nil or table >= NEAR_TABLES then return fail('a near-duplicate call takes a hash of a table') end
+    local record, field = fp .. token, string.sub(fp, 7 - 2 * table, 8 - 2 * table)  -- its block there
+    local blob = redis.call('HGET', key, field) or ''
+    local pos = find_record(blob, record, NEAR_WIDTH)
+    if enter then
+      if pos ~= nil then return 0 end
+      redis.call('HSET', key, field, blob .. record)
+    else
+      if pos == nil then return 0 end
+      blob = without_record(blob, pos, NEAR_WIDTH)
+      if blob == '' then redis.call('HDEL', key, field) else redis.call('HSET', key, field, blob) end
+    end
+    return 1
   end
 end
 local near_put, near_remove = near_write(true), near_write(false)
@@ -236,17 +219,14 @@ local near_put, near_remove = near_write(true), near_write(false)
 -- string of 12-byte records (the band hash's low 4 bytes, its tag, and an 8-byte cluster
 -- token).  A document's entries in a group are one argument: per band, its 3-byte
 -- field and its 4-byte tag, concatenated (each field once).  A call reads its buckets with one
--- HMGET per hash and writes them back with one HSET (and one HDEL of those emptied) per hash;
--- it replies what it found as one string (a reply element costs the server about as much as a
--- bucket's work).
+-- HMGET and writes them back with one HSET (and one HDEL of those emptied); a lookup replies
+-- what it found as one string (a reply element costs the server about as much as a bucket's work).
 local BAND_RECORD = 12
 local BAND_FIELD = 3
 local BAND_TAG = 4
 local BAND_ENTRY = BAND_FIELD + BAND_TAG
-local BAND_USAGE = 'a band call takes entries of a 3-byte field and a 4-byte band tag'
 
--- The fields of an entries argument, or nil when its length is wrong.  Entry i's tag is
--- string.sub(entries, i * BAND_ENTRY - BAND_TAG + 1, i * BAND_ENTRY).
+-- The fields of an entries argument, or nil when its length is wrong.
 local function band_fields(entries)
   if #entries % BAND_ENTRY ~= 0 or #entries == 0 then return nil end
   local fields = {}
@@ -258,64 +238,37 @@ local function band_tag(entries, i)
   return string.sub(entries, i * BAND_ENTRY - BAND_TAG + 1, i * BAND_ENTRY)
 end
 
--- Appends to `out` the token of each record under an entry's tag in its bucket (`values`: the
--- HMGET of the entries' fields).
-local function band_matches(values, entries, out)
-  for i = 1, #values do
-    local blob = values[i]
-    if blob then
-      local needle, init = band_tag(entries, i), 1
-      while true do
-        local pos = string.find(blob, needle, init, true)
-        if pos == nil then break end
-        if (pos - 1) % BAND_RECORD == 0 then
-          out[#out + 1] = string.sub(blob, pos + BAND_TAG, pos + BAND_RECORD - 1)
-          init = pos + BAND_RECORD
-        else
-          init = pos + 1
-        end
-      end
-    end
-  end
-end
-
--- Enters (enter) or takes out (not enter) the record (tag, token) of each entry in its
--- bucket of hash `key`; replies how many changed.
-local function band_change(key, entries, fields, token, enter)
-  local values = redis.call('HMGET', key, unpack(fields))
-  local set, gone, changed = {}, {}, 0
-  for i = 1, #fields do
-    local blob = values[i] or ''
-    local record = band_tag(entries, i) .. token
-    local pos = find_record(blob, record, BAND_RECORD)
-    if enter and pos == nil then
-      set[#set + 1] = fields[i]
-      set[#set + 1] = blob .. record
-      changed = changed + 1
-    elseif not enter and pos ~= nil then
-      blob = without_record(blob, pos, BAND_RECORD)
-      if blob == '' then
-        gone[#gone + 1] = fields[i]
-      else
-        set[#set + 1] = fields[i]
-        set[#set + 1] = blob
-      end
-      changed = changed + 1
-    end
-  end
-  if #set > 0 then redis.call('HSET', key, unpack(set)) end
-  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
-  return changed
-end
-
 -- KEYS[1] a band group's hash.  ARGV: an 8-byte token; entries.  Enters (bands_add) or takes
--- out (bands_remove) the record (tag, token) of each entry; replies how many changed.
+-- out (bands_remove) the record (tag, token) of each entry in its bucket; replies how many changed.
 local function bands_write(enter)
   return function(keys, args)
-    local token, entries = args[1] or '', args[2] or ''
+    local token, entries, key = args[1] or '', args[2] or '', keys[1]
     local fields = band_fields(entries)
     if #keys ~= 1 or #token ~= 8 or fields == nil then return fail('a band write takes one hash, a token and entries') end
-    return band_change(keys[1], entries, fields, token, enter)
+    local values = redis.call('HMGET', key, unpack(fields))
+    local set, gone, changed = {}, {}, 0
+    for i = 1, #fields do
+      local blob = values[i] or ''
+      local record = band_tag(entries, i) .. token
+      local pos = find_record(blob, record, BAND_RECORD)
+      if enter and pos == nil then
+        set[#set + 1] = fields[i]
+        set[#set + 1] = blob .. record
+        changed = changed + 1
+      elseif not enter and pos ~= nil then
+        blob = without_record(blob, pos, BAND_RECORD)
+        if blob == '' then
+          gone[#gone + 1] = fields[i]
+        else
+          set[#set + 1] = fields[i]
+          set[#set + 1] = blob
+        end
+        changed = changed + 1
+      end
+    end
+    if #set > 0 then redis.call('HSET', key, unpack(set)) end
+    if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+    return changed
   end
 end
 local bands_add, bands_remove = bands_write(true), bands_write(false)
@@ -325,9 +278,16 @@ local bands_add, bands_remove = bands_write(true), bands_write(false)
 local function bands_find(keys, args)
   local entries = args[1] or ''
   local fields = band_fields(entries)
-  if fields == nil then return fail(BAND_USAGE) end
-  local out = {}
-  band_matches(redis.call('HMGET', keys[1], unpack(fields)), entries, out)
+  if fields == nil then return fail('a band call takes entries of a 3-byte field and a 4-byte band tag') end
+  local values, out = redis.call('HMGET', keys[1], unpack(fields)), {}
+  for i = 1, #values do
+    local blob, needle = values[i] or '', band_tag(entries, i)
+    local pos = find_record(blob, needle, BAND_RECORD)
+    while pos ~= nil do
+      out[#out + 1] = string.sub(blob, pos + BAND_TAG, pos + BAND_RECORD - 1)
+      pos = find_record(blob, needle, BAND_RECORD, pos + BAND_RECORD)
+    end
+  end
   return table.concat(out)
 end
 
