@@ -355,19 +355,20 @@ class RedisStore(DedupStore):
             except Exception:  # noqa: BLE001 -- the crawl's own calls report a lost connection
                 logger.debug("could not renew this process's heartbeat in %s", self.path)
 
-    def _dead_holders(self) -> list[str]:
-        """Holders whose heartbeat deadline has passed (by the server's clock)."""
+    def _holders(self) -> tuple[int, dict[bytes, list[int]]]:
+        """The server's clock (ms), and each holder's [heartbeat deadline (ms), run]: deadlines
+        are the server's, so no clock of this machine is compared with them."""
         seconds, micros = self.client.time()
-        now_ms = seconds * 1000 + micros // 1000
         holders = self._hash(self._holders_key())
-        return sorted(h.decode() for h, value in holders.items() if int(value.split()[0]) <= now_ms)
+        return seconds * 1000 + micros // 1000, {h: [int(x) for x in value.split()] for h, value in holders.items()}
 
     def claim_pending(self) -> Iterator[tuple[str, bytes]]:
         """Recover what every dead holder had, the one path for all of it: its cluster batches
         applied whole (before its requests are decided again), its decision locks dropped, and
         the requests it owed, each handed to this process by one atomic call (no two processes
         take the same one) and yielded; then the holder is forgotten."""
-        dead = self._dead_holders()
+        now_ms, holders = self._holders()
+        dead = sorted(h.decode() for h, (deadline, _) in holders.items() if deadline <= now_ms)
         if not dead:
             return
         me = self._holder()
@@ -443,17 +444,11 @@ class RedisStore(DedupStore):
         return [i for i in held if i not in gone]
 
     def writing_elsewhere(self) -> int:
-        # the other holders alive in this process's run (any run when it crawls in none); the
-        # deadlines are the server's, so no clock is compared
-        seconds, micros = self.client.time()
-        now_ms = seconds * 1000 + micros // 1000
+        # the other holders alive in this process's run (any run when it crawls in none)
+        now_ms, holders = self._holders()
         mine = (self._id or "").encode()
-        others = 0
-        for holder, value in self._hash(self._holders_key()).items():
-            deadline, run = (int(x) for x in value.split())
-            if holder != mine and deadline > now_ms and run > 0 and (self._joined in (0, run)):
-                others += 1
-        return others
+        return sum(1 for holder, (deadline, run) in holders.items()
+                   if holder != mine and deadline > now_ms and run > 0 and self._joined in (0, run))
 
     def _stopped_by(self, exc: Exception) -> StoreWriteError:
         """The error that stops the crawl for ``exc``, one of ``_STORE_FAILURES``."""
@@ -564,29 +559,14 @@ class RedisStore(DedupStore):
 
     def flush(self) -> None:
         waiting = self._take_waiting()
-        if not waiting:
-            return
-        if not self.fn.fused:
+        if waiting and self.fn.fused:
+            self._atomic(waiting)
+        elif waiting:
             self._journalled(waiting)
-            return
-        if len(waiting) == 1:
-            self.client.execute_command(*waiting[0])
-            return
-        pipe = self.client.pipeline(transaction=True)
-        for command in waiting:
-            pipe.execute_command(*command)
-        pipe.execute()
 
     def _apply(self, commands: list[tuple]) -> None:
         if not is_cluster(self.client):
-            if len(commands) == 1 and not self._waiting:
-                # one command is atomic by itself: no MULTI/EXEC around it
-                self.client.execute_command(*commands[0])
-                return
-            pipe, _ = self._pipeline(transaction=True)  # the writes that wait go first
-            for command in commands:
-                pipe.execute_command(*command)
-            pipe.execute()
+            self._atomic(self._take_waiting() + commands)  # the writes that wait go first
             return
         # The writes that wait go first, as one server's batch carries them: a request settled by
         # this batch must not be durable before what its page added.
@@ -596,6 +576,17 @@ class RedisStore(DedupStore):
             self.client.execute_command(*commands[0])
             return
         self._journalled(commands)
+
+    def _atomic(self, commands: list[tuple]) -> None:
+        """Apply ``commands`` on one server: one command alone is atomic by itself, more go in
+        one MULTI/EXEC."""
+        if len(commands) == 1:
+            self.client.execute_command(*commands[0])
+            return
+        pipe = self.client.pipeline(transaction=True)
+        for command in commands:
+            pipe.execute_command(*command)
+        pipe.execute()
 
     def _journalled(self, commands: list[tuple]) -> None:
         # A cluster transaction holds one slot: the batch is journalled in one slot first, then
@@ -781,13 +772,13 @@ class RedisStore(DedupStore):
             owe.recordless = not int(recorded)
         return self._marked(key, url, int(previous), first_url)
 
-    def _pipeline(self, transaction: bool = False) -> tuple[Any, int]:
+    def _pipeline(self) -> tuple[Any, int]:
         """A pipeline that carries the writes that wait ahead of what the caller queues, and how
         many replies they take. Carried writes make it one transaction: the server applies
         them, and the caller's commands, all or none, so a write refused (a full server) is
         never left behind while a later one, a request settled by it, goes through."""
         waiting = self._take_waiting()
-        pipe = self.client.pipeline(transaction=transaction or bool(waiting))
+        pipe = self.client.pipeline(transaction=bool(waiting))
         for call in waiting:
             pipe.execute_command(*call)
         return pipe, len(waiting)
