@@ -37,7 +37,6 @@ assert _VERSION_LINE is not None, "functions.lua declares its LIBRARY_VERSION"
 LIBRARY_VERSION = int(_VERSION_LINE.group(1))
 MIN_SERVER_MAJOR = 7
 
-_CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 #: a cluster the client lost once its own retries ran out: no node reachable, or a slot whose
 #: master is gone (its nodes answer CLUSTERDOWN, or it is covered by no node the client knows)
 _CLUSTER_LOST = (
@@ -50,8 +49,8 @@ _CLUSTER_LOST = (
 #: the server refused because its memory limit (``maxmemory``) is reached (:func:`refused_as_full`),
 #: a transaction it discarded whole at EXEC, or a server without the store's functions (restarted
 #: empty or flushed: :class:`~scrapy_dedup.store.redis.wire.FunctionsMissing`)
-_STORE_FAILURES = (*_CONNECTION_ERRORS, *_CLUSTER_LOST, redis.exceptions.OutOfMemoryError,
-                   redis.exceptions.ExecAbortError, FunctionsMissing)
+_STORE_FAILURES = (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_LOST,
+                   redis.exceptions.OutOfMemoryError, redis.exceptions.ExecAbortError, FunctionsMissing)
 
 
 def refused_as_full(exc: BaseException) -> bool:

@@ -43,13 +43,10 @@ class HiredisPacker:
         bad = [a for a in args if isinstance(a, bool) or not isinstance(a, (str, bytes, int, float))]
         if not bad:
             return [hiredis.pack_command(args)]
+        name = args[0].decode("ascii", "replace") if isinstance(args[0], bytes) else str(args[0])
         raise redis.DataError(
-            f"cannot send {bad[0]!r} to Redis (in a {_text(args[0])} command): give str, bytes, int or float"
+            f"cannot send {bad[0]!r} to Redis (in a {name} command): give str, bytes, int or float"
         )
-
-
-def _text(name: Any) -> str:
-    return name.decode("ascii", "replace") if isinstance(name, (bytes, bytearray)) else str(name)
 
 
 class FunctionsMissing(redis.ResponseError):
