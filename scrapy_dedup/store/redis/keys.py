@@ -144,10 +144,6 @@ def _packed_field(key: str) -> bytes:
     return bytes((digest[-1] % PACKED_FIELDS,)) + digest[:KEY_DIGEST_BYTES]
 
 
-def _text_field(key: str) -> bytes:
-    return key.encode("utf-8", "surrogatepass")
-
-
 def _same(value: bytes) -> bytes:
     return value
 
@@ -161,7 +157,7 @@ class TableLayout:
     """How one table's records are stored: its shards, a key's field, a value's bytes."""
 
     shards: int
-    field: Callable[[str], bytes] = _text_field
+    field: Callable[[str], bytes] = lambda key: key.encode("utf-8", "surrogatepass")
     #: a field's key back, for a scan; None: the field is a digest and the table is not scanned
     key: Callable[[bytes], str] | None = lambda field: field.decode("utf-8", "surrogatepass")
     stored: Callable[[bytes], bytes] = _same  # a value as stored

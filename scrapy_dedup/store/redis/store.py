@@ -824,10 +824,8 @@ def _guard(name: str) -> None:
 
     def guarded(self, *args, **kwargs):
         try:
-            if self._lost is not None:
-                raise self._lost
-            if name in _WRITERS:
-                self._check_not_refused()
+            if name in _WRITERS or self._lost is not None:
+                self._check_not_refused()  # a lost connection stops every call, a refusal the writes
             if self._waiting and name != "flush" and (name not in _CARRIERS or not self.fn.fused):
                 self.flush()  # what this process wrote is in before anything else
             result = method(self, *args, **kwargs)
