@@ -244,8 +244,8 @@ class StoreFunctions:
     def __init__(self, client: Any, prefix: str) -> None:
         self.client = client
         self.prefix = rk.check_prefix(prefix)
-        #: one server, no slots: a decision's near-duplicate steps are one call each (the fused
-        #: functions of the library), where a cluster takes one per slot group
+        #: one server, no slots: one call or MULTI/EXEC may span slots (sdd_frontier_mark_owe, the
+        #: writes that wait carried by a call), where a cluster goes slot by slot (journalled)
         self.fused = not is_cluster(client)
         self.ensure_library()
 
