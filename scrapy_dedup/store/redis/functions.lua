@@ -1,14 +1,14 @@
 #!lua name=scrapy_dedup
 -- The atomic decisions of the Redis store, run inside the server (Redis 7+ Functions).
 --
--- Every function touches the keys of one hash slot only (its KEYS share one {hash tag}),
--- so none is CROSSSLOT on a cluster; the slot layout is in scrapy_dedup/store/redis/keys.py.
+-- Every function but frontier_mark_owe (one server only) touches the keys of one hash slot (its
+-- KEYS share one {hash tag}): none is CROSSSLOT on a cluster; the slots are in keys.py.
 -- Binary arguments are fixed-width big-endian strings built by the client.
 --
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 18
+local LIBRARY_VERSION = 19
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -135,8 +135,7 @@ end
 -- Replies the value of the record, or nil.
 local function packed_get(keys, args)
   if not packed_args(args) then return fail(PACKED_USAGE) end
-  local blob = redis.call('HGET', keys[1], args[1])
-  if not blob then return nil end
+  local blob = redis.call('HGET', keys[1], args[1]) or ''
   local pos, after = packed_find(blob, args[2])
   if pos == nil then return nil end
   return string.sub(blob, pos + PACKED_HEAD, after - 1)
@@ -163,8 +162,7 @@ end
 -- Takes the record out; replies 1, or 0 when there was none.
 local function packed_delete(keys, args)
   if not packed_args(args) then return fail(PACKED_USAGE) end
-  local blob = redis.call('HGET', keys[1], args[1])
-  if not blob then return 0 end
+  local blob = redis.call('HGET', keys[1], args[1]) or ''
   local pos, after = packed_find(blob, args[2])
   if pos == nil then return 0 end
   blob = string.sub(blob, 1, pos - 1) .. string.sub(blob, after)
@@ -214,11 +212,11 @@ end
 local near_put, near_remove = near_write(true), near_write(false)
 
 -- LSH band buckets --------------------------------------------------------------------------
--- One (band group, scope) is one hash of the representatives' buckets.  A field is one bucket: the band (1 byte)
--- and the top bits of the band hash (2 bytes), which the client computes; the value is a
--- string of 12-byte records (the band hash's low 4 bytes, its tag, and an 8-byte cluster
--- token).  A document's entries in a group are one argument: per band, its 3-byte
--- field and its 4-byte tag, concatenated (each field once).  A call reads its buckets with one
+-- One (band group, scope) is one hash of the representatives' buckets.  A field is one bucket:
+-- the band (1 byte) and the top bits of the band hash (2 bytes), which the client computes; the
+-- value is a string of 12-byte records (the band hash's low 4 bytes, its tag, and an 8-byte
+-- cluster token).  A document's entries in a group are one argument: per band, its 3-byte field
+-- and its 4-byte tag, concatenated (each field once).  A call reads its buckets with one
 -- HMGET and writes them back with one HSET (and one HDEL of those emptied); a lookup replies
 -- what it found as one string (a reply element costs the server about as much as a bucket's work).
 local BAND_RECORD = 12
