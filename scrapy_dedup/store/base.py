@@ -106,6 +106,7 @@ TABLES = (
 #: ``frontier_mark_many`` only, and counted (``count``), not scanned.
 FRONTIER = "frontier"
 
+
 class NearCandidates:
     """The near-duplicate candidates of a fingerprint (:meth:`DedupStore.near_candidates`).
 
@@ -258,7 +259,6 @@ class StoreBatch(abc.ABC):
         self.put(VARIANT, url, _json(data))
         if previous is None or previous.get("key") != key:
             self.add_to_set(ALIASES, key, url, b"url_variant")  # as records.put_alias
-
 
 
 #: guards the first hold of each embedded store, which makes its lock
