@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 from crawl_helpers import dedup
 from local_site import LocalSite
@@ -27,11 +28,13 @@ def _page(title: str, words: list[str]) -> bytes:
     return f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1>{paragraphs}</main></body></html>".encode()
 
 
-def test_a_pair_merged_beyond_k_plus_3_is_listed_at_its_distance(tmp_path):
+def crawl_far_pair(out: Path) -> tuple[Path, list[dict], dict]:
+    """Crawl two pages one word in sixty apart (Jaccard about 0.85, their SimHashes far apart) into
+    ``out/store``: the store, its ``clusters`` records, and the member merged on its Jaccard."""
     rng = random.Random(0)
     words = [rng.choice(VOCABULARY) for _ in range(400)]
     edited = list(words)
-    for i in range(20, 400, 60):  # one word in sixty: Jaccard about 0.85, SimHash far apart
+    for i in range(20, 400, 60):
         edited[i] = rng.choice(VOCABULARY) + "x"
     pages = {"/a.html": _page("Guide", words), "/b.html": _page("Guide", edited)}
     index = b'<html><body><a href="/a.html">a</a> <a href="/b.html">b</a></body></html>'
@@ -42,10 +45,15 @@ def test_a_pair_merged_beyond_k_plus_3_is_listed_at_its_distance(tmp_path):
         return (200, {}, pages[path]) if path in pages else (404, {}, b"not found")
 
     with LocalSite(reply) as site:
-        run_crawl(f"{site.url}/", tmp_path)
-    store = tmp_path / "store"
+        run_crawl(f"{site.url}/", out)
+    store = out / "store"
     clusters = [json.loads(line) for line in dedup(store, "clusters", "--format", "jsonl").stdout.splitlines()]
     [merged] = [m for c in clusters for m in c["members"] if m["reason"] == "near_duplicate"]
+    return store, clusters, merged
+
+
+def test_a_pair_merged_beyond_k_plus_3_is_listed_at_its_distance(tmp_path):
+    store, _, merged = crawl_far_pair(tmp_path)
     k = 3
     assert merged["distance"] > k + 3  # the case under test: merged, and beyond the table's range
 

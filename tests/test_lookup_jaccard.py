@@ -9,33 +9,13 @@ figure ``clusters`` gives for the same member.
 from __future__ import annotations
 
 import json
-import random
 
 from crawl_helpers import dedup
-from local_site import LocalSite
-from test_calibrate_far_pairs import VOCABULARY, _page
-from testing import run_crawl
+from test_calibrate_far_pairs import crawl_far_pair
 
 
 def test_lookup_of_a_near_duplicate_says_its_jaccard(tmp_path):
-    rng = random.Random(0)
-    words = [rng.choice(VOCABULARY) for _ in range(400)]
-    edited = list(words)
-    for i in range(20, 400, 60):
-        edited[i] = rng.choice(VOCABULARY) + "x"
-    pages = {"/a.html": _page("Guide", words), "/b.html": _page("Guide", edited)}
-    index = b'<html><body><a href="/a.html">a</a> <a href="/b.html">b</a></body></html>'
-
-    def reply(path: str):
-        if path == "/":
-            return 200, {}, index
-        return (200, {}, pages[path]) if path in pages else (404, {}, b"not found")
-
-    with LocalSite(reply) as site:
-        run_crawl(f"{site.url}/", tmp_path)
-    store = tmp_path / "store"
-    clusters = [json.loads(line) for line in dedup(store, "clusters", "--format", "jsonl").stdout.splitlines()]
-    [member] = [m for c in clusters for m in c["members"] if m["reason"] == "near_duplicate"]
+    store, clusters, member = crawl_far_pair(tmp_path)
     assert 0.8 <= member["jaccard"] < 1
 
     answer = json.loads(dedup(store, "lookup", member["url"], "--format", "jsonl").stdout)
