@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, TextIO
 
 from scrapy_dedup.core.fingerprints import jaccard_estimate, shingle_jaccard
@@ -43,12 +44,25 @@ def select(
 
 
 def pair_jaccard(store: DedupStore, key: str, other_key: str) -> float | None:
-    """The Jaccard of two stored pages, rounded as ``clusters`` gives it: of their kept texts (the
-    one a merge is decided on), else the MinHash estimate; None when the store has neither."""
-    text, other_text = get_text(store, key), get_text(store, other_key)
+    """The Jaccard of two stored pages, as ``clusters`` gives it (:func:`_jaccard`)."""
+    return _jaccard(
+        get_text(store, key), get_text(store, other_key), lambda: (get_minhash(store, key), get_minhash(store, other_key))
+    )
+
+
+def _minhashes(store: DedupStore, key: str, rep_minhash: bytes | None) -> tuple[bytes | None, bytes | None]:
+    """``key``'s MinHash (read only when its representative has one) and its representative's."""
+    return (get_minhash(store, key) if rep_minhash else None), rep_minhash
+
+
+def _jaccard(
+    text: str | None, other_text: str | None, minhashes: Callable[[], tuple[bytes | None, bytes | None]]
+) -> float | None:
+    """Of two kept texts (the Jaccard a merge is decided on), else the MinHash estimate of the
+    two ``minhashes()``, read only then; rounded to 3 places, None when neither is there."""
     if text is not None and other_text is not None:
         return round(shingle_jaccard(text, other_text), 3)
-    minhash, other_minhash = get_minhash(store, key), get_minhash(store, other_key)
+    minhash, other_minhash = minhashes()
     return round(jaccard_estimate(minhash, other_minhash), 3) if minhash and other_minhash else None
 
 
@@ -62,21 +76,19 @@ def describe(store: DedupStore, resolver: Resolver, cluster: Cluster, authority:
     for record in records:
         is_rep = record.key == cluster.representative
         reason = None if is_rep else resolver.reason_against(record, rep)
-        minhash = get_minhash(store, record.key) if rep_minhash else None
         text = get_text(store, record.key) if rep_text is not None and not is_rep else rep_text
-        jaccard: float | None
-        if text is not None and rep_text is not None:
-            # the Jaccard a merge is decided on (the kept texts'), not its MinHash estimate
-            jaccard = 1.0 if is_rep else shingle_jaccard(text, rep_text)
-        else:
-            jaccard = jaccard_estimate(minhash, rep_minhash) if minhash and rep_minhash else None
+        jaccard = (
+            1.0
+            if is_rep and rep_text is not None
+            else _jaccard(text, rep_text, partial(_minhashes, store, record.key, rep_minhash))
+        )
         members.append(
             {
                 "url": record.url,
                 "key": record.key,
                 "reason": reason,
                 "distance": 0 if is_rep else resolver.distance(record, rep),
-                "jaccard": round(jaccard, 3) if jaccard is not None else None,
+                "jaccard": jaccard,
                 "text_length": record.text_length,
             }
         )
