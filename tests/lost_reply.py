@@ -1,12 +1,13 @@
 """A TCP relay on 127.0.0.1 in front of a real redis-server that loses replies: it passes a chunk
 of commands to the server, then closes the connection instead of passing the server's reply back.
-The server has run the commands; the client sees a dropped connection, as when a server is
-restarted right after a write. It loses the reply to the next chunk naming ``armed`` (then
+The server has run the commands; the client sees a dropped connection (reset), as when a server
+is restarted right after a write. It loses the reply to the next chunk naming ``armed`` (then
 disarms), and, with ``every``, to every ``every``-th chunk after the first ``after``."""
 
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 
 
@@ -67,6 +68,9 @@ class LostReplyRelay:
                     self.lost += 1
                     for s in (client, server):
                         s.shutdown(socket.SHUT_RDWR)
+                    # reset: a client still sending the rest of its commands fails there
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    client.close()
                     return
                 client.sendall(chunk)
         except OSError:

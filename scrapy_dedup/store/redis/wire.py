@@ -63,10 +63,11 @@ _lost = threading.local()
 
 
 def replies_lost() -> int:
-    """How many replies this thread has waited for and lost with their connection. redis-py
-    sends a round trip again when its connection drops, and when the server had run it before
-    the reply was lost, the second sending sees the first one's effect: a caller that reads a
-    write's answer compares this count before and after its call."""
+    """How many round trips this thread has lost its connection in, sending or waiting for the
+    replies. redis-py sends a round trip again when its connection drops, and when the server
+    had run it (or, sent in pieces, the part that reached it) before the replies were lost, the
+    second sending sees the first one's effect: a caller that reads a write's answer compares
+    this count before and after its call."""
     return getattr(_lost, "count", 0)
 
 
@@ -74,8 +75,9 @@ def replies_lost() -> int:
 # variable of a union of classes; it is a class, which the checker cannot take as a base.
 class StoreParser(DefaultParser):  # type: ignore[misc,valid-type]
     """redis-py's reply parser, reading ``ERR Function not found`` as :class:`FunctionsMissing`,
-    and counting the replies lost in :func:`replies_lost` (on one server and on every node of a
-    cluster, whose client retries in a loop of its own).
+    and counting the connections dropped in :func:`replies_lost` (on one server and on every node
+    of a cluster, whose client retries in a loop of its own): redis-py tells its parser of each,
+    whether a send or a read failed.
 
     >>> parser = StoreParser(socket_read_size=65536)
     >>> [type(parser.parse_error(reply)).__name__ for reply in ("ERR Function not found", "ERR no such key", "OOM no")]
@@ -87,12 +89,9 @@ class StoreParser(DefaultParser):  # type: ignore[misc,valid-type]
         "ERR": _ERR_CLASSES,
     }
 
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().read_response(*args, **kwargs)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            _lost.count = replies_lost() + 1
-            raise
+    def on_disconnect(self) -> None:
+        _lost.count = replies_lost() + 1
+        super().on_disconnect()
 
 
 class StorePool(redis.ConnectionPool):
