@@ -8,7 +8,7 @@
 -- LIBRARY_VERSION changes whenever a function's arguments, replies or stored bytes change;
 -- the client compares it with its own and reloads the library (FUNCTION LOAD REPLACE).
 
-local LIBRARY_VERSION = 19
+local LIBRARY_VERSION = 20
 
 local function fail(message)
   return redis.error_reply('ERR scrapy_dedup: ' .. message)
@@ -422,26 +422,18 @@ end
 -- stops; the releasers, which only take out or rewrite in place what a process holds (its
 -- heartbeat, its decisions' locks), have the allow-oom flag: a process stopping on a full server
 -- still releases its locks and stops its heartbeat, so that the next run recovers what it owed.
-local WRITERS = {
+local function register(flags, functions)
+  for i = 1, #functions do
+    redis.register_function{function_name = 'sdd_' .. functions[i][1], callback = functions[i][2], flags = flags}
+  end
+end
+register({}, {  -- the writers
   {'frontier_mark_url', frontier_mark_url}, {'variant_count', variant_count},
   {'bands_add', bands_add}, {'bands_remove', bands_remove},
   {'exact_claim', exact_claim}, {'packed_put', packed_put}, {'packed_delete', packed_delete},
   {'near_remove', near_remove}, {'near_put', near_put},
   {'holder_enter', holder_enter}, {'claim', claim}, {'pending_adopt', pending_adopt},
   {'frontier_mark_owe', frontier_mark_owe},
-}
-local RELEASERS = {
-  {'holder_beat', holder_beat}, {'release', release},
-}
-local READERS = {
-  {'version', version}, {'bands_find', bands_find}, {'packed_get', packed_get},
-}
-for i = 1, #WRITERS do
-  redis.register_function('sdd_' .. WRITERS[i][1], WRITERS[i][2])
-end
-for i = 1, #RELEASERS do
-  redis.register_function{function_name = 'sdd_' .. RELEASERS[i][1], callback = RELEASERS[i][2], flags = {'allow-oom'}}
-end
-for i = 1, #READERS do
-  redis.register_function{function_name = 'sdd_' .. READERS[i][1], callback = READERS[i][2], flags = {'no-writes'}}
-end
+})
+register({'allow-oom'}, {{'holder_beat', holder_beat}, {'release', release}})
+register({'no-writes'}, {{'version', version}, {'bands_find', bands_find}, {'packed_get', packed_get}})
