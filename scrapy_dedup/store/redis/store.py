@@ -528,10 +528,6 @@ class RedisStore(DedupStore):
             return self._meta_key(), key.encode("utf-8", "surrogatepass")
         return rk.table_slot(self.prefix, table, key)
 
-    def _read_command(self, table: str, key: str) -> tuple:
-        """The command that reads a record of ``table`` (its reply as stored, or None)."""
-        return rk.table_layout(table).get_command(*self._slot(table, key))
-
     def _set_key(self, name: str, owner: str) -> str:
         digest = xxhash.xxh64_hexdigest(owner.encode("utf-8", "surrogatepass"))
         return f"{self.prefix}:s:{name}:{{s{digest}}}{owner}"
@@ -622,16 +618,17 @@ class RedisStore(DedupStore):
         if table == PENDING:
             raw = self._carrying("HGET", rk.pending_key(self.prefix, key), key)
             return _payload(raw) if raw is not None else None
-        value = self._carrying(*self._read_command(table, key))
-        return value if value is None else rk.table_layout(table).read(value)
+        layout = rk.table_layout(table)
+        value = self._carrying(*layout.get_command(*self._slot(table, key)))
+        return value if value is None else layout.read(value)
 
     def get_many(self, table: str, keys: Sequence[str]) -> list[bytes | None]:
         if table == PENDING or len(keys) < 2:
             return [self.get(table, key) for key in keys]
+        layout = rk.table_layout(table)
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
-            pipe.execute_command(*self._read_command(table, key))
-        layout = rk.table_layout(table)
+            pipe.execute_command(*layout.get_command(*self._slot(table, key)))
         return [value if value is None else layout.read(value) for value in pipe.execute()]
 
     def _carrying(self, *command: Any) -> Any:
