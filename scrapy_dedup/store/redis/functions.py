@@ -130,9 +130,6 @@ class RetryPolicy:
     backoff_base: float = 0.1
     backoff_cap: float = 5.0
 
-    def build(self) -> Retry:
-        return Retry(ExponentialBackoff(cap=self.backoff_cap, base=self.backoff_base), self.retries)
-
 
 def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10.0) -> redis.Redis | RedisCluster:
     """A client for the server at ``url``: a cluster client when the server is a cluster node.
@@ -153,7 +150,7 @@ def connect(url: str, *, retry: RetryPolicy = RetryPolicy(), timeout: float = 10
         protocol=2,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
-        retry=retry.build(),
+        retry=Retry(ExponentialBackoff(cap=retry.backoff_cap, base=retry.backoff_base), retry.retries),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
     )
     try:
