@@ -84,10 +84,7 @@ class StoreParser(DefaultParser):  # type: ignore[misc,valid-type]
     ['FunctionsMissing', 'ResponseError', 'OutOfMemoryError']
     """
 
-    EXCEPTION_CLASSES = {
-        **DefaultParser.EXCEPTION_CLASSES,
-        "ERR": _ERR_CLASSES,
-    }
+    EXCEPTION_CLASSES = {**DefaultParser.EXCEPTION_CLASSES, "ERR": _ERR_CLASSES}
 
     def on_disconnect(self) -> None:
         _lost.count = replies_lost() + 1
