@@ -37,16 +37,13 @@ class HiredisPacker:
             args = (*name.split(), *args[1:])  # redis-py names some commands in one string: "CONFIG SET"
         try:
             return [hiredis.pack_command(args)]
-        except TypeError:
-            pass
-        args = tuple(bytes(a) if isinstance(a, (bytearray, memoryview)) else a for a in args)  # as redis-py takes them
+        except TypeError:  # as redis-py takes them
+            args = tuple(bytes(a) if isinstance(a, (bytearray, memoryview)) else a for a in args)
         bad = [a for a in args if isinstance(a, bool) or not isinstance(a, (str, bytes, int, float))]
         if not bad:
             return [hiredis.pack_command(args)]
         name = args[0].decode("ascii", "replace") if isinstance(args[0], bytes) else str(args[0])
-        raise redis.DataError(
-            f"cannot send {bad[0]!r} to Redis (in a {name} command): give str, bytes, int or float"
-        )
+        raise redis.DataError(f"cannot send {bad[0]!r} to Redis (in a {name} command): give str, bytes, int or float")
 
 
 class FunctionsMissing(redis.ResponseError):
