@@ -167,22 +167,16 @@ class RedisStore(DedupStore):
         retry: RetryPolicy = RetryPolicy(),
         lease_ms: int = LEASE_MS,
     ) -> None:
-        self.url = path
-        self.lease_ms = lease_ms
-        self.path = redact(path)  # what messages show
-        self.prefix = rk.check_prefix(prefix)
         with self._opening():
-            self._connect(retry)
+            self._connect(path, prefix, retry, lease_ms)
             self.params = self._check_params({**params, "store_format": STORE_FORMAT, "simhash_layout": LAYOUT})
             self._read_run()
 
     @classmethod
     def open_existing(cls, path: str, prefix: str = "dedup:crawl") -> RedisStore:
         store = cls.__new__(cls)
-        store.url, store.path, store.prefix = path, redact(path), rk.check_prefix(prefix)
-        store.lease_ms = LEASE_MS
         with store._opening():
-            store._connect(RetryPolicy())
+            store._connect(path, prefix, RetryPolicy(), LEASE_MS)
             store.params = get_meta(store, "params")
         if store.params is None:
             store.close()
@@ -221,8 +215,9 @@ class RedisStore(DedupStore):
                 "migrate a Redis store: crawl into a new key prefix (DEDUP_REDIS_PREFIX)"
             )
 
-    def _connect(self, retry: RetryPolicy) -> None:
-        self.retry = retry
+    def _connect(self, path: str, prefix: str, retry: RetryPolicy, lease_ms: int) -> None:
+        self.url, self.path, self.prefix = path, redact(path), rk.check_prefix(prefix)  # path: what messages show
+        self.retry, self.lease_ms = retry, lease_ms
         self.client = connect(self.url, retry=retry)
         self.fn = StoreFunctions(self.client, self.prefix)
         #: this process's holder id: entered in the holders' hash at its first use (_holder)
