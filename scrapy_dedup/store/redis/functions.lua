@@ -408,9 +408,7 @@ end
 local function frontier_mark_owe(keys, args)
   local marked = frontier_mark_url({keys[1], keys[2]}, {args[1], args[2], args[3]})
   if marked.err then return marked end  -- an error reply
-  if marked[1] ~= 0 then
-    return {marked[1], marked[2], 0, 0}
-  end
+  if marked[1] ~= 0 then return {marked[1], marked[2], 0, 0} end  -- seen before: nothing owed
   redis.call('HSET', keys[3], args[4], args[5] .. '\n' .. args[6])
   return {0, false, 1, redis.call('HEXISTS', keys[4], args[7])}
 end
