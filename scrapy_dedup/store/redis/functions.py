@@ -272,10 +272,8 @@ class StoreFunctions:
     # -- frontier ---------------------------------------------------------------------------
     def frontier_size(self) -> int:
         """URL keys in the frontier, read bucket by bucket (SCAN: no snapshot, no blocking)."""
-        total = 0
-        for key in self.client.scan_iter(match=rk.frontier_pattern(self.prefix), count=1000):
-            total += int(self.client.strlen(key)) // rk.FRONTIER_RECORD
-        return total
+        buckets = self.client.scan_iter(match=rk.frontier_pattern(self.prefix), count=1000)
+        return sum(int(self.client.strlen(key)) // rk.FRONTIER_RECORD for key in buckets)
 
     # -- near-duplicate tables --------------------------------------------------------------
     def queue_near_read(
