@@ -37,14 +37,11 @@ assert _VERSION_LINE is not None, "functions.lua declares its LIBRARY_VERSION"
 LIBRARY_VERSION = int(_VERSION_LINE.group(1))
 MIN_SERVER_MAJOR = 7
 
-#: a cluster the client lost once its own retries ran out: no node reachable, or a slot whose
-#: master is gone (its nodes answer CLUSTERDOWN, or it is covered by no node the client knows)
-_CLUSTER_LOST = (
-    # redis-py 8; before, the same refresh failure raises its base class
-    getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.RedisClusterException),
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.SlotNotCoveredError,
-)
+#: a cluster the client lost once its own retries ran out: no node reachable (redis-py 8's
+#: RedisClusterUnreachableError; before, its base class), or a slot whose master is gone (its
+#: nodes answer CLUSTERDOWN, or it is covered by no node the client knows)
+_CLUSTER_LOST = (getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.RedisClusterException),
+                 redis.exceptions.ClusterDownError, redis.exceptions.SlotNotCoveredError)
 #: what stops a crawl on the Redis store: the connection lost once the retries ran out, a write
 #: the server refused because its memory limit (``maxmemory``) is reached (:func:`refused_as_full`),
 #: a transaction it discarded whole at EXEC, or a server without the store's functions (restarted
