@@ -357,9 +357,8 @@ def decision_shard(prefix: str, shard: int) -> str:
 # BAND_BUCKET_BITS bits of the band hash). The bands fall in BAND_GROUPS groups of 4, each one
 # hash per scope (``P:b:{<tag>}<scope>``, a field per bucket) whose slot lies near the middle of
 # its own 1/8 of the slots, so one call per group reads or writes a document's buckets in it and
-# the groups spread over a cluster's masters. A bucket is a string of 12-byte records: the band
-# hash's low 4 bytes (its tag) and an 8-byte cluster token; a candidate whose band
-# hash only shares the tag is turned down by near_match, as any candidate.
+# the groups spread over a cluster's masters. A bucket's records (BAND_RECORD) keep a band hash's
+# tag only: a candidate that shares the tag alone is turned down by near_match, as any candidate.
 
 BAND_GROUPS = 8
 BAND_BUCKET_BITS = 14
