@@ -2,13 +2,16 @@
 of commands to the server, then closes the connection instead of passing the server's reply back.
 The server has run the commands; the client sees a dropped connection (reset), as when a server
 is restarted right after a write. It loses the reply to the next chunk naming ``armed`` (then
-disarms), and, with ``every``, to every ``every``-th chunk after the first ``after``."""
+disarms), and, with ``every``, to every ``every``-th chunk after the first ``after``. It can also
+hold back the next chunk naming ``hold``'s bytes for ``hold``'s seconds (``holding`` is set
+then): that round trip reaches the server late, while other connections go on."""
 
 from __future__ import annotations
 
 import socket
 import struct
 import threading
+import time
 
 
 class LostReplyRelay:
@@ -18,6 +21,8 @@ class LostReplyRelay:
         self.every, self.after = every, after
         self.chunks = 0  # chunks passed to the server so far
         self.lost = 0  # replies lost so far
+        self.hold: tuple[bytes, float] | None = None
+        self.holding = threading.Event()
         self._count = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -57,6 +62,10 @@ class LostReplyRelay:
                 if nth or (self.armed is not None and self.armed in chunk):
                     self.armed = None
                     losing.set()
+                if self.hold is not None and self.hold[0] in chunk:
+                    seconds, self.hold = self.hold[1], None
+                    self.holding.set()
+                    time.sleep(seconds)
                 server.sendall(chunk)
         except OSError:
             pass

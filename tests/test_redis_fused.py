@@ -396,6 +396,29 @@ def test_a_settle_goes_with_the_next_call(redis_single, redis_prefix):
         assert b.count("pending") == 0 and get_emitted(b, "http://h/p") == "c" * 32
 
 
+def test_a_read_waits_for_the_writes_another_thread_sends(redis_single, redis_prefix):
+    """Writes that wait, queued on one thread and carried by another thread's round trip, are
+    in before a read that follows them on the first thread. Without this the read went on a
+    connection of its own while the round trip carrying them was on its way, and found nothing:
+    a page's record read on the reactor thread while the decision thread sent its fetch."""
+    from lost_reply import LostReplyRelay
+
+    with LostReplyRelay(redis_single.port) as relay:
+        a = RedisStore(relay.url, PARAMS, prefix=redis_prefix)
+        try:
+            a.begin_run()
+            with a.batch(later=True) as batch:
+                put_emitted(batch, "http://h/p", "c" * 32)
+            relay.hold = (b"MULTI", 1.0)  # the round trip carrying it arrives a second late
+            other = threading.Thread(target=a.get, args=("url", "http://h/other"))
+            other.start()
+            assert relay.holding.wait(10)
+            assert get_emitted(a, "http://h/p") == "c" * 32
+            other.join()
+        finally:
+            a.close()
+
+
 def test_a_page_s_new_links_are_marked_ahead_in_one_round_trip(redis_single, redis_prefix):
     with _two_processes(redis_single.url, redis_prefix) as (a, b):
         run = a.begin_run()

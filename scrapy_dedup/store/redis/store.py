@@ -239,7 +239,9 @@ class RedisStore(DedupStore):
         #: the writes of batches applied later (``batch(later=True)``), in order: every call
         #: sends them first, or carries them in its own round trip (see _CARRIERS)
         self._waiting: list[tuple] = []
-        self._waiting_lock = threading.Lock()
+        #: held by each call for its round trips, whatever its thread: one that sends the writes
+        #: that wait is answered before another thread's call goes, which so reads them
+        self._calling = threading.RLock()
         #: the refusal that stopped this process's writes (a full server): a write after it may
         #: depend on one refused (a request settled whose page's records were not), so none goes
         self._refused: StoreWriteError | None = None
@@ -542,7 +544,7 @@ class RedisStore(DedupStore):
             self._apply(batch.commands)
             return
         # they wait for this process's next call, which sends them first (see _CARRIERS)
-        with self._waiting_lock:
+        with self._calling:
             self._waiting += batch.commands
             full = len(self._waiting) >= WAITING_MAX
         if full:
@@ -784,7 +786,7 @@ class RedisStore(DedupStore):
     def _take_waiting(self) -> list[tuple]:
         if self._waiting:
             self._check_not_refused()  # they stay, owed, like the requests they belong to
-        with self._waiting_lock:
+        with self._calling:
             waiting, self._waiting = self._waiting, []
         return waiting
 
@@ -816,11 +818,12 @@ def _guard(name: str) -> None:
 
     def guarded(self, *args, **kwargs):
         try:
-            if name in _WRITERS or self._lost is not None:
-                self._check_not_refused()  # a lost connection stops every call, a refusal the writes
-            if self._waiting and name != "flush" and (name not in _CARRIERS or not self.fn.fused):
-                self.flush()  # what this process wrote is in before anything else
-            result = method(self, *args, **kwargs)
+            with self._calling:
+                if name in _WRITERS or self._lost is not None:
+                    self._check_not_refused()  # a lost connection stops every call, a refusal the writes
+                if self._waiting and name != "flush" and (name not in _CARRIERS or not self.fn.fused):
+                    self.flush()  # what this process wrote is in before anything else
+                result = method(self, *args, **kwargs)
             if hasattr(result, "__next__"):
                 return _guarded_iter(self, result)
             return result
