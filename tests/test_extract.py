@@ -58,6 +58,17 @@ def test_declared_encoding_is_honoured():
     assert extract_text(latin.encode("latin-1")).startswith("Café crème")
 
 
+def test_undeclared_text_is_read_as_utf8():
+    undeclared = PAGE.replace('<meta charset="utf-8">', "").replace("Routine Vacuuming", "Café crème")
+    assert "charset" not in undeclared
+    assert extract_text(undeclared.encode()).startswith("Café crème")
+    unknown = undeclared.replace("<head>", '<head><meta charset="x-no-such-charset">')
+    assert extract_text(unknown.encode()).startswith("Café crème")
+    # one broken byte elsewhere does not turn the whole page into windows-1252
+    broken = undeclared.encode().replace("crème".encode(), "crème".encode() + b" \xff")
+    assert extract_text(broken).startswith("Café crème \ufffd")
+
+
 def test_bom_decides_the_encoding():
     assert extract_text(b"\xff\xfe" + PAGE.encode("utf-16-le")).startswith("Routine Vacuuming")
 

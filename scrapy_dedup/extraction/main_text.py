@@ -14,7 +14,7 @@ from typing import Any
 import trafilatura
 from trafilatura.utils import load_html
 from trafilatura.xpaths import BODY_XPATH
-from w3lib.encoding import html_to_unicode
+from w3lib.encoding import html_body_declared_encoding, read_bom, to_unicode
 
 __all__ = ["EXTRACT_PARAMS", "MIN_OPENINGS", "MIN_VISIBLE_SHARE", "extract_text", "html_title", "page_title"]
 
@@ -104,8 +104,12 @@ def _cut_long_tags(text: str) -> str:
 def _decode(html: bytes | bytearray | memoryview) -> str:
     # BOM, then <meta charset>, then UTF-8 with replacement: deterministic and never raises,
     # unlike statistical guessing, which can pick different encodings for two copies of a page.
-    _encoding, text = html_to_unicode(None, bytes(html))
-    return text
+    # (w3lib 2.6's html_to_unicode() falls back to windows-1252, which garbles undeclared UTF-8.)
+    body = bytes(html)
+    encoding, bom = read_bom(body)
+    if encoding and bom is not None:
+        return to_unicode(body[len(bom):], encoding)
+    return to_unicode(body, html_body_declared_encoding(body) or "utf-8")
 
 
 def _div_paragraphs(tree: Any) -> int:
