@@ -36,6 +36,8 @@ PAGES: dict[str, tuple[int, dict[str, str], bytes]] = {
 JUNK_LINKS = [
     "mailto:someone@example.com",
     "ftp://ftp.example.invalid/pub/",
+    # Scrapy takes it, and no host has "{" (w3lib 2.6 refuses "exa%mple" before we see it)
+    "http://exa{mple}.invalid/",
     "http://exa%mple.invalid/",
     "javascript:void(0)",
     "data:text/html,hello",
@@ -127,5 +129,5 @@ def test_junk_links_never_crash_and_are_counted(crawl):
     # mailto:, javascript:, data: and ftp: are no faults: counted, not warned about
     assert result.stat("dedup/url/other_scheme") >= 2
     warned = [line for line in result.log.splitlines() if "URL left as it is" in line]
-    assert len(warned) == 1 and "http://exa%mple.invalid/" in warned[0]
+    assert len(warned) == 1 and "http://exa{mple}.invalid/" in warned[0]
     assert result.stat("dedup/canonical/ignored/scheme") >= 1  # the javascript: canonical in a Link header

@@ -97,6 +97,12 @@ NORMALIZE_CASES = [
     ("http://[::1]:8080/x", "http://[::1]:8080/x"),
     ("http://[2001:DB8::A]/", "http://[2001:db8::a]/"),
     ("https://[::FFFF:1.2.3.4]:443", "https://[::ffff:1.2.3.4]/"),
+    # a host that ends in a number is an IPv4 address (WHATWG, browsers, w3lib 2.6)
+    ("http://0/", "http://0.0.0.0/"),
+    ("http://0X7F.1:8080/a", "http://127.0.0.1:8080/a"),
+    ("http://0177.0.0.1./", "http://127.0.0.1/"),
+    ("http://4294967295/", "http://255.255.255.255/"),
+    ("http://x.0x1g/", "http://x.0x1g/"),
     # whitespace handling (WHATWG): trim ends, drop tabs/newlines
     ("  http://a.com/x \n", "http://a.com/x"),
     ("http://exa\tmple.com/a\nb", "http://example.com/ab"),
@@ -148,6 +154,11 @@ BAD_INPUT = [
     "http://exa mple.com/",
     "http://a..ü.com/",
     "http://ex%41mple.com/",
+    "http://a.0/",
+    "http://300.0/",
+    "http://08/",
+    "http://1.2.3.4.5/",
+    "http://4294967296/",
     "http://\ud800.com/",
     "http://" + "ü" * 70 + ".com/",
 ]

@@ -158,7 +158,49 @@ def _normalize_host(host: str) -> str | None:
             host = host.encode("idna").decode("ascii")
         except (UnicodeError, ValueError):
             return None
-    return host if _HOST_OK.fullmatch(host) else None
+    if not _HOST_OK.fullmatch(host):
+        return None
+    return _ipv4_host(host) if host[-1] in _IPV4_LAST else host
+
+
+# A host that ends in a number is an IPv4 address to browsers, getaddrinfo() and w3lib 2.6+
+# (WHATWG): "0" is 0.0.0.0, "0x7f.1" is 127.0.0.1, and "a.0" is no host at all.
+_IPV4_LAST = frozenset("0123456789abcdefx.")
+_IPV4_NUMBER = re.compile(r"0x([0-9a-f]*)|(0[0-7]*)|([1-9][0-9]*)")
+
+
+def _ipv4_host(host: str) -> str | None:
+    """The dotted-quad form of a host that ends in a number, None if it is no valid address.
+
+    >>> _ipv4_host("0x7f.1"), _ipv4_host("010.0.0.1."), _ipv4_host("example.org")
+    ('127.0.0.1', '8.0.0.1', 'example.org')
+    >>> _ipv4_host("a.0"), _ipv4_host("1.256.0.0"), _ipv4_host("1.2.3.4.5")
+    (None, None, None)
+    """
+    labels = host.split(".")
+    if len(labels) > 1 and not labels[-1]:
+        labels.pop()
+    last = labels[-1]
+    if not (last.isdigit() or last.startswith("0x") and _IPV4_NUMBER.fullmatch(last)):
+        return host  # a name
+    if len(labels) > 4:
+        return None
+    matches = [_IPV4_NUMBER.fullmatch(label) for label in labels]
+    if None in matches:
+        return None
+    numbers = [_ipv4_number(*match.groups()) for match in matches if match]
+    *leading, final = numbers
+    if any(n > 255 for n in leading) or final >= 256 ** (5 - len(numbers)):
+        return None
+    address = final + sum(n << 8 * (3 - i) for i, n in enumerate(leading))
+    return str(ipaddress.IPv4Address(address))
+
+
+def _ipv4_number(hexadecimal: str | None, octal: str | None, decimal: str | None) -> int:
+    # hexadecimal after "0x" ("0x" alone is 0), octal after any other leading "0", else decimal
+    if hexadecimal is not None:
+        return int(hexadecimal or "0", 16)
+    return int(octal, 8) if octal is not None else int(decimal or "0")
 
 
 @lru_cache(maxsize=256)
