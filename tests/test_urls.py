@@ -97,7 +97,10 @@ NORMALIZE_CASES = [
     ("http://[::1]:8080/x", "http://[::1]:8080/x"),
     ("http://[2001:DB8::A]/", "http://[2001:db8::a]/"),
     ("https://[::FFFF:1.2.3.4]:443", "https://[::ffff:1.2.3.4]/"),
-    # a host that ends in a number is an IPv4 address (WHATWG, browsers, w3lib 2.6)
+    # a host's escapes are decoded, and a host that ends in a number is an IPv4 address
+    # (WHATWG, browsers, w3lib 2.6)
+    ("http://ex%41mple.COM/", "http://example.com/"),
+    ("http://b%C3%BCcher.de/", "http://xn--bcher-kva.de/"),
     ("http://0/", "http://0.0.0.0/"),
     ("http://0X7F.1:8080/a", "http://127.0.0.1:8080/a"),
     ("http://0177.0.0.1./", "http://127.0.0.1/"),
@@ -153,7 +156,8 @@ BAD_INPUT = [
     "http://example.com:80:80/",
     "http://exa mple.com/",
     "http://a..ü.com/",
-    "http://ex%41mple.com/",
+    "http://ex%mple.com/",
+    "http://ex%2Fmple.com/",
     "http://a.0/",
     "http://300.0/",
     "http://08/",

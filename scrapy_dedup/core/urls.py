@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 from .hostrules import HostRule, HostRules
 
@@ -148,6 +149,9 @@ def _valid_ipv6(literal: str) -> bool:
 @lru_cache(maxsize=4096)
 def _normalize_host(host: str) -> str | None:
     """Lowercase and IDNA-encode a host; None when it is not a valid host."""
+    if "%" in host:
+        # WHATWG, browsers and w3lib 2.6 decode a host's escapes: ex%41mple.com is example.com
+        host = unquote(host)
     host = host.lower()
     if host.startswith("["):
         return host if host.endswith("]") and _valid_ipv6(host[1:-1]) else None
