@@ -164,7 +164,8 @@ def test_a_token_the_store_never_gave_is_a_one_line_error_and_writes_nothing(rec
     for bad in ("nonsense", "00000000-1", token.rsplit("-", 1)[0] + "-99"):
         proc = cli("export", "--changes-since", bad, "-o", str(out))
         assert proc.returncode == 1 and not out.exists()
-        said = f"scrapy dedup: unknown change token {bad!r}: this store's tokens look like {token.split('-')[0]}-2\n"
+        said = (f"scrapy dedup: unknown change token {bad!r}: this store's tokens look like {token.split('-')[0]}-2; "
+                "an index made from another store, or from this one before a `scrapy dedup repair`, needs a full export\n")
         assert proc.stderr == said
 
 
@@ -307,11 +308,14 @@ def test_a_repaired_store_refuses_the_tokens_of_before_and_starts_its_history_ag
     store.close()
     repair_store(path)
     with LevelDBStore.open_existing(path) as store:
-        with pytest.raises(changes.ChangeTokenError, match="no change history yet"):
+        with pytest.raises(changes.ChangeTokenError, match=r"no change history yet \(a `scrapy dedup repair` starts"):
             changes.since(store, before)
         changes.record(store)
         again = changes.token(store)
         assert again != before and changes.since(store, again).upserts == []
+        # the token of before the repair: what to do is said
+        with pytest.raises(changes.ChangeTokenError, match="before a `scrapy dedup repair`, needs a full export"):
+            changes.since(store, before)
 
 
 @pytest.mark.parametrize("backend", ["leveldb", "redis_single", "redis_cluster"])

@@ -170,12 +170,16 @@ def since(store: DedupStore, given: str) -> Changes:
     meta, old, written = _pending(store)
     if not meta:
         raise ChangeTokenError(
-            "this store keeps no change history yet: settle it (`scrapy dedup settle`) and export it in full first"
+            "this store keeps no change history yet (a `scrapy dedup repair` starts it again): settle it "
+            "(`scrapy dedup settle`) and export it in full first"
         )
     store_id, _, number = given.strip().rpartition("-")
     latest = f"{meta['store']}-{meta['generation']}"
     if store_id != meta["store"] or not number.isdigit() or int(number) > meta["generation"]:
-        raise ChangeTokenError(f"unknown change token {given!r}: this store's tokens look like {latest}")
+        raise ChangeTokenError(
+            f"unknown change token {given!r}: this store's tokens look like {latest}; an index made from another "
+            "store, or from this one before a `scrapy dedup repair`, needs a full export"
+        )
     if written:
         raise ChangeTokenError(
             f"{len(written)} document(s) changed since the store was last settled: run `scrapy dedup settle`, "
