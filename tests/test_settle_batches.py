@@ -56,3 +56,29 @@ def test_a_settle_cut_short_is_followed_by_a_full_one(backend, tmp_path, monkeyp
         assert get_meta(store, SETTLED_META) is None  # the next settle is a full one
         assert settle(store, **SETTINGS).affected == sum(1 for r in iter_urls(store) if r.has_content)
         assert settled_state(store) == reference
+
+
+def test_a_settle_reads_redis_many_clusters_a_round_trip(redis_single, tmp_path):
+    """On Redis, settling reads the clusters' member sets many a round trip: a store of 300 more
+    clusters costs a settle of it a few more round trips, not one a cluster."""
+    from redis_fixtures import redis_backend
+    from test_frontier_checks import _counted
+
+    from scrapy_dedup.core.fingerprints import fingerprint, raw_hash
+    from scrapy_dedup.decide.index import ContentIndex, Document
+
+    trips = []
+    for n, pages in enumerate((100, 400)):
+        with redis_backend(redis_single.url)(str(tmp_path / f"s{n}"), PARAMS) as store:
+            store.begin_run()
+            index = ContentIndex(store, store.run, **SETTINGS)
+            for page in range(pages):
+                text = " ".join(f"p{page}w{w}" for w in range(60))
+                url = f"http://h/{page}"
+                index.ingest(Document(url, url, fingerprint(text), raw_hash(text.encode()), text=text))
+            settle(store, **SETTINGS)
+            counting = _counted(store)
+            result = settle(store, **SETTINGS, incremental=False)
+            assert result.clusters == pages and result.rewritten == 0
+            trips.append(counting.round_trips)
+    assert trips[1] - trips[0] < 30, trips

@@ -417,6 +417,23 @@ def test_get_many_reads_keys_in_their_order(store):
     assert store.get_many(TEXT, []) == []
 
 
+def test_set_members_many_reads_sets_in_their_order(store):
+    """One call reads many owned sets (on a cluster, of many slots): what ``set_members`` reads
+    of each, an owner with no set as an empty list."""
+    from scrapy_dedup.store.base import MEMBERS
+
+    owners = [f"{n:016x}" for n in range(30)]
+    with store.batch() as b:
+        for n, owner in enumerate(owners):
+            for m in range(n % 4):
+                b.add_to_set(MEMBERS, owner, f"http://h{n}/m{m}", bytes([m]))
+    wanted = [*reversed(owners), "ffffffffffffffff"]
+    found = store.set_members_many(MEMBERS, wanted)
+    assert [sorted(pairs) for pairs in found] == [sorted(store.set_members(MEMBERS, o)) for o in wanted]
+    assert sorted(found[0]) == [("http://h29/m0", b"\x00")] and found[-1] == [] and found[-2] == []
+    assert store.set_members_many(MEMBERS, []) == []
+
+
 # -- the chunk layer's tables (DEDUP_CHUNKS) --------------------------------------------------
 
 

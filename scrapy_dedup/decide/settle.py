@@ -59,7 +59,7 @@ from scrapy_dedup.store.records import (
     index_exact,
     iter_clusters,
     iter_urls,
-    members_of,
+    members_of_many,
     put_cluster,
     put_meta,
     remove_member,
@@ -700,7 +700,7 @@ def _settle(
     params = {"max_distance": max_distance, "min_jaccard": min_jaccard, "min_tokens": min_tokens,
               "authority": list(authority)}
     old = {c.cluster_id: c for c in iter_clusters(store)}
-    old_members = {cid: members_of(store, c) for cid, c in old.items()}
+    old_members = _members(store, list(old.values()))
     if incremental and get_meta(store, SETTLED_META) == params:
         # only the clusters decided since the last settle, and what they are connected to
         clean = {
@@ -773,6 +773,15 @@ def _settle(
     # the settled documents' history, for export --changes-since (from the records read here)
     record_changes(store, itertools.chain(docs, redirects))
     return result
+
+
+def _members(store: DedupStore, clusters: list[Cluster]) -> dict[str, list[str]]:
+    """Each cluster's members, read ``_READ_AHEAD`` clusters a call (a round trip on Redis)."""
+    found: dict[str, list[str]] = {}
+    for start in range(0, len(clusters), _READ_AHEAD):
+        part = clusters[start : start + _READ_AHEAD]
+        found.update(zip((c.cluster_id for c in part), members_of_many(store, part)))
+    return found
 
 
 class _Batches:

@@ -358,6 +358,11 @@ class DedupStore(abc.ABC):
     def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
         """(member, value) of an owned set, in no particular order."""
 
+    def set_members_many(self, name: str, owners: Sequence[str]) -> list[list[tuple[str, bytes]]]:
+        """The (member, value) pairs of the owned sets of ``owners``, in their order: one round
+        trip on a store with round trips, one :meth:`set_members` each here."""
+        return [list(self.set_members(name, owner)) for owner in owners]
+
     # -- primitives: counters -----------------------------------------------
     @abc.abstractmethod
     def increment_meta(self, name: str) -> int:

@@ -14,7 +14,7 @@ what a decision read ahead), so none of them is a method a backend implements.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
@@ -226,6 +226,12 @@ def members_of(store: DedupStore, cluster: Cluster | str) -> list[str]:
     members = {key for key, _ in store.set_members(MEMBERS, cluster.cluster_id)}
     members.add(cluster.representative)
     return sorted(members)
+
+
+def members_of_many(store: DedupStore, clusters: Sequence[Cluster]) -> list[list[str]]:
+    """:func:`members_of` each of ``clusters`` (already read), their sets read in one call."""
+    sets = store.set_members_many(MEMBERS, [c.cluster_id for c in clusters])
+    return [sorted({c.representative, *(key for key, _ in found)}) for c, found in zip(clusters, sets)]
 
 
 def iter_clusters(store: DedupStore) -> Iterator[Cluster]:

@@ -691,6 +691,15 @@ class RedisStore(DedupStore):
         for member in sorted(rows):
             yield member.decode("utf-8", "surrogatepass"), rows[member]
 
+    def set_members_many(self, name: str, owners: Sequence[str]) -> list[list[tuple[str, bytes]]]:
+        if len(owners) < 2:
+            return [list(self.set_members(name, owner)) for owner in owners]
+        pipe = self.client.pipeline(transaction=False)
+        for owner in owners:
+            pipe.hgetall(self._set_key(name, owner))
+        return [[(member.decode("utf-8", "surrogatepass"), rows[member]) for member in sorted(rows)]
+                for rows in pipe.execute()]
+
     # -- counters -----------------------------------------------------------
     def increment_meta(self, name: str) -> int:
         return int(self.client.hincrby(self._meta_key(), name, 1))
@@ -854,7 +863,7 @@ _WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_ma
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
-    "_apply", "get", "get_many", "scan", "put_if_absent", "set_members",
+    "_apply", "get", "get_many", "scan", "put_if_absent", "set_members", "set_members_many",
     "increment_meta", "_frontier_mark", "frontier_mark_many", "flush", "count",
     "near_candidates", "begin_run",
     "claim_pending", "hold_pending", "held_pending", "_lock",
