@@ -50,12 +50,11 @@ from scrapy_dedup.core.records import Cluster, UrlRecord, duplicate_reason, dupl
 from scrapy_dedup.core.representative import Candidate, representative_order
 from scrapy_dedup.decide.changes import record as record_changes
 from scrapy_dedup.decide.clusters import cluster_id_for, distance
-from scrapy_dedup.store.base import CHUNKS, CLUSTER, MINHASH, TEXT, DedupStore, StoreBatch
+from scrapy_dedup.store.base import CHUNKS, CLUSTER, MINHASH, TEXT, URL, DedupStore, StoreBatch
 from scrapy_dedup.store.records import (
     SETTLED_META,
     add_member,
     get_meta,
-    get_url,
     index_exact,
     iter_clusters,
     iter_urls,
@@ -764,7 +763,7 @@ def _settle(
         put_meta(store, SETTLED_META, None)
         batches = _Batches(store)
         try:
-            _write(store, batches, settled, old, old_members, result, minhash_of, min_tokens)
+            _write(store, batches, settled, old, old_members, result, min_tokens)
         except BaseException as exc:
             batches.close(exc)
             raise
@@ -818,14 +817,13 @@ def _write(
     old: dict[str, Cluster],
     old_members: dict[str, list[str]],
     result: SettleResult,
-    minhash_of: Callable[[str], bytes | None],
     min_tokens: int,
 ) -> None:
     """What changed. Batches apply in order and a later write wins: a cluster written again
     under its id goes after its removal. A cluster new under its id goes first: its entries in
     the SimHash tables and bands are then added before this settle removes any, and the tables
     need not look for a removal to lift (a read per band). The URL records read here are read
-    before any is written."""
+    before any is written; they and the MinHashes are read ``_READ_AHEAD`` clusters a call."""
     new = {s.cluster_id: s for s in settled}
     #: same representative and members: its indexes stay
     kept: set[str] = set()
@@ -834,33 +832,65 @@ def _write(
     same_entry: set[str] = set()
     #: the entries to remove: cluster id -> (SimHash, representative)
     unindex: dict[str, tuple[int, str]] = {}
+    changed = []
     for cid, cluster in old.items():
         s = new.get(cid)
         if s is not None and s.representative.key == cluster.representative and set(old_members[cid]) == set(s.keys()):
             kept.add(cid)
-            continue
-        rep = get_url(store, cluster.representative)
-        if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
-            if s is not None and s.representative.key == rep.key:
-                same_entry.add(cid)
-            else:
-                unindex[cid] = (rep.simhash, rep.key)  # type: ignore[assignment]
-    for cid, s in new.items():
-        if cid not in old:
-            _write_cluster(batches.next(), s, old, kept, same_entry, result, minhash_of, min_tokens)
-    for cid, cluster in old.items():
-        if cid in kept:
-            continue
-        batch = batches.next()
-        if cid in unindex:
-            simhash, key = unindex[cid]
-            batch.unindex_near(cluster.scope, simhash, band_hashes(minhash_of(key)), cid)  # type: ignore[arg-type]
-        for key in old_members[cid]:
-            remove_member(batch, cid, key)
-        batch.delete(CLUSTER, cid)
-    for cid, s in new.items():
-        if cid in old:
-            _write_cluster(batches.next(), s, old, kept, same_entry, result, minhash_of, min_tokens)
+        else:
+            changed.append((cid, cluster))
+    for part in _chunks(changed):
+        keys = [cluster.representative for _, cluster in part]
+        signature = _signatures(store, keys)
+        reps = store.get_many(URL, keys)
+        for (cid, cluster), raw in zip(part, reps):
+            rep = None if raw is None else UrlRecord.from_json(raw, cluster.representative)
+            if rep is not None and rep.cluster_id == cid and _is_indexable(rep, min_tokens, signature[rep.key]):
+                s = new.get(cid)
+                if s is not None and s.representative.key == rep.key:
+                    same_entry.add(cid)
+                else:
+                    unindex[cid] = (rep.simhash, rep.key)  # type: ignore[assignment]
+    for part in _chunks([s for cid, s in new.items() if cid not in old]):
+        _write_clusters(store, batches, part, old, kept, same_entry, result, min_tokens)
+    for part in _chunks([(cid, cluster) for cid, cluster in old.items() if cid not in kept]):
+        signature = _signatures(store, [unindex[cid][1] for cid, _ in part if cid in unindex])
+        for cid, cluster in part:
+            batch = batches.next()
+            if cid in unindex:
+                simhash, key = unindex[cid]
+                batch.unindex_near(cluster.scope, simhash, band_hashes(signature[key]), cid)  # type: ignore[arg-type]
+            for key in old_members[cid]:
+                remove_member(batch, cid, key)
+            batch.delete(CLUSTER, cid)
+    for part in _chunks([s for cid, s in new.items() if cid in old]):
+        _write_clusters(store, batches, part, old, kept, same_entry, result, min_tokens)
+
+
+def _chunks(items: list) -> Iterator[list]:
+    for start in range(0, len(items), _READ_AHEAD):
+        yield items[start : start + _READ_AHEAD]
+
+
+def _signatures(store: DedupStore, keys: list[str]) -> dict[str, bytes | None]:
+    """The MinHashes of ``keys``, read in one call."""
+    return dict(zip(keys, store.get_many(MINHASH, keys)))
+
+
+def _write_clusters(
+    store: DedupStore,
+    batches: _Batches,
+    part: list[Settled],
+    old: dict[str, Cluster],
+    kept: set[str],
+    same_entry: set[str],
+    result: SettleResult,
+    min_tokens: int,
+) -> None:
+    """:func:`_write_cluster` each of ``part``, the MinHashes of those indexed read in one call."""
+    signature = _signatures(store, [s.representative.key for s in part if s.cluster_id not in kept])
+    for s in part:
+        _write_cluster(batches.next(), s, old, kept, same_entry, result, signature.get(s.representative.key), min_tokens)
 
 
 def _write_cluster(
@@ -870,11 +900,12 @@ def _write_cluster(
     kept: set[str],
     same_entry: set[str],
     result: SettleResult,
-    minhash_of: Callable[[str], bytes | None],
+    signature: bytes | None,
     min_tokens: int,
 ) -> None:
     """The writes of one settled cluster (``kept``: its indexes stay; ``same_entry``: its
-    entry in the SimHash tables and bands stays)."""
+    entry in the SimHash tables and bands stays; ``signature``: its representative's MinHash,
+    read when it is not ``kept``)."""
     cid, rep = s.cluster_id, s.representative
     provisional = {}
     for record in (rep, *(m for m, _, _ in s.members)):
@@ -893,9 +924,9 @@ def _write_cluster(
         put_cluster(batch, cluster)
         for member, _, _ in s.members:
             add_member(batch, cid, member.key)
-        if cid not in same_entry and _is_indexable(rep, min_tokens, minhash_of(rep.key)):
+        if cid not in same_entry and _is_indexable(rep, min_tokens, signature):
             # _is_indexable checked that the SimHash and the MinHash are there
-            batch.index_near(rep.scope, rep.simhash, band_hashes(minhash_of(rep.key)), cid)  # type: ignore[arg-type]
+            batch.index_near(rep.scope, rep.simhash, band_hashes(signature), cid)  # type: ignore[arg-type]
         # (a cluster kept as it was has its exact entries: every member's decision wrote them)
         for content in {rep.content_hash, *(m.content_hash for m, _, _ in s.members)}:
             if content is not None:
