@@ -79,3 +79,13 @@ def test_a_kept_text_is_packed_in_the_worker_as_the_store_would():
     html = "<html><body><article><p>" + "A sentence of the page. " * 30 + "</p></article></body></html>"
     text, fp, packed = analysed_and_packed(analyse_html, html, None, ExtractOptions())
     assert (text, fp) == analyse_html(html, None, ExtractOptions()) and unpack_text(packed) == text != ""
+
+
+def test_records_read_share_their_few_values_and_keep_their_text():
+    """Records read back share one object for a status, a reason, a kind and a scope (a settle
+    reads every record of a store at once); a title in any script comes back as it was."""
+    raw = dataclasses.replace(FULL, title="Страница — 頁").to_json()
+    a, b = UrlRecord.from_json(raw, FULL.key), UrlRecord.from_json(bytearray(raw), FULL.key)
+    assert a == b and a.title == "Страница — 頁"
+    assert a.status is b.status and a.reason is b.reason and a.kind is b.kind and a.scope is b.scope
+    assert UrlRecord.from_json(raw.decode(), FULL.key) == a

@@ -26,6 +26,7 @@ import operator
 import time
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 #: Statuses a document takes in the content layer (the item's ``dedup.status``).
 DOC_STATUSES = ("new", "exact_duplicate", "near_duplicate", "unchanged", "updated")
@@ -125,9 +126,16 @@ class UrlRecord:
     def from_json(cls, raw: bytes, key: str | None = None) -> UrlRecord:
         """A record from its stored form; ``key``: what the store names it by (the stored
         form leaves it out)."""
-        data = json.loads(raw)
+        data = _load(raw)
         if isinstance(data, list):
             record = cls(*data[: len(_URL_FIELD_ORDER)])  # fields a newer version appended: left out
+            # one string object for each of the few values these take (a store's records, read at
+            # once by a settle or a report, kept a copy each: about 240 bytes a record)
+            record.status, record.scope = _word(record.status), _word(record.scope)
+            if record.reason is not None:
+                record.reason = _word(record.reason)
+            if record.kind is not None:
+                record.kind = _word(record.kind)
             if record.key is None:
                 if key is None:
                     raise ValueError("a URL record is stored without its key: give the key it is stored under")
@@ -199,7 +207,7 @@ class Cluster:
     def from_json(cls, raw: bytes, cluster_id: str | None = None) -> Cluster:
         """A cluster from its stored form; ``cluster_id``: what the store names it by (the
         stored form leaves it out)."""
-        data = json.loads(raw)
+        data = _load(raw)
         if isinstance(data, list):
             cluster = cls(*data[: len(_CLUSTER_FIELD_ORDER)])
             if cluster.cluster_id is None:
@@ -217,6 +225,26 @@ _CLUSTER_DEFAULTS = tuple(f.default for f in dataclasses.fields(Cluster))
 _CLUSTER_VALUES = operator.attrgetter(*_CLUSTER_FIELD_ORDER)
 #: what json.dumps(..., separators=(",", ":"), ensure_ascii=False) builds on every call
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_DECODE = json.JSONDecoder().decode
+
+
+def _load(raw: bytes | str) -> Any:
+    """A stored record's JSON value. Records are UTF-8 (``_ENCODE``): decoded here, json.loads
+    spends a third of its time on a bytes value finding which encoding it is in."""
+    return _DECODE(raw.decode() if isinstance(raw, (bytes, bytearray)) else raw)
+
+
+#: the values of a few fields many records share (statuses, reasons, scopes), one object each
+_WORDS: dict[str, str] = {}
+#: values kept in ``_WORDS`` at most (a store's scopes are few; the statuses and reasons fewer)
+_MAX_WORDS = 4096
+
+
+def _word(value: str) -> str:
+    found = _WORDS.get(value)
+    if found is None and len(_WORDS) < _MAX_WORDS:
+        found = _WORDS[value] = value
+    return value if found is None else found
 
 
 def _dumps(values: list, defaults: tuple) -> bytes:
