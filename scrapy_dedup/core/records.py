@@ -126,7 +126,7 @@ class UrlRecord:
     def from_json(cls, raw: bytes, key: str | None = None) -> UrlRecord:
         """A record from its stored form; ``key``: what the store names it by (the stored
         form leaves it out)."""
-        data = _load(raw)
+        data = stored_json(raw)
         if isinstance(data, list):
             record = cls(*data[: len(_URL_FIELD_ORDER)])  # fields a newer version appended: left out
             # one string object for each of the few values these take (a store's records, read at
@@ -207,7 +207,7 @@ class Cluster:
     def from_json(cls, raw: bytes, cluster_id: str | None = None) -> Cluster:
         """A cluster from its stored form; ``cluster_id``: what the store names it by (the
         stored form leaves it out)."""
-        data = _load(raw)
+        data = stored_json(raw)
         if isinstance(data, list):
             cluster = cls(*data[: len(_CLUSTER_FIELD_ORDER)])
             if cluster.cluster_id is None:
@@ -228,9 +228,10 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _DECODE = json.JSONDecoder().decode
 
 
-def _load(raw: bytes | str) -> Any:
-    """A stored record's JSON value. Records are UTF-8 (``_ENCODE``): decoded here, json.loads
-    spends a third of its time on a bytes value finding which encoding it is in."""
+def stored_json(raw: bytes | str) -> Any:
+    """A stored JSON value: a record, a change history, a URL variant. The store keeps them in
+    UTF-8 (or ASCII): decoded here first, as json.loads spends a third of its time on a bytes
+    value finding which encoding it is in."""
     return _DECODE(raw.decode() if isinstance(raw, (bytes, bytearray)) else raw)
 
 

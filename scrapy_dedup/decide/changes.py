@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import xxhash
 
-from scrapy_dedup.core.records import UrlRecord
+from scrapy_dedup.core.records import UrlRecord, stored_json
 from scrapy_dedup.decide.clusters import cluster_id_for
 from scrapy_dedup.store.base import CHANGES, DedupStore, StoreError
 from scrapy_dedup.store.records import get_meta, get_url, iter_urls, iter_variants, put_meta
@@ -70,7 +70,7 @@ class History:
 
     @classmethod
     def from_json(cls, raw: bytes) -> History:
-        return cls(*json.loads(raw)[:6])
+        return cls(*stored_json(raw)[:6])
 
 
 @dataclass(slots=True)

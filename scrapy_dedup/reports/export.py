@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from scrapy_dedup.core.chunks import DEFAULT_CHUNK_WORDS, Chunk, chunk_text
 from scrapy_dedup.core.merged import MergedPassage, merged_passages
+from scrapy_dedup.core.records import stored_json
 from scrapy_dedup.reports.formats import Progress, iso
 from scrapy_dedup.reports.resolve import Resolver, anchor_link
 from scrapy_dedup.store.base import CHUNKS, DedupStore, StoreError
@@ -238,7 +239,7 @@ def unique_chunks(
                 yield _chunk_record(db, current, group, counts)
                 group = []
             current = digest
-            group.append({"document_id": doc_id, **json.loads(value)})
+            group.append({"document_id": doc_id, **stored_json(value)})
         if group:
             yield _chunk_record(db, current, group, counts)
     finally:

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, unpack_text
+from scrapy_dedup.core.records import Cluster, UrlRecord, pack_text, stored_json, unpack_text
 from scrapy_dedup.store.base import (
     ALIASES,
     CLUSTER,
@@ -58,13 +58,13 @@ def iter_urls(store: DedupStore) -> Iterator[UrlRecord]:
 
 def get_variant(store: DedupStore, url: str) -> dict[str, Any] | None:
     raw = store.get(VARIANT, url)
-    return json.loads(raw) if raw is not None else None
+    return stored_json(raw) if raw is not None else None
 
 
 def iter_variants(store: DedupStore) -> Iterator[tuple[str, dict[str, Any]]]:
     """(url, {"key", "first_seen", "last_seen", "count"}) for every variant."""
     for url, raw in store.scan(VARIANT):
-        yield url, json.loads(raw)
+        yield url, stored_json(raw)
 
 
 def iter_aliases_of(store: DedupStore, key: str) -> Iterator[tuple[str, str]]:
