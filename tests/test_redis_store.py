@@ -85,27 +85,6 @@ def test_other_parameters_are_refused_with_the_password_hidden(tmp_path):
         assert "pw-123" not in str(info.value) and ":***@" in str(info.value)
 
 
-def test_a_batch_adds_to_one_set_or_removes_in_one_command(redis_url, redis_prefix):
-    """Members added to one set one after another (a cluster's, as settling writes it) go in one
-    command, and so do those removed; the writes are the same, in their order."""
-    from scrapy_dedup.store.base import MEMBERS
-
-    store = RedisStore(redis_url, PARAMS, prefix=redis_prefix)
-    with store.batch() as b:
-        for n in range(5):
-            b.add_to_set(MEMBERS, "aa", f"http://h/{n}", b"")
-        b.add_to_set(MEMBERS, "bb", "http://h/x", b"")
-        b.remove_from_set(MEMBERS, "aa", "http://h/1")
-        b.remove_from_set(MEMBERS, "aa", "http://h/3")
-        b.add_to_set(MEMBERS, "aa", "http://h/3", b"back")
-        assert [c[0] for c in b.commands] == ["HSET", "HSET", "HDEL", "HSET"]
-    assert dict(store.set_members(MEMBERS, "aa")) == {
-        "http://h/0": b"", "http://h/2": b"", "http://h/3": b"back", "http://h/4": b""
-    }  # fmt: skip
-    assert dict(store.set_members(MEMBERS, "bb")) == {"http://h/x": b""}
-    store.close()
-
-
 def test_open_existing_needs_a_store_under_the_prefix(redis_url, redis_prefix):
     with pytest.raises(StoreError, match="no dedup store"):
         RedisStore.open_existing(redis_url, prefix=redis_prefix)

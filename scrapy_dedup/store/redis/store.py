@@ -127,19 +127,10 @@ class RedisBatch(StoreBatch):
         )  # fmt: skip
 
     def add_to_set(self, name: str, owner: str, member: str, value: bytes = b"") -> None:
-        self._to_set("HSET", self._store._set_key(name, owner), member, bytes(value))
+        self.commands.append(("HSET", self._store._set_key(name, owner), member, bytes(value)))
 
     def remove_from_set(self, name: str, owner: str, member: str) -> None:
-        self._to_set("HDEL", self._store._set_key(name, owner), member)
-
-    def _to_set(self, verb: str, key: str, *args: Any) -> None:
-        # the members a batch adds to one set, or removes, one after another (a cluster's, as
-        # settling writes it) go in one command: the same writes, in their order
-        last = self.commands[-1] if self.commands else None
-        if last is not None and last[0] == verb and last[1] == key:
-            self.commands[-1] = (*last, *args)
-        else:
-            self.commands.append((verb, key, *args))
+        self.commands.append(("HDEL", self._store._set_key(name, owner), member))
 
     def index_near(self, scope: str, simhash: int, bands: Iterable[int], cluster_id: str) -> None:
         self._near("sdd_near_put", "sdd_bands_add", scope, simhash, bands, cluster_id)
