@@ -13,7 +13,7 @@ Two layers, so that a second backend copies no rule:
   numbers, variant counting and the alias bookkeeping that goes with it;
 - a backend implements the primitives below them (marked *primitive*): named
   record tables of bytes (``get``/``put``/``delete``/``scan``), owned sets
-  (``add_to_set``/``set_members``: a cluster's members, a key's aliases),
+  (``add_to_set``/``set_members_many``: a cluster's members, a key's aliases),
   a counter, and the near-duplicate index, whose layout is its own. Metadata is the
   :data:`META` table, of JSON values (:func:`~scrapy_dedup.store.records.get_meta`).
 
@@ -141,7 +141,7 @@ class OweOffer:
     recordless: bool = False
 
 
-#: Owned sets (``add_to_set``/``set_members``): owner -> {member: value}.
+#: Owned sets (``add_to_set``/``set_members_many``): owner -> {member: value}.
 ALIASES = "aliases"  # target url key -> {URL of a redirect or variant: reason}
 MEMBERS = "members"  # cluster id -> {url key: b""}
 SETS = (ALIASES, MEMBERS)
@@ -355,13 +355,10 @@ class DedupStore(abc.ABC):
         """Store ``value`` unless ``key`` holds one; return the value already there (atomic)."""
 
     @abc.abstractmethod
-    def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
-        """(member, value) of an owned set, in no particular order."""
-
     def set_members_many(self, name: str, owners: Sequence[str]) -> list[list[tuple[str, bytes]]]:
-        """The (member, value) pairs of the owned sets of ``owners``, in their order: one round
-        trip on a store with round trips, one :meth:`set_members` each here."""
-        return [list(self.set_members(name, owner)) for owner in owners]
+        """The (member, value) pairs of each owned set of ``owners``, in their order (a set's
+        pairs in no particular order; an owner with no set has none): one round trip on a store
+        with round trips. :func:`~scrapy_dedup.store.records.set_members` reads one set."""
 
     # -- primitives: counters -----------------------------------------------
     @abc.abstractmethod
@@ -530,6 +527,7 @@ class DedupStore(abc.ABC):
 _READS = (
     "get_url", "iter_urls", "get_variant", "iter_variants", "iter_aliases_of", "has_pending", "get_emitted",
     "find_exact", "claim_exact", "find_raw", "get_minhash", "get_text", "get_cluster", "members_of", "iter_clusters",
+    "set_members",
     "pending_held_elsewhere", "maybe_elsewhere", "put_meta_if_absent", "frontier_mark", "frontier_size",
     "pending_count", "simhash_candidates", "band_candidates", "get_meta", "put_meta", "scannable",
 )  # fmt: skip

@@ -34,7 +34,7 @@ from scrapy_dedup.store.base import (
     DedupStore,
 )
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls
+from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls, set_members
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
@@ -94,7 +94,7 @@ class _View:
                 self.members[cid].add(member)
         else:
             for cid in self.clusters:
-                self.members[cid].update(key for key, _ in store.set_members(MEMBERS, cid))
+                self.members[cid].update(key for key, _ in set_members(store, MEMBERS, cid))
         for cid, cluster in self.clusters.items():  # a cluster's record names one member
             self.members[cid].add(cluster.representative)
 

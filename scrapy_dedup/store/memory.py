@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,10 +163,9 @@ class MemoryStore(DedupStore):
                 rows[key] = bytes(value)
             return previous
 
-    def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
+    def set_members_many(self, name: str, owners: Sequence[str]) -> list[list[tuple[str, bytes]]]:
         with self._data.lock:
-            rows = sorted(self._data.sets[name].get(owner, {}).items())
-        yield from rows
+            return [sorted(self._data.sets[name].get(owner, {}).items()) for owner in owners]
 
     def increment_meta(self, name: str) -> int:
         with self._data.lock:

@@ -56,6 +56,11 @@ def iter_urls(store: DedupStore) -> Iterator[UrlRecord]:
         yield UrlRecord.from_json(raw, key)
 
 
+def set_members(store: DedupStore, name: str, owner: str) -> list[tuple[str, bytes]]:
+    """(member, value) of the owned set ``name`` of ``owner``, in no particular order."""
+    return store.set_members_many(name, [owner])[0]
+
+
 def get_variant(store: DedupStore, url: str) -> dict[str, Any] | None:
     raw = store.get(VARIANT, url)
     return stored_json(raw) if raw is not None else None
@@ -69,7 +74,7 @@ def iter_variants(store: DedupStore) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def iter_aliases_of(store: DedupStore, key: str) -> Iterator[tuple[str, str]]:
     """(url, reason) of every redirect and URL variant that points to ``key``."""
-    for url, reason in store.set_members(ALIASES, key):
+    for url, reason in set_members(store, ALIASES, key):
         yield url, reason.decode()
 
 
@@ -221,9 +226,9 @@ def members_of(store: DedupStore, cluster: Cluster | str) -> list[str]:
     if isinstance(cluster, str):
         found = get_cluster(store, cluster)
         if found is None:  # a cluster gone: what its set still lists
-            return sorted(key for key, _ in store.set_members(MEMBERS, cluster))
+            return sorted(key for key, _ in set_members(store, MEMBERS, cluster))
         cluster = found
-    members = {key for key, _ in store.set_members(MEMBERS, cluster.cluster_id)}
+    members = {key for key, _ in set_members(store, MEMBERS, cluster.cluster_id)}
     members.add(cluster.representative)
     return sorted(members)
 

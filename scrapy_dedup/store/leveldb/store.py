@@ -52,7 +52,7 @@ import shutil
 import struct
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -355,10 +355,12 @@ class LevelDBStore(DedupStore):
                 self._db.put(k, value)
         return previous
 
-    def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
-        prefix = _set_prefix(name, owner)
-        for k, value in self._db.iterator(prefix=prefix):
-            yield k[len(prefix):].decode(), value
+    def set_members_many(self, name: str, owners: Sequence[str]) -> list[list[tuple[str, bytes]]]:
+        found = []
+        for owner in owners:
+            prefix = _set_prefix(name, owner)
+            found.append([(k[len(prefix):].decode(), value) for k, value in self._db.iterator(prefix=prefix)])
+        return found
 
     # -- check, repair, migrate: LevelDB's own keys ---------------------------
     def set_entries(self, name: str) -> Iterator[tuple[str, str]]:

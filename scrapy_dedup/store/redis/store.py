@@ -686,19 +686,11 @@ class RedisStore(DedupStore):
         current = self.client.fcall("sdd_exact_claim", 1, shard, field, value)
         return None if current is None else layout.read(bytes(current))
 
-    def set_members(self, name: str, owner: str) -> Iterator[tuple[str, bytes]]:
-        rows = self._hash(self._set_key(name, owner))
-        for member in sorted(rows):
-            yield member.decode("utf-8", "surrogatepass"), rows[member]
-
     def set_members_many(self, name: str, owners: Sequence[str]) -> list[list[tuple[str, bytes]]]:
-        if len(owners) < 2:
-            return [list(self.set_members(name, owner)) for owner in owners]
         pipe = self.client.pipeline(transaction=False)
         for owner in owners:
             pipe.hgetall(self._set_key(name, owner))
-        return [[(member.decode("utf-8", "surrogatepass"), rows[member]) for member in sorted(rows)]
-                for rows in pipe.execute()]
+        return [[(m.decode("utf-8", "surrogatepass"), rows[m]) for m in sorted(rows)] for rows in pipe.execute()]
 
     # -- counters -----------------------------------------------------------
     def increment_meta(self, name: str) -> int:
@@ -863,7 +855,7 @@ _WRITERS = frozenset({"_apply", "put_if_absent", "increment_meta", "_frontier_ma
 # backoff have run out, is one StoreConnectionLost naming the store (password hidden), and a
 # write refused by a full server one StoreFull
 for _name in (
-    "_apply", "get", "get_many", "scan", "put_if_absent", "set_members", "set_members_many",
+    "_apply", "get", "get_many", "scan", "put_if_absent", "set_members_many",
     "increment_meta", "_frontier_mark", "frontier_mark_many", "flush", "count",
     "near_candidates", "begin_run",
     "claim_pending", "hold_pending", "held_pending", "_lock",
