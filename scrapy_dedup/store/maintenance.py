@@ -34,7 +34,7 @@ from scrapy_dedup.store.base import (
     DedupStore,
 )
 from scrapy_dedup.store.leveldb import LevelDBStore
-from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls, set_members
+from scrapy_dedup.store.records import get_meta, iter_clusters, iter_urls
 
 #: problems shown per check (the counts are complete)
 EXAMPLES = 5
@@ -92,9 +92,12 @@ class _View:
         if self.leveldb is not None:  # every member set, a dead cluster's too
             for cid, member in self.leveldb.set_entries(MEMBERS):
                 self.members[cid].add(member)
-        else:
-            for cid in self.clusters:
-                self.members[cid].update(key for key, _ in set_members(store, MEMBERS, cid))
+        else:  # a thousand sets a call (a round trip on Redis)
+            ids = list(self.clusters)
+            for start in range(0, len(ids), 1000):
+                part = ids[start : start + 1000]
+                for cid, pairs in zip(part, store.set_members_many(MEMBERS, part)):
+                    self.members[cid].update(key for key, _ in pairs)
         for cid, cluster in self.clusters.items():  # a cluster's record names one member
             self.members[cid].add(cluster.representative)
 
