@@ -777,8 +777,7 @@ def _settle(
 def _members(store: DedupStore, clusters: list[Cluster]) -> dict[str, list[str]]:
     """Each cluster's members, read ``_READ_AHEAD`` clusters a call (a round trip on Redis)."""
     found: dict[str, list[str]] = {}
-    for start in range(0, len(clusters), _READ_AHEAD):
-        part = clusters[start : start + _READ_AHEAD]
+    for part in _chunks(clusters):
         found.update(zip((c.cluster_id for c in part), members_of_many(store, part)))
     return found
 
