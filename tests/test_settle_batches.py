@@ -86,3 +86,29 @@ def test_a_settle_reads_redis_many_clusters_a_round_trip(redis_single, tmp_path)
             assert check_store(store).consistent
             trips.append((settled, counting.round_trips - settled))
     assert trips[1][0] - trips[0][0] < 30 and trips[1][1] - trips[0][1] < 30, trips
+
+
+def test_an_incremental_settle_reads_the_member_sets_it_writes_again(backend, tmp_path, monkeypatch):
+    """The URL records say which cluster holds each document: an incremental settle tells the
+    clusters decided since from them, and reads the member sets of the clusters it settles
+    again only, not the store's every set."""
+    from test_settle import LATER
+
+    with backend(str(tmp_path / "s"), PARAMS) as store:
+        store.begin_run()
+        ingest(store, orders()[3])
+        settle(store, **SETTINGS)
+        ingest(store, ["y"], texts=LATER)  # near nothing: a cluster of its own
+        read: list[str] = []
+        many = type(store).set_members_many
+
+        def set_members_many(self, name, owners):
+            read.extend(owners)
+            return many(self, name, owners)
+
+        monkeypatch.setattr(type(store), "set_members_many", set_members_many)
+        result = settle(store, **SETTINGS)
+        y = next(r for r in iter_urls(store) if r.key.endswith("/y"))
+        assert result.affected == 1 and read == [y.cluster_id]
+        monkeypatch.undo()
+        assert settle(store, **SETTINGS, incremental=False).rewritten == 0

@@ -699,14 +699,18 @@ def _settle(
     params = {"max_distance": max_distance, "min_jaccard": min_jaccard, "min_tokens": min_tokens,
               "authority": list(authority)}
     old = {c.cluster_id: c for c in iter_clusters(store)}
-    old_members = _members(store, list(old.values()))
+    # each cluster's documents as their URL records place them: the keys its member set and its
+    # record list (the writes of a decision go in one batch), without a read of every set
+    placed: dict[str, list[str]] = defaultdict(list)
+    for r in docs:
+        placed[r.cluster_id].append(r.key)  # type: ignore[index]
     if incremental and get_meta(store, SETTLED_META) == params:
         # only the clusters decided since the last settle, and what they are connected to
         clean = {
             key
             for cid, c in old.items()
-            if c.settled == _digest(old_members[cid]) and cid == cluster_id_for(c.scope, c.representative)
-            for key in old_members[cid]
+            if c.settled == _digest(placed[cid]) and cid == cluster_id_for(c.scope, c.representative)
+            for key in placed[cid]
         }
         touched = [n for n, r in enumerate(docs) if r.key not in clean]
         reached = (
@@ -727,7 +731,9 @@ def _settle(
     keys_in = {r.key for r in docs_in}
     # whole clusters: a cluster with a member to settle again has every member among them
     every = old
-    old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(old_members[cid])}
+    old = {cid: c for cid, c in old.items() if docs_in is docs or not keys_in.isdisjoint(placed[cid])}
+    # the member sets of the clusters written again, read from the store: the writes follow them
+    old_members = _members(store, list(old.values()))
     settled = settle_clusters(
         docs_in,
         near,
@@ -738,7 +744,7 @@ def _settle(
         read_ahead=read_ahead,
         minhashes=minhashes,
     )
-    result = SettleResult(documents=len(docs), clusters=len(settled) + len(set(old_members)) - len(old), affected=len(docs_in))
+    result = SettleResult(documents=len(docs), clusters=len(settled) + len(every) - len(old), affected=len(docs_in))
     # the split of the whole store: the clusters settled now, and those kept as they were
     pairs: Iterable[tuple[str | None, str | None]] = (
         (m.content_hash, s.representative.content_hash) for s in settled for m, _, _ in s.members
@@ -749,7 +755,7 @@ def _settle(
         kept_pairs = (
             (content.get(key), content.get(c.representative))
             for c in kept
-            for key in old_members[c.cluster_id]
+            for key in placed[c.cluster_id]
             if key != c.representative
         )
         pairs = itertools.chain(pairs, kept_pairs)
