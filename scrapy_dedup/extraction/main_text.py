@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import trafilatura
+from lxml import etree
 from trafilatura.utils import load_html
 from trafilatura.xpaths import BODY_XPATH
 from w3lib.encoding import html_body_declared_encoding, read_bom, to_unicode
@@ -260,6 +261,30 @@ def _unwrap_nested_code(tree: Any) -> None:
         inner.drop_tag()
 
 
+#: elements named with more than lowercase letters and digits (what lxml's HTML parser gives a
+#: plain tag): the few whose name needs a check, found without a Python object per element
+_UNUSUAL_TAGS = etree.XPath("//*[translate(name(), 'abcdefghijklmnopqrstuvwxyz0123456789', '')]")
+
+
+def _unwrap_invalid_tags(tree: Any) -> None:
+    """Unwrap every element whose name XML does not allow, keeping its words. lxml's HTML parser
+    reads an unescaped generic in a ``<pre>`` (javadoc: ``EnclosingBall<Sphere2D, S2Point>``) as
+    an element named ``sphere2d,``; trafilatura copies elements with ``SubElement``, which refuses
+    such a name, and gave up on the whole page. A browser shows the element's content as text.
+
+    >>> from lxml.html import fromstring
+    >>> tree = fromstring("<pre>EnclosingBall<Sphere2D, S2Point> cap = shape.cap();</pre>")
+    >>> _unwrap_invalid_tags(tree)
+    >>> [element.tag for element in tree.iter()], tree.text_content()
+    (['pre'], 'EnclosingBall cap = shape.cap();')
+    """
+    for element in _UNUSUAL_TAGS(tree):
+        try:
+            etree.QName(element.tag)
+        except ValueError:
+            element.drop_tag()
+
+
 #: an ``id`` or ``class`` that trafilatura takes for a comment section (it cuts the element)
 _COMMENTS_NAME_RE = re.compile(r"^comment|(?:article|post)-comments", re.IGNORECASE)
 
@@ -461,6 +486,7 @@ def extract_text(
         tree = load_html(text)
         if tree is None:
             return ""
+        _unwrap_invalid_tags(tree)
         _keep_inline_spans(tree)
         _keep_inline_links(tree)
         _unwrap_nested_code(tree)
