@@ -56,8 +56,9 @@ EXTRACT_PARAMS: dict[str, object] = {
     # (_unname_page_comments), and a page whose text has none of its headings and that has no
     # frame trafilatura knows is read again inside one (_frame_body); 7: the links of a definition
     # term with words of its own are its text, an element whose heading links to its id is a
-    # section (_unname_linked_sections), and a frame without text is none
-    "version": 7,
+    # section (_unname_linked_sections), and a frame without text is none; 8: an element whose
+    # name XML refuses is unwrapped (_unwrap_invalid_tags)
+    "version": 8,
     # The fast mode is 1.2-1.45x cheaper, but on DocBook/Publican books it drops the leading text
     # of most paragraphs (in 45% of pages, over a tenth of the full mode's text; measured in
     # benchmarks/bench_extraction.py).
