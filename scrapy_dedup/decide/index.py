@@ -22,7 +22,7 @@ from scrapy_dedup.decide.lifecycle import Lifecycle
 from scrapy_dedup.decide.matching import Matching
 from scrapy_dedup.extraction.main_text import EXTRACT_PARAMS
 from scrapy_dedup.store.base import DedupStore
-from scrapy_dedup.store.records import get_url, raw_index_prefix
+from scrapy_dedup.store.records import get_url, index_raw, raw_index_prefix
 
 __all__ = ["ContentIndex", "Decision", "Document", "cluster_id_for"]
 
@@ -83,6 +83,10 @@ class ContentIndex(Matching, Clusters, Lifecycle):
             # a page without text is no document: like a hub, it is fetched again
             record.status, record.raw_hash, record.kind = "skipped_empty", doc.raw_hash, "hub"
             promoted = self._forget_content(record)
+            if not doc.recalled:
+                # its body, met again (the next run, or under another URL), skips extraction
+                with self.store.batch() as batch:
+                    index_raw(batch, self.raw_prefix + doc.raw_hash, record.key)
             return Decision(status="skipped_empty", url=doc.url, promoted=promoted)
 
         if record.has_content and record.content_hash == content_hash:

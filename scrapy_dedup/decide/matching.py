@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrapy_dedup.core.bands import band_hashes
-from scrapy_dedup.core.fingerprints import Fingerprint, hamming, near_match
+from scrapy_dedup.core.fingerprints import Fingerprint, fingerprint, hamming, near_match
 from scrapy_dedup.core.records import MAX_REDIRECT_HOPS, UrlRecord
 from scrapy_dedup.decide.decision import Document
 from scrapy_dedup.store.base import DedupStore
 from scrapy_dedup.store.records import find_exact, find_raw, get_cluster, get_minhash, get_text, get_url
+
+#: the fingerprints of a page without text (what extraction finding none gives)
+NO_TEXT = fingerprint("")
 
 
 @dataclass(slots=True)
@@ -57,10 +60,16 @@ class Matching:
         )
 
     def recall(self, raw_hash: str) -> Fingerprint | None:
-        """Fingerprints of a byte-identical body seen before (skips extraction)."""
+        """Fingerprints of a byte-identical body seen before (skips extraction): those of its
+        text, or of no text for a body the same extraction found none in (a frameset, a page
+        its scripts fill: fetched again on every run, like a hub)."""
         key = find_raw(self.store, self.raw_prefix + raw_hash)
         record = get_url(self.store, key) if key else None
-        if record is None or record.raw_hash != raw_hash or not record.has_content:
+        if record is None or record.raw_hash != raw_hash:
+            return None
+        if record.status == "skipped_empty":
+            return NO_TEXT
+        if not record.has_content:
             return None  # a gone or emptied page keeps its hashes but no longer its MinHash
         return self.fingerprint_of(record)
 
