@@ -177,3 +177,42 @@ def test_a_page_whose_text_is_all_in_an_element_named_like_comments_keeps_it():
     )
     assert "Great post" not in extract_text(article)
     assert "Great post" in extract_text(article, include_comments=True)
+
+
+def javadoc_class_page() -> str:
+    """A class page as javadoc before JDK 11 writes it: no frame trafilatura knows
+    (``div.contentContainer``), the description and each member in a list item under a heading,
+    each description a ``<div>`` paragraph."""
+    methods = "".join(
+        f'<ul class="blockList"><li class="blockList"><h4>measure{n}</h4>'
+        f"<pre>public&nbsp;double&nbsp;measure{n}(Shape&nbsp;shape)</pre>"
+        f'<div class="block">Measures the <code>Shape</code> given along axis {n}, in points, and rounds the result'
+        f' down.</div><dl><dt><span class="returnLabel">Returns:</span></dt><dd>the length along axis {n}</dd></dl>'
+        "</li></ul>"
+        for n in range(4)
+    )
+    return (
+        '<html><head><title>Ruler</title></head><body><div class="topNav"><ul class="navList">'
+        '<li><a href="overview-summary.html">Overview</a></li><li><a href="package-summary.html">Package</a></li>'
+        '</ul></div><div class="header"><h2 title="Class Ruler" class="title">Class Ruler</h2></div>'
+        '<div class="contentContainer"><div class="description"><ul class="blockList"><li class="blockList">'
+        '<pre>public class <span class="typeNameLabel">Ruler</span> extends java.lang.Object</pre>'
+        '<div class="block">A ruler measures the shapes it is given along each of its axes. It keeps no state between'
+        " two measures, so one <code>Ruler</code> may serve every thread of an application at once.</div>"
+        '</li></ul></div><div class="details"><ul class="blockList"><li class="blockList"><ul class="blockList">'
+        f'<li class="blockList"><h3>Method Detail</h3>{methods}</li></ul></li></ul></div></div></body></html>'
+    )
+
+
+def test_a_class_page_of_div_paragraphs_in_list_items_keeps_its_descriptions():
+    """The description of a class and of each member (``<div>`` paragraphs in list items, under
+    headings): trafilatura reads the page without a frame and keeps its paragraphs alone, and
+    those inside list items leave with the lists. Read in a frame, the page keeps them."""
+    page = javadoc_class_page()
+    alone = trafilatura.extract(page, fast=False, deduplicate=False, output_format="txt")
+    assert "A ruler measures the shapes" not in alone and "along axis 2" not in alone  # the page reproduces the loss
+    text = extract_text(page)
+    assert "A ruler measures the shapes it is given along each of its axes." in text
+    for n in range(4):
+        assert f"given along axis {n}, in points, and rounds the result down." in text
+    assert "Class Ruler" in text and "Method Detail" in text
